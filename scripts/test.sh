@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: `scripts/test.sh`.
+# Installs what the tests need (scripts/install-deps.sh), then one build of the
+# test profile, every test (unit, property, doc, black-box), the library alone
+# without the gateway's dependencies, and the lints.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -x scripts/install-deps.sh ]; then
+  scripts/install-deps.sh
+fi
+
+cargo test --locked
+cargo build --locked --lib --no-default-features
+cargo clippy --locked --all-targets -- -D warnings
+cargo fmt --all -- --check

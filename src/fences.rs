@@ -1,0 +1,364 @@
+//! Step 3 of the data path: admission. The fence table keeps, per key, the
+//! highest token admitted so far and the requests in flight, and decides
+//! whether a request may go on.
+//!
+//! # The rules
+//!
+//! With `highest` the highest token admitted on the key (none yet: anything
+//! is admitted):
+//!
+//! 1. `token < highest`: refused, [`StaleReason::BelowHighest`].
+//! 2. Otherwise `highest := token`, made durable by the [`FenceStore`] before
+//!    anything else; then the request waits until no request with a *lower*
+//!    token on the key is still in flight; then it is let through and holds an
+//!    [`InFlight`] guard until its response is done.
+//! 3. A waiter whose token is overtaken by a higher admitted token before it
+//!    was let through is refused, [`StaleReason::Overtaken`].
+//!
+//! Equal tokens go through together: one lock holder may issue parallel
+//! requests. A consequence of rules 2 and 3 is that every request in flight on
+//! a key carries the same token, the current highest, which is why one
+//! `(token, count)` pair per key is enough to track them.
+//!
+//! Without step 2's wait, token 33 could pass the check, be overtaken on the
+//! way to the backend by 34, and land last: the lost write fencing exists to
+//! prevent.
+//!
+//! ```
+//! # tokio_test_block_on(async {
+//! use fencegate::{Fences, StaleReason};
+//!
+//! let fences = Fences::in_memory();
+//! let first = fences.admit("/bucket/report", 33).await.unwrap();
+//! drop(first); // the request finished
+//! let _second = fences.admit("/bucket/report", 34).await.unwrap();
+//! let stale = fences.admit("/bucket/report", 33).await.unwrap_err();
+//! assert_eq!(stale.stale().unwrap().reason, StaleReason::BelowHighest);
+//! assert_eq!(fences.highest("/bucket/report"), Some(34));
+//! # });
+//! # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+//! #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+//! # }
+//! ```
+
+use std::pin::pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use dashmap::DashMap;
+use tokio::sync::Notify;
+
+use crate::store::{FenceStore, MemoryStore, StoreError, StoreStats};
+
+/// The fence table: every fence's highest token, the requests in flight, and
+/// the store that makes raises durable. Cheap to clone (an `Arc`).
+#[derive(Clone)]
+pub struct Fences {
+    inner: Arc<Table>,
+}
+
+struct Table {
+    /// A sharded map so that admissions on different keys rarely contend.
+    /// Guards are only ever held to clone an `Arc<Fence>` out, never across an
+    /// `.await` (dashmap issues #79 and #369 show the deadlocks that follow).
+    fences: DashMap<Box<str>, Arc<Fence>>,
+    store: Box<dyn FenceStore>,
+    durable: bool,
+}
+
+/// One key's fence.
+struct Fence {
+    /// A std mutex, not tokio's: it guards a few integers for a few
+    /// instructions and is never held across an `.await`.
+    state: Mutex<FenceState>,
+    /// Woken when `highest` rises (waiters may be overtaken) and when the last
+    /// request in flight finishes (waiters may go).
+    changed: Notify,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct FenceState {
+    highest: Option<u64>,
+    /// The highest value the store has confirmed durable. A request with
+    /// token `t <= durable` need not wait for the store.
+    durable: Option<u64>,
+    /// The token shared by every request in flight (meaningful when
+    /// `in_flight > 0`).
+    in_flight_token: u64,
+    in_flight: u32,
+}
+
+impl Fence {
+    fn new(highest: Option<u64>) -> Self {
+        Fence {
+            state: Mutex::new(FenceState {
+                highest,
+                durable: highest,
+                ..FenceState::default()
+            }),
+            changed: Notify::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, FenceState> {
+        // Nothing panics while the lock is held, but if something ever did,
+        // the integers inside are still consistent: keep serving.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Why a request was refused as stale (409 `stale_token`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StaleReason {
+    /// The token is below the highest already admitted.
+    BelowHighest,
+    /// The token was admitted, but a higher one was admitted while this
+    /// request waited for a lower one in flight.
+    Overtaken,
+}
+
+impl StaleReason {
+    /// The `reason` field of the 409 body.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StaleReason::BelowHighest => "below_highest",
+            StaleReason::Overtaken => "overtaken",
+        }
+    }
+}
+
+/// A refusal as stale: which token, against which highest, and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("token {token} is stale: highest is {highest} ({})", reason.as_str())]
+pub struct Stale {
+    /// The token the request carried.
+    pub token: u64,
+    /// The fence's highest token when the request was refused.
+    pub highest: u64,
+    /// Why it was refused.
+    pub reason: StaleReason,
+}
+
+/// Why [`Fences::admit`] did not let a request through.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum AdmitError {
+    /// The token is stale (409).
+    #[error(transparent)]
+    Stale(#[from] Stale),
+    /// The raise could not be made durable, so nothing may be forwarded (503).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl AdmitError {
+    /// The refusal as stale, if that is what this is.
+    pub fn stale(&self) -> Option<&Stale> {
+        match self {
+            AdmitError::Stale(stale) => Some(stale),
+            AdmitError::Store(_) => None,
+        }
+    }
+}
+
+/// Proof that a request was admitted and is in flight. Keep it until the
+/// request's response is complete; dropping it (also by cancellation or a
+/// panic unwinding) lets waiting higher tokens through.
+#[must_use = "the request counts as in flight only while this guard lives"]
+pub struct InFlight {
+    fence: Arc<Fence>,
+    token: u64,
+}
+
+impl InFlight {
+    /// The admitted token.
+    pub fn token(&self) -> u64 {
+        self.token
+    }
+}
+
+impl std::fmt::Debug for InFlight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InFlight")
+            .field("token", &self.token)
+            .finish()
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let last = {
+            let mut state = self.fence.lock();
+            state.in_flight = state.in_flight.saturating_sub(1);
+            state.in_flight == 0
+        };
+        if last {
+            self.fence.changed.notify_waiters();
+        }
+    }
+}
+
+impl std::fmt::Debug for Fences {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fences")
+            .field("fences", &self.inner.fences.len())
+            .field("durable", &self.inner.durable)
+            .finish()
+    }
+}
+
+impl Fences {
+    /// A table whose fences live in memory only and are forgotten on restart.
+    pub fn in_memory() -> Self {
+        Self::from_parts(DashMap::new(), MemoryStore)
+    }
+
+    /// Opens the durable table in directory `dir` (created if missing),
+    /// restoring every fence recorded there.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let fences = fencegate::Fences::open(dir.path())?;
+    /// # Ok::<(), fencegate::store::StoreError>(())
+    /// ```
+    #[cfg(feature = "disk")]
+    pub fn open(dir: impl AsRef<std::path::Path>) -> Result<Self, StoreError> {
+        Self::with_store(crate::store::RedbStore::open(dir)?)
+    }
+
+    /// A table over any [`FenceStore`], loaded from it.
+    pub fn with_store(store: impl FenceStore) -> Result<Self, StoreError> {
+        let fences = DashMap::new();
+        store.load(&mut |key, highest| {
+            fences.insert(key.into(), Arc::new(Fence::new(Some(highest))));
+        })?;
+        Ok(Self::from_parts(fences, store))
+    }
+
+    fn from_parts(fences: DashMap<Box<str>, Arc<Fence>>, store: impl FenceStore) -> Self {
+        let durable = store.is_durable();
+        Fences {
+            inner: Arc::new(Table {
+                fences,
+                store: Box::new(store),
+                durable,
+            }),
+        }
+    }
+
+    /// Whether fences survive a restart.
+    pub fn is_durable(&self) -> bool {
+        self.inner.durable
+    }
+
+    /// Admits a request carrying `token` on fence `key`, following the rules
+    /// in the [module docs](self). Resolves once the request may be forwarded;
+    /// the returned guard must live until its response is complete.
+    ///
+    /// Cancel-safe: dropping the future at any point leaves the fence
+    /// consistent (a raise already made stays made, which is the safe
+    /// direction).
+    pub async fn admit(&self, key: &str, token: u64) -> Result<InFlight, AdmitError> {
+        let fence = self.fence(key);
+        let must_persist = {
+            let mut state = fence.lock();
+            match state.highest {
+                Some(highest) if token < highest => {
+                    return Err(Stale {
+                        token,
+                        highest,
+                        reason: StaleReason::BelowHighest,
+                    }
+                    .into());
+                }
+                Some(highest) if token == highest => {}
+                _ => {
+                    state.highest = Some(token);
+                    fence.changed.notify_waiters();
+                }
+            }
+            self.inner.durable && state.durable.is_none_or(|durable| durable < token)
+        };
+        if must_persist {
+            self.inner.store.persist(key, token).await?;
+            let mut state = fence.lock();
+            state.durable = state.durable.max(Some(token));
+        }
+        loop {
+            // Register for wake-ups before looking, so that a change between
+            // the look and the await cannot be missed.
+            let mut changed = pin!(fence.changed.notified());
+            changed.as_mut().enable();
+            {
+                let mut state = fence.lock();
+                let highest = state.highest.unwrap_or(token);
+                if highest > token {
+                    return Err(Stale {
+                        token,
+                        highest,
+                        reason: StaleReason::Overtaken,
+                    }
+                    .into());
+                }
+                if state.in_flight == 0 || state.in_flight_token == token {
+                    state.in_flight_token = token;
+                    state.in_flight += 1;
+                    return Ok(InFlight {
+                        fence: Arc::clone(&fence),
+                        token,
+                    });
+                }
+            }
+            changed.await;
+        }
+    }
+
+    /// The highest token admitted on `key`, if any.
+    pub fn highest(&self, key: &str) -> Option<u64> {
+        let fence = self.inner.fences.get(key)?.value().clone();
+        let highest = fence.lock().highest;
+        highest
+    }
+
+    /// Up to `limit` fences whose key starts with `prefix`, sorted by key.
+    pub fn list(&self, prefix: &str, limit: usize) -> Vec<(String, u64)> {
+        let mut found: Vec<(String, u64)> = self
+            .inner
+            .fences
+            .iter()
+            .filter(|entry| entry.key().starts_with(prefix))
+            .filter_map(|entry| {
+                let highest = entry.value().lock().highest?;
+                Some((entry.key().to_string(), highest))
+            })
+            .collect();
+        found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        found.truncate(limit);
+        found
+    }
+
+    /// How many fences the table holds.
+    pub fn len(&self) -> usize {
+        self.inner.fences.len()
+    }
+
+    /// Whether the table holds no fence.
+    pub fn is_empty(&self) -> bool {
+        self.inner.fences.is_empty()
+    }
+
+    /// The store's counters (raises persisted, commits made).
+    pub fn store_stats(&self) -> StoreStats {
+        self.inner.store.stats()
+    }
+
+    fn fence(&self, key: &str) -> Arc<Fence> {
+        if let Some(fence) = self.inner.fences.get(key) {
+            return Arc::clone(fence.value());
+        }
+        let entry = self
+            .inner
+            .fences
+            .entry(key.into())
+            .or_insert_with(|| Arc::new(Fence::new(None)));
+        Arc::clone(entry.value())
+    }
+}

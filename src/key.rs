@@ -1,0 +1,344 @@
+//! Step 2 of the data path: which fence a request belongs to.
+//!
+//! A fence is kept per *key*. The [`Scope`] says how a request maps to its key:
+//! its whole normalised path, the first N segments of it (one fence per bucket
+//! or folder), or the lock name the client sends in `X-Fencing-Lock`.
+//!
+//! Normalisation exists to defeat alias bypass: `/a/b`, `//a/b`, `/a/./b`,
+//! `/a/x/../b` and `/a/%62` name one object at most backends, so they must share
+//! one fence. The rule is that normalising may *merge* two objects into one
+//! fence (safe: it only serialises more) but must never *split* one object into
+//! two fences (unsafe: a stale holder would find a fence with no history).
+//!
+//! ```
+//! use fencegate::key::{normalize_path, Scope};
+//!
+//! assert_eq!(normalize_path("//a/./x/../%62/").unwrap(), "/a/b");
+//! assert!(normalize_path("/a/../../etc/passwd").is_err());
+//!
+//! let bucket: Scope = "prefix:1".parse().unwrap();
+//! assert_eq!(bucket.key_for_path("/photos/2024/cat.jpg"), "/photos");
+//! ```
+
+use std::fmt;
+use std::num::NonZeroUsize;
+use std::str::FromStr;
+
+use http::header::{HeaderMap, HeaderName};
+
+/// The header that names the lock in [`Scope::Header`].
+pub const LOCK_HEADER: HeaderName = HeaderName::from_static("x-fencing-lock");
+
+/// The longest lock name accepted in [`Scope::Header`].
+pub const MAX_LOCK_NAME_LEN: usize = 256;
+
+/// Why a request path cannot be given a fence key. Answered with 400
+/// `invalid_path`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    /// A `..` segment climbs above the root.
+    #[error("the path climbs above the root with '..'")]
+    EscapesRoot,
+    /// The percent-decoded path is not UTF-8.
+    #[error("the percent-decoded path is not UTF-8")]
+    NotUtf8,
+}
+
+/// Why an `X-Fencing-Lock` header was refused. Answered with 400
+/// `invalid_token`, since it is part of the token the client presents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum LockNameError {
+    /// The header is absent on a fenced request in `header` scope.
+    #[error("X-Fencing-Lock is required in header scope")]
+    Missing,
+    /// The header appears more than once.
+    #[error("X-Fencing-Lock appears more than once")]
+    Repeated,
+    /// Empty, longer than 256 bytes, or not printable ASCII.
+    #[error("X-Fencing-Lock must be 1 to 256 printable ASCII characters")]
+    Malformed,
+}
+
+/// How a request maps to its fence key (`--scope`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Scope {
+    /// One fence per normalised path.
+    #[default]
+    Path,
+    /// One fence per first N segments of the normalised path.
+    Prefix(NonZeroUsize),
+    /// One fence per value of `X-Fencing-Lock`.
+    Header,
+}
+
+/// A `--scope` value that is not `path`, `prefix:N` (N >= 1) or `header`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid scope {0:?}: expected 'path', 'prefix:N' with N >= 1, or 'header'")]
+pub struct ScopeParseError(String);
+
+impl FromStr for Scope {
+    type Err = ScopeParseError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "path" => Ok(Scope::Path),
+            "header" => Ok(Scope::Header),
+            _ => s
+                .strip_prefix("prefix:")
+                .and_then(|n| n.parse::<NonZeroUsize>().ok())
+                .map(Scope::Prefix)
+                .ok_or_else(|| ScopeParseError(s.to_owned())),
+        }
+    }
+}
+
+impl fmt::Display for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Scope::Path => f.write_str("path"),
+            Scope::Prefix(n) => write!(f, "prefix:{n}"),
+            Scope::Header => f.write_str("header"),
+        }
+    }
+}
+
+impl Scope {
+    /// The key for an already normalised path in `path` and `prefix:N` scope.
+    /// In `header` scope the key is the lock name instead; this returns the
+    /// path unchanged.
+    pub fn key_for_path(&self, normalized: &str) -> String {
+        match self {
+            Scope::Path | Scope::Header => normalized.to_owned(),
+            Scope::Prefix(n) => {
+                // Segment i ends at the (i+1)-th '/' after the leading one.
+                let end = normalized
+                    .match_indices('/')
+                    .nth(n.get())
+                    .map_or(normalized.len(), |(i, _)| i);
+                normalized[..end].to_owned()
+            }
+        }
+    }
+}
+
+/// Normalises a request path (as sent, still percent-encoded, without the
+/// query) into the canonical form used as a fence key.
+///
+/// Percent-decodes once (a decoded `/` is a separator like any other),
+/// collapses repeated `/`, resolves `.` and `..`, drops a trailing `/`. The
+/// result always starts with `/`; the root is `/`.
+pub fn normalize_path(raw: &str) -> Result<String, PathError> {
+    let decoded = percent_encoding::percent_decode_str(raw).collect::<Vec<u8>>();
+    let decoded = std::str::from_utf8(&decoded).map_err(|_| PathError::NotUtf8)?;
+    let mut segments: Vec<&str> = Vec::new();
+    for segment in decoded.split('/') {
+        match segment {
+            "" | "." => {}
+            ".." => {
+                segments.pop().ok_or(PathError::EscapesRoot)?;
+            }
+            s => segments.push(s),
+        }
+    }
+    let mut key = String::with_capacity(decoded.len() + 1);
+    for s in &segments {
+        key.push('/');
+        key.push_str(s);
+    }
+    if key.is_empty() {
+        key.push('/');
+    }
+    Ok(key)
+}
+
+/// Reads the lock name from `X-Fencing-Lock`.
+pub fn lock_name_from_headers(headers: &HeaderMap) -> Result<String, LockNameError> {
+    let mut values = headers.get_all(LOCK_HEADER).iter();
+    let value = values.next().ok_or(LockNameError::Missing)?;
+    if values.next().is_some() {
+        return Err(LockNameError::Repeated);
+    }
+    let bytes = value.as_bytes();
+    let printable = bytes.iter().all(|b| (0x20..=0x7e).contains(b));
+    if bytes.is_empty() || bytes.len() > MAX_LOCK_NAME_LEN || !printable {
+        return Err(LockNameError::Malformed);
+    }
+    // Checked printable ASCII just above, so this cannot fail; mapping the error
+    // keeps the function total anyway.
+    String::from_utf8(bytes.to_vec()).map_err(|_| LockNameError::Malformed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// At least 20 spellings of `/bucket/obj.txt` that common backends treat
+    /// as one object.
+    const ALIASES: &[&str] = &[
+        "/bucket/obj.txt",
+        "//bucket/obj.txt",
+        "/bucket//obj.txt",
+        "///bucket///obj.txt",
+        "/bucket/obj.txt/",
+        "/bucket/obj.txt//",
+        "/./bucket/obj.txt",
+        "/bucket/./obj.txt",
+        "/bucket/obj.txt/.",
+        "/bucket/x/../obj.txt",
+        "/x/../bucket/obj.txt",
+        "/bucket/x/y/../../obj.txt",
+        "/bucket/%6fbj.txt",
+        "/bucket/%6Fbj.txt",
+        "/%62%75%63%6b%65%74/%6f%62%6a%2e%74%78%74",
+        "/bucket/obj%2etxt",
+        "/bucket%2fobj.txt",
+        "/bucket%2Fobj.txt",
+        "/bucket/%2e/obj.txt",
+        "/bucket/%2e%2e/bucket/obj.txt",
+        "/bucket/x/%2E%2E/obj.txt",
+        "/bucket/.%2e/bucket/obj.txt",
+        "/.//bucket/./x/..//obj.txt/./",
+        "%2fbucket%2fobj.txt",
+        "bucket/obj.txt",
+    ];
+
+    #[test]
+    fn every_alias_maps_to_one_key() {
+        for alias in ALIASES {
+            assert_eq!(
+                normalize_path(alias).as_deref(),
+                Ok("/bucket/obj.txt"),
+                "{alias}"
+            );
+        }
+        assert!(ALIASES.len() >= 20);
+    }
+
+    #[test]
+    fn root_spellings() {
+        for root in ["", "/", "//", "/.", "/a/..", "/%2e/", "/a/b/../.."] {
+            assert_eq!(normalize_path(root).as_deref(), Ok("/"), "{root}");
+        }
+    }
+
+    #[test]
+    fn climbing_above_root_is_an_error() {
+        for bad in [
+            "/..",
+            "/../a",
+            "/a/../..",
+            "/a/../../b",
+            "/%2e%2e/a",
+            "/a/%2E%2E/%2e%2e/b",
+            "/a%2f..%2f..%2fb",
+        ] {
+            assert_eq!(normalize_path(bad), Err(PathError::EscapesRoot), "{bad}");
+        }
+    }
+
+    #[test]
+    fn non_utf8_is_an_error() {
+        for bad in ["/%ff", "/a/%c3", "/%c3%28", "/%ed%a0%80"] {
+            assert_eq!(normalize_path(bad), Err(PathError::NotUtf8), "{bad}");
+        }
+        assert_eq!(normalize_path("/caf%C3%A9").as_deref(), Ok("/café"));
+    }
+
+    #[test]
+    fn distinct_objects_stay_distinct() {
+        // Case and double encoding are the backend's business: %252e is the
+        // three characters "%2e" after one decode, not a dot.
+        let distinct = ["/a/b", "/a/B", "/a/b.", "/a/%252e", "/a/b c", "/a/..b"];
+        let keys: std::collections::HashSet<_> = distinct
+            .iter()
+            .map(|p| normalize_path(p).unwrap())
+            .collect();
+        assert_eq!(keys.len(), distinct.len());
+    }
+
+    #[test]
+    fn scope_parsing_and_prefixes() {
+        assert_eq!("path".parse(), Ok(Scope::Path));
+        assert_eq!("header".parse(), Ok(Scope::Header));
+        let p2: Scope = "prefix:2".parse().unwrap();
+        assert_eq!(p2.to_string(), "prefix:2");
+        for bad in ["", "prefix:0", "prefix:", "prefix:-1", "prefix:x", "Path"] {
+            assert!(bad.parse::<Scope>().is_err(), "{bad}");
+        }
+        assert_eq!(p2.key_for_path("/a/b/c/d"), "/a/b");
+        assert_eq!(p2.key_for_path("/a/b"), "/a/b");
+        assert_eq!(p2.key_for_path("/a"), "/a");
+        assert_eq!(p2.key_for_path("/"), "/");
+        let p1: Scope = "prefix:1".parse().unwrap();
+        assert_eq!(p1.key_for_path("/bucket/k"), "/bucket");
+    }
+
+    #[test]
+    fn lock_names() {
+        let mut h = HeaderMap::new();
+        assert_eq!(lock_name_from_headers(&h), Err(LockNameError::Missing));
+        h.insert(LOCK_HEADER, "orders-table".parse().unwrap());
+        assert_eq!(lock_name_from_headers(&h).as_deref(), Ok("orders-table"));
+        h.insert(LOCK_HEADER, "x".repeat(257).parse().unwrap());
+        assert_eq!(lock_name_from_headers(&h), Err(LockNameError::Malformed));
+        h.insert(LOCK_HEADER, "x".repeat(256).parse().unwrap());
+        assert!(lock_name_from_headers(&h).is_ok());
+        h.insert(
+            LOCK_HEADER,
+            http::HeaderValue::from_bytes(b"caf\xc3\xa9").unwrap(),
+        );
+        assert_eq!(lock_name_from_headers(&h), Err(LockNameError::Malformed));
+        h.insert(LOCK_HEADER, "a".parse().unwrap());
+        h.append(LOCK_HEADER, "b".parse().unwrap());
+        assert_eq!(lock_name_from_headers(&h), Err(LockNameError::Repeated));
+    }
+
+    fn path_strategy() -> impl Strategy<Value = String> {
+        let segment = prop_oneof![
+            Just("".to_owned()),
+            Just(".".to_owned()),
+            Just("..".to_owned()),
+            Just("%2e".to_owned()),
+            Just("%2F".to_owned()),
+            "[a-c%]{1,3}",
+            "[a-zA-Z0-9._~-]{1,6}",
+        ];
+        proptest::collection::vec(segment, 0..8).prop_map(|s| format!("/{}", s.join("/")))
+    }
+
+    proptest! {
+        #[test]
+        fn normalising_is_idempotent(path in path_strategy()) {
+            if let Ok(once) = normalize_path(&path) {
+                // A normalised key contains no '%' that could decode again only
+                // if the input held a literal "%25"; the strategy can produce
+                // "%" followed by hex, so compare on re-encoded '%'.
+                let reencoded = once.replace('%', "%25");
+                prop_assert_eq!(normalize_path(&reencoded), Ok(once.clone()));
+                prop_assert!(once.starts_with('/'));
+                prop_assert!(once == "/" || !once.ends_with('/'));
+                prop_assert!(!once.contains("//"));
+                prop_assert!(!once.split('/').any(|s| s == "." || s == ".."));
+            }
+        }
+
+        #[test]
+        fn extra_slashes_and_dots_never_split(path in path_strategy()) {
+            if let Ok(key) = normalize_path(&path) {
+                let noisy = format!("/.{}/", path.replace('/', "//./"));
+                prop_assert_eq!(normalize_path(&noisy), Ok(key));
+            }
+        }
+
+        #[test]
+        fn prefix_key_is_a_prefix_of_the_path_key(path in path_strategy(), n in 1usize..5) {
+            if let Ok(key) = normalize_path(&path) {
+                let scope = Scope::Prefix(NonZeroUsize::new(n).unwrap());
+                let prefix = scope.key_for_path(&key);
+                prop_assert!(key.starts_with(&prefix));
+                prop_assert!(prefix.matches('/').count() <= n);
+            }
+        }
+    }
+}

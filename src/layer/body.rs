@@ -1,0 +1,87 @@
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+
+use crate::fences::InFlight;
+
+pin_project! {
+    /// The response body of [`Fencing`](super::Fencing): either the inner
+    /// service's body, which keeps the request in flight until it has been
+    /// read to the end (or dropped), or the JSON of a refusal.
+    pub struct ResponseBody<B> {
+        #[pin]
+        kind: Kind<B>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<B> {
+        Refusal { json: Option<Bytes> },
+        Inner {
+            #[pin]
+            body: B,
+            // Released when the body ends or errors, or with the body. The
+            // contract counts a request in flight until its response has
+            // been relayed, not just until its headers arrived.
+            in_flight: Option<InFlight>,
+        },
+    }
+}
+
+impl<B> ResponseBody<B> {
+    pub(crate) fn refusal(json: Bytes) -> Self {
+        ResponseBody {
+            kind: Kind::Refusal { json: Some(json) },
+        }
+    }
+
+    pub(crate) fn inner(body: B, in_flight: Option<InFlight>) -> Self {
+        ResponseBody {
+            kind: Kind::Inner { body, in_flight },
+        }
+    }
+}
+
+impl<B> Body for ResponseBody<B>
+where
+    B: Body<Data = Bytes>,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        match self.project().kind.project() {
+            KindProj::Refusal { json } => Poll::Ready(json.take().map(|j| Ok(Frame::data(j)))),
+            KindProj::Inner { body, in_flight } => {
+                let frame = std::task::ready!(body.poll_frame(cx));
+                if !matches!(frame, Some(Ok(_))) {
+                    in_flight.take();
+                }
+                Poll::Ready(frame)
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            Kind::Refusal { json } => json.is_none(),
+            Kind::Inner { body, .. } => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            Kind::Refusal { json } => {
+                SizeHint::with_exact(json.as_ref().map_or(0, |j| j.len() as u64))
+            }
+            Kind::Inner { body, .. } => body.size_hint(),
+        }
+    }
+}

@@ -1,0 +1,85 @@
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use http::Response;
+use pin_project_lite::pin_project;
+
+use super::body::ResponseBody;
+use crate::refusal::Refusal;
+
+/// The admission-then-call path, boxed: it awaits the fence table, then the
+/// inner service, and its type cannot be named.
+pub(crate) type AdmitAndCall<B, E> =
+    Pin<Box<dyn Future<Output = Result<Response<ResponseBody<B>>, E>> + Send + 'static>>;
+
+pin_project! {
+    /// The response future of [`Fencing`](super::Fencing).
+    ///
+    /// A refused request is answered right away without touching the inner
+    /// service; an unfenced read goes straight to it; a fenced request first
+    /// waits for admission.
+    pub struct ResponseFuture<F, B, E> {
+        #[pin]
+        kind: Kind<F, B, E>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<F, B, E> {
+        Refused { refusal: Option<Refusal> },
+        Passing { #[pin] future: F },
+        Admitting { future: AdmitAndCall<B, E> },
+    }
+}
+
+impl<F, B, E> ResponseFuture<F, B, E> {
+    pub(crate) fn refused(refusal: Refusal) -> Self {
+        ResponseFuture {
+            kind: Kind::Refused {
+                refusal: Some(refusal),
+            },
+        }
+    }
+
+    pub(crate) fn passing(future: F) -> Self {
+        ResponseFuture {
+            kind: Kind::Passing { future },
+        }
+    }
+
+    pub(crate) fn admitting(future: AdmitAndCall<B, E>) -> Self {
+        ResponseFuture {
+            kind: Kind::Admitting { future },
+        }
+    }
+}
+
+impl<F, B, E> Future for ResponseFuture<F, B, E>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    type Output = Result<Response<ResponseBody<B>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().kind.project() {
+            KindProj::Refused { refusal } => {
+                // Polling again after `Ready` breaks the Future contract; answer
+                // a 500 rather than panic on a path a request can reach.
+                let refusal = refusal.take().unwrap_or(Refusal::StoreUnavailable {
+                    detail: "response future polled after completion".into(),
+                });
+                Poll::Ready(Ok(refusal_response(&refusal)))
+            }
+            KindProj::Passing { future } => future
+                .poll(cx)
+                .map_ok(|response| response.map(|body| ResponseBody::inner(body, None))),
+            KindProj::Admitting { future } => future.as_mut().poll(cx),
+        }
+    }
+}
+
+pub(crate) fn refusal_response<B>(refusal: &Refusal) -> Response<ResponseBody<B>> {
+    refusal.to_response().map(ResponseBody::refusal)
+}

@@ -1,0 +1,170 @@
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::{Request, Response};
+use tower_service::Service;
+
+use super::body::ResponseBody;
+use super::future::{refusal_response, ResponseFuture};
+use super::layer::Config;
+use crate::fences::AdmitError;
+use crate::key::{lock_name_from_headers, normalize_path, Scope};
+use crate::refusal::Refusal;
+use crate::token::token_from_headers;
+
+/// The fencing middleware: checks each request's token against its fence
+/// before the inner service sees it. Built by [`FencingLayer`](super::FencingLayer).
+#[derive(Debug, Clone)]
+pub struct Fencing<S> {
+    inner: S,
+    config: Arc<Config>,
+}
+
+/// What the synchronous checks decided.
+#[derive(Debug, PartialEq, Eq)]
+enum Decision {
+    /// Unfenced read, or unfenced write allowed by policy: straight through.
+    Pass,
+    /// Fenced: admit `token` on fence `key` first.
+    Admit { key: String, token: u64 },
+}
+
+impl<S> Fencing<S> {
+    pub(crate) fn new(inner: S, config: Arc<Config>) -> Self {
+        Fencing { inner, config }
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// Everything but admission, in the contract's order: token syntax and
+    /// lock header, then the path, then a write without a token.
+    fn decide<B>(&self, request: &Request<B>) -> Result<Decision, Refusal> {
+        let config = &self.config;
+        let headers = request.headers();
+        let token = token_from_headers(headers, &config.token_header).map_err(|e| {
+            Refusal::InvalidToken {
+                detail: format!("{}: {e}", config.token_header),
+            }
+        })?;
+        let is_write = config.is_write(request.method());
+        if token.is_none() && !is_write {
+            return Ok(Decision::Pass);
+        }
+        let lock_name = match (config.scope, token) {
+            (Scope::Header, Some(_)) => {
+                Some(
+                    lock_name_from_headers(headers).map_err(|e| Refusal::InvalidToken {
+                        detail: e.to_string(),
+                    })?,
+                )
+            }
+            _ => None,
+        };
+        let path = normalize_path(request.uri().path()).map_err(|e| Refusal::InvalidPath {
+            detail: e.to_string(),
+        })?;
+        let key = lock_name.unwrap_or_else(|| config.scope.key_for_path(&path));
+        match token {
+            Some(token) => Ok(Decision::Admit { key, token }),
+            None if config.allow_unfenced_writes => Ok(Decision::Pass),
+            None => Err(Refusal::MissingToken { resource: key }),
+        }
+    }
+}
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for Fencing<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    ReqBody: Send + 'static,
+    ResBody: Send + 'static,
+{
+    type Response = Response<ResponseBody<ResBody>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future, ResBody, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        let (key, token) = match self.decide(&request) {
+            Ok(Decision::Pass) => return ResponseFuture::passing(self.inner.call(request)),
+            Ok(Decision::Admit { key, token }) => (key, token),
+            Err(refusal) => {
+                log_refusal(&refusal, &request);
+                return ResponseFuture::refused(refusal);
+            }
+        };
+        // The instance that was polled ready is the one that must be called:
+        // take it, and leave a fresh clone behind for the next request.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let fences = self.config.fences.clone();
+        ResponseFuture::admitting(Box::pin(async move {
+            let in_flight = match fences.admit(&key, token).await {
+                Ok(in_flight) => in_flight,
+                Err(error) => {
+                    let refusal = match error {
+                        AdmitError::Stale(stale) => Refusal::Stale {
+                            resource: key,
+                            stale,
+                        },
+                        AdmitError::Store(error) => Refusal::StoreUnavailable {
+                            detail: error.to_string(),
+                        },
+                    };
+                    log_refusal(&refusal, &request);
+                    return Ok(refusal_response(&refusal));
+                }
+            };
+            let response = inner.call(request).await?;
+            Ok(response.map(|body| ResponseBody::inner(body, Some(in_flight))))
+        }))
+    }
+}
+
+/// One line per refused request, with what an operator needs to find it.
+fn log_refusal<B>(refusal: &Refusal, request: &Request<B>) {
+    let method = request.method().as_str();
+    let path = request.uri().path();
+    match refusal {
+        Refusal::Stale { resource, stale } => tracing::info!(
+            error = refusal.code(),
+            method,
+            path,
+            resource = resource.as_str(),
+            token = stale.token,
+            highest = stale.highest,
+            reason = stale.reason.as_str(),
+            "refused stale request"
+        ),
+        Refusal::MissingToken { resource } => tracing::info!(
+            error = refusal.code(),
+            method,
+            path,
+            resource = resource.as_str(),
+            "refused write without a token"
+        ),
+        Refusal::InvalidToken { detail } | Refusal::InvalidPath { detail } => {
+            tracing::info!(
+                error = refusal.code(),
+                method,
+                path,
+                detail = detail.as_str(),
+                "refused bad request"
+            )
+        }
+        Refusal::StoreUnavailable { detail } => tracing::error!(
+            error = refusal.code(),
+            method,
+            path,
+            detail = detail.as_str(),
+            "refused: fence store unavailable"
+        ),
+    }
+}

@@ -1,0 +1,86 @@
+//! # fencegate
+//!
+//! Fencing tokens at the storage edge. A lock with a lease cannot stop a
+//! holder that was paused past its lease (GC, SIGSTOP, a page fault) or cut
+//! off by the network from writing after the next holder did. The fix is a
+//! *fencing token*: a number that grows with every grant of the lock, sent with
+//! every request, and checked by the storage, which refuses any token lower
+//! than the highest it has already seen for the resource. Most storage cannot
+//! check tokens; fencegate does it for them, as an HTTP gateway or as a tower
+//! middleware in a Rust service.
+//!
+//! # Layout, in the order a request meets it
+//!
+//! 1. [`token`]: read the token header (1 to 20 ASCII digits, one header line).
+//! 2. [`key`]: derive the fence key from the normalised path, a prefix of it,
+//!    or the `X-Fencing-Lock` header, so that no alias splits a fence.
+//! 3. [`fences`]: admission. Refuse below the highest, raise the highest, wait
+//!    until no lower token is in flight on the key, let the request through
+//!    holding an [`InFlight`] guard.
+//! 4. [`store`]: make each raise durable before the request it admits goes on
+//!    (redb with group commit in `disk` state, nothing in memory state).
+//! 5. [`layer`]: the tower middleware wiring steps 1 to 4 in front of any
+//!    `Service<http::Request<B>>`; [`refusal`] holds the JSON answers.
+//!
+//! The gateway binary (feature `gateway`) adds the reverse proxy, the embedded
+//! backend, the admin plane and the CLI on top; the library does not depend on
+//! any of it: `cargo build --lib --no-default-features` builds steps 1 to 5
+//! with the in-memory store only.
+//!
+//! # Example: an axum service that fences itself
+//!
+//! ```
+//! use axum::{body::Body, routing::put, Router};
+//! use fencegate::{Fences, FencingLayer};
+//! use http::{Request, StatusCode};
+//! use tower::ServiceExt;
+//!
+//! async fn store_object() -> StatusCode {
+//!     StatusCode::NO_CONTENT
+//! }
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let fences = Fences::in_memory(); // or Fences::open("./fences")? for durable fences
+//! let app = Router::new()
+//!     .route("/{*path}", put(store_object))
+//!     .layer(FencingLayer::new(fences.clone()));
+//!
+//! let write = |token: u64| {
+//!     Request::put("/reports/q3.csv")
+//!         .header("X-Fencing-Token", token)
+//!         .body(Body::from("data"))
+//!         .unwrap()
+//! };
+//! // Client 2 took the lock with token 34 and writes.
+//! let current = app.clone().oneshot(write(34)).await.unwrap();
+//! assert_eq!(current.status(), StatusCode::NO_CONTENT);
+//! // Client 1 wakes from its pause with token 33: refused, never stored.
+//! let stale = app.clone().oneshot(write(33)).await.unwrap();
+//! assert_eq!(stale.status(), StatusCode::CONFLICT);
+//! assert_eq!(stale.headers()["x-fencing-highest"], "34");
+//! assert_eq!(fences.highest("/reports/q3.csv"), Some(34));
+//! # });
+//! ```
+//!
+//! # What is guaranteed
+//!
+//! Per fence key: a request whose token is below the highest admitted never
+//! reaches the inner service; requests reach it in non-decreasing token
+//! order, each lower-token request having finished before a higher one starts;
+//! and (with a durable store) an admitted token is never forgotten, also
+//! across a crash. What it cannot do is recall a request that has already
+//! been handed on: see the README for the residual window.
+
+#![deny(unsafe_code, unreachable_pub)]
+#![warn(missing_docs)]
+
+pub mod fences;
+pub mod key;
+pub mod layer;
+pub mod refusal;
+pub mod store;
+pub mod token;
+
+pub use crate::fences::{AdmitError, Fences, InFlight, Stale, StaleReason};
+pub use crate::key::Scope;
+pub use crate::layer::{Fencing, FencingLayer};

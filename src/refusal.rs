@@ -1,0 +1,130 @@
+//! The answers fencegate makes itself: JSON bodies with an `error` code, as
+//! the contract lists them. Refusals are responses, never connection errors,
+//! so a client always learns why.
+//!
+//! ```
+//! use fencegate::refusal::Refusal;
+//! use fencegate::{Stale, StaleReason};
+//!
+//! let refusal = Refusal::Stale {
+//!     resource: "/bucket/report".into(),
+//!     stale: Stale { token: 33, highest: 34, reason: StaleReason::BelowHighest },
+//! };
+//! let response = refusal.to_response();
+//! assert_eq!(response.status(), 409);
+//! assert_eq!(response.headers()["x-fencing-highest"], "34");
+//! let body: serde_json::Value = serde_json::from_slice(response.body()).unwrap();
+//! assert_eq!(body["error"], "stale_token");
+//! assert_eq!(body["reason"], "below_highest");
+//! ```
+
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
+use http::{Response, StatusCode};
+use serde_json::json;
+
+use crate::fences::Stale;
+
+/// The header carrying the fence's highest token on a 409.
+pub const HIGHEST_HEADER: HeaderName = HeaderName::from_static("x-fencing-highest");
+
+/// Why the fencing layer refused a request. A copy is put in the response's
+/// extensions, so that outer layers (metrics, logs) can tell refusals apart
+/// without parsing bodies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// 400 `invalid_token`: the token header is malformed or repeated, or
+    /// `X-Fencing-Lock` is missing or bad in header scope.
+    InvalidToken {
+        /// What exactly is wrong.
+        detail: String,
+    },
+    /// 400 `invalid_path`: the path climbs above the root or is not UTF-8.
+    InvalidPath {
+        /// What exactly is wrong.
+        detail: String,
+    },
+    /// 428 `missing_token`: a write without a token.
+    MissingToken {
+        /// The fence key the write would have needed a token for.
+        resource: String,
+    },
+    /// 409 `stale_token`: below the highest, or overtaken while waiting.
+    Stale {
+        /// The fence key.
+        resource: String,
+        /// Token, highest and reason.
+        stale: Stale,
+    },
+    /// 503 `fence_store_unavailable`: the new highest could not be made
+    /// durable; nothing was forwarded.
+    StoreUnavailable {
+        /// The store's error.
+        detail: String,
+    },
+}
+
+impl Refusal {
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Refusal::InvalidToken { .. } | Refusal::InvalidPath { .. } => StatusCode::BAD_REQUEST,
+            Refusal::MissingToken { .. } => StatusCode::PRECONDITION_REQUIRED,
+            Refusal::Stale { .. } => StatusCode::CONFLICT,
+            Refusal::StoreUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The `error` code of the body (also the metrics outcome).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Refusal::InvalidToken { .. } => "invalid_token",
+            Refusal::InvalidPath { .. } => "invalid_path",
+            Refusal::MissingToken { .. } => "missing_token",
+            Refusal::Stale { .. } => "stale_token",
+            Refusal::StoreUnavailable { .. } => "fence_store_unavailable",
+        }
+    }
+
+    /// The JSON body.
+    pub fn body(&self) -> serde_json::Value {
+        let error = self.code();
+        match self {
+            Refusal::InvalidToken { detail }
+            | Refusal::InvalidPath { detail }
+            | Refusal::StoreUnavailable { detail } => json!({ "error": error, "detail": detail }),
+            Refusal::MissingToken { resource } => json!({ "error": error, "resource": resource }),
+            Refusal::Stale { resource, stale } => json!({
+                "error": error,
+                "resource": resource,
+                "token": stale.token,
+                "highest": stale.highest,
+                "reason": stale.reason.as_str(),
+            }),
+        }
+    }
+
+    /// The full response: status, JSON body, `X-Fencing-Highest` on a 409,
+    /// and a copy of `self` in the extensions.
+    pub fn to_response(&self) -> Response<Bytes> {
+        let mut response = json_response(self.status(), &self.body());
+        if let Refusal::Stale { stale, .. } = self {
+            response
+                .headers_mut()
+                .insert(HIGHEST_HEADER, HeaderValue::from(stale.highest));
+        }
+        response.extensions_mut().insert(self.clone());
+        response
+    }
+}
+
+/// A JSON response with `Content-Type: application/json`, for every answer
+/// the gateway makes itself (also 502 and 504, outside the layer).
+pub fn json_response(status: StatusCode, body: &serde_json::Value) -> Response<Bytes> {
+    let mut response = Response::new(Bytes::from(body.to_string()));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}

@@ -1,0 +1,86 @@
+//! Step 4 of the data path: making a new highest token durable before the
+//! request it admits is forwarded.
+//!
+//! The fence table ([`crate::Fences`]) keeps every fence in memory and asks a
+//! [`FenceStore`] to persist each *raise* of a fence's highest token. A store
+//! is small on purpose (load everything once, persist one raise) so that a
+//! shared store (etcd, PostgreSQL) can be added without touching the table or
+//! the middleware.
+//!
+//! - [`MemoryStore`]: persists nothing; every fence is forgotten on restart.
+//! - [`RedbStore`] (feature `disk`): an embedded [redb] database, fsynced on
+//!   every commit, with group commit so that concurrent raises share an fsync.
+//!
+//! [redb]: https://docs.rs/redb
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+
+mod memory;
+#[cfg(feature = "disk")]
+mod redb;
+
+pub use self::memory::MemoryStore;
+#[cfg(feature = "disk")]
+pub use self::redb::RedbStore;
+
+/// The future returned by [`FenceStore::persist`].
+pub type PersistFuture = Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send + 'static>>;
+
+/// Durable storage for fences' highest tokens.
+///
+/// Implementations must guarantee that once the future returned by
+/// [`persist`](FenceStore::persist) resolves to `Ok`, a later
+/// [`load`](FenceStore::load), also after a crash, reports for `key` a value
+/// at least `token`. Values must never decrease: persisting a lower token than
+/// the stored one keeps the stored one.
+pub trait FenceStore: Send + Sync + 'static {
+    /// Calls `each(key, highest)` once for every fence stored. Called once,
+    /// when the table is built.
+    fn load(&self, each: &mut dyn FnMut(&str, u64)) -> Result<(), StoreError>;
+
+    /// Makes `highest(key) >= token` durable.
+    fn persist(&self, key: &str, token: u64) -> PersistFuture;
+
+    /// Whether fences survive a restart. Used for the start-up warning and
+    /// for the table to skip persisting altogether when they do not.
+    fn is_durable(&self) -> bool;
+
+    /// Counters for monitoring and benchmarks.
+    fn stats(&self) -> StoreStats {
+        StoreStats::default()
+    }
+}
+
+/// How much work a store has done since it was opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Raises persisted (one per `persist` call that succeeded).
+    pub raises: u64,
+    /// Durable commits (fsyncs) those raises took. `raises / commits` is the
+    /// average group-commit size.
+    pub commits: u64,
+}
+
+/// A fence store failure. Cheap to clone, so that one failed group commit can
+/// be reported to every request that was waiting on it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// The store could not be opened, or its contents could not be read.
+    /// Never answered by starting empty: that would forget fences.
+    #[error("cannot open fence store at {}: {detail}", path.display())]
+    Open {
+        /// Where the store lives.
+        path: PathBuf,
+        /// What went wrong.
+        detail: Arc<str>,
+    },
+    /// A raise could not be made durable (disk full, I/O error).
+    #[error("cannot make the fence durable: {0}")]
+    Write(Arc<str>),
+    /// The store has been shut down.
+    #[error("the fence store is closed")]
+    Closed,
+}

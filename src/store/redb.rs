@@ -1,0 +1,223 @@
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use tokio::sync::oneshot;
+
+use super::{FenceStore, PersistFuture, StoreError, StoreStats};
+
+const FENCES: TableDefinition<'static, &str, u64> = TableDefinition::new("fences");
+
+/// An upper bound on one group commit, so that a flood of raises cannot grow
+/// one transaction (and the latency of everyone in it) without limit.
+const MAX_BATCH: usize = 4096;
+
+/// Fences in an embedded [redb](https://docs.rs/redb) database, one fsync per
+/// commit, with group commit.
+///
+/// # Group commit
+///
+/// One writer thread owns the database. [`persist`](FenceStore::persist)
+/// queues the raise and returns a future that resolves when the writer reports
+/// it committed. The writer takes the first raise in the queue plus every raise
+/// that queued up behind it (while the previous fsync was running), writes them
+/// all in one transaction, commits it with `Durability::Immediate` (redb's
+/// default: fsync before `commit` returns), then answers them all. Under load,
+/// N concurrent admissions therefore cost one fsync, not N.
+///
+/// A thread rather than a tokio task because redb's API blocks; keeping it off
+/// the runtime means a slow disk never stalls request handling.
+pub struct RedbStore {
+    /// Shared with the writer thread; read here only once, by `load`.
+    db: Arc<Database>,
+    /// `None` once closed. A std mutex: it is held only to clone-send.
+    queue: Mutex<Option<mpsc::Sender<Raise>>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    stats: Arc<Counters>,
+    path: PathBuf,
+}
+
+struct Raise {
+    key: Box<str>,
+    token: u64,
+    done: oneshot::Sender<Result<(), StoreError>>,
+}
+
+#[derive(Default)]
+struct Counters {
+    raises: AtomicU64,
+    commits: AtomicU64,
+}
+
+impl std::fmt::Debug for RedbStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedbStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedbStore {
+    /// The database file inside the store's directory.
+    pub const FILE_NAME: &'static str = "fences.redb";
+
+    /// Opens (or creates) the store in directory `dir`, in the file
+    /// [`Self::FILE_NAME`]. A file that is not a readable redb database is an error,
+    /// never a silent reset to empty.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let dir = dir.as_ref();
+        let path = dir.join(Self::FILE_NAME);
+        let open_error = |detail: String| StoreError::Open {
+            path: path.clone(),
+            detail: detail.into(),
+        };
+        std::fs::create_dir_all(dir).map_err(|e| open_error(e.to_string()))?;
+        let db = Database::create(&path).map_err(|e| open_error(e.to_string()))?;
+        // Create the table up front so that readers never see "no such table"
+        // and so that a database we cannot write to fails now, not on the
+        // first request.
+        let txn = db.begin_write().map_err(|e| open_error(e.to_string()))?;
+        txn.open_table(FENCES)
+            .map_err(|e| open_error(e.to_string()))?;
+        txn.commit().map_err(|e| open_error(e.to_string()))?;
+
+        let db = Arc::new(db);
+        let writer_db = Arc::clone(&db);
+        let (queue, raises) = mpsc::channel();
+        let stats = Arc::new(Counters::default());
+        let writer_stats = Arc::clone(&stats);
+        let writer = std::thread::Builder::new()
+            .name("fencegate-store".into())
+            .spawn(move || write_loop(writer_db, raises, writer_stats))
+            .map_err(|e| open_error(e.to_string()))?;
+        Ok(RedbStore {
+            db,
+            queue: Mutex::new(Some(queue)),
+            writer: Mutex::new(Some(writer)),
+            stats,
+            path,
+        })
+    }
+
+    /// Stops the writer after it has committed everything queued, and closes
+    /// the database. Raises persisted after this fail with
+    /// [`StoreError::Closed`]. Also done on drop.
+    pub fn close(&self) {
+        drop(
+            self.queue
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
+        let writer = self
+            .writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(writer) = writer {
+            // The writer never panics on its own; if it did, the join error
+            // only tells us so, and there is nothing left to clean up.
+            let _ = writer.join();
+        }
+    }
+}
+
+impl Drop for RedbStore {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+impl FenceStore for RedbStore {
+    fn load(&self, each: &mut dyn FnMut(&str, u64)) -> Result<(), StoreError> {
+        let open_error = |e: &dyn std::fmt::Display| StoreError::Open {
+            path: self.path.clone(),
+            detail: e.to_string().into(),
+        };
+        let txn = self.db.begin_read().map_err(|e| open_error(&e))?;
+        let table = txn.open_table(FENCES).map_err(|e| open_error(&e))?;
+        for row in table.iter().map_err(|e| open_error(&e))? {
+            let (key, token) = row.map_err(|e| open_error(&e))?;
+            each(key.value(), token.value());
+        }
+        Ok(())
+    }
+
+    fn persist(&self, key: &str, token: u64) -> PersistFuture {
+        let (done, answer) = oneshot::channel();
+        let raise = Raise {
+            key: key.into(),
+            token,
+            done,
+        };
+        let queued = match &*self.queue.lock().unwrap_or_else(PoisonError::into_inner) {
+            Some(queue) => queue.send(raise).map_err(|_| StoreError::Closed),
+            None => Err(StoreError::Closed),
+        };
+        Box::pin(async move {
+            queued?;
+            answer.await.map_err(|_| StoreError::Closed)?
+        })
+    }
+
+    fn is_durable(&self) -> bool {
+        true
+    }
+
+    fn stats(&self) -> StoreStats {
+        StoreStats {
+            raises: self.stats.raises.load(Ordering::Relaxed),
+            commits: self.stats.commits.load(Ordering::Relaxed),
+        }
+    }
+}
+
+fn write_loop(db: Arc<Database>, raises: mpsc::Receiver<Raise>, stats: Arc<Counters>) {
+    let mut batch = Vec::new();
+    // Ends when every sender is gone (close or drop), after draining the queue.
+    while let Ok(first) = raises.recv() {
+        batch.push(first);
+        while batch.len() < MAX_BATCH {
+            match raises.try_recv() {
+                Ok(raise) => batch.push(raise),
+                Err(_) => break,
+            }
+        }
+        let result = commit(&db, &batch).map_err(|e| StoreError::Write(e.into()));
+        if result.is_ok() {
+            stats.commits.fetch_add(1, Ordering::Relaxed);
+            stats
+                .raises
+                .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        }
+        for raise in batch.drain(..) {
+            // The requester may have gone away (client hung up); its raise is
+            // durable all the same, which is the safe direction.
+            let _ = raise.done.send(result.clone());
+        }
+    }
+}
+
+/// Writes every raise in one transaction, never lowering a stored value:
+/// raises for one key can reach the queue out of order.
+fn commit(db: &Database, batch: &[Raise]) -> Result<(), String> {
+    let txn = db.begin_write().map_err(|e| e.to_string())?;
+    {
+        let mut table = txn.open_table(FENCES).map_err(|e| e.to_string())?;
+        for raise in batch {
+            let stored = table
+                .get(&*raise.key)
+                .map_err(|e| e.to_string())?
+                .map(|v| v.value());
+            if stored.is_none_or(|stored| stored < raise.token) {
+                table
+                    .insert(&*raise.key, raise.token)
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+    }
+    txn.commit().map_err(|e| e.to_string())
+}
