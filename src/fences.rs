@@ -345,6 +345,13 @@ impl Fences {
         self.inner.fences.is_empty()
     }
 
+    /// Closes the store once pending raises are written: later admissions
+    /// that need a raise fail with 503-worthy [`StoreError::Closed`]. Used at
+    /// shutdown so that the next start finds a cleanly closed database.
+    pub fn close(&self) {
+        self.inner.store.close();
+    }
+
     /// The store's counters (raises persisted, commits made).
     pub fn store_stats(&self) -> StoreStats {
         self.inner.store.stats()

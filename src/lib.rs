@@ -84,3 +84,6 @@ pub mod token;
 pub use crate::fences::{AdmitError, Fences, InFlight, Stale, StaleReason};
 pub use crate::key::Scope;
 pub use crate::layer::{Fencing, FencingLayer};
+
+#[cfg(feature = "gateway")]
+pub mod gateway;

@@ -1,1 +1,107 @@
-fn main() {}
+//! `fencegate [serve] [OPTIONS]`: see `fencegate --help` and the README.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use fencegate::gateway::config::LogFormat;
+use fencegate::gateway::{Config, Gateway};
+
+fn main() -> ExitCode {
+    let config = match Config::parse_args(std::env::args_os()) {
+        Ok(config) => config,
+        Err(error) => return usage_error(error),
+    };
+    init_logging(config.log_format);
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => return fail(anyhow::anyhow!("cannot start the runtime: {error}")),
+    };
+    match runtime.block_on(serve(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => fail(error),
+    }
+}
+
+async fn serve(config: Config) -> anyhow::Result<()> {
+    let gateway = Gateway::start(config).await?;
+    let data = gateway.data_addr();
+    println!("data plane listening on {data}");
+    println!("admin plane listening on {}", gateway.admin_addr());
+    if gateway.is_embedded() {
+        println!(
+            "try: curl -i -X PUT -H 'X-Fencing-Token: 34' --data v2 http://{data}/demo/object \
+             && curl -i -X PUT -H 'X-Fencing-Token: 33' --data v1 http://{data}/demo/object"
+        );
+    } else {
+        println!(
+            "forwarding to {}; try: curl -i -X PUT -H 'X-Fencing-Token: 1' --data hello http://{data}/demo/object",
+            gateway.upstream()
+        );
+    }
+    let _ = std::io::stdout().flush();
+    shutdown_signal().await;
+    tracing::info!("shutting down: draining requests in flight");
+    if !gateway.shutdown().await {
+        tracing::warn!("some requests were still in flight at the shutdown timeout");
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FENCEGATE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// `--help` and `--version` print as usual; any other parse error is one line.
+fn usage_error(error: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match error.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = error.print();
+            ExitCode::SUCCESS
+        }
+        _ => {
+            let text = error.to_string();
+            let line = text.lines().next().unwrap_or("invalid arguments");
+            let line = line.strip_prefix("error: ").unwrap_or(line);
+            eprintln!("fencegate: {line} (see fencegate --help)");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn fail(error: anyhow::Error) -> ExitCode {
+    eprintln!("fencegate: {error:#}");
+    ExitCode::FAILURE
+}

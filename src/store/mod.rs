@@ -48,6 +48,10 @@ pub trait FenceStore: Send + Sync + 'static {
     /// for the table to skip persisting altogether when they do not.
     fn is_durable(&self) -> bool;
 
+    /// Finishes pending writes and releases the store (file locks, threads).
+    /// Persisting after this fails with [`StoreError::Closed`].
+    fn close(&self) {}
+
     /// Counters for monitoring and benchmarks.
     fn stats(&self) -> StoreStats {
         StoreStats::default()

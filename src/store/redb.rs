@@ -167,6 +167,10 @@ impl FenceStore for RedbStore {
         true
     }
 
+    fn close(&self) {
+        RedbStore::close(self);
+    }
+
     fn stats(&self) -> StoreStats {
         StoreStats {
             raises: self.stats.raises.load(Ordering::Relaxed),

@@ -1,0 +1,115 @@
+//! The admin plane, on its own listener: fence lookups, metrics, health.
+
+use axum::extract::{Query, State};
+use axum::http::{header, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::metrics::Metrics;
+use crate::Fences;
+
+/// The default and largest page of `GET /fences`.
+const DEFAULT_LIMIT: usize = 1000;
+
+#[derive(Clone)]
+struct Admin {
+    fences: Fences,
+    metrics: Metrics,
+}
+
+/// The admin routes.
+pub fn router(fences: Fences, metrics: Metrics) -> Router {
+    Router::new()
+        .route("/fences", get(list_fences))
+        .route("/fences/", get(list_fences))
+        .route("/fences/{*key}", get(one_fence))
+        .route("/metrics", get(metrics_text))
+        .route(
+            "/healthz",
+            get(|| async { Json(json!({ "status": "ok" })) }),
+        )
+        .fallback(|| async { error(StatusCode::NOT_FOUND, "not_found", "no such admin route") })
+        .with_state(Admin { fences, metrics })
+}
+
+fn error(status: StatusCode, code: &str, detail: &str) -> Response {
+    (status, Json(json!({ "error": code, "detail": detail }))).into_response()
+}
+
+/// `GET /fences/{key}`, key percent-encoded. Read from the raw URI rather
+/// than a path extractor: an encoded key starts with `%2F`, an unencoded one
+/// with `/`, and both must find the same fence.
+async fn one_fence(State(admin): State<Admin>, uri: Uri) -> Response {
+    let raw = uri.path().strip_prefix("/fences/").unwrap_or_default();
+    let key = match percent_encoding::percent_decode_str(raw).decode_utf8() {
+        Ok(key) => key.into_owned(),
+        Err(_) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_key",
+                "the key is not UTF-8",
+            )
+        }
+    };
+    match admin.fences.highest(&key) {
+        Some(highest) => Json(json!({ "resource": key, "highest": highest })).into_response(),
+        None => error(
+            StatusCode::NOT_FOUND,
+            "unknown_fence",
+            &format!("no fence for {key:?}"),
+        ),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct ListQuery {
+    #[serde(default)]
+    prefix: String,
+    limit: Option<String>,
+}
+
+/// `GET /fences?prefix=P&limit=N`, sorted by key.
+async fn list_fences(
+    State(admin): State<Admin>,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Ok(Query(query)) = query else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+            "expected ?prefix=P&limit=N",
+        );
+    };
+    let limit = match query.limit.as_deref().map(str::parse::<usize>) {
+        None => DEFAULT_LIMIT,
+        Some(Ok(limit)) => limit,
+        Some(Err(_)) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_query",
+                "limit must be a non-negative integer",
+            )
+        }
+    };
+    let fences: Vec<_> = admin
+        .fences
+        .list(&query.prefix, limit)
+        .into_iter()
+        .map(|(resource, highest)| json!({ "resource": resource, "highest": highest }))
+        .collect();
+    Json(json!({ "fences": fences })).into_response()
+}
+
+async fn metrics_text(State(admin): State<Admin>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        admin.metrics.render(),
+    )
+        .into_response()
+}

@@ -1,0 +1,59 @@
+//! Hop-by-hop header hygiene (RFC 9110 §7.6.1), applied in both directions.
+
+use http::header::{HeaderMap, HeaderName, CONNECTION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE};
+
+/// The fixed list, plus the non-standard ones proxies have always dropped.
+const HOP_BY_HOP: [HeaderName; 8] = [
+    CONNECTION,
+    TE,
+    TRAILER,
+    TRANSFER_ENCODING,
+    UPGRADE,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    HeaderName::from_static("proxy-authenticate"),
+];
+
+/// `Proxy-Authorization` is meant for this hop too.
+const PROXY_AUTHORIZATION: HeaderName = HeaderName::from_static("proxy-authorization");
+
+/// Removes every hop-by-hop header: first the names listed in *all*
+/// `Connection` values (a header may be split over several lines), then the
+/// fixed list.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let listed: Vec<HeaderName> = headers
+        .get_all(CONNECTION)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in listed {
+        headers.remove(name);
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(name);
+    }
+    headers.remove(PROXY_AUTHORIZATION);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strips_listed_and_fixed_names() {
+        let mut h = HeaderMap::new();
+        h.append(CONNECTION, "keep-alive, X-Secret".parse().unwrap());
+        h.append(CONNECTION, "x-other".parse().unwrap());
+        h.insert("x-secret", "1".parse().unwrap());
+        h.insert("x-other", "1".parse().unwrap());
+        h.insert("keep-alive", "timeout=5".parse().unwrap());
+        h.insert(TRANSFER_ENCODING, "chunked".parse().unwrap());
+        h.insert(UPGRADE, "websocket".parse().unwrap());
+        h.insert("x-fencing-token", "3".parse().unwrap());
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 1, "{h:?}");
+        assert!(h.contains_key("x-fencing-token"));
+    }
+}

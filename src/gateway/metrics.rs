@@ -1,0 +1,159 @@
+//! Request counters and latency for `/metrics`, in Prometheus text format.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use super::proxy::UpstreamFailure;
+use crate::refusal::Refusal;
+use crate::Fences;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: &'static str,
+}
+
+/// The gateway's metrics: what happened to each request, how long it took,
+/// and the fence table's size and store activity (read at scrape time).
+#[derive(Clone)]
+pub struct Metrics {
+    /// One handle per entry of [`OUTCOMES`], taken once, so that counting a
+    /// request takes no lock on the family.
+    requests: Arc<[Counter; OUTCOMES.len()]>,
+    latency: Histogram,
+    registry: Arc<Registry>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+/// Reads the fence table at scrape time, rather than mirroring it in gauges
+/// that could drift.
+#[derive(Debug)]
+struct FenceCollector(Fences);
+
+impl Collector for FenceCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let fences = ConstGauge::new(self.0.len() as i64);
+        fences.encode(encoder.encode_descriptor(
+            "fencegate_fences",
+            "Fences (keys with a highest token) in the table",
+            None,
+            fences.metric_type(),
+        )?)?;
+        let stats = self.0.store_stats();
+        let raises = ConstCounter::new(stats.raises);
+        raises.encode(encoder.encode_descriptor(
+            "fencegate_store_raises",
+            "New highest tokens made durable",
+            None,
+            raises.metric_type(),
+        )?)?;
+        let commits = ConstCounter::new(stats.commits);
+        commits.encode(encoder.encode_descriptor(
+            "fencegate_store_commits",
+            "Durable commits (fsyncs) of the fence store; raises/commits is the group-commit size",
+            None,
+            commits.metric_type(),
+        )?)?;
+        Ok(())
+    }
+}
+
+/// The outcomes reported in `fencegate_requests_total{outcome}`; all are
+/// present from the start so that a rate over them never misses a series.
+const OUTCOMES: [&str; 8] = [
+    "forwarded",
+    "stale_token",
+    "missing_token",
+    "invalid_token",
+    "invalid_path",
+    "fence_store_unavailable",
+    "upstream_error",
+    "other_refusal",
+];
+
+impl Metrics {
+    /// Metrics for a gateway over `fences`.
+    pub fn new(fences: Fences) -> Self {
+        let mut registry = Registry::default();
+        let family = Family::<OutcomeLabel, Counter>::default();
+        let requests =
+            OUTCOMES.map(|outcome| family.get_or_create(&OutcomeLabel { outcome }).clone());
+        registry.register(
+            "fencegate_requests",
+            "Data plane requests by outcome",
+            family,
+        );
+        // 100 µs to ~52 s.
+        let latency = Histogram::new(exponential_buckets(0.0001, 2.0, 20));
+        registry.register(
+            "fencegate_request_duration_seconds",
+            "Data plane latency, request received to response headers sent",
+            latency.clone(),
+        );
+        registry.register_collector(Box::new(FenceCollector(fences)));
+        Metrics {
+            requests: Arc::new(requests),
+            latency,
+            registry: Arc::new(registry),
+        }
+    }
+
+    /// Records one request.
+    pub fn observe(&self, outcome: &'static str, elapsed: Duration) {
+        let index = OUTCOMES
+            .iter()
+            .position(|known| *known == outcome)
+            .unwrap_or(OUTCOMES.len() - 1);
+        self.requests[index].inc();
+        self.latency.observe(elapsed.as_secs_f64());
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        // Writing to a String cannot fail; an encoder error would only mean
+        // a partial page, which Prometheus reports as a scrape error.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}
+
+/// axum middleware: classifies and times every data plane request.
+pub async fn record(State(metrics): State<Metrics>, request: Request, next: Next) -> Response {
+    let started = tokio::time::Instant::now();
+    let response = next.run(request).await;
+    metrics.observe(outcome(&response), started.elapsed());
+    response
+}
+
+fn outcome(response: &Response) -> &'static str {
+    if let Some(refusal) = response.extensions().get::<Refusal>() {
+        return refusal.code();
+    }
+    if response.extensions().get::<UpstreamFailure>().is_some() {
+        return "upstream_error";
+    }
+    if response
+        .extensions()
+        .get::<super::proxy::GatewayRefusal>()
+        .is_some()
+    {
+        return "other_refusal";
+    }
+    "forwarded"
+}

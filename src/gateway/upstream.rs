@@ -1,0 +1,113 @@
+//! The backend's address, parsed once at start-up (`--upstream`).
+
+use std::fmt;
+
+use http::uri::{Authority, PathAndQuery, Scheme, Uri};
+
+/// A parsed `http://host:port[/base]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upstream {
+    authority: Authority,
+    /// The base path without its trailing `/` (empty for none); every request
+    /// path is appended to it.
+    base: String,
+}
+
+impl Upstream {
+    /// Parses and checks an upstream URL. Only plain `http` is supported: the
+    /// gateway speaks HTTP/1.1 to the backend, usually on loopback or a
+    /// private network.
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let uri: Uri = raw
+            .parse()
+            .map_err(|e| format!("{raw:?} is not a URL: {e}"))?;
+        match uri.scheme_str() {
+            Some("http") => {}
+            Some(other) => {
+                return Err(format!(
+                    "{raw:?}: only http:// upstreams are supported, not {other}://"
+                ))
+            }
+            None => return Err(format!("{raw:?}: expected http://host:port[/base]")),
+        }
+        let authority = uri
+            .authority()
+            .cloned()
+            .ok_or_else(|| format!("{raw:?}: missing host"))?;
+        if authority.as_str().contains('@') {
+            return Err(format!("{raw:?}: credentials in the URL are not supported"));
+        }
+        if authority.host().is_empty() {
+            return Err(format!("{raw:?}: missing host"));
+        }
+        if uri.query().is_some() {
+            return Err(format!("{raw:?}: a query string is not allowed"));
+        }
+        let base = uri.path().trim_end_matches('/').to_owned();
+        Ok(Upstream { authority, base })
+    }
+
+    /// An upstream at a socket address, with no base path.
+    pub fn from_addr(addr: std::net::SocketAddr) -> Result<Self, String> {
+        Upstream::parse(&format!("http://{addr}"))
+    }
+
+    /// `host:port` as given.
+    pub fn authority(&self) -> &Authority {
+        &self.authority
+    }
+
+    /// The backend URI for a request whose path and query are `original`,
+    /// kept as the client sent them.
+    pub fn uri_for(&self, original: Option<&PathAndQuery>) -> Result<Uri, http::Error> {
+        let original = original.map_or("/", PathAndQuery::as_str);
+        let original = if original.starts_with('/') {
+            original
+        } else {
+            "/"
+        };
+        let path_and_query = format!("{}{}", self.base, original);
+        Uri::builder()
+            .scheme(Scheme::HTTP)
+            .authority(self.authority.clone())
+            .path_and_query(path_and_query)
+            .build()
+    }
+}
+
+impl fmt::Display for Upstream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "http://{}{}", self.authority, self.base)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_joins() {
+        let u = Upstream::parse("http://127.0.0.1:9000/base/").unwrap();
+        let pq: PathAndQuery = "/a//b?x=1".parse().unwrap();
+        assert_eq!(
+            u.uri_for(Some(&pq)).unwrap().to_string(),
+            "http://127.0.0.1:9000/base/a//b?x=1"
+        );
+        let u = Upstream::parse("http://localhost:9000").unwrap();
+        assert_eq!(
+            u.uri_for(None).unwrap().to_string(),
+            "http://localhost:9000/"
+        );
+        for bad in [
+            "",
+            "localhost:9000",
+            "https://x",
+            "ftp://x",
+            "http://u:p@x",
+            "http://x/?q=1",
+            "http:///a",
+        ] {
+            assert!(Upstream::parse(bad).is_err(), "{bad}");
+        }
+    }
+}
