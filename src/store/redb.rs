@@ -31,8 +31,10 @@ const MAX_BATCH: usize = 4096;
 /// A thread rather than a tokio task because redb's API blocks; keeping it off
 /// the runtime means a slow disk never stalls request handling.
 pub struct RedbStore {
-    /// Shared with the writer thread; read here only once, by `load`.
-    db: Arc<Database>,
+    /// Shared with the writer thread until `load` has read it once, then
+    /// dropped here, so that the writer holds the only handle and can close
+    /// and reopen the database after an I/O error.
+    db_for_load: Mutex<Option<Arc<Database>>>,
     /// `None` once closed. A std mutex: it is held only to clone-send.
     queue: Mutex<Option<mpsc::Sender<Raise>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
@@ -91,10 +93,13 @@ impl RedbStore {
         let writer_stats = Arc::clone(&stats);
         let writer = std::thread::Builder::new()
             .name("fencegate-store".into())
-            .spawn(move || write_loop(writer_db, raises, writer_stats))
+            .spawn({
+                let path = path.clone();
+                move || write_loop(writer_db, &path, raises, writer_stats)
+            })
             .map_err(|e| open_error(e.to_string()))?;
         Ok(RedbStore {
-            db,
+            db_for_load: Mutex::new(Some(db)),
             queue: Mutex::new(Some(queue)),
             writer: Mutex::new(Some(writer)),
             stats,
@@ -137,7 +142,13 @@ impl FenceStore for RedbStore {
             path: self.path.clone(),
             detail: e.to_string().into(),
         };
-        let txn = self.db.begin_read().map_err(|e| open_error(&e))?;
+        let db = self
+            .db_for_load
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+            .ok_or_else(|| open_error(&"the store was already loaded"))?;
+        let txn = db.begin_read().map_err(|e| open_error(&e))?;
         let table = txn.open_table(FENCES).map_err(|e| open_error(&e))?;
         for row in table.iter().map_err(|e| open_error(&e))? {
             let (key, token) = row.map_err(|e| open_error(&e))?;
@@ -179,7 +190,12 @@ impl FenceStore for RedbStore {
     }
 }
 
-fn write_loop(db: Arc<Database>, raises: mpsc::Receiver<Raise>, stats: Arc<Counters>) {
+fn write_loop(db: Arc<Database>, path: &Path, raises: mpsc::Receiver<Raise>, stats: Arc<Counters>) {
+    // `None` after a failed commit: redb refuses every transaction after an
+    // I/O error ("close and re-open"), so the next batch reopens it. A disk
+    // that was full and got space back then recovers without a restart;
+    // until then every raise fails and the gateway answers 503 (fail closed).
+    let mut db = Some(db);
     let mut batch = Vec::new();
     // Ends when every sender is gone (close or drop), after draining the queue.
     while let Ok(first) = raises.recv() {
@@ -190,17 +206,46 @@ fn write_loop(db: Arc<Database>, raises: mpsc::Receiver<Raise>, stats: Arc<Count
                 Err(_) => break,
             }
         }
-        let result = commit(&db, &batch).map_err(|e| StoreError::Write(e.into()));
-        if result.is_ok() {
-            stats.commits.fetch_add(1, Ordering::Relaxed);
-            stats
-                .raises
-                .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        if db.is_none() {
+            db = reopen(path);
         }
+        let result = match &db {
+            Some(handle) => commit(handle, &batch),
+            None => Err("the fence store could not be reopened after an I/O error".to_owned()),
+        };
+        match &result {
+            Ok(()) => {
+                stats.commits.fetch_add(1, Ordering::Relaxed);
+                stats
+                    .raises
+                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            }
+            Err(error) => {
+                tracing::error!(
+                    error = error.as_str(),
+                    raises = batch.len(),
+                    "fence store commit failed"
+                );
+                db = None;
+            }
+        }
+        let result = result.map_err(|e| StoreError::Write(e.into()));
         for raise in batch.drain(..) {
             // The requester may have gone away (client hung up); its raise is
             // durable all the same, which is the safe direction.
             let _ = raise.done.send(result.clone());
+        }
+    }
+}
+
+/// Reopens the database after a failed commit. The old handle must be gone
+/// (redb locks the file per handle); `load` released the only other one.
+fn reopen(path: &Path) -> Option<Arc<Database>> {
+    match Database::create(path) {
+        Ok(db) => Some(Arc::new(db)),
+        Err(error) => {
+            tracing::error!(error = %error, path = %path.display(), "cannot reopen the fence store");
+            None
         }
     }
 }
