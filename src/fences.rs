@@ -278,9 +278,29 @@ impl Fences {
             self.inner.durable && state.durable.is_none_or(|durable| durable < token)
         };
         if must_persist {
-            self.inner.store.persist(key, token).await?;
+            let persisted = self.inner.store.persist(key, token).await;
             let mut state = fence.lock();
-            state.durable = state.durable.max(Some(token));
+            match persisted {
+                Ok(()) => {
+                    state.durable = state.durable.max(Some(token));
+                    // A failed raise of the same token by another request may
+                    // have rolled `highest` back meanwhile: raise it again.
+                    if state.highest < Some(token) {
+                        state.highest = Some(token);
+                        fence.changed.notify_waiters();
+                    }
+                }
+                Err(error) => {
+                    // The token was not admitted: give back the raise unless
+                    // someone raised further since, so that `highest` stays
+                    // "the highest admitted". Requests refused against it in
+                    // the meantime were refused conservatively.
+                    if state.highest == Some(token) {
+                        state.highest = state.durable;
+                    }
+                    return Err(error.into());
+                }
+            }
         }
         loop {
             // Register for wake-ups before looking, so that a change between

@@ -1,12 +1,13 @@
 //! Hop-by-hop header hygiene (RFC 9110 §7.6.1), applied in both directions.
 
-use http::header::{HeaderMap, HeaderName, CONNECTION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE};
+use http::header::{HeaderMap, HeaderName, CONNECTION, TE, TRANSFER_ENCODING, UPGRADE};
 
 /// The fixed list, plus the non-standard ones proxies have always dropped.
-const HOP_BY_HOP: [HeaderName; 8] = [
+/// `Trailer` is not among them: it declares the trailer fields that travel
+/// end to end with a chunked body.
+const HOP_BY_HOP: [HeaderName; 7] = [
     CONNECTION,
     TE,
-    TRAILER,
     TRANSFER_ENCODING,
     UPGRADE,
     HeaderName::from_static("keep-alive"),

@@ -108,9 +108,7 @@ impl Proxy {
     }
 
     async fn forward(self, request: Request<Body>) -> Response<Body> {
-        if request.method() == Method::CONNECT
-            || request.headers().contains_key(http::header::UPGRADE)
-        {
+        if request.method() == Method::CONNECT || demands_upgrade(request.headers()) {
             let mut response = gateway_error(
                 StatusCode::NOT_IMPLEMENTED,
                 "upgrade_not_supported",
@@ -173,6 +171,18 @@ impl Service<Request<Body>> for Proxy {
         let proxy = self.clone();
         Box::pin(async move { Ok(proxy.forward(request).await) })
     }
+}
+
+/// Whether the request asks to switch protocols for real (WebSocket and
+/// the like), which this proxy does not do. An `h2c` offer is only an offer
+/// (`curl --http2` sends it on every request): it is dropped with the other
+/// hop-by-hop headers and the request goes on over HTTP/1.1 (RFC 9110 §7.8).
+fn demands_upgrade(headers: &http::HeaderMap) -> bool {
+    headers
+        .get_all(http::header::UPGRADE)
+        .iter()
+        .flat_map(|value| value.to_str().unwrap_or("?").split(','))
+        .any(|protocol| !protocol.trim().eq_ignore_ascii_case("h2c"))
 }
 
 fn append_forwarded_for(headers: &mut http::HeaderMap, ip: std::net::IpAddr) {

@@ -40,6 +40,17 @@ impl Upstream {
         if authority.host().is_empty() {
             return Err(format!("{raw:?}: missing host"));
         }
+        // `Authority::port` hides a port that does not parse, so look at the
+        // text: whatever follows the last ':' after the host is the port.
+        let after_host = authority
+            .as_str()
+            .rsplit_once(']')
+            .map_or(authority.as_str(), |(_, rest)| rest);
+        if let Some((_, port)) = after_host.rsplit_once(':') {
+            if port.parse::<u16>().map_or(true, |p| p == 0) {
+                return Err(format!("{raw:?}: the port must be 1 to 65535"));
+            }
+        }
         if uri.query().is_some() {
             return Err(format!("{raw:?}: a query string is not allowed"));
         }
@@ -106,6 +117,10 @@ mod tests {
             "http://u:p@x",
             "http://x/?q=1",
             "http:///a",
+            "http://127.0.0.1:99999",
+            "http://127.0.0.1:0",
+            "http://[::1]:70000",
+            "http://localhost:",
         ] {
             assert!(Upstream::parse(bad).is_err(), "{bad}");
         }

@@ -40,6 +40,8 @@
 
 mod body;
 mod future;
+// Named as in tower-http: `layer.rs`, `service.rs`, `future.rs`.
+#[allow(clippy::module_inception)]
 mod layer;
 mod service;
 

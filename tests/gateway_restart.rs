@@ -1,0 +1,223 @@
+//! Restarts of the real binary: `kill -9` never forgets an admitted token in
+//! `disk` state, `memory` state forgets (and says so at start), and SIGTERM
+//! drains requests in flight before exiting 0.
+
+mod support;
+
+use std::time::Duration;
+
+use support::{http, Backend, Gateway, HANG_GUARD};
+
+#[test]
+fn kill9_and_restart_keep_every_admitted_token() {
+    let backend = Backend::start();
+    let url = backend.url();
+    let mut gw = Gateway::start(&["--upstream", &url]);
+    assert!(!gw.stderr().to_ascii_lowercase().contains("memory"));
+    assert_eq!(gw.put("/bucket/obj", 50).status, 200);
+    for i in 0..20 {
+        assert_eq!(gw.put(&format!("/many/{i}"), 100 + i).status, 200);
+    }
+    // Admitted but failed upstream: still durable.
+    let resp = gw.req(
+        "PUT",
+        "/failed",
+        &[("X-Fencing-Token", "70"), ("X-Test-Abort", "1")],
+        b"",
+    );
+    resp.assert_gateway_error(502, "upstream_unavailable");
+    let status = gw.kill9().unwrap();
+    assert!(!status.success());
+    gw.restart();
+    let json = gw
+        .put("/bucket/obj", 49)
+        .assert_gateway_error(409, "stale_token");
+    assert_eq!(json["highest"], 50);
+    gw.put("//bucket/./obj", 49)
+        .assert_gateway_error(409, "stale_token");
+    assert_eq!(gw.fence("/bucket/obj"), Some(50));
+    for i in 0..20 {
+        assert_eq!(gw.fence(&format!("/many/{i}")), Some(100 + i));
+    }
+    assert_eq!(gw.fence("/failed"), Some(70));
+    gw.put("/failed", 69)
+        .assert_gateway_error(409, "stale_token");
+    assert_eq!(gw.put("/bucket/obj", 51).status, 200);
+    // And once more, with the raise made after the first restart.
+    gw.kill9();
+    gw.restart();
+    assert_eq!(gw.fence("/bucket/obj"), Some(51));
+    let stale: Vec<_> = backend
+        .records()
+        .into_iter()
+        .filter(|r| {
+            r.target.contains("bucket") && r.token_u64() != Some(50) && r.token_u64() != Some(51)
+        })
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "stale writes reached the backend: {stale:#?}"
+    );
+}
+
+#[test]
+fn kill9_during_a_burst_never_forgets_an_answered_admission() {
+    // Every request that got past admission (any answer but 409/400/428)
+    // had its raise made durable before it was forwarded: after kill -9,
+    // each key's fence is at least the highest token the backend saw.
+    let backend = Backend::start();
+    let url = backend.url();
+    let mut gw = Gateway::start(&["--upstream", &url]);
+    let addr = gw.data_addr();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            let stop = std::sync::Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut token = 1u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    token += 1;
+                    let path = format!("/burst/{}", token % 3);
+                    let token_s = (token * 4 + t).to_string();
+                    // Any outcome is fine here, including a connection reset by
+                    // the kill.
+                    let _ = support::try_http(
+                        addr,
+                        "PUT",
+                        &path,
+                        &[("X-Fencing-Token", &token_s)],
+                        b"",
+                    );
+                }
+            })
+        })
+        .collect();
+    assert!(backend.wait_for(HANG_GUARD, |r| r.len() >= 200));
+    gw.kill9();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in threads {
+        let _ = t.join();
+    }
+    gw.restart();
+    for key in 0..3 {
+        let path = format!("/burst/{key}");
+        let max_seen = backend
+            .records()
+            .iter()
+            .filter(|r| r.target == path)
+            .filter_map(|r| r.token_u64())
+            .max()
+            .unwrap();
+        let fence = gw.fence(&path).expect("fence restored");
+        assert!(
+            fence >= max_seen,
+            "{path}: backend saw token {max_seen}, fence after restart is {fence}"
+        );
+    }
+}
+
+#[test]
+fn memory_state_warns_and_forgets_on_restart() {
+    let backend = Backend::start();
+    let url = backend.url();
+    let mut gw = Gateway::start(&["--upstream", &url, "--state", "memory"]);
+    assert!(
+        gw.wait_stderr("memory", HANG_GUARD),
+        "no warning about --state memory on stderr: {:?}",
+        gw.stderr()
+    );
+    assert!(
+        gw.stderr().to_ascii_uppercase().contains("WARN"),
+        "{}",
+        gw.stderr()
+    );
+    assert_eq!(gw.put("/k", 50).status, 200);
+    gw.put("/k", 49).assert_gateway_error(409, "stale_token");
+    gw.kill9();
+    gw.restart();
+    assert!(
+        gw.wait_stderr("memory", HANG_GUARD),
+        "warning again at start"
+    );
+    assert_eq!(gw.fence("/k"), None, "memory state remembered a fence");
+    assert_eq!(gw.put("/k", 49).status, 200);
+    assert!(
+        !gw.data_dir().join("fences.redb").exists(),
+        "memory state created a fence store"
+    );
+}
+
+#[test]
+fn sigterm_drains_a_request_in_flight_then_exits_0() {
+    let backend = Backend::start();
+    let url = backend.url();
+    let mut gw = Gateway::start(&["--upstream", &url]);
+    let addr = gw.data_addr();
+    let slow = std::thread::spawn(move || {
+        http(
+            addr,
+            "PUT",
+            "/slow",
+            &[("X-Fencing-Token", "9"), ("X-Test-Hold", "slow")],
+            b"payload",
+        )
+    });
+    assert!(backend.wait_for(HANG_GUARD, |r| r.len() == 1));
+    gw.sigterm();
+    // The process must wait for the request in flight.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        gw.try_exit_status().is_none(),
+        "exited with a request in flight; stderr:\n{}",
+        gw.stderr()
+    );
+    backend.release("slow");
+    let resp = slow.join().unwrap();
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(resp.json()["body_len"], 7);
+    let status = gw.wait_exit(HANG_GUARD);
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", gw.stderr());
+    assert!(!gw.stderr().contains("panicked"), "{}", gw.stderr());
+    // The store was closed cleanly: a restart on it works and keeps the fence.
+    gw.restart();
+    assert_eq!(gw.fence("/slow"), Some(9));
+}
+
+#[test]
+fn sigterm_when_idle_exits_0_promptly() {
+    let mut gw = Gateway::start(&[]);
+    assert!((200..300).contains(&gw.put("/x", 3).status));
+    gw.sigterm();
+    let status = gw.wait_exit(HANG_GUARD);
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", gw.stderr());
+    gw.restart();
+    assert_eq!(gw.fence("/x"), Some(3));
+    assert_eq!(gw.req("GET", "/x", &[], b"").body, b"data");
+}
+
+#[test]
+fn second_gateway_on_the_same_data_dir_is_refused() {
+    let gw = Gateway::start(&[]);
+    let dir = gw.data_dir().display().to_string();
+    let out = support::run_to_exit(
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            &dir,
+        ],
+        &[],
+    );
+    assert!(!out.status.success(), "{out:?}");
+    let lines: Vec<_> = out
+        .stderr
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert_eq!(lines.len(), 1, "{:?}", out.stderr);
+    assert!(!out.stderr.contains("panicked"));
+    // The first one is unaffected.
+    assert!((200..300).contains(&gw.put("/still", 1).status));
+}
