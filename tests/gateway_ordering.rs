@@ -253,7 +253,11 @@ fn concurrent_burst_reaches_the_backend_in_non_decreasing_token_order_per_key() 
         let key = keys[i as usize % keys.len()];
         let token = 1 + i / 4 + rng.next() % 6;
         let delay = 5 + rng.next() % 30;
-        let method = if rng.next().is_multiple_of(4) { "POST" } else { "PUT" };
+        let method = if rng.next().is_multiple_of(4) {
+            "POST"
+        } else {
+            "PUT"
+        };
         let start_after = i * 4;
         plan.push((key, token, delay, method, start_after));
     }
