@@ -9,11 +9,15 @@
 //! - [`start_gateway`]: a real fencegate in this process, in front of a
 //!   [`Storage`].
 //! - [`call`]: a tiny HTTP/1.1 client (one TCP connection per request).
+//! - [`process`]: real server and worker processes for the lock-provider
+//!   demos (SIGSTOP/SIGCONT, cleanup on drop and on Ctrl-C).
 //! - [`spawn_process`] and [`freeze`]: each client runs on its own OS thread
 //!   with its own runtime, so a simulated stop-the-world pause freezes the
 //!   client and everything it runs, and nothing else.
 
 #![allow(dead_code)]
+
+pub mod process;
 
 use std::fmt::Write as _;
 use std::future::Future;
