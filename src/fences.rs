@@ -298,6 +298,11 @@ impl Fences {
                     if state.highest == Some(token) {
                         state.highest = state.durable;
                     }
+                    let never_admitted = state.highest.is_none() && state.in_flight == 0;
+                    drop(state);
+                    if never_admitted {
+                        self.forget_if_unused(key, &fence);
+                    }
                     return Err(error.into());
                 }
             }
@@ -375,6 +380,18 @@ impl Fences {
     /// The store's counters (raises persisted, commits made).
     pub fn store_stats(&self) -> StoreStats {
         self.inner.store.stats()
+    }
+
+    /// Drops a fence that never admitted anything (its first raise failed),
+    /// so that it is not counted. Only when nobody else holds it: the map's
+    /// write lock is held during the check, so no request can pick it up
+    /// meanwhile, and a later request simply creates a fresh one.
+    fn forget_if_unused(&self, key: &str, fence: &Arc<Fence>) {
+        self.inner.fences.remove_if(key, |_, held| {
+            Arc::ptr_eq(held, fence)
+                && Arc::strong_count(held) == 2
+                && held.lock().highest.is_none()
+        });
     }
 
     fn fence(&self, key: &str) -> Arc<Fence> {

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use fencegate::store::{FenceStore, PersistFuture, StoreError};
 use fencegate::{AdmitError, Fences, InFlight, Stale, StaleReason};
 use proptest::prelude::*;
 use tokio::time::{sleep, Instant};
@@ -67,7 +68,7 @@ fn request(
     let events = events.clone();
     tokio::spawn(async move {
         sleep(start).await;
-        match fences.admit(key, token).await {
+        match within(fences.admit(key, token)).await {
             Ok(guard) => {
                 assert_eq!(guard.token(), token);
                 events.push(format!("{token} admitted"));
@@ -83,6 +84,15 @@ fn request(
             }
         }
     })
+}
+
+/// Awaits `future`, failing the test instead of hanging if it does not
+/// finish within an hour of paused (virtual) time: with the clock paused,
+/// an idle runtime jumps straight to this deadline.
+async fn within<F: Future>(future: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(3600), future)
+        .await
+        .expect("still pending after an hour of virtual time: stuck")
 }
 
 /// Lets every other task run until the runtime is idle, without advancing
@@ -110,14 +120,14 @@ async fn higher_token_waits_for_lower_in_flight() {
     );
     assert_eq!(events.take(), ["30 admitted"]);
 
-    assert_eq!(slow.await.unwrap(), Ok(()));
-    assert_eq!(next.await.unwrap(), Ok(()));
+    assert_eq!(within(slow).await.unwrap(), Ok(()));
+    assert_eq!(within(next).await.unwrap(), Ok(()));
     assert_eq!(events.take(), ["30 done", "31 admitted", "31 done"]);
     // 30 finished at t = 10 s, 31 went right then and held for 1 s.
     assert_eq!(t0.elapsed(), secs(11));
 
     // 30 is now below the highest.
-    assert_eq!(stale(fences.admit("/k", 30).await), below(30, 31));
+    assert_eq!(stale(within(fences.admit("/k", 30)).await), below(30, 31));
     assert_eq!(fences.highest("/k"), Some(31));
 }
 
@@ -131,18 +141,18 @@ async fn waiter_overtaken_promptly_before_in_flight_finishes() {
     let winner = request(&fences, &events, "/k", 32, secs(2), secs(1));
 
     // 31 is refused as soon as 32 is admitted, at t = 2 s, while 30 still runs.
-    assert_eq!(waiter.await.unwrap(), Err(overtaken(31, 32)));
+    assert_eq!(within(waiter).await.unwrap(), Err(overtaken(31, 32)));
     assert_eq!(t0.elapsed(), secs(2));
     assert!(!slow.is_finished());
     assert!(!winner.is_finished(), "32 must wait for 30");
     assert_eq!(events.take(), ["30 admitted", "31 refused overtaken"]);
 
-    assert_eq!(slow.await.unwrap(), Ok(()));
-    assert_eq!(winner.await.unwrap(), Ok(()));
+    assert_eq!(within(slow).await.unwrap(), Ok(()));
+    assert_eq!(within(winner).await.unwrap(), Ok(()));
     assert_eq!(events.take(), ["30 done", "32 admitted", "32 done"]);
     assert_eq!(t0.elapsed(), secs(11));
     assert_eq!(fences.highest("/k"), Some(32));
-    assert_eq!(stale(fences.admit("/k", 31).await), below(31, 32));
+    assert_eq!(stale(within(fences.admit("/k", 31)).await), below(31, 32));
 }
 
 #[tokio::test(start_paused = true)]
@@ -150,7 +160,7 @@ async fn overtaken_waiter_is_refused_without_a_timer_firing() {
     // The same as above without sleeps: 31 must be refused by 32's raise
     // alone, not by some later wake-up.
     let fences = Fences::in_memory();
-    let g30 = fences.admit("/k", 30).await.unwrap();
+    let g30 = within(fences.admit("/k", 30)).await.unwrap();
     let f = fences.clone();
     let w31 = tokio::spawn(async move { f.admit("/k", 31).await.map(drop) });
     settle().await;
@@ -161,11 +171,11 @@ async fn overtaken_waiter_is_refused_without_a_timer_firing() {
     assert!(w31.is_finished());
     assert!(!w32.is_finished());
     assert_eq!(
-        w31.await.unwrap().unwrap_err().stale().copied(),
+        within(w31).await.unwrap().unwrap_err().stale().copied(),
         Some(overtaken(31, 32))
     );
     drop(g30);
-    let g32 = w32.await.unwrap().unwrap();
+    let g32 = within(w32).await.unwrap().unwrap();
     assert_eq!(g32.token(), 32);
 }
 
@@ -186,10 +196,10 @@ async fn equal_tokens_fly_together() {
         "no 40 waits for another 40"
     );
     // Another 40 arriving while four are in flight also goes at once.
-    let late = fences.admit("/k", 40).await.unwrap();
+    let late = within(fences.admit("/k", 40)).await.unwrap();
     assert_eq!(t0.elapsed(), secs(5));
     for task in tasks {
-        assert_eq!(task.await.unwrap(), Ok(()));
+        assert_eq!(within(task).await.unwrap(), Ok(()));
     }
     // All five overlapped: the last started at 4 s and ended at 14 s.
     assert_eq!(t0.elapsed(), secs(14));
@@ -201,7 +211,7 @@ async fn equal_tokens_fly_together() {
     settle().await;
     assert!(!w41.is_finished());
     drop(late);
-    w41.await.unwrap().unwrap();
+    within(w41).await.unwrap().unwrap();
 }
 
 #[tokio::test(start_paused = true)]
@@ -209,19 +219,19 @@ async fn equal_token_joins_while_higher_waits() {
     // 30 in flight, 31 waiting: another 31 also waits, a second 30 is below
     // the highest, and once 30 finishes both 31s go together.
     let fences = Fences::in_memory();
-    let g30 = fences.admit("/k", 30).await.unwrap();
+    let g30 = within(fences.admit("/k", 30)).await.unwrap();
     let mut waiters = Vec::new();
     for _ in 0..2 {
         let f = fences.clone();
         waiters.push(tokio::spawn(async move { f.admit("/k", 31).await }));
     }
     settle().await;
-    assert_eq!(stale(fences.admit("/k", 30).await), below(30, 31));
+    assert_eq!(stale(within(fences.admit("/k", 30)).await), below(30, 31));
     assert!(waiters.iter().all(|w| !w.is_finished()));
     drop(g30);
     let mut guards = Vec::new();
     for w in waiters {
-        guards.push(w.await.unwrap().unwrap());
+        guards.push(within(w).await.unwrap().unwrap());
     }
     assert_eq!(guards.len(), 2);
 }
@@ -229,7 +239,7 @@ async fn equal_token_joins_while_higher_waits() {
 #[tokio::test(start_paused = true)]
 async fn cancelled_waiter_leaves_fence_usable() {
     let fences = Fences::in_memory();
-    let g30 = fences.admit("/k", 30).await.unwrap();
+    let g30 = within(fences.admit("/k", 30)).await.unwrap();
 
     // Dropping the admit future (here by a timeout) while 31 waits.
     let timed_out = tokio::time::timeout(secs(1), fences.admit("/k", 31)).await;
@@ -239,14 +249,14 @@ async fn cancelled_waiter_leaves_fence_usable() {
         Some(31),
         "cancellation never rolls back"
     );
-    assert_eq!(stale(fences.admit("/k", 30).await), below(30, 31));
+    assert_eq!(stale(within(fences.admit("/k", 30)).await), below(30, 31));
 
     // Aborting a task that waits.
     let f = fences.clone();
     let aborted = tokio::spawn(async move { f.admit("/k", 32).await.map(drop) });
     settle().await;
     aborted.abort();
-    assert!(aborted.await.unwrap_err().is_cancelled());
+    assert!(within(aborted).await.unwrap_err().is_cancelled());
     assert_eq!(fences.highest("/k"), Some(32));
 
     // The next higher token goes once 30 finishes.
@@ -255,7 +265,7 @@ async fn cancelled_waiter_leaves_fence_usable() {
     settle().await;
     assert!(!next.is_finished(), "33 waits for 30");
     drop(g30);
-    assert_eq!(next.await.unwrap(), Ok(()));
+    assert_eq!(within(next).await.unwrap(), Ok(()));
     assert_eq!(events.take(), ["33 admitted", "33 done"]);
     assert_eq!(fences.highest("/k"), Some(33));
 }
@@ -266,7 +276,7 @@ async fn cancelled_waiter_at_highest_then_same_token_goes() {
     // admitted (equal to highest) once the lower one finishes, and no one is
     // stuck behind the ghost of the cancelled waiter.
     let fences = Fences::in_memory();
-    let g30 = fences.admit("/k", 30).await.unwrap();
+    let g30 = within(fences.admit("/k", 30)).await.unwrap();
     assert!(tokio::time::timeout(secs(1), fences.admit("/k", 31))
         .await
         .is_err());
@@ -289,8 +299,8 @@ async fn cancelled_in_flight_request_releases_waiters() {
     sleep(secs(2)).await;
     assert!(!next.is_finished());
     slow.abort();
-    assert!(slow.await.unwrap_err().is_cancelled());
-    assert_eq!(next.await.unwrap(), Ok(()));
+    assert!(within(slow).await.unwrap_err().is_cancelled());
+    assert_eq!(within(next).await.unwrap(), Ok(()));
     assert_eq!(events.take(), ["30 admitted", "31 admitted", "31 done"]);
     assert_eq!(t0.elapsed(), secs(3));
 }
@@ -309,8 +319,8 @@ async fn guard_dropped_by_panicking_task_releases() {
     let next = request(&fences, &events, "/k", 31, secs(1), secs(1));
     sleep(secs(2)).await;
     assert!(!next.is_finished());
-    assert!(panicking.await.unwrap_err().is_panic());
-    assert_eq!(next.await.unwrap(), Ok(()));
+    assert!(within(panicking).await.unwrap_err().is_panic());
+    assert_eq!(within(next).await.unwrap(), Ok(()));
     assert_eq!(events.take(), ["31 admitted", "31 done"]);
 }
 
@@ -325,7 +335,7 @@ fn guard_dropped_while_unwinding_releases() {
         .unwrap();
     rt.block_on(async {
         let fences = Fences::in_memory();
-        let guard = fences.admit("/k", 1).await.unwrap();
+        let guard = within(fences.admit("/k", 1)).await.unwrap();
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
             let _owned = guard;
             panic!("unwinding with a guard (expected by the test)");
@@ -339,7 +349,7 @@ fn guard_dropped_while_unwinding_releases() {
 #[tokio::test(start_paused = true)]
 async fn different_keys_never_wait_on_each_other() {
     let fences = Fences::in_memory();
-    let _a = fences.admit("/a", 30).await.unwrap();
+    let _a = within(fences.admit("/a", 30)).await.unwrap();
     // A waiter on /a as well, to show it does not block /b either.
     let f = fences.clone();
     let wait_a = tokio::spawn(async move { f.admit("/a", 31).await.map(drop) });
@@ -366,34 +376,40 @@ async fn different_keys_never_wait_on_each_other() {
 async fn edge_tokens_zero_and_max() {
     let fences = Fences::in_memory();
     // 0 on a fresh key is admitted and recorded.
-    drop(fences.admit("/z", 0).await.unwrap());
+    drop(within(fences.admit("/z", 0)).await.unwrap());
     assert_eq!(fences.highest("/z"), Some(0));
-    let g0 = fences.admit("/z", 0).await.unwrap();
-    let g0b = fences.admit("/z", 0).await.unwrap();
+    let g0 = within(fences.admit("/z", 0)).await.unwrap();
+    let g0b = within(fences.admit("/z", 0)).await.unwrap();
     // MAX waits for the 0s in flight.
     let f = fences.clone();
     let wmax = tokio::spawn(async move { f.admit("/z", u64::MAX).await });
     settle().await;
     assert!(!wmax.is_finished());
     assert_eq!(fences.highest("/z"), Some(u64::MAX));
-    assert_eq!(stale(fences.admit("/z", 0).await), below(0, u64::MAX));
+    assert_eq!(
+        stale(within(fences.admit("/z", 0)).await),
+        below(0, u64::MAX)
+    );
     drop(g0);
     settle().await;
     assert!(!wmax.is_finished(), "one 0 is still in flight");
     drop(g0b);
-    let gmax = wmax.await.unwrap().unwrap();
+    let gmax = within(wmax).await.unwrap().unwrap();
     // MAX is never below anything; an equal MAX goes together with it.
-    let gmax2 = fences.admit("/z", u64::MAX).await.unwrap();
+    let gmax2 = within(fences.admit("/z", u64::MAX)).await.unwrap();
     assert_eq!(
-        stale(fences.admit("/z", u64::MAX - 1).await),
+        stale(within(fences.admit("/z", u64::MAX - 1)).await),
         below(u64::MAX - 1, u64::MAX)
     );
     drop((gmax, gmax2));
     assert_eq!(fences.highest("/z"), Some(u64::MAX));
 
     // MAX first on a fresh key: everything else is stale for good.
-    drop(fences.admit("/m", u64::MAX).await.unwrap());
-    assert_eq!(stale(fences.admit("/m", 0).await), below(0, u64::MAX));
+    drop(within(fences.admit("/m", u64::MAX)).await.unwrap());
+    assert_eq!(
+        stale(within(fences.admit("/m", 0)).await),
+        below(0, u64::MAX)
+    );
     assert_eq!(
         fences.list("/", 10),
         vec![("/m".to_string(), u64::MAX), ("/z".to_string(), u64::MAX)]
@@ -402,6 +418,215 @@ async fn edge_tokens_zero_and_max() {
 
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
+}
+
+// ---------------------------------------------------------------------------
+// A durable store whose commits the test completes by hand.
+// ---------------------------------------------------------------------------
+
+type Pending = Vec<(
+    String,
+    u64,
+    tokio::sync::oneshot::Sender<Result<(), StoreError>>,
+)>;
+
+/// Durable on paper; each persist waits until the test answers it.
+#[derive(Clone, Default)]
+struct GatedStore {
+    pending: Arc<Mutex<Pending>>,
+}
+
+impl FenceStore for GatedStore {
+    fn load(&self, _each: &mut dyn FnMut(&str, u64)) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn persist(&self, key: &str, token: u64) -> PersistFuture {
+        let (done, answer) = tokio::sync::oneshot::channel();
+        self.pending
+            .lock()
+            .unwrap()
+            .push((key.to_owned(), token, done));
+        Box::pin(async move { answer.await.unwrap_or(Err(StoreError::Closed)) })
+    }
+
+    fn is_durable(&self) -> bool {
+        true
+    }
+}
+
+impl GatedStore {
+    /// The raises waiting for the store, in order.
+    fn queued(&self) -> Vec<(String, u64)> {
+        let pending = self.pending.lock().unwrap();
+        pending.iter().map(|(k, t, _)| (k.clone(), *t)).collect()
+    }
+
+    /// Answers the oldest pending raise of `token`.
+    fn answer(&self, token: u64, result: Result<(), StoreError>) {
+        let mut pending = self.pending.lock().unwrap();
+        let at = pending
+            .iter()
+            .position(|(_, t, _)| *t == token)
+            .expect("a pending raise");
+        let (_, _, done) = pending.remove(at);
+        let _ = done.send(result);
+    }
+}
+
+fn spawn_admit(
+    fences: &Fences,
+    key: &'static str,
+    token: u64,
+) -> tokio::task::JoinHandle<Result<InFlight, AdmitError>> {
+    let fences = fences.clone();
+    tokio::spawn(async move { fences.admit(key, token).await })
+}
+
+fn q(key: &str, token: u64) -> (String, u64) {
+    (key.to_owned(), token)
+}
+
+#[tokio::test(start_paused = true)]
+async fn nothing_is_let_through_before_the_raise_is_durable() {
+    let store = GatedStore::default();
+    let fences = Fences::with_store(store.clone()).unwrap();
+    assert!(fences.is_durable());
+    let a = spawn_admit(&fences, "/k", 31);
+    settle().await;
+    assert!(!a.is_finished(), "31 must wait for its raise to be durable");
+    assert_eq!(store.queued(), [q("/k", 31)]);
+    // Raised in memory already: a lower token is refused meanwhile.
+    assert_eq!(stale(within(fences.admit("/k", 30)).await), below(30, 31));
+    store.answer(31, Ok(()));
+    let a = within(a).await.unwrap().unwrap();
+    // Now durable: an equal token needs no further write.
+    let b = within(fences.admit("/k", 31)).await.unwrap();
+    assert!(store.queued().is_empty());
+    drop((a, b));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_equal_token_waits_for_durability_too() {
+    let store = GatedStore::default();
+    let fences = Fences::with_store(store.clone()).unwrap();
+    let a = spawn_admit(&fences, "/k", 31);
+    settle().await;
+    let b = spawn_admit(&fences, "/k", 31);
+    settle().await;
+    // B must not ride on A's raise before it is durable.
+    assert!(!b.is_finished());
+    assert_eq!(store.queued(), [q("/k", 31), q("/k", 31)]);
+    // B's write lands first: B goes, A still waits for its own.
+    store.answer(31, Ok(()));
+    settle().await;
+    let done = [a.is_finished(), b.is_finished()];
+    assert_eq!(done.iter().filter(|d| **d).count(), 1, "{done:?}");
+    store.answer(31, Ok(()));
+    let a = within(a).await.unwrap().unwrap();
+    let b = within(b).await.unwrap().unwrap();
+    drop((a, b));
+}
+
+#[tokio::test(start_paused = true)]
+async fn overtaken_while_the_raise_is_being_written() {
+    let store = GatedStore::default();
+    let fences = Fences::with_store(store.clone()).unwrap();
+    let a = spawn_admit(&fences, "/k", 31);
+    settle().await;
+    let b = spawn_admit(&fences, "/k", 32);
+    settle().await;
+    assert_eq!(store.queued(), [q("/k", 31), q("/k", 32)]);
+    store.answer(31, Ok(()));
+    // 31 is durable but 32 was admitted meanwhile: 31 is never let through.
+    let error = within(a).await.unwrap().unwrap_err();
+    assert_eq!(error.stale().copied(), Some(overtaken(31, 32)));
+    assert!(!b.is_finished());
+    store.answer(32, Ok(()));
+    assert_eq!(within(b).await.unwrap().unwrap().token(), 32);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_raise_does_not_block_an_equal_one_that_succeeds() {
+    let store = GatedStore::default();
+    let fences = Fences::with_store(store.clone()).unwrap();
+    let first = spawn_admit(&fences, "/k", 30);
+    settle().await;
+    store.answer(30, Ok(()));
+    drop(within(first).await.unwrap().unwrap());
+    let a = spawn_admit(&fences, "/k", 31);
+    settle().await;
+    let b = spawn_admit(&fences, "/k", 31);
+    settle().await;
+    store.answer(31, Err(StoreError::Write("disk full (simulated)".into())));
+    let error = within(a).await.unwrap().unwrap_err();
+    assert!(matches!(error, AdmitError::Store(_)), "{error:?}");
+    // The failed 31 never went through; 31 still waits for B's own write.
+    let highest = fences.highest("/k");
+    assert!(matches!(highest, Some(30 | 31)), "{highest:?}");
+    assert!(!b.is_finished());
+    store.answer(31, Ok(()));
+    let b = within(b).await.unwrap().unwrap();
+    assert_eq!(b.token(), 31);
+    assert_eq!(fences.highest("/k"), Some(31), "B's success is the highest");
+    assert_eq!(stale(within(fences.admit("/k", 30)).await), below(30, 31));
+    drop(b);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_raise_never_lowers_a_later_higher_one() {
+    let store = GatedStore::default();
+    let fences = Fences::with_store(store.clone()).unwrap();
+    let a = spawn_admit(&fences, "/k", 31);
+    settle().await;
+    let b = spawn_admit(&fences, "/k", 32);
+    settle().await;
+    store.answer(31, Err(StoreError::Write("I/O error (simulated)".into())));
+    assert!(matches!(
+        within(a).await.unwrap().unwrap_err(),
+        AdmitError::Store(_)
+    ));
+    assert_eq!(fences.highest("/k"), Some(32));
+    assert_eq!(stale(within(fences.admit("/k", 31)).await), below(31, 32));
+    store.answer(32, Ok(()));
+    assert_eq!(within(b).await.unwrap().unwrap().token(), 32);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_first_raise_leaves_no_fence_behind() {
+    let store = GatedStore::default();
+    let fences = Fences::with_store(store.clone()).unwrap();
+    let a = spawn_admit(&fences, "/new", 1);
+    settle().await;
+    store.answer(1, Err(StoreError::Write("disk full (simulated)".into())));
+    assert!(within(a).await.unwrap().is_err());
+    assert_eq!(fences.highest("/new"), None);
+    assert!(fences.list("", 10).is_empty());
+    // The fence count (admin plane, metrics) should agree with list().
+    assert_eq!(fences.len(), 0, "len() counts a fence that has no highest");
+    assert!(fences.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancelled_while_the_raise_is_being_written() {
+    let store = GatedStore::default();
+    let fences = Fences::with_store(store.clone()).unwrap();
+    let a = spawn_admit(&fences, "/k", 31);
+    settle().await;
+    a.abort();
+    assert!(within(a).await.unwrap_err().is_cancelled());
+    // Cancellation never rolls the raise back.
+    assert_eq!(fences.highest("/k"), Some(31));
+    assert_eq!(stale(within(fences.admit("/k", 30)).await), below(30, 31));
+    // A retry of 31 is not admitted on the strength of a write nobody saw
+    // finish: it writes again.
+    let retry = spawn_admit(&fences, "/k", 31);
+    settle().await;
+    assert!(!retry.is_finished());
+    assert_eq!(store.queued(), [q("/k", 31), q("/k", 31)]);
+    store.answer(31, Ok(()));
+    store.answer(31, Ok(()));
+    assert_eq!(within(retry).await.unwrap().unwrap().token(), 31);
 }
 
 // ---------------------------------------------------------------------------

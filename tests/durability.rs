@@ -258,6 +258,38 @@ fn second_open_of_an_open_store_is_an_error() {
 }
 
 #[tokio::test]
+async fn the_store_never_lowers_a_fence() {
+    use fencegate::store::FenceStore;
+
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = RedbStore::open(dir.path()).unwrap();
+        // One after the other, in separate commits.
+        store.persist("/a", 10).await.unwrap();
+        store.persist("/a", 5).await.unwrap();
+        // Queued together (likely one commit), lower last.
+        let (high, low) = (store.persist("/b", 10), store.persist("/b", 5));
+        high.await.unwrap();
+        low.await.unwrap();
+        store.persist("/c", 0).await.unwrap();
+        store.persist("/c", u64::MAX).await.unwrap();
+        store.persist("/c", 1).await.unwrap();
+    }
+    let store = RedbStore::open(dir.path()).unwrap();
+    let mut loaded = BTreeMap::new();
+    store
+        .load(&mut |key, highest| {
+            loaded.insert(key.to_owned(), highest);
+        })
+        .unwrap();
+    let want: BTreeMap<String, u64> = [("/a", 10), ("/b", 10), ("/c", u64::MAX)]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+    assert_eq!(loaded, want);
+}
+
+#[tokio::test]
 async fn close_commits_pending_raises_then_refuses_new_ones() {
     let dir = tempfile::tempdir().unwrap();
     {
@@ -271,11 +303,16 @@ async fn close_commits_pending_raises_then_refuses_new_ones() {
             matches!(error, fencegate::AdmitError::Store(StoreError::Closed)),
             "{error:?}"
         );
-        // The in-memory raise is not rolled back (the safe direction)...
-        assert_eq!(fences.highest("/c"), Some(6));
-        // ...and a token already durable needs no store.
-        let stale = fences.admit("/c", 5).await.unwrap_err();
-        assert_eq!(stale.stale().unwrap().highest, 6);
+        // 6 was never admitted: the fence is 5 or (conservatively) 6, never
+        // lower than what is durable.
+        let highest = fences.highest("/c");
+        assert!(matches!(highest, Some(5 | 6)), "{highest:?}");
+        // A token already durable needs no store: equal goes, lower is stale.
+        if highest == Some(5) {
+            drop(fences.admit("/c", 5).await.unwrap());
+        }
+        let stale = fences.admit("/c", 4).await.unwrap_err();
+        assert_eq!(stale.stale().unwrap().reason, StaleReason::BelowHighest);
         fences.close(); // idempotent
     }
     let fences = Fences::open(dir.path()).unwrap();
@@ -283,7 +320,6 @@ async fn close_commits_pending_raises_then_refuses_new_ones() {
 }
 
 #[test]
-#[ignore = "bug in src: Fences::close keeps the redb file open (RedbStore::db is still held)"]
 fn close_releases_the_database_file() {
     // `FenceStore::close` is documented to release "file locks, threads".
     let dir = tempfile::tempdir().unwrap();
@@ -393,7 +429,7 @@ fn kill9_never_forgets_an_admitted_token() {
             .spawn()
             .unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let kill_after = 1 + rng.below(80) as usize;
+        let kill_after = 1 + rng.below(120) as usize;
         let mut this_round: BTreeMap<String, (u64, u64)> = BTreeMap::new();
         let mut lines = 0;
         let mut line = String::new();

@@ -55,6 +55,15 @@ fn put(path: &str, token: &str) -> Request<Body> {
     request("PUT", path, &[("x-fencing-token", token.as_bytes())])
 }
 
+/// Awaits `future`, failing the test instead of hanging if it does not
+/// finish within an hour of paused (virtual) time: with the clock paused,
+/// an idle runtime jumps straight to this deadline.
+async fn within<F: std::future::Future>(future: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(3600), future)
+        .await
+        .expect("still pending after an hour of virtual time: stuck")
+}
+
 struct Answer {
     status: StatusCode,
     headers: HeaderMap,
@@ -76,12 +85,12 @@ impl Answer {
 }
 
 async fn send(app: &Router, request: Request<Body>) -> Answer {
-    let response = app.clone().oneshot(request).await.unwrap();
+    let response = within(app.clone().oneshot(request)).await.unwrap();
     let (parts, body) = response.into_parts();
     Answer {
         status: parts.status,
         headers: parts.headers,
-        body: body.collect().await.unwrap().to_bytes(),
+        body: within(body.collect()).await.unwrap().to_bytes(),
     }
 }
 
@@ -127,7 +136,7 @@ fn calls(counter: &AtomicUsize) -> usize {
     counter.load(Ordering::SeqCst)
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn invalid_tokens_are_400_and_never_reach_the_service() {
     let fences = Fences::in_memory();
     let (app, counter) = app(FencingLayer::new(fences.clone()));
@@ -182,7 +191,7 @@ async fn invalid_tokens_are_400_and_never_reach_the_service() {
     assert_eq!(calls(&counter), 2);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn invalid_paths_are_400_and_never_reach_the_service() {
     let fences = Fences::in_memory();
     let (app, counter) = app(FencingLayer::new(fences.clone()));
@@ -204,7 +213,7 @@ async fn invalid_paths_are_400_and_never_reach_the_service() {
     assert_eq!(calls(&counter), 1);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn writes_without_token_are_428_with_the_normalised_resource() {
     let fences = Fences::in_memory();
     let (app, counter) = app(FencingLayer::new(fences.clone()));
@@ -222,7 +231,7 @@ async fn writes_without_token_are_428_with_the_normalised_resource() {
     assert!(fences.is_empty());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn stale_tokens_are_409_with_resource_token_highest_reason() {
     let fences = Fences::in_memory();
     let (app, counter) = app(FencingLayer::new(fences.clone()));
@@ -248,7 +257,7 @@ async fn stale_tokens_are_409_with_resource_token_highest_reason() {
     assert_eq!(calls(&counter), 3);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn order_of_checks() {
     let fences = Fences::in_memory();
     let (app, counter) = app(FencingLayer::new(fences.clone()));
@@ -276,7 +285,7 @@ async fn unfenced_reads_pass_without_waiting() {
     let fences = Fences::in_memory();
     let (app, counter) = app(FencingLayer::new(fences.clone()));
     // A write in flight: its response body is not read yet.
-    let held = app.clone().oneshot(put("/b/o", "7")).await.unwrap();
+    let held = within(app.clone().oneshot(put("/b/o", "7"))).await.unwrap();
     assert_eq!(held.status(), StatusCode::OK);
     for method in ["GET", "HEAD", "OPTIONS", "TRACE", "PROPFIND"] {
         let answer = tokio::time::timeout(
@@ -294,7 +303,7 @@ async fn unfenced_reads_pass_without_waiting() {
     drop(held);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn fenced_read_advances_the_highest() {
     let fences = Fences::in_memory();
     let (app, counter) = app(FencingLayer::new(fences.clone()));
@@ -308,7 +317,7 @@ async fn fenced_read_advances_the_highest() {
     assert_eq!(calls(&counter), 1);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn methods_unknown_to_the_layer_are_writes() {
     let (app, counter) = app(FencingLayer::new(Fences::in_memory()));
     for method in [
@@ -340,7 +349,7 @@ async fn methods_unknown_to_the_layer_are_writes() {
     assert_eq!(calls(&counter), 6);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn allow_unfenced_writes() {
     let fences = Fences::in_memory();
     let (app, counter) = app(FencingLayer::new(fences.clone()).allow_unfenced_writes(true));
@@ -368,7 +377,7 @@ async fn allow_unfenced_writes() {
     assert_eq!(calls(&counter), 5);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn custom_token_header() {
     let fences = Fences::in_memory();
     let layer =
@@ -393,7 +402,7 @@ async fn custom_token_header() {
     assert_eq!(calls(&counter), 2);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn prefix_scope_shares_one_fence_per_bucket() {
     let fences = Fences::in_memory();
     let scope = Scope::Prefix(NonZeroUsize::new(1).unwrap());
@@ -432,7 +441,7 @@ async fn prefix_scope_shares_one_fence_per_bucket() {
     assert_eq!(calls(&counter), 2);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn header_scope_keys_fences_by_lock_name() {
     let fences = Fences::in_memory();
     let (app, counter) = app(FencingLayer::new(fences.clone()).scope(Scope::Header));
@@ -516,8 +525,13 @@ async fn header_scope_keys_fences_by_lock_name() {
 async fn response_body_keeps_the_request_in_flight() {
     let fences = Fences::in_memory();
     let (app, counter) = app(FencingLayer::new(fences.clone()));
-    let first = app.clone().oneshot(put("/b/o", "1")).await.unwrap();
+    let first = within(app.clone().oneshot(put("/b/o", "1"))).await.unwrap();
     assert_eq!(first.status(), StatusCode::OK);
+
+    // Equal tokens fly together: another 1 goes while 1's body is unread.
+    let twin = send(&app, put("/b/o", "1")).await;
+    assert_eq!(twin.status, StatusCode::OK);
+    assert_eq!(calls(&counter), 2);
 
     let spawn_put = |token: &'static str| {
         let app = app.clone();
@@ -529,7 +543,7 @@ async fn response_body_keeps_the_request_in_flight() {
         !second.is_finished(),
         "2 must wait while 1's body is unread"
     );
-    assert_eq!(calls(&counter), 1);
+    assert_eq!(calls(&counter), 2);
     assert_eq!(fences.highest("/b/o"), Some(2));
     // A lower token is refused at once meanwhile.
     let one_more = send(&app, put("/b/o", "1")).await;
@@ -538,34 +552,34 @@ async fn response_body_keeps_the_request_in_flight() {
     // Reading 1's body to the end releases it.
     let body = first.into_body().collect().await.unwrap().to_bytes();
     assert_eq!(body, "PUT /b/o");
-    let second = second.await.unwrap();
+    let second = within(second).await.unwrap();
     assert_eq!(second.status(), StatusCode::OK);
-    assert_eq!(calls(&counter), 2);
+    assert_eq!(calls(&counter), 3);
 
     // Dropping an unread body releases too.
     let third = spawn_put("3");
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert!(!third.is_finished(), "3 must wait while 2's body is unread");
     drop(second);
-    let third = third.await.unwrap();
+    let third = within(third).await.unwrap();
     assert_eq!(third.status(), StatusCode::OK);
 
     // A waiter overtaken while the body is unread gets 409 overtaken.
     let fourth = spawn_put("4");
     tokio::time::sleep(Duration::from_secs(1)).await;
     let fifth = spawn_put("5");
-    let fourth = fourth.await.unwrap();
+    let fourth = within(fourth).await.unwrap();
     let (parts, body) = fourth.into_parts();
     let answer = Answer {
         status: parts.status,
         headers: parts.headers,
-        body: body.collect().await.unwrap().to_bytes(),
+        body: within(body.collect()).await.unwrap().to_bytes(),
     };
     assert_stale(&answer, "/b/o", 4, 5, "overtaken");
     assert!(!fifth.is_finished());
     drop(third);
-    assert_eq!(fifth.await.unwrap().status(), StatusCode::OK);
-    assert_eq!(calls(&counter), 4);
+    assert_eq!(within(fifth).await.unwrap().status(), StatusCode::OK);
+    assert_eq!(calls(&counter), 5);
 }
 
 /// A response body fed through a channel, to read it frame by frame.
@@ -611,7 +625,9 @@ async fn plain_service_fn_stays_in_flight_until_the_last_frame() {
 
     // Refusals come back as responses with the JSON body and the refusal in
     // the extensions.
-    let refused = service.clone().oneshot(req("PUT", None)).await.unwrap();
+    let refused = within(service.clone().oneshot(req("PUT", None)))
+        .await
+        .unwrap();
     assert_eq!(refused.status(), StatusCode::PRECONDITION_REQUIRED);
     assert_eq!(
         refused.extensions().get::<Refusal>(),
@@ -625,9 +641,7 @@ async fn plain_service_fn_stays_in_flight_until_the_last_frame() {
     assert_eq!(calls.load(Ordering::SeqCst), 0);
 
     // 10 admitted; its body streams in two chunks.
-    let first = service
-        .clone()
-        .oneshot(req("PUT", Some("10")))
+    let first = within(service.clone().oneshot(req("PUT", Some("10"))))
         .await
         .unwrap();
     assert_eq!(first.status(), StatusCode::OK);
@@ -638,7 +652,7 @@ async fn plain_service_fn_stays_in_flight_until_the_last_frame() {
     };
     let feed = senders.lock().unwrap()[0].clone();
     feed.send(Bytes::from("part 1")).await.unwrap();
-    let frame = first_body.frame().await.unwrap().unwrap();
+    let frame = within(first_body.frame()).await.unwrap().unwrap();
     assert_eq!(frame.into_data().unwrap(), "part 1");
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert!(
@@ -646,7 +660,7 @@ async fn plain_service_fn_stays_in_flight_until_the_last_frame() {
         "one chunk read is not the whole body"
     );
     feed.send(Bytes::from("part 2")).await.unwrap();
-    let frame = first_body.frame().await.unwrap().unwrap();
+    let frame = within(first_body.frame()).await.unwrap().unwrap();
     assert_eq!(frame.into_data().unwrap(), "part 2");
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert!(
@@ -657,16 +671,14 @@ async fn plain_service_fn_stays_in_flight_until_the_last_frame() {
     // The end of the stream: 11 goes, though `first_body` is still alive.
     drop(feed);
     senders.lock().unwrap().remove(0);
-    assert!(first_body.frame().await.is_none());
-    let second = waiting.await.unwrap();
+    assert!(within(first_body.frame()).await.is_none());
+    let second = within(waiting).await.unwrap();
     assert_eq!(second.status(), StatusCode::OK);
     assert_eq!(calls.load(Ordering::SeqCst), 2);
     drop(first_body);
 
     // Stale on the plain service, refusal in the extensions.
-    let stale = service
-        .clone()
-        .oneshot(req("GET", Some("9")))
+    let stale = within(service.clone().oneshot(req("GET", Some("9"))))
         .await
         .unwrap();
     assert_eq!(stale.status(), StatusCode::CONFLICT);
@@ -693,7 +705,7 @@ async fn plain_service_fn_stays_in_flight_until_the_last_frame() {
     drop(second);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn full_body_service_fn_round_trip() {
     // Any `Service<http::Request<B>>` with any body type works.
     let fences = Fences::in_memory();
@@ -709,14 +721,14 @@ async fn full_body_service_fn_round_trip() {
             .body(Full::new(Bytes::from("echo me")))
             .unwrap()
     };
-    let ok = service.clone().oneshot(req("2")).await.unwrap();
+    let ok = within(service.clone().oneshot(req("2"))).await.unwrap();
     assert_eq!(ok.status(), StatusCode::OK);
     assert!(ok.extensions().get::<Refusal>().is_none());
     assert_eq!(
         ok.into_body().collect().await.unwrap().to_bytes(),
         "echo me"
     );
-    let stale = service.clone().oneshot(req("1")).await.unwrap();
+    let stale = within(service.clone().oneshot(req("1"))).await.unwrap();
     assert_eq!(stale.status(), StatusCode::CONFLICT);
     assert_eq!(
         stale.headers()[http::header::CONTENT_TYPE],

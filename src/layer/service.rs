@@ -61,6 +61,9 @@ impl<S> Fencing<S> {
                     })?,
                 )
             }
+            // Only to name the resource in a 428: a write without a token
+            // needs no lock name, so a missing or bad one is not an error.
+            (Scope::Header, None) => lock_name_from_headers(headers).ok(),
             _ => None,
         };
         let path = normalize_path(request.uri().path()).map_err(|e| Refusal::InvalidPath {
