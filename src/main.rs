@@ -29,8 +29,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     println!("admin plane listening on {}", gateway.admin_addr());
     if gateway.is_embedded() {
         println!(
-            "try: curl -i -X PUT -H 'X-Fencing-Token: 34' --data v2 http://{data}/demo/object \
-             && curl -i -X PUT -H 'X-Fencing-Token: 33' --data v1 http://{data}/demo/object"
+            "try: curl -i -X PUT -H 'X-Fencing-Token: 34' --data v2 http://{data}/demo/report \
+             && curl -i -X PUT -H 'X-Fencing-Token: 33' --data v1 http://{data}/demo/report"
         );
     } else {
         println!(
@@ -102,6 +102,6 @@ fn usage_error(error: clap::Error) -> ExitCode {
 }
 
 fn fail(error: anyhow::Error) -> ExitCode {
-    eprintln!("fencegate: {error:#}");
+    eprintln!("fencegate: {error}");
     ExitCode::FAILURE
 }
