@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: `scripts/test.sh`.
 # Installs what the tests need (scripts/install-deps.sh), then one build of the
-# test profile, every test (unit, property, doc, black-box), the library alone
+# test profile, every test (unit, property, doc, black-box), every demo against
+# real lock servers (scripts/demos.sh), the library alone
 # without the gateway's dependencies, and the lints.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +12,7 @@ if [ -x scripts/install-deps.sh ]; then
 fi
 
 cargo test --locked
+scripts/demos.sh
 cargo build --locked --lib --no-default-features
 cargo clippy --locked --all-targets -- -D warnings
 cargo fmt --all -- --check

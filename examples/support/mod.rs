@@ -11,13 +11,21 @@
 //! - [`call`]: a tiny HTTP/1.1 client (one TCP connection per request).
 //! - [`process`]: real server and worker processes for the lock-provider
 //!   demos (SIGSTOP/SIGCONT, cleanup on drop and on Ctrl-C).
+//! - [`lock_demo`]: the scenario of `etcd_lock`, `zookeeper_lock` and
+//!   `postgres_lock` (worker processes, SIGSTOP past the lease, two runs);
+//!   [`etcd`], [`zookeeper`], [`postgres`]: their servers and clients.
 //! - [`spawn_process`] and [`freeze`]: each client runs on its own OS thread
 //!   with its own runtime, so a simulated stop-the-world pause freezes the
 //!   client and everything it runs, and nothing else.
 
 #![allow(dead_code)]
 
+pub mod etcd;
+pub mod lock_demo;
+pub mod postgres;
 pub mod process;
+pub mod redis;
+pub mod zookeeper;
 
 use std::fmt::Write as _;
 use std::future::Future;
@@ -193,6 +201,33 @@ impl Timeline {
         });
     }
 
+    /// A message that was sent at `at` (reported later, e.g. by a worker
+    /// process that stamped it itself).
+    pub fn msg_at(&self, at: Instant, from: Lane, to: Lane, text: impl Into<String>) {
+        self.push_at(
+            at,
+            Kind::Msg {
+                from,
+                to,
+                text: text.into(),
+                refused: false,
+            },
+        );
+    }
+
+    /// A refusal that was sent at `at` (drawn with an `X` on `from`'s lifeline).
+    pub fn refused_at(&self, at: Instant, from: Lane, to: Lane, text: impl Into<String>) {
+        self.push_at(
+            at,
+            Kind::Msg {
+                from,
+                to,
+                text: text.into(),
+                refused: true,
+            },
+        );
+    }
+
     /// `lane` freezes (its lifeline is drawn `~` until [`Timeline::pause_end`]).
     pub fn pause_begin(&self, lane: Lane, text: impl Into<String>) {
         self.push(Kind::PauseBegin {
@@ -207,6 +242,18 @@ impl Timeline {
             lane,
             text: text.into(),
         });
+    }
+
+    /// `lane` runs again since `at` (for a pause ended by a signal sent at
+    /// `at`, stamped before the resumed process could report anything).
+    pub fn pause_end_at(&self, at: Instant, lane: Lane, text: impl Into<String>) {
+        self.push_at(
+            at,
+            Kind::PauseEnd {
+                lane,
+                text: text.into(),
+            },
+        );
     }
 
     /// The ASCII sequence diagram: time runs down, one column per lane.
