@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use http::Method;
 use support::{
-    call, fence_highest, fence_path, heading, legend, request_label, shown, spawn_process,
-    start_gateway, Lane, LeaseLock, Reply, Result, Route, Storage, Timeline,
+    call, direct_then_fenced, end_run, request_label, spawn_client_2, spawn_process, start_backend,
+    verdict, Lane, LeaseLock, Result, Route, Timeline, TwoClients, TwoClientsText,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -122,15 +122,21 @@ fn describe(bytes: &[u8]) -> (Method, Option<String>) {
     (method, token)
 }
 
-struct Outcome {
-    diagram: String,
-    client_1: Reply,
-    client_2: Reply,
-    stored: Option<String>,
-    highest: Option<u64>,
-}
+/// What the runs say when they show what they should.
+const TEXT: TwoClientsText = TwoClientsText {
+    corrupted: &[
+        "=> CORRUPTED: client 1's request (token 33), sent while its lease was valid, arrived",
+        "   after client 2 (token 34) had written, and silently replaced client 2's write.",
+    ],
+    write: "late",
+    safe: &[
+        "=> SAFE: the late request carried token 33 < 34 and fencegate refused it (409",
+        "   stale_token) without forwarding it; client 2's write stands. This is Chubby's",
+        "   sequencer check, done at the storage edge.",
+    ],
+};
 
-async fn run(fenced: bool) -> Result<Outcome> {
+async fn run(fenced: bool) -> Result<TwoClients> {
     let lanes: &[&str] = if fenced {
         &[
             "client 1",
@@ -144,17 +150,8 @@ async fn run(fenced: bool) -> Result<Outcome> {
         &["client 1", "client 2", "lock", "network", "storage"]
     };
     let tl = Timeline::new(lanes);
-    let gateway_lane = tl.find_lane("fencegate");
-    let storage = Storage::start(&tl, gateway_lane).await?;
-    let gateway = match fenced {
-        true => Some(start_gateway(storage.addr).await?),
-        false => None,
-    };
     // Where requests are answered: the gateway, or the storage itself.
-    let (server_addr, server_lane) = match (&gateway, gateway_lane) {
-        (Some(gateway), Some(lane)) => (gateway.data_addr(), lane),
-        _ => (storage.addr, tl.lane("storage")),
-    };
+    let (storage, gateway, server_addr, server_lane) = start_backend(&tl, fenced).await?;
     let relay_listener = TcpListener::bind(("127.0.0.1", 0)).await?;
     let relay_addr = relay_listener.local_addr()?;
     let relay = tokio::spawn(delaying_relay(
@@ -197,40 +194,15 @@ async fn run(fenced: bool) -> Result<Outcome> {
             .await
         }
     });
-    let client_2 = spawn_process("client 2", {
-        let (tl, lock) = (tl.clone(), lock.clone());
-        move || async move {
-            let me = tl.lane("client 2");
-            tokio::time::sleep(CLIENT_2_START).await;
-            let lease = lock.acquire(me, LEASE).await;
-            let reply = call(
-                &tl,
-                me,
-                &fast,
-                Method::PUT,
-                KEY,
-                Some(lease.token),
-                Some(FROM_2),
-            )
-            .await;
-            lock.release(me, &lease);
-            reply
-        }
-    });
+    let client_2 = spawn_client_2(&tl, &lock, fast, CLIENT_2_START, LEASE, KEY, FROM_2);
     let client_1 = client_1.await.map_err(|_| "client 1 panicked")??;
     let client_2 = client_2.await.map_err(|_| "client 2 panicked")??;
 
     relay.abort();
-    let stored = storage.peek(KEY).await?;
-    let highest = match &gateway {
-        Some(gateway) => fence_highest(gateway, KEY).await?,
-        None => None,
-    };
-    if let Some(gateway) = gateway {
-        gateway.shutdown().await;
-    }
-    storage.stop();
-    Ok(Outcome {
+    let (stored, highest) = end_run(storage, gateway, KEY).await?;
+    Ok(TwoClients {
+        key: KEY,
+        values: [FROM_1, FROM_2],
         diagram: tl.render(),
         client_1,
         client_2,
@@ -239,22 +211,8 @@ async fn run(fenced: bool) -> Result<Outcome> {
     })
 }
 
-fn show(title: &str, outcome: &Outcome) {
-    println!("{}", heading(title));
-    print!("{}", outcome.diagram);
-    println!("{}", legend());
-    println!();
-    println!("final stored value of {KEY}: {}", shown(&outcome.stored));
-    if let Some(highest) = outcome.highest {
-        println!(
-            "fencegate admin plane: GET {} -> highest {highest}",
-            fence_path(KEY)
-        );
-    }
-}
-
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     let started = Instant::now();
     println!("delayed_write: a write sent in time, delivered after the lease moved on (Chubby's request R)");
     println!(
@@ -268,66 +226,16 @@ async fn main() -> ExitCode {
     );
     println!();
 
-    let mut pass = true;
-
-    let direct = match run(false).await {
-        Ok(outcome) => outcome,
-        Err(e) => {
-            println!("direct run failed: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    show(
-        "run 1 of 2: straight to the storage, nothing checks tokens",
-        &direct,
+    let runs = direct_then_fenced(
+        |fenced| runtime.block_on(run(fenced)).map_err(|e| e.to_string()),
+        |fenced, outcome| outcome.judge(fenced, &TEXT),
     );
-    let corrupted =
-        direct.client_1.ok() && direct.client_2.ok() && direct.stored.as_deref() == Some(FROM_1);
-    if corrupted {
-        println!(
-            "=> CORRUPTED: client 1's request (token 33), sent while its lease was valid, arrived"
-        );
-        println!(
-            "   after client 2 (token 34) had written, and silently replaced client 2's write."
-        );
-    } else {
-        println!("=> expected the late write to overwrite client 2's, but it did not");
-        pass = false;
-    }
-    println!();
-
-    let fenced = match run(true).await {
-        Ok(outcome) => outcome,
-        Err(e) => {
-            println!("fenced run failed: {e}");
-            return ExitCode::FAILURE;
-        }
+    let Some(pass) = runs else {
+        return ExitCode::FAILURE;
     };
-    show("run 2 of 2: through fencegate", &fenced);
-    let refused = fenced.client_1.is_stale()
-        && fenced.client_2.ok()
-        && fenced.stored.as_deref() == Some(FROM_2);
-    if refused {
-        println!("=> SAFE: the late request carried token 33 < 34 and fencegate refused it (409");
-        println!(
-            "   stale_token) without forwarding it; client 2's write stands. This is Chubby's"
-        );
-        println!("   sequencer check, done at the storage edge.");
-    } else {
-        println!(
-            "=> expected 409 for client 1 and client 2's value stored; client 1 got {}",
-            fenced.client_1.status
-        );
-        pass = false;
-    }
-    println!();
-
-    let elapsed = started.elapsed().as_secs_f64();
-    if pass {
-        println!("VERDICT: PASS: the direct run let the late write win, fencegate refused it ({elapsed:.1} s)");
-        ExitCode::SUCCESS
-    } else {
-        println!("VERDICT: FAIL: the runs did not show what this demo claims ({elapsed:.1} s)");
-        ExitCode::FAILURE
-    }
+    verdict(
+        pass,
+        started,
+        "the direct run let the late write win, fencegate refused it",
+    )
 }

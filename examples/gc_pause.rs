@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use http::Method;
 use support::{
-    call, fence_highest, fence_path, freeze, heading, legend, shown, spawn_process, start_gateway,
-    LeaseLock, Reply, Result, Route, Storage, Timeline,
+    call, direct_then_fenced, end_run, freeze, spawn_client_2, spawn_process, start_backend,
+    verdict, LeaseLock, Result, Route, Timeline, TwoClients, TwoClientsText,
 };
 
 /// The object both clients write.
@@ -37,31 +37,28 @@ const CLIENT_2_START: Duration = Duration::from_millis(50);
 const FROM_1: &str = "from client 1";
 const FROM_2: &str = "from client 2";
 
-struct Outcome {
-    diagram: String,
-    client_1: Reply,
-    client_2: Reply,
-    stored: Option<String>,
-    highest: Option<u64>,
-}
+/// What the runs say when they show what they should.
+const TEXT: TwoClientsText = TwoClientsText {
+    corrupted: &[
+        "=> CORRUPTED: client 2's acknowledged write (token 34) was silently replaced by",
+        "   client 1's write (token 33), sent after its lease had expired.",
+    ],
+    write: "stale",
+    safe: &[
+        "=> SAFE: fencegate refused token 33 (409 stale_token, highest 34); the write never",
+        "   reached the storage and client 2's write stands. Client 1 learns it lost the lock.",
+    ],
+};
 
-async fn run(fenced: bool) -> Result<Outcome> {
+async fn run(fenced: bool) -> Result<TwoClients> {
     let lanes: &[&str] = if fenced {
         &["client 1", "client 2", "lock", "fencegate", "storage"]
     } else {
         &["client 1", "client 2", "lock", "storage"]
     };
     let tl = Timeline::new(lanes);
-    let gateway_lane = tl.find_lane("fencegate");
-    let storage = Storage::start(&tl, gateway_lane).await?;
-    let gateway = match fenced {
-        true => Some(start_gateway(storage.addr).await?),
-        false => None,
-    };
-    let route = match (&gateway, gateway_lane) {
-        (Some(gateway), Some(lane)) => Route::direct(gateway.data_addr(), lane),
-        _ => Route::direct(storage.addr, tl.lane("storage")),
-    };
+    let (storage, gateway, addr, lane) = start_backend(&tl, fenced).await?;
+    let route = Route::direct(addr, lane);
     let lock = LeaseLock::new(&tl, 33);
 
     let client_1 = spawn_process("client 1", {
@@ -89,39 +86,14 @@ async fn run(fenced: bool) -> Result<Outcome> {
             .await
         }
     });
-    let client_2 = spawn_process("client 2", {
-        let (tl, lock) = (tl.clone(), lock.clone());
-        move || async move {
-            let me = tl.lane("client 2");
-            tokio::time::sleep(CLIENT_2_START).await;
-            let lease = lock.acquire(me, LEASE).await;
-            let reply = call(
-                &tl,
-                me,
-                &route,
-                Method::PUT,
-                KEY,
-                Some(lease.token),
-                Some(FROM_2),
-            )
-            .await;
-            lock.release(me, &lease);
-            reply
-        }
-    });
+    let client_2 = spawn_client_2(&tl, &lock, route, CLIENT_2_START, LEASE, KEY, FROM_2);
     let client_1 = client_1.await.map_err(|_| "client 1 panicked")??;
     let client_2 = client_2.await.map_err(|_| "client 2 panicked")??;
 
-    let stored = storage.peek(KEY).await?;
-    let highest = match &gateway {
-        Some(gateway) => fence_highest(gateway, KEY).await?,
-        None => None,
-    };
-    if let Some(gateway) = gateway {
-        gateway.shutdown().await;
-    }
-    storage.stop();
-    Ok(Outcome {
+    let (stored, highest) = end_run(storage, gateway, KEY).await?;
+    Ok(TwoClients {
+        key: KEY,
+        values: [FROM_1, FROM_2],
         diagram: tl.render(),
         client_1,
         client_2,
@@ -130,22 +102,8 @@ async fn run(fenced: bool) -> Result<Outcome> {
     })
 }
 
-fn show(title: &str, outcome: &Outcome) {
-    println!("{}", heading(title));
-    print!("{}", outcome.diagram);
-    println!("{}", legend());
-    println!();
-    println!("final stored value of {KEY}: {}", shown(&outcome.stored));
-    if let Some(highest) = outcome.highest {
-        println!(
-            "fencegate admin plane: GET {} -> highest {highest}",
-            fence_path(KEY)
-        );
-    }
-}
-
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     let started = Instant::now();
     println!("gc_pause: a lock holder paused past its lease (Kleppmann, \"How to do distributed locking\")");
     println!(
@@ -161,63 +119,16 @@ async fn main() -> ExitCode {
     );
     println!();
 
-    let mut pass = true;
-
-    let direct = match run(false).await {
-        Ok(outcome) => outcome,
-        Err(e) => {
-            println!("direct run failed: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    show(
-        "run 1 of 2: straight to the storage, nothing checks tokens",
-        &direct,
+    let runs = direct_then_fenced(
+        |fenced| runtime.block_on(run(fenced)).map_err(|e| e.to_string()),
+        |fenced, outcome| outcome.judge(fenced, &TEXT),
     );
-    let corrupted =
-        direct.client_1.ok() && direct.client_2.ok() && direct.stored.as_deref() == Some(FROM_1);
-    if corrupted {
-        println!("=> CORRUPTED: client 2's acknowledged write (token 34) was silently replaced by");
-        println!("   client 1's write (token 33), sent after its lease had expired.");
-    } else {
-        println!("=> expected the stale write to overwrite client 2's, but it did not");
-        pass = false;
-    }
-    println!();
-
-    let fenced = match run(true).await {
-        Ok(outcome) => outcome,
-        Err(e) => {
-            println!("fenced run failed: {e}");
-            return ExitCode::FAILURE;
-        }
+    let Some(pass) = runs else {
+        return ExitCode::FAILURE;
     };
-    show("run 2 of 2: through fencegate", &fenced);
-    let refused = fenced.client_1.is_stale()
-        && fenced.client_2.ok()
-        && fenced.stored.as_deref() == Some(FROM_2);
-    if refused {
-        println!(
-            "=> SAFE: fencegate refused token 33 (409 stale_token, highest 34); the write never"
-        );
-        println!(
-            "   reached the storage and client 2's write stands. Client 1 learns it lost the lock."
-        );
-    } else {
-        println!(
-            "=> expected 409 for client 1 and client 2's value stored; client 1 got {}",
-            fenced.client_1.status
-        );
-        pass = false;
-    }
-    println!();
-
-    let elapsed = started.elapsed().as_secs_f64();
-    if pass {
-        println!("VERDICT: PASS: the direct run lost client 2's write, fencegate refused the stale one ({elapsed:.1} s)");
-        ExitCode::SUCCESS
-    } else {
-        println!("VERDICT: FAIL: the runs did not show what this demo claims ({elapsed:.1} s)");
-        ExitCode::FAILURE
-    }
+    verdict(
+        pass,
+        started,
+        "the direct run lost client 2's write, fencegate refused the stale one",
+    )
 }

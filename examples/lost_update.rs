@@ -30,8 +30,8 @@ use std::time::{Duration, Instant};
 
 use http::Method;
 use support::{
-    call, fence_highest, fence_path, heading, legend, shown, spawn_process, start_gateway, Lane,
-    LeaseLock, Result, Route, Storage, Timeline,
+    call, end_run, show_run, shown, spawn_process, start_backend, verdict, Lane, LeaseLock, Result,
+    Route, Timeline,
 };
 
 /// The counter.
@@ -164,18 +164,10 @@ async fn run(mode: Mode) -> Result<Outcome> {
         &["client 1", "client 2", "lock", "storage"]
     };
     let tl = Timeline::new(lanes);
-    let gateway_lane = tl.find_lane("fencegate");
-    let storage = Storage::start(&tl, gateway_lane).await?;
+    let (storage, gateway, addr, lane) = start_backend(&tl, mode.fenced()).await?;
     storage.seed(KEY, "0").await?;
     tl.note(tl.lane("storage"), "counter seeded: \"0\"");
-    let gateway = match mode.fenced() {
-        true => Some(start_gateway(storage.addr).await?),
-        false => None,
-    };
-    let route = match (&gateway, gateway_lane) {
-        (Some(gateway), Some(lane)) => Route::direct(gateway.data_addr(), lane),
-        _ => Route::direct(storage.addr, tl.lane("storage")),
-    };
+    let route = Route::direct(addr, lane);
     let lock = LeaseLock::new(&tl, 33);
 
     let client_1 = spawn_process("client 1", {
@@ -205,15 +197,7 @@ async fn run(mode: Mode) -> Result<Outcome> {
     let client_1 = client_1.await.map_err(|_| "client 1 panicked")??;
     let client_2 = client_2.await.map_err(|_| "client 2 panicked")??;
 
-    let stored = storage.peek(KEY).await?;
-    let highest = match &gateway {
-        Some(gateway) => fence_highest(gateway, KEY).await?,
-        None => None,
-    };
-    if let Some(gateway) = gateway {
-        gateway.shutdown().await;
-    }
-    storage.stop();
+    let (stored, highest) = end_run(storage, gateway, KEY).await?;
     Ok(Outcome {
         diagram: tl.render(),
         client_1,
@@ -224,22 +208,19 @@ async fn run(mode: Mode) -> Result<Outcome> {
 }
 
 fn show(title: &str, outcome: &Outcome) {
-    println!("{}", heading(title));
-    print!("{}", outcome.diagram);
-    println!("{}", legend());
-    println!();
-    println!(
-        "final stored value of {KEY}: {}; increments acknowledged to the clients: {}; refused: {}",
-        shown(&outcome.stored),
+    let more = format!(
+        "; increments acknowledged to the clients: {}; refused: {}",
         outcome.acknowledged(),
         outcome.refused()
     );
-    if let Some(highest) = outcome.highest {
-        println!(
-            "fencegate admin plane: GET {} -> highest {highest}",
-            fence_path(KEY)
-        );
-    }
+    show_run(
+        title,
+        &outcome.diagram,
+        KEY,
+        &outcome.stored,
+        &more,
+        outcome.highest,
+    );
 }
 
 #[tokio::main]
@@ -322,12 +303,9 @@ async fn main() -> ExitCode {
         println!();
     }
 
-    let elapsed = started.elapsed().as_secs_f64();
-    if pass {
-        println!("VERDICT: PASS: direct and write-only fencing lost an update, fenced reads did not ({elapsed:.1} s)");
-        ExitCode::SUCCESS
-    } else {
-        println!("VERDICT: FAIL: the runs did not show what this demo claims ({elapsed:.1} s)");
-        ExitCode::FAILURE
-    }
+    verdict(
+        pass,
+        started,
+        "direct and write-only fencing lost an update, fenced reads did not",
+    )
 }

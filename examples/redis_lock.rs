@@ -25,12 +25,10 @@ mod support;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use support::process::install_ctrl_c_cleanup;
 use support::redis::{
-    client_worker, parent_runtime, worker_args, PauseDemo, PauseOutcome, Provider, RedisServer,
-    KEY, LOCK_KEY, TOKEN_KEY, VALUES,
+    as_worker, client_worker, start_parent, PauseDemo, Provider, RedisServer, LOCK_KEY, TOKEN_KEY,
 };
-use support::{fence_path, heading, legend, shown};
+use support::verdict;
 
 /// The lease (PX) of every grant.
 const TTL: Duration = Duration::from_millis(500);
@@ -41,43 +39,17 @@ const WORK: Duration = Duration::from_millis(200);
 /// When, into worker 1's work, the SIGSTOP comes.
 const STOP_AFTER: Duration = Duration::from_millis(40);
 
-fn show(title: &str, outcome: &PauseOutcome) {
-    println!("{}", heading(title));
-    print!("{}", outcome.diagram);
-    println!("{}", legend());
-    println!();
-    println!("final stored value of {KEY}: {}", shown(&outcome.stored));
-    if let Some(highest) = outcome.highest {
-        println!(
-            "fencegate admin plane: GET {} -> highest {highest}",
-            fence_path(KEY)
-        );
-    }
-}
-
 fn main() -> ExitCode {
-    if let Some((role, opts)) = worker_args() {
-        return match role.as_str() {
-            "client" => client_worker(&opts),
-            _ => ExitCode::from(2),
-        };
+    if let Some(exit) = as_worker("client", client_worker) {
+        return exit;
     }
     let started = Instant::now();
-    let runtime = match parent_runtime() {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            println!("redis_lock: {e:#}");
-            return ExitCode::FAILURE;
-        }
+    let start = || RedisServer::start("redis").map(|redis| vec![redis]);
+    let (runtime, servers) = match start_parent("redis_lock", start) {
+        Ok(started) => started,
+        Err(exit) => return exit,
     };
-    runtime.block_on(async { install_ctrl_c_cleanup() });
-    let redis = match RedisServer::start("redis") {
-        Ok(redis) => redis,
-        Err(e) => {
-            println!("redis_lock: could not start redis-server: {e:#}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let redis = &servers[0];
 
     println!("redis_lock: a Redis lock holder frozen past its lease (the seeds' SET NX PX recipe)");
     println!(
@@ -105,69 +77,21 @@ fn main() -> ExitCode {
 
     let demo = PauseDemo {
         provider: Provider::Redis,
-        servers: std::slice::from_ref(&redis),
+        servers: &servers,
         lock_lane: "redis",
         ttl: TTL,
         pause: PAUSE,
         work: WORK,
         stop_after: STOP_AFTER,
     };
-    let mut pass = true;
-
-    let direct = match demo.run(&runtime, false) {
-        Ok(outcome) => outcome,
-        Err(e) => {
-            println!("direct run failed: {e:#}");
-            return ExitCode::FAILURE;
-        }
+    let runs = demo.run_both(&runtime, |t1| {
+        format!(
+            "   worker 1's write (token {t1}), sent after Redis had expired its lease and granted\n   the lock to worker 2. The lock did its job; nothing checked the token."
+        )
+    });
+    let Some(pass) = runs else {
+        return ExitCode::FAILURE;
     };
-    show(
-        "run 1 of 2: straight to the storage, nothing checks tokens",
-        &direct,
-    );
-    if direct.corrupted() {
-        let [t1, t2] = direct.tokens.map(|t| t.unwrap_or(0));
-        println!(
-            "=> CORRUPTED: worker 2's acknowledged write (token {t2}) was silently replaced by"
-        );
-        println!(
-            "   worker 1's write (token {t1}), sent after Redis had expired its lease and granted"
-        );
-        println!("   the lock to worker 2. The lock did its job; nothing checked the token.");
-    } else {
-        println!(
-            "=> expected worker 1's late write to replace worker 2's: {}",
-            direct.summary()
-        );
-        pass = false;
-    }
-    println!();
-
-    let fenced = match demo.run(&runtime, true) {
-        Ok(outcome) => outcome,
-        Err(e) => {
-            println!("fenced run failed: {e:#}");
-            return ExitCode::FAILURE;
-        }
-    };
-    show("run 2 of 2: through fencegate", &fenced);
-    if fenced.refused() {
-        let [t1, t2] = fenced.tokens.map(|t| t.unwrap_or(0));
-        println!(
-            "=> SAFE: fencegate refused token {t1} (409 stale_token, highest {t2}); the late write"
-        );
-        println!(
-            "   never reached the storage, which still holds {:?}.",
-            VALUES[1]
-        );
-    } else {
-        println!(
-            "=> expected 409 for worker 1 and worker 2's value stored: {}",
-            fenced.summary()
-        );
-        pass = false;
-    }
-    println!();
     println!("what the token guarantees: INCR runs in the same script as the SET, so every grant");
     println!("gets the next number, strictly increasing, for as long as Redis keeps the counter.");
     println!("This demo runs Redis without persistence. A restart, FLUSHALL, or a failover to a");
@@ -182,13 +106,10 @@ fn main() -> ExitCode {
     println!("ever issued before the lock is used again.");
     println!();
 
-    drop(redis);
-    let elapsed = started.elapsed().as_secs_f64();
-    if pass {
-        println!("VERDICT: PASS: the direct run lost worker 2's write, fencegate refused the stale one ({elapsed:.1} s)");
-        ExitCode::SUCCESS
-    } else {
-        println!("VERDICT: FAIL: the runs did not show what this demo claims ({elapsed:.1} s)");
-        ExitCode::FAILURE
-    }
+    drop(servers);
+    verdict(
+        pass,
+        started,
+        "the direct run lost worker 2's write, fencegate refused the stale one",
+    )
 }

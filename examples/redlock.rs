@@ -30,12 +30,10 @@ mod support;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use support::process::install_ctrl_c_cleanup;
 use support::redis::{
-    client_worker, parent_runtime, worker_args, LockClient, PauseDemo, PauseOutcome, Provider,
-    RedisServer, KEY, VALUES,
+    as_worker, client_worker, start_parent, LockClient, PauseDemo, Provider, RedisServer,
 };
-use support::{fence_path, heading, legend, shown};
+use support::verdict;
 
 /// Independent Redis masters.
 const INSTANCES: usize = 5;
@@ -48,42 +46,15 @@ const WORK: Duration = Duration::from_millis(200);
 /// When, into worker 1's work, the SIGSTOP comes.
 const STOP_AFTER: Duration = Duration::from_millis(40);
 
-fn show(title: &str, outcome: &PauseOutcome) {
-    println!("{}", heading(title));
-    print!("{}", outcome.diagram);
-    println!("{}", legend());
-    println!();
-    println!("final stored value of {KEY}: {}", shown(&outcome.stored));
-    if let Some(highest) = outcome.highest {
-        println!(
-            "fencegate admin plane: GET {} -> highest {highest}",
-            fence_path(KEY)
-        );
-    }
-}
-
 fn main() -> ExitCode {
-    if let Some((role, opts)) = worker_args() {
-        return match role.as_str() {
-            "client" => client_worker(&opts),
-            _ => ExitCode::from(2),
-        };
+    if let Some(exit) = as_worker("client", client_worker) {
+        return exit;
     }
     let started = Instant::now();
-    let runtime = match parent_runtime() {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            println!("redlock: {e:#}");
-            return ExitCode::FAILURE;
-        }
-    };
-    runtime.block_on(async { install_ctrl_c_cleanup() });
-    let servers = match RedisServer::start_many(INSTANCES) {
-        Ok(servers) => servers,
-        Err(e) => {
-            println!("redlock: could not start redis-server: {e:#}");
-            return ExitCode::FAILURE;
-        }
+    let start = || RedisServer::start_many(INSTANCES);
+    let (runtime, servers) = match start_parent("redlock", start) {
+        Ok(started) => started,
+        Err(exit) => return exit,
     };
 
     let ttl = TTL.as_millis();
@@ -133,64 +104,14 @@ fn main() -> ExitCode {
         work: WORK,
         stop_after: STOP_AFTER,
     };
-    let mut pass = true;
-
-    let direct = match demo.run(&runtime, false) {
-        Ok(outcome) => outcome,
-        Err(e) => {
-            println!("direct run failed: {e:#}");
-            return ExitCode::FAILURE;
-        }
+    let runs = demo.run_both(&runtime, |t1| {
+        format!(
+            "   worker 1's (token {t1}), sent after its keys had expired on every instance and a\n   majority had granted the lock to worker 2. Redlock did its job; nothing checked."
+        )
+    });
+    let Some(pass) = runs else {
+        return ExitCode::FAILURE;
     };
-    show(
-        "run 1 of 2: straight to the storage, nothing checks tokens",
-        &direct,
-    );
-    if direct.corrupted() {
-        let [t1, t2] = direct.tokens.map(|t| t.unwrap_or(0));
-        println!(
-            "=> CORRUPTED: worker 2's acknowledged write (token {t2}) was silently replaced by"
-        );
-        println!(
-            "   worker 1's (token {t1}), sent after its keys had expired on every instance and a"
-        );
-        println!(
-            "   majority had granted the lock to worker 2. Redlock did its job; nothing checked."
-        );
-    } else {
-        println!(
-            "=> expected worker 1's late write to replace worker 2's: {}",
-            direct.summary()
-        );
-        pass = false;
-    }
-    println!();
-
-    let fenced = match demo.run(&runtime, true) {
-        Ok(outcome) => outcome,
-        Err(e) => {
-            println!("fenced run failed: {e:#}");
-            return ExitCode::FAILURE;
-        }
-    };
-    show("run 2 of 2: through fencegate", &fenced);
-    if fenced.refused() {
-        let [t1, t2] = fenced.tokens.map(|t| t.unwrap_or(0));
-        println!(
-            "=> SAFE: fencegate refused token {t1} (409 stale_token, highest {t2}); the late write"
-        );
-        println!(
-            "   never reached the storage, which still holds {:?}.",
-            VALUES[1]
-        );
-    } else {
-        println!(
-            "=> expected 409 for worker 1 and worker 2's value stored: {}",
-            fenced.summary()
-        );
-        pass = false;
-    }
-    println!();
 
     println!("what the derived token guarantees, and what it does not:");
     println!(
@@ -237,12 +158,9 @@ fn main() -> ExitCode {
     println!();
 
     drop(servers);
-    let elapsed = started.elapsed().as_secs_f64();
-    if pass {
-        println!("VERDICT: PASS: the direct run lost worker 2's write, fencegate refused the stale one ({elapsed:.1} s)");
-        ExitCode::SUCCESS
-    } else {
-        println!("VERDICT: FAIL: the runs did not show what this demo claims ({elapsed:.1} s)");
-        ExitCode::FAILURE
-    }
+    verdict(
+        pass,
+        started,
+        "the direct run lost worker 2's write, fencegate refused the stale one",
+    )
 }

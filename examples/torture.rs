@@ -34,12 +34,12 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use fencegate::gateway::embedded::{self, ObjectStore};
 use http::Method;
-use support::process::{self, install_ctrl_c_cleanup, Worker};
+use support::process::{self, Worker};
 use support::redis::{
-    emit, micros_of, now_micros, owner_name, parent_runtime, worker_args, worker_http,
-    worker_runtime, Attempt, Event, LockClient, Opts, Provider, RedisServer, WallClock,
+    as_worker, emit, micros_of, now_micros, owner_name, start_parent, worker_exit, worker_http,
+    worker_lock, Attempt, Event, Opts, Provider, RedisServer, WallClock,
 };
-use support::{http as http_call, start_gateway};
+use support::{http as http_call, start_gateway, verdict};
 use tokio::runtime::Runtime;
 
 /// The counter.
@@ -94,29 +94,11 @@ impl Rng {
 // ---------------------------------------------------------------------------
 
 fn torture_worker(opts: &Opts) -> ExitCode {
-    match torture_worker_inner(opts) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            emit(&Event::Failed {
-                at: now_micros(),
-                text: format!("{e:#}"),
-            });
-            emit(&Event::Done);
-            ExitCode::FAILURE
-        }
-    }
+    worker_exit(torture_worker_inner(opts))
 }
 
 fn torture_worker_inner(opts: &Opts) -> Result<()> {
-    let runtime = worker_runtime()?;
-    let mut lock = LockClient::new(
-        opts.provider()?,
-        &opts.addrs("redis")?,
-        opts.get("name")?,
-        opts.millis("ttl-ms")?,
-    );
-    let target: SocketAddr = opts.get("target")?.parse()?;
-    let path = opts.get("path")?.to_owned();
+    let (runtime, mut lock, target, path) = worker_lock(opts)?;
     let fenced_reads = opts.get("fenced-reads")? == "1";
     let seed: u64 = opts.get("seed")?.parse()?;
     // "stop" on stdin (or the parent gone) ends the loop.
@@ -777,11 +759,8 @@ fn table(direct: &Stats, fenced: &Stats, runs: [&Run; 2]) {
 }
 
 fn main() -> ExitCode {
-    if let Some((role, opts)) = worker_args() {
-        return match role.as_str() {
-            "torture" => torture_worker(&opts),
-            _ => ExitCode::from(2),
-        };
+    if let Some(exit) = as_worker("torture", torture_worker) {
+        return exit;
     }
     let args = match parse_args() {
         Ok(args) => args,
@@ -791,24 +770,13 @@ fn main() -> ExitCode {
         }
     };
     let started = Instant::now();
-    let runtime = match parent_runtime() {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            println!("torture: {e:#}");
-            return ExitCode::FAILURE;
-        }
-    };
-    runtime.block_on(async { install_ctrl_c_cleanup() });
-    let servers = match args.provider {
+    let start = || match args.provider {
         Provider::Redis => RedisServer::start("redis").map(|s| vec![s]),
         Provider::Redlock => RedisServer::start_many(REDLOCK_INSTANCES),
     };
-    let servers = match servers {
-        Ok(servers) => servers,
-        Err(e) => {
-            println!("torture: could not start redis-server: {e:#}");
-            return ExitCode::FAILURE;
-        }
+    let (runtime, servers) = match start_parent("torture", start) {
+        Ok(started) => started,
+        Err(exit) => return exit,
     };
     let length = args.duration / 2;
     let lock = match args.provider {
@@ -918,12 +886,9 @@ fn main() -> ExitCode {
         println!("=> fewer than {MIN_HANDOVERS} handovers in a run: too little contention. FAIL");
         pass = false;
     }
-    let elapsed = started.elapsed().as_secs_f64();
-    if pass {
-        println!("VERDICT: PASS: {} lost without fencegate, 0 through it, over {handovers} lock handovers ({elapsed:.1} s)", direct.lost);
-        ExitCode::SUCCESS
-    } else {
-        println!("VERDICT: FAIL: the runs did not show what this demo claims ({elapsed:.1} s)");
-        ExitCode::FAILURE
-    }
+    let claim = format!(
+        "{} lost without fencegate, 0 through it, over {handovers} lock handovers",
+        direct.lost
+    );
+    verdict(pass, started, &claim)
 }

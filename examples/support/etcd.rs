@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 use http::{Method, StatusCode};
 use serde_json::Value;
 
-use super::lock_demo::register_dir;
-use super::process::{free_port, require_binary, Server};
+use super::process::{free_port, require_binary, temp_dir, Server};
 use super::{http, Result};
 
 /// A running etcd; killed, and its data dir removed, on drop.
@@ -31,10 +30,7 @@ impl Etcd {
     /// temporary data dir and waits until it answers a read.
     pub async fn start() -> Result<Etcd> {
         let binary = require_binary("etcd");
-        let dir = tempfile::Builder::new()
-            .prefix("fencegate-etcd-")
-            .tempdir()?;
-        register_dir(dir.path());
+        let dir = temp_dir("fencegate-etcd-", None)?;
         let client = format!("http://127.0.0.1:{}", free_port()?);
         let peer = format!("http://127.0.0.1:{}", free_port()?);
         let addr: SocketAddr = client.trim_start_matches("http://").parse()?;

@@ -22,7 +22,6 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::process::ExitCode;
-use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use http::Method;
@@ -30,8 +29,8 @@ use serde::{Deserialize, Serialize};
 
 use super::process::{self, Worker};
 use super::{
-    fence_highest, fence_path, heading, http, legend, request_label, shown, start_gateway, Lane,
-    Result, Storage, Timeline,
+    direct_then_fenced, end_run, http, request_label, show_run, start_gateway, verdict, Lane,
+    Result, Shown, Storage, Timeline,
 };
 
 /// The object both workers write.
@@ -312,72 +311,6 @@ async fn worker<L: LockClient>(role: &str, args: &Args) -> Result<()> {
 // Parent
 // ---------------------------------------------------------------------------
 
-/// Temporary data dirs of the servers, removed on Ctrl-C too.
-static DIRS: Mutex<Vec<std::path::PathBuf>> = Mutex::new(Vec::new());
-/// Servers asked to stop with SIGINT on Ctrl-C before they are killed: pid,
-/// and a file that is gone once the server has stopped.
-static GRACEFUL: Mutex<Vec<(u32, std::path::PathBuf)>> = Mutex::new(Vec::new());
-/// Set once Ctrl-C (or SIGTERM) arrived.
-static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Remembers a server's data dir, so that Ctrl-C removes it as well.
-pub fn register_dir(path: &std::path::Path) {
-    DIRS.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(path.to_owned());
-}
-
-/// On Ctrl-C, stop the server `pid` with SIGINT and wait (3 s at most) until
-/// `gone_when_stopped` is gone before killing what is left (PostgreSQL
-/// removes its shared memory only when it shuts down itself).
-pub fn register_graceful(pid: u32, gone_when_stopped: &std::path::Path) {
-    GRACEFUL
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push((pid, gone_when_stopped.to_owned()));
-}
-
-/// On Ctrl-C or SIGTERM: stop the servers that shut down cleanly on SIGINT,
-/// kill every server and worker started here, remove the servers' data
-/// dirs, exit 130.
-fn install_cleanup() {
-    tokio::spawn(async {
-        use tokio::signal::unix::{signal, SignalKind};
-        let Ok(mut term) = signal(SignalKind::terminate()) else {
-            return;
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-        INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
-        let graceful = std::mem::take(&mut *GRACEFUL.lock().unwrap_or_else(|e| e.into_inner()));
-        for (pid, _) in &graceful {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(*pid as i32),
-                nix::sys::signal::Signal::SIGINT,
-            );
-        }
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while graceful.iter().any(|(_, file)| file.exists()) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        process::kill_all();
-        let dirs = std::mem::take(&mut *DIRS.lock().unwrap_or_else(|e| e.into_inner()));
-        for dir in dirs {
-            // The killed server may still be closing its files.
-            for _ in 0..20 {
-                if std::fs::remove_dir_all(&dir).is_ok() || !dir.exists() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        eprintln!("interrupted: servers and workers stopped, data dirs removed");
-        std::process::exit(130);
-    });
-}
-
 /// What each worker has told so far.
 #[derive(Debug, Default)]
 struct WorkerState {
@@ -572,15 +505,7 @@ async fn run<S: Service>(demo: &Demo, service: &S, fenced: bool) -> Result<Outco
         tl.note_at(at, service_lane, text);
     }
 
-    let stored = storage.peek(KEY).await?;
-    let highest = match &gateway {
-        Some(gateway) => fence_highest(gateway, KEY).await?,
-        None => None,
-    };
-    if let Some(gateway) = gateway {
-        gateway.shutdown().await;
-    }
-    storage.stop();
+    let (stored, highest) = end_run(storage, gateway, KEY).await?;
     let missing = |what: &str| format!("{what} missing from the workers' reports");
     Ok(Outcome {
         diagram: tl.render(),
@@ -594,25 +519,9 @@ async fn run<S: Service>(demo: &Demo, service: &S, fenced: bool) -> Result<Outco
     })
 }
 
-fn show(title: &str, outcome: &Outcome) {
-    println!("{}", heading(title));
-    print!("{}", outcome.diagram);
-    println!("{}", legend());
-    println!();
-    println!("final stored value of {KEY}: {}", shown(&outcome.stored));
-    if let Some(highest) = outcome.highest {
-        println!(
-            "fencegate admin plane: GET {} -> highest {highest}",
-            fence_path(KEY)
-        );
-    }
-}
-
-/// After Ctrl-C a run fails because its workers died: say nothing and let
-/// the Ctrl-C handler finish (it exits the process).
-async fn interrupted() {
-    if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
-        std::future::pending::<()>().await;
+impl Shown for Outcome {
+    fn show(&self, title: &str) {
+        show_run(title, &self.diagram, KEY, &self.stored, "", self.highest);
     }
 }
 
@@ -620,16 +529,57 @@ fn ok(status: u16) -> bool {
     (200..300).contains(&status)
 }
 
-async fn parent<S: Service>(demo: &Demo) -> ExitCode {
+/// Prints what a run showed; whether it is what the demo claims.
+fn judge(fenced: bool, outcome: &Outcome) -> bool {
+    let (t1, t2) = (outcome.token_1, outcome.token_2);
+    if !fenced {
+        let corrupted = ok(outcome.wrote_1.0)
+            && ok(outcome.wrote_2.0)
+            && t2 > t1
+            && outcome.stored.as_deref() == Some(FROM_1);
+        if corrupted {
+            println!(
+                "=> CORRUPTED: worker 2's acknowledged write (token {t2}) was silently replaced by worker 1's"
+            );
+            println!(
+                "   (token {t1}), sent {} ms after it was frozen, long after its lease had run out.",
+                outcome.pause.as_millis()
+            );
+        } else {
+            println!("=> expected worker 1's stale write to replace worker 2's, but it did not");
+        }
+        return corrupted;
+    }
+    let refused = outcome.wrote_1.1
+        && ok(outcome.wrote_2.0)
+        && t2 > t1
+        && outcome.stored.as_deref() == Some(FROM_2);
+    if refused {
+        println!(
+            "=> SAFE: fencegate refused token {t1} (409 stale_token, highest {t2}); the write never"
+        );
+        println!("   reached the storage and worker 2's write stands.");
+    } else {
+        println!(
+            "=> expected 409 for worker 1 and worker 2's value stored; worker 1 got {}",
+            outcome.wrote_1.0
+        );
+    }
+    refused
+}
+
+fn parent<S: Service>(demo: &Demo, runtime: &tokio::runtime::Runtime) -> ExitCode {
     let started = Instant::now();
-    install_cleanup();
+    // The service's clients and servers start, run and stop in the runtime.
+    let _runtime = runtime.enter();
+    process::install_ctrl_c_cleanup();
     println!("{}: {}", demo.name, demo.title);
     for line in demo.intro {
         println!("{line}");
     }
     println!();
 
-    let service = match S::start().await {
+    let service = match runtime.block_on(S::start()) {
         Ok(service) => service,
         Err(e) => {
             println!("could not start {}: {e}", demo.service);
@@ -643,78 +593,23 @@ async fn parent<S: Service>(demo: &Demo) -> ExitCode {
     );
     println!();
 
-    let mut pass = true;
-    let direct = match run(demo, &service, false).await {
-        Ok(outcome) => outcome,
-        Err(e) => {
-            interrupted().await;
-            println!("direct run failed: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    show(
-        "run 1 of 2: straight to the storage, nothing checks tokens",
-        &direct,
+    let runs = direct_then_fenced(
+        |fenced| {
+            runtime
+                .block_on(run(demo, &service, fenced))
+                .map_err(|e| e.to_string())
+        },
+        judge,
     );
-    let (t1, t2) = (direct.token_1, direct.token_2);
-    let corrupted = ok(direct.wrote_1.0)
-        && ok(direct.wrote_2.0)
-        && t2 > t1
-        && direct.stored.as_deref() == Some(FROM_1);
-    if corrupted {
-        println!(
-            "=> CORRUPTED: worker 2's acknowledged write (token {t2}) was silently replaced by worker 1's"
-        );
-        println!(
-            "   (token {t1}), sent {} ms after it was frozen, long after its lease had run out.",
-            direct.pause.as_millis()
-        );
-    } else {
-        println!("=> expected worker 1's stale write to replace worker 2's, but it did not");
-        pass = false;
-    }
-    println!();
-
-    let fenced = match run(demo, &service, true).await {
-        Ok(outcome) => outcome,
-        Err(e) => {
-            interrupted().await;
-            println!("fenced run failed: {e}");
-            return ExitCode::FAILURE;
-        }
+    let Some(pass) = runs else {
+        return ExitCode::FAILURE;
     };
-    show("run 2 of 2: through fencegate", &fenced);
-    let (t1, t2) = (fenced.token_1, fenced.token_2);
-    let refused = fenced.wrote_1.1
-        && ok(fenced.wrote_2.0)
-        && t2 > t1
-        && fenced.stored.as_deref() == Some(FROM_2);
-    if refused {
-        println!(
-            "=> SAFE: fencegate refused token {t1} (409 stale_token, highest {t2}); the write never"
-        );
-        println!("   reached the storage and worker 2's write stands.");
-    } else {
-        println!(
-            "=> expected 409 for worker 1 and worker 2's value stored; worker 1 got {}",
-            fenced.wrote_1.0
-        );
-        pass = false;
-    }
-    println!();
-
     drop(service);
-    let elapsed = started.elapsed().as_secs_f64();
-    if pass {
-        println!(
-            "VERDICT: PASS: {} tokens ({}) only grow; the direct run lost worker 2's write, fencegate refused the stale one ({elapsed:.1} s)",
-            demo.service, demo.token_name
-        );
-        ExitCode::SUCCESS
-    } else {
-        println!("VERDICT: FAIL: the runs did not show what this demo claims ({elapsed:.1} s)");
-        ExitCode::FAILURE
-    }
+    let claim = format!(
+        "{} tokens ({}) only grow; the direct run lost worker 2's write, fencegate refused the stale one",
+        demo.service, demo.token_name
+    );
+    verdict(pass, started, &claim)
 }
 
 /// The whole demo: `main` of each lock-provider example. As a worker
@@ -755,5 +650,5 @@ pub fn main<S: Service, L: LockClient>(demo: &Demo) -> ExitCode {
     }
     S::require();
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
-    runtime.block_on(parent::<S>(demo))
+    parent::<S>(demo, &runtime)
 }

@@ -969,3 +969,227 @@ pub fn heading(text: &str) -> String {
     let pad = WIDTH.saturating_sub(line.chars().count());
     format!("{line}{}", "=".repeat(pad))
 }
+
+// ---------------------------------------------------------------------------
+// Running a demo: end of a run, what it showed, verdict
+// ---------------------------------------------------------------------------
+
+/// Ends a run: the storage's final value of `key` and, through fencegate,
+/// the fence's highest token for it; then stops the gateway and the storage.
+pub async fn end_run(
+    storage: Storage,
+    gateway: Option<Gateway>,
+    key: &str,
+) -> Result<(Option<String>, Option<u64>)> {
+    let stored = storage.peek(key).await?;
+    let highest = match &gateway {
+        Some(gateway) => fence_highest(gateway, key).await?,
+        None => None,
+    };
+    if let Some(gateway) = gateway {
+        gateway.shutdown().await;
+    }
+    storage.stop();
+    Ok((stored, highest))
+}
+
+/// Prints one run: its heading, diagram and legend, the final stored value
+/// of `key` (followed by `more` on the same line), and the fence's highest
+/// token when the run went through fencegate.
+pub fn show_run(
+    title: &str,
+    diagram: &str,
+    key: &str,
+    stored: &Option<String>,
+    more: &str,
+    highest: Option<u64>,
+) {
+    println!("{}", heading(title));
+    print!("{diagram}");
+    println!("{}", legend());
+    println!();
+    println!("final stored value of {key}: {}{more}", shown(stored));
+    if let Some(highest) = highest {
+        println!(
+            "fencegate admin plane: GET {} -> highest {highest}",
+            fence_path(key)
+        );
+    }
+}
+
+/// What one run of a demo showed, printed with [`show_run`].
+pub trait Shown {
+    /// Prints the run under `title`.
+    fn show(&self, title: &str);
+}
+
+/// The two runs of a pause demo: straight to the storage, then through
+/// fencegate. `run(fenced)` plays one; `judge(fenced, outcome)` prints what
+/// it showed (the `=>` lines) and says whether that is what the demo claims.
+/// `None` if a run failed (said so already); else whether both runs showed
+/// what they should.
+pub fn direct_then_fenced<O: Shown>(
+    mut run: impl FnMut(bool) -> Result<O, String>,
+    mut judge: impl FnMut(bool, &O) -> bool,
+) -> Option<bool> {
+    let mut pass = true;
+    for fenced in [false, true] {
+        let outcome = match run(fenced) {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                process::wait_if_interrupted();
+                let which = if fenced { "fenced" } else { "direct" };
+                println!("{which} run failed: {e}");
+                return None;
+            }
+        };
+        outcome.show(if fenced {
+            "run 2 of 2: through fencegate"
+        } else {
+            "run 1 of 2: straight to the storage, nothing checks tokens"
+        });
+        pass &= judge(fenced, &outcome);
+        println!();
+    }
+    Some(pass)
+}
+
+/// Prints the verdict line (`claim` is what a pass showed) with the time
+/// since `started`; the demo's exit status.
+pub fn verdict(pass: bool, started: std::time::Instant, claim: &str) -> std::process::ExitCode {
+    let elapsed = started.elapsed().as_secs_f64();
+    if pass {
+        println!("VERDICT: PASS: {claim} ({elapsed:.1} s)");
+        std::process::ExitCode::SUCCESS
+    } else {
+        println!("VERDICT: FAIL: the runs did not show what this demo claims ({elapsed:.1} s)");
+        std::process::ExitCode::FAILURE
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The in-process demos' two clients (`gc_pause`, `delayed_write`)
+// ---------------------------------------------------------------------------
+
+/// Starts a run's storage and, for a fenced run, fencegate in front of it
+/// (drawn on the `fencegate` lane); also where requests are answered: the
+/// gateway's data plane, or the storage itself.
+pub async fn start_backend(
+    tl: &Timeline,
+    fenced: bool,
+) -> Result<(Storage, Option<Gateway>, SocketAddr, Lane)> {
+    let gateway_lane = tl.find_lane("fencegate");
+    let storage = Storage::start(tl, gateway_lane).await?;
+    let gateway = match fenced {
+        true => Some(start_gateway(storage.addr).await?),
+        false => None,
+    };
+    let (addr, lane) = match (&gateway, gateway_lane) {
+        (Some(gateway), Some(lane)) => (gateway.data_addr(), lane),
+        _ => (storage.addr, tl.lane("storage")),
+    };
+    Ok((storage, gateway, addr, lane))
+}
+
+/// Client 2 of the two-client demos, as a process: shows up `after` client
+/// 1, takes the lock for `lease`, writes `body` to `key` along `route` and
+/// releases the lock.
+pub fn spawn_client_2(
+    tl: &Timeline,
+    lock: &Arc<LeaseLock>,
+    route: Route,
+    after: Duration,
+    lease: Duration,
+    key: &'static str,
+    body: &'static str,
+) -> tokio::sync::oneshot::Receiver<Result<Reply>> {
+    let (tl, lock) = (tl.clone(), lock.clone());
+    spawn_process("client 2", move || async move {
+        let me = tl.lane("client 2");
+        tokio::time::sleep(after).await;
+        let lease = lock.acquire(me, lease).await;
+        let reply = call(
+            &tl,
+            me,
+            &route,
+            Method::PUT,
+            key,
+            Some(lease.token),
+            Some(body),
+        )
+        .await;
+        lock.release(me, &lease);
+        reply
+    })
+}
+
+/// What a two-client run showed: client 1 (token 33) writes `values[0]`
+/// after its lease is over, client 2 (token 34) writes `values[1]`.
+pub struct TwoClients {
+    /// The object both write, and what each writes.
+    pub key: &'static str,
+    pub values: [&'static str; 2],
+    pub diagram: String,
+    pub client_1: Reply,
+    pub client_2: Reply,
+    pub stored: Option<String>,
+    pub highest: Option<u64>,
+}
+
+/// What a two-client demo says about a run that showed what it should.
+pub struct TwoClientsText {
+    /// The direct run: client 1's write replaced client 2's.
+    pub corrupted: &'static [&'static str],
+    /// Client 1's write, as the direct run's failure calls it (`stale`).
+    pub write: &'static str,
+    /// The fenced run: client 1's write was refused.
+    pub safe: &'static [&'static str],
+}
+
+impl Shown for TwoClients {
+    fn show(&self, title: &str) {
+        show_run(
+            title,
+            &self.diagram,
+            self.key,
+            &self.stored,
+            "",
+            self.highest,
+        );
+    }
+}
+
+impl TwoClients {
+    /// Prints what the run showed (`text`); whether it is what the demo
+    /// claims: direct, client 1's write replaced client 2's; fenced, it was
+    /// refused as stale and client 2's stands.
+    pub fn judge(&self, fenced: bool, text: &TwoClientsText) -> bool {
+        let print = |lines: &[&str]| lines.iter().for_each(|line| println!("{line}"));
+        if !fenced {
+            let corrupted = self.client_1.ok()
+                && self.client_2.ok()
+                && self.stored.as_deref() == Some(self.values[0]);
+            if corrupted {
+                print(text.corrupted);
+            } else {
+                println!(
+                    "=> expected the {} write to overwrite client 2's, but it did not",
+                    text.write
+                );
+            }
+            return corrupted;
+        }
+        let refused = self.client_1.is_stale()
+            && self.client_2.ok()
+            && self.stored.as_deref() == Some(self.values[1]);
+        if refused {
+            print(text.safe);
+        } else {
+            println!(
+                "=> expected 409 for client 1 and client 2's value stored; client 1 got {}",
+                self.client_1.status
+            );
+        }
+        refused
+    }
+}

@@ -10,11 +10,9 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 
-use super::lock_demo::{register_dir, register_graceful};
-use super::process::{free_port, require_binary, Server};
+use super::process::{free_port, require_binary, temp_dir, Server};
 use super::Result;
 
 /// Debian's PostgreSQL 15 server binaries.
@@ -25,7 +23,6 @@ pub const BIN_DIR: &str = "/usr/lib/postgresql/15/bin";
 pub struct Postgres {
     /// Where it listens.
     pub addr: SocketAddr,
-    data: PathBuf,
     server: Server,
 }
 
@@ -72,10 +69,7 @@ impl Postgres {
             true => PathBuf::from("/tmp"),
             false => std::env::temp_dir(),
         };
-        let dir = tempfile::Builder::new()
-            .prefix("fencegate-postgres-")
-            .tempdir_in(base)?;
-        register_dir(dir.path());
+        let dir = temp_dir("fencegate-postgres-", Some(&base))?;
         let user = if root {
             let (uid, gid) = nobody()?;
             std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid))?;
@@ -124,7 +118,9 @@ impl Postgres {
             .args(["-c", "fsync=off"])
             .args(["-c", "dynamic_shared_memory_type=mmap"]);
         let mut server = Server::start("postgres", command, dir)?;
-        register_graceful(server.pid(), &data.join("postmaster.pid"));
+        // Fast shutdown (SIGINT) first, on drop and on Ctrl-C, so that the
+        // server removes its shared memory; whatever is left is killed.
+        server.graceful(Signal::SIGINT, data.join("postmaster.pid"));
         tokio::task::block_in_place(|| server.wait_ready(addr, Duration::from_secs(30)))?;
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -140,20 +136,7 @@ impl Postgres {
                 Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
             }
         }
-        Ok(Postgres { addr, data, server })
-    }
-}
-
-impl Drop for Postgres {
-    fn drop(&mut self) {
-        // Fast shutdown (SIGINT), so that the server removes its shared
-        // memory; the Server guard kills whatever is left.
-        let _ = kill(Pid::from_raw(self.server.pid() as i32), Signal::SIGINT);
-        let pid_file = self.data.join("postmaster.pid");
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while pid_file.exists() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        Ok(Postgres { addr, server })
     }
 }
 

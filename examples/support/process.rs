@@ -4,12 +4,14 @@
 //! resume with SIGCONT.
 //!
 //! Every process started here is registered, and killed when its guard drops,
-//! when the demo returns, and on Ctrl-C ([`install_ctrl_c_cleanup`]).
+//! when the demo returns, and on Ctrl-C ([`install_ctrl_c_cleanup`]); so is
+//! every temporary dir made with [`temp_dir`], which Ctrl-C removes too.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -21,46 +23,129 @@ use nix::unistd::Pid;
 /// The one line printed when a server binary is missing.
 pub const INSTALL_HINT: &str = "scripts/install-deps.sh";
 
-/// Pids of every live process started here, for the Ctrl-C handler.
-static LIVE: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+/// A server that shuts down cleanly on a signal: sent it, then wait (for a
+/// while) until `gone_when_stopped` is gone, before it is killed.
+#[derive(Debug, Clone)]
+struct Graceful {
+    signal: Signal,
+    gone_when_stopped: PathBuf,
+}
+
+/// A live process started here, for the Ctrl-C handler.
+struct Live {
+    pid: u32,
+    graceful: Option<Graceful>,
+}
+
+/// Every live process started here.
+static LIVE: Mutex<Vec<Live>> = Mutex::new(Vec::new());
+/// Temporary dirs of the servers, removed on Ctrl-C too.
+static DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// Set once Ctrl-C (or SIGTERM) arrived.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+fn locked<T>(list: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    list.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn register(pid: u32) {
-    LIVE.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
+    locked(&LIVE).push(Live {
+        pid,
+        graceful: None,
+    });
 }
 
 fn unregister(pid: u32) {
-    LIVE.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .retain(|p| *p != pid);
+    locked(&LIVE).retain(|live| live.pid != pid);
 }
 
-/// Kills every registered process (SIGCONT first, so a frozen one can die).
-pub fn kill_all() {
-    let pids = std::mem::take(&mut *LIVE.lock().unwrap_or_else(|e| e.into_inner()));
-    for pid in pids {
-        let pid = Pid::from_raw(pid as i32);
-        let _ = kill(pid, Signal::SIGCONT);
-        let _ = kill(pid, Signal::SIGKILL);
+/// A temporary dir named `prefix...` (in `base`, or the system's temporary
+/// dir), registered so that Ctrl-C removes it; a [`Server`] given it removes
+/// it when it stops.
+pub fn temp_dir(prefix: &str, base: Option<&Path>) -> Result<tempfile::TempDir> {
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(prefix);
+    let dir = match base {
+        Some(base) => builder.tempdir_in(base)?,
+        None => builder.tempdir()?,
+    };
+    locked(&DIRS).push(dir.path().to_owned());
+    Ok(dir)
+}
+
+fn unregister_dir(path: &Path) {
+    locked(&DIRS).retain(|dir| dir != path);
+}
+
+/// Sends `graceful.signal` to `pid`, waits at most `timeout` for the server
+/// to stop.
+fn stop_gracefully(pid: u32, graceful: &Graceful, timeout: Duration) {
+    let _ = kill(Pid::from_raw(pid as i32), graceful.signal);
+    let deadline = Instant::now() + timeout;
+    while graceful.gone_when_stopped.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
-/// On Ctrl-C (or SIGTERM), kill every process started here and exit 130.
-/// Call once, inside a tokio runtime, at the start of a demo.
+/// Stops every registered process: the graceful ones first (signal, then
+/// 3 s at most for all of them), then SIGCONT (so a frozen one can die) and
+/// SIGKILL for all; then removes every registered dir.
+fn stop_all() {
+    let live = std::mem::take(&mut *locked(&LIVE));
+    let graceful: Vec<&Graceful> = live.iter().filter_map(|l| l.graceful.as_ref()).collect();
+    for l in &live {
+        if let Some(graceful) = &l.graceful {
+            let _ = kill(Pid::from_raw(l.pid as i32), graceful.signal);
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while graceful.iter().any(|g| g.gone_when_stopped.exists()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for l in &live {
+        let pid = Pid::from_raw(l.pid as i32);
+        let _ = kill(pid, Signal::SIGCONT);
+        let _ = kill(pid, Signal::SIGKILL);
+    }
+    let dirs = std::mem::take(&mut *locked(&DIRS));
+    for dir in dirs {
+        // A killed server may still be closing its files.
+        for _ in 0..20 {
+            if std::fs::remove_dir_all(&dir).is_ok() || !dir.exists() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// On Ctrl-C (or SIGTERM): stop every server and worker started here (the
+/// ones with a graceful stop, such as PostgreSQL, with their signal first),
+/// remove the registered temporary dirs, exit 130. Call once, inside a
+/// multi-threaded tokio runtime, at the start of a demo.
 pub fn install_ctrl_c_cleanup() {
     tokio::spawn(async {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(term) => term,
-                Err(_) => return,
-            };
+        use tokio::signal::unix::{signal, SignalKind};
+        let Ok(mut term) = signal(SignalKind::terminate()) else {
+            return;
+        };
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}
         }
-        kill_all();
-        eprintln!("interrupted: servers and workers stopped");
+        INTERRUPTED.store(true, Ordering::SeqCst);
+        stop_all();
+        eprintln!("interrupted: servers and workers stopped, data dirs removed");
         std::process::exit(130);
     });
+}
+
+/// After Ctrl-C a run fails because its processes died: wait here (without
+/// saying anything) for the Ctrl-C handler, which exits the process.
+pub fn wait_if_interrupted() {
+    while INTERRUPTED.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_secs(1));
+    }
 }
 
 /// Finds a server binary (a name on PATH or an absolute path); when it is
@@ -102,17 +187,19 @@ pub fn wait_for_port(addr: SocketAddr, timeout: Duration) -> Result<()> {
 }
 
 /// A server process (redis-server, etcd, ...) with a temporary data dir;
+/// stopped (gracefully first, if it was set up with [`Server::graceful`]),
 /// killed, and its data dir removed, on drop.
 pub struct Server {
     name: String,
     child: Child,
-    /// Kept for its `Drop`, which deletes the directory.
-    _dir: tempfile::TempDir,
+    /// Removed on drop, once the server is gone.
+    dir: Option<tempfile::TempDir>,
     log: PathBuf,
 }
 
 impl Server {
-    /// Starts `command` (its stdout and stderr go to a log file in `dir`).
+    /// Starts `command` (its stdout and stderr go to a log file in `dir`,
+    /// best made with [`temp_dir`]).
     pub fn start(name: &str, mut command: Command, dir: tempfile::TempDir) -> Result<Server> {
         let log = dir.path().join(format!("{name}.log"));
         let out = std::fs::File::create(&log)?;
@@ -127,9 +214,23 @@ impl Server {
         Ok(Server {
             name: name.to_owned(),
             child,
-            _dir: dir,
+            dir: Some(dir),
             log,
         })
+    }
+
+    /// Stop this server with `signal`, then wait until `gone_when_stopped`
+    /// is gone (at most 5 s on drop, 3 s on Ctrl-C), before it is killed:
+    /// for servers that must clean up after themselves (PostgreSQL removes
+    /// its shared memory only when it shuts down itself).
+    pub fn graceful(&mut self, signal: Signal, gone_when_stopped: PathBuf) {
+        let pid = self.child.id();
+        if let Some(live) = locked(&LIVE).iter_mut().find(|live| live.pid == pid) {
+            live.graceful = Some(Graceful {
+                signal,
+                gone_when_stopped,
+            });
+        }
     }
 
     /// The server's pid.
@@ -160,9 +261,22 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        unregister(self.child.id());
+        let pid = self.child.id();
+        let graceful = locked(&LIVE)
+            .iter()
+            .find(|live| live.pid == pid)
+            .and_then(|live| live.graceful.clone());
+        if let Some(graceful) = graceful {
+            stop_gracefully(pid, &graceful, Duration::from_secs(5));
+        }
+        unregister(pid);
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(dir) = self.dir.take() {
+            let path = dir.path().to_owned();
+            drop(dir);
+            unregister_dir(&path);
+        }
     }
 }
 

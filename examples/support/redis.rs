@@ -32,7 +32,10 @@ use serde::{Deserialize, Serialize};
 use tokio::runtime::Runtime;
 
 use super::process::{self, Server, Worker};
-use super::{fence_highest, request_label, start_gateway, Lane, Reply, Route, Storage, Timeline};
+use super::{
+    direct_then_fenced, end_run, request_label, show_run, start_gateway, Lane, Reply, Route, Shown,
+    Storage, Timeline,
+};
 
 // ---------------------------------------------------------------------------
 // Servers
@@ -61,9 +64,7 @@ impl RedisServer {
     /// the install script if `redis-server` is not installed.
     pub fn start(name: &str) -> Result<RedisServer> {
         let binary = process::require_binary(REDIS_SERVER);
-        let dir = tempfile::Builder::new()
-            .prefix("fencegate-redis-")
-            .tempdir()?;
+        let dir = process::temp_dir("fencegate-redis-", None)?;
         let port = process::free_port()?;
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let mut command = Command::new(binary);
@@ -781,7 +782,13 @@ pub fn worker_runtime() -> Result<Runtime> {
 /// `run WORK_MS VALUE` (acquire, check the lease, work, PUT VALUE with the
 /// token, release; reported as events, then `Done`) and `quit`.
 pub fn client_worker(opts: &Opts) -> ExitCode {
-    match client_worker_inner(opts) {
+    worker_exit(client_worker_inner(opts))
+}
+
+/// A worker's exit status; a failure is reported first (`Failed`, then
+/// `Done`).
+pub fn worker_exit(result: Result<()>) -> ExitCode {
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             emit(&Event::Failed {
@@ -794,9 +801,11 @@ pub fn client_worker(opts: &Opts) -> ExitCode {
     }
 }
 
-fn client_worker_inner(opts: &Opts) -> Result<()> {
+/// What a worker starts with: its runtime ([`worker_runtime`]), its lock
+/// client, where it sends its requests (`--target`) and the object's path.
+pub fn worker_lock(opts: &Opts) -> Result<(Runtime, LockClient, SocketAddr, String)> {
     let runtime = worker_runtime()?;
-    let mut lock = LockClient::new(
+    let lock = LockClient::new(
         opts.provider()?,
         &opts.addrs("redis")?,
         opts.get("name")?,
@@ -804,6 +813,11 @@ fn client_worker_inner(opts: &Opts) -> Result<()> {
     );
     let target: SocketAddr = opts.get("target")?.parse()?;
     let path = opts.get("path")?.to_owned();
+    Ok((runtime, lock, target, path))
+}
+
+fn client_worker_inner(opts: &Opts) -> Result<()> {
+    let (runtime, mut lock, target, path) = worker_lock(opts)?;
     emit(&Event::Ready {
         pid: std::process::id(),
     });
@@ -1092,6 +1106,15 @@ fn pump(
 }
 
 impl PauseDemo<'_> {
+    /// Both runs, straight to the storage then through fencegate, shown and
+    /// judged ([`PauseOutcome::judge`], with `why`); as [`direct_then_fenced`].
+    pub fn run_both(&self, runtime: &Runtime, why: impl Fn(u64) -> String) -> Option<bool> {
+        direct_then_fenced(
+            |fenced| self.run(runtime, fenced).map_err(|e| format!("{e:#}")),
+            |fenced, outcome| outcome.judge(fenced, &why),
+        )
+    }
+
     fn worker_args(&self, name: &str, target: SocketAddr) -> Vec<String> {
         [
             ("--name", name.to_owned()),
@@ -1251,19 +1274,9 @@ impl PauseDemo<'_> {
             }
         }
 
-        let stored = runtime
-            .block_on(storage.peek(KEY))
+        let (stored, highest) = runtime
+            .block_on(end_run(storage, gateway, KEY))
             .map_err(|e| anyhow!(e))?;
-        let highest = match &gateway {
-            Some(gateway) => runtime
-                .block_on(fence_highest(gateway, KEY))
-                .map_err(|e| anyhow!(e))?,
-            None => None,
-        };
-        if let Some(gateway) = gateway {
-            runtime.block_on(gateway.shutdown());
-        }
-        storage.stop();
         for s in &seen {
             if let Some(error) = s.failed.first() {
                 bail!("a worker failed: {error}");
@@ -1287,7 +1300,51 @@ impl PauseDemo<'_> {
     }
 }
 
+impl Shown for PauseOutcome {
+    fn show(&self, title: &str) {
+        show_run(title, &self.diagram, KEY, &self.stored, "", self.highest);
+    }
+}
+
 impl PauseOutcome {
+    /// Prints what the run showed; whether it is what the demo claims.
+    /// `why(token 1)` is the rest of the explanation of a corrupted direct
+    /// run (after "... was silently replaced by").
+    pub fn judge(&self, fenced: bool, why: impl Fn(u64) -> String) -> bool {
+        let [t1, t2] = self.tokens.map(|t| t.unwrap_or(0));
+        if !fenced {
+            let corrupted = self.corrupted();
+            if corrupted {
+                println!(
+                    "=> CORRUPTED: worker 2's acknowledged write (token {t2}) was silently replaced by"
+                );
+                println!("{}", why(t1));
+            } else {
+                println!(
+                    "=> expected worker 1's late write to replace worker 2's: {}",
+                    self.summary()
+                );
+            }
+            return corrupted;
+        }
+        let refused = self.refused();
+        if refused {
+            println!(
+                "=> SAFE: fencegate refused token {t1} (409 stale_token, highest {t2}); the late write"
+            );
+            println!(
+                "   never reached the storage, which still holds {:?}.",
+                VALUES[1]
+            );
+        } else {
+            println!(
+                "=> expected 409 for worker 1 and worker 2's value stored: {}",
+                self.summary()
+            );
+        }
+        refused
+    }
+
     /// Both writes acknowledged, and the stored value is worker 1's (the
     /// paused, superseded holder): the corruption the direct run must show.
     pub fn corrupted(&self) -> bool {
@@ -1324,6 +1381,35 @@ impl PauseOutcome {
             self.interleaved
         )
     }
+}
+
+/// If this process is a worker (`--worker ROLE ...`): plays it if its role
+/// is `role` (exit 2 for any other) and returns its exit status.
+pub fn as_worker(role: &str, worker: impl FnOnce(&Opts) -> ExitCode) -> Option<ExitCode> {
+    let (asked, opts) = worker_args()?;
+    Some(match asked == role {
+        true => worker(&opts),
+        false => ExitCode::from(2),
+    })
+}
+
+/// The parent's start: its runtime ([`parent_runtime`], with the Ctrl-C
+/// cleanup installed) and the servers `start` starts. On failure, prints
+/// why (after `demo: `) and gives the exit status.
+pub fn start_parent(
+    demo: &str,
+    start: impl FnOnce() -> Result<Vec<RedisServer>>,
+) -> std::result::Result<(Runtime, Vec<RedisServer>), ExitCode> {
+    let runtime = parent_runtime().map_err(|e| {
+        println!("{demo}: {e:#}");
+        ExitCode::FAILURE
+    })?;
+    runtime.block_on(async { process::install_ctrl_c_cleanup() });
+    let servers = start().map_err(|e| {
+        println!("{demo}: could not start redis-server: {e:#}");
+        ExitCode::FAILURE
+    })?;
+    Ok((runtime, servers))
 }
 
 /// The runtime the parent serves storage and gateway on (its threads keep

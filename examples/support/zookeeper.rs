@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 
 use zookeeper_client as zk;
 
-use super::lock_demo::register_dir;
-use super::process::{free_port, require_binary, Server};
+use super::process::{free_port, require_binary, temp_dir, Server};
 use super::Result;
 
 /// The server's classes (Debian's jar lists its dependencies in its manifest).
@@ -41,10 +40,7 @@ impl ZooKeeper {
     pub async fn start() -> Result<ZooKeeper> {
         let java = require_binary("java");
         require_binary(JAR);
-        let dir = tempfile::Builder::new()
-            .prefix("fencegate-zookeeper-")
-            .tempdir()?;
-        register_dir(dir.path());
+        let dir = temp_dir("fencegate-zookeeper-", None)?;
         let port = free_port()?;
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let data = dir.path().join("data");
