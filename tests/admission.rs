@@ -17,6 +17,10 @@ use fencegate::{AdmitError, Fences, InFlight, Stale, StaleReason};
 use proptest::prelude::*;
 use tokio::time::{sleep, Instant};
 
+#[path = "common/rng.rs"]
+mod rng;
+use rng::Rng;
+
 /// An ordered log of what happened, shared by the tasks of one test.
 #[derive(Clone, Default)]
 struct Events(Arc<Mutex<Vec<String>>>);
@@ -633,37 +637,6 @@ async fn cancelled_while_the_raise_is_being_written() {
 // Randomized stress on a multi-thread runtime.
 // ---------------------------------------------------------------------------
 
-/// SplitMix64: enough randomness for a test without another dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-fn seed() -> u64 {
-    let seed = std::env::var("FENCEGATE_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
-    eprintln!("seed {seed} (rerun with FENCEGATE_SEED={seed})");
-    seed
-}
-
 #[derive(Default)]
 struct KeyLog {
     /// Tokens in the order they were let through.
@@ -736,8 +709,7 @@ struct Outcomes {
 async fn randomized_stress_keeps_per_key_order() {
     const KEYS: usize = 5;
     const REQUESTS: usize = 4000;
-    let seed = seed();
-    let mut rng = Rng(seed);
+    let mut rng = Rng::from_env_or_clock();
     let fences = Fences::in_memory();
     let keys: Vec<String> = (0..KEYS).map(|i| format!("/stress/{i}")).collect();
     let logs: Vec<Arc<Mutex<KeyLog>>> = (0..KEYS).map(|_| Arc::default()).collect();

@@ -14,36 +14,9 @@ use std::time::{Duration, Instant};
 use fencegate::store::{RedbStore, StoreError};
 use fencegate::{Fences, StaleReason};
 
-/// SplitMix64: enough randomness for a test without another dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn from_clock() -> Self {
-        let seed = std::env::var("FENCEGATE_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap()
-                    .as_nanos() as u64
-            });
-        eprintln!("seed {seed} (rerun with FENCEGATE_SEED={seed})");
-        Rng(seed)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+#[path = "common/rng.rs"]
+mod rng;
+use rng::Rng;
 
 fn open_err(dir: &Path) -> StoreError {
     match Fences::open(dir) {
@@ -59,7 +32,7 @@ fn open_err(dir: &Path) -> StoreError {
 #[tokio::test]
 async fn reopen_restores_every_fence() {
     let dir = tempfile::tempdir().unwrap();
-    let mut rng = Rng::from_clock();
+    let mut rng = Rng::from_env_or_clock();
     let mut keys: Vec<String> = (0..200).map(|i| format!("/bucket/{i}/obj")).collect();
     keys.extend(
         [
@@ -118,7 +91,7 @@ async fn reopen_restores_every_fence() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_raises_on_one_key_store_the_maximum() {
     let dir = tempfile::tempdir().unwrap();
-    let mut rng = Rng::from_clock();
+    let mut rng = Rng::from_env_or_clock();
     let tokens: Vec<u64> = (0..500).map(|_| rng.below(1_000_000)).collect();
     let max = *tokens.iter().max().unwrap();
     {
@@ -414,7 +387,7 @@ fn kill9_never_forgets_an_admitted_token() {
     use std::os::unix::process::ExitStatusExt;
 
     let dir = tempfile::tempdir().unwrap();
-    let mut rng = Rng::from_clock();
+    let mut rng = Rng::from_env_or_clock();
     let exe = std::env::current_exe().unwrap();
     // Highest reported per key over all rounds.
     let mut reported: BTreeMap<String, u64> = BTreeMap::new();

@@ -15,6 +15,10 @@ use std::time::Duration;
 
 use support::{http, Backend, Event, Gateway, Resp, HANG_GUARD};
 
+#[path = "common/rng.rs"]
+mod rng;
+use rng::Rng;
+
 fn gateway_for(backend: &Backend) -> Gateway {
     Gateway::start(&["--upstream", &backend.url()])
 }
@@ -216,32 +220,9 @@ fn in_flight_lasts_until_the_response_body_is_relayed() {
     assert_eq!(seq_of(&backend, 31), 1);
 }
 
-/// SplitMix64, seeded from the clock (printed), for the burst.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
-
 #[test]
 fn concurrent_burst_reaches_the_backend_in_non_decreasing_token_order_per_key() {
-    let seed = std::env::var("FENCEGATE_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
-    eprintln!("seed {seed} (rerun with FENCEGATE_TEST_SEED={seed})");
-    let mut rng = Rng(seed);
+    let mut rng = Rng::from_env_or_clock();
     let backend = Backend::start();
     let gw = gateway_for(&backend);
     let keys = ["/burst/a", "/burst/b"];
