@@ -452,22 +452,23 @@ pub struct Resp {
     pub body: Vec<u8>,
 }
 
+/// Every value of header `name` (any case) in a lower-cased header list.
+fn header_values<'a>(headers: &'a [(String, String)], name: &str) -> Vec<&'a str> {
+    let name = name.to_ascii_lowercase();
+    headers
+        .iter()
+        .filter(|(k, _)| *k == name)
+        .map(|(_, v)| v.as_str())
+        .collect()
+}
+
 impl Resp {
     pub fn header(&self, name: &str) -> Option<&str> {
-        let name = name.to_ascii_lowercase();
-        self.headers
-            .iter()
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| v.as_str())
+        header_values(&self.headers, name).into_iter().next()
     }
 
     pub fn header_all(&self, name: &str) -> Vec<&str> {
-        let name = name.to_ascii_lowercase();
-        self.headers
-            .iter()
-            .filter(|(k, _)| *k == name)
-            .map(|(_, v)| v.as_str())
-            .collect()
+        header_values(&self.headers, name)
     }
 
     pub fn text(&self) -> String {
@@ -673,20 +674,11 @@ pub struct Record {
 
 impl Record {
     pub fn header(&self, name: &str) -> Option<&str> {
-        let name = name.to_ascii_lowercase();
-        self.headers
-            .iter()
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| v.as_str())
+        header_values(&self.headers, name).into_iter().next()
     }
 
     pub fn header_all(&self, name: &str) -> Vec<&str> {
-        let name = name.to_ascii_lowercase();
-        self.headers
-            .iter()
-            .filter(|(k, _)| *k == name)
-            .map(|(_, v)| v.as_str())
-            .collect()
+        header_values(&self.headers, name)
     }
 
     pub fn token_u64(&self) -> Option<u64> {
