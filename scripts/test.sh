@@ -14,5 +14,7 @@ fi
 cargo test --locked
 scripts/demos.sh
 cargo build --locked --lib --no-default-features
+# Compile the benchmarks (criterion) without running them; scripts/bench.sh runs them.
+cargo bench --no-run --locked
 cargo clippy --locked --all-targets -- -D warnings
 cargo fmt --all -- --check

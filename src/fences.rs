@@ -75,26 +75,60 @@ struct Fence {
     changed: Notify,
 }
 
+/// Kept small on purpose: a table holds one per key, a million keys is a
+/// normal size (docs/BENCHMARKS.md: bytes per fence). Two `Option<u64>`
+/// would take 16 bytes each; the two "is set" bits share a byte instead.
 #[derive(Debug, Clone, Copy, Default)]
 struct FenceState {
-    highest: Option<u64>,
-    /// The highest value the store has confirmed durable. A request with
-    /// token `t <= durable` need not wait for the store.
-    durable: Option<u64>,
+    /// See [`FenceState::highest`].
+    highest: u64,
+    /// See [`FenceState::durable`].
+    durable: u64,
     /// The token shared by every request in flight (meaningful when
     /// `in_flight > 0`).
     in_flight_token: u64,
     in_flight: u32,
+    /// [`HAS_HIGHEST`] and [`HAS_DURABLE`].
+    set: u8,
+}
+
+const HAS_HIGHEST: u8 = 1;
+const HAS_DURABLE: u8 = 2;
+
+impl FenceState {
+    fn new(highest: Option<u64>) -> Self {
+        let mut state = FenceState::default();
+        state.set_highest(highest);
+        state.set_durable(highest);
+        state
+    }
+
+    /// The highest token admitted on the key; none yet: anything is admitted.
+    fn highest(&self) -> Option<u64> {
+        (self.set & HAS_HIGHEST != 0).then_some(self.highest)
+    }
+
+    fn set_highest(&mut self, highest: Option<u64>) {
+        self.highest = highest.unwrap_or(0);
+        self.set = (self.set & !HAS_HIGHEST) | if highest.is_some() { HAS_HIGHEST } else { 0 };
+    }
+
+    /// The highest value the store has confirmed durable. A request with
+    /// token `t <= durable` need not wait for the store.
+    fn durable(&self) -> Option<u64> {
+        (self.set & HAS_DURABLE != 0).then_some(self.durable)
+    }
+
+    fn set_durable(&mut self, durable: Option<u64>) {
+        self.durable = durable.unwrap_or(0);
+        self.set = (self.set & !HAS_DURABLE) | if durable.is_some() { HAS_DURABLE } else { 0 };
+    }
 }
 
 impl Fence {
     fn new(highest: Option<u64>) -> Self {
         Fence {
-            state: Mutex::new(FenceState {
-                highest,
-                durable: highest,
-                ..FenceState::default()
-            }),
+            state: Mutex::new(FenceState::new(highest)),
             changed: Notify::new(),
         }
     }
@@ -260,7 +294,7 @@ impl Fences {
         let fence = self.fence(key);
         let must_persist = {
             let mut state = fence.lock();
-            match state.highest {
+            match state.highest() {
                 Some(highest) if token < highest => {
                     return Err(Stale {
                         token,
@@ -271,22 +305,23 @@ impl Fences {
                 }
                 Some(highest) if token == highest => {}
                 _ => {
-                    state.highest = Some(token);
+                    state.set_highest(Some(token));
                     fence.changed.notify_waiters();
                 }
             }
-            self.inner.durable && state.durable.is_none_or(|durable| durable < token)
+            self.inner.durable && state.durable().is_none_or(|durable| durable < token)
         };
         if must_persist {
             let persisted = self.inner.store.persist(key, token).await;
             let mut state = fence.lock();
             match persisted {
                 Ok(()) => {
-                    state.durable = state.durable.max(Some(token));
+                    let durable = state.durable().max(Some(token));
+                    state.set_durable(durable);
                     // A failed raise of the same token by another request may
                     // have rolled `highest` back meanwhile: raise it again.
-                    if state.highest < Some(token) {
-                        state.highest = Some(token);
+                    if state.highest() < Some(token) {
+                        state.set_highest(Some(token));
                         fence.changed.notify_waiters();
                     }
                 }
@@ -295,10 +330,11 @@ impl Fences {
                     // someone raised further since, so that `highest` stays
                     // "the highest admitted". Requests refused against it in
                     // the meantime were refused conservatively.
-                    if state.highest == Some(token) {
-                        state.highest = state.durable;
+                    if state.highest() == Some(token) {
+                        let durable = state.durable();
+                        state.set_highest(durable);
                     }
-                    let never_admitted = state.highest.is_none() && state.in_flight == 0;
+                    let never_admitted = state.highest().is_none() && state.in_flight == 0;
                     drop(state);
                     if never_admitted {
                         self.forget_if_unused(key, &fence);
@@ -307,39 +343,50 @@ impl Fences {
                 }
             }
         }
+        // The common case decides at once, without registering for wake-ups.
+        if let Some(decided) = Self::try_enter(&fence, token) {
+            return decided;
+        }
         loop {
-            // Register for wake-ups before looking, so that a change between
-            // the look and the await cannot be missed.
+            // Register for wake-ups before looking again, so that a change
+            // between the look and the await cannot be missed.
             let mut changed = pin!(fence.changed.notified());
             changed.as_mut().enable();
-            {
-                let mut state = fence.lock();
-                let highest = state.highest.unwrap_or(token);
-                if highest > token {
-                    return Err(Stale {
-                        token,
-                        highest,
-                        reason: StaleReason::Overtaken,
-                    }
-                    .into());
-                }
-                if state.in_flight == 0 || state.in_flight_token == token {
-                    state.in_flight_token = token;
-                    state.in_flight += 1;
-                    return Ok(InFlight {
-                        fence: Arc::clone(&fence),
-                        token,
-                    });
-                }
+            if let Some(decided) = Self::try_enter(&fence, token) {
+                return decided;
             }
             changed.await;
         }
     }
 
+    /// Step 2's wait condition and rule 3, checked once: `None` while a
+    /// lower token is still in flight.
+    fn try_enter(fence: &Arc<Fence>, token: u64) -> Option<Result<InFlight, AdmitError>> {
+        let mut state = fence.lock();
+        let highest = state.highest().unwrap_or(token);
+        if highest > token {
+            return Some(Err(Stale {
+                token,
+                highest,
+                reason: StaleReason::Overtaken,
+            }
+            .into()));
+        }
+        if state.in_flight == 0 || state.in_flight_token == token {
+            state.in_flight_token = token;
+            state.in_flight += 1;
+            return Some(Ok(InFlight {
+                fence: Arc::clone(fence),
+                token,
+            }));
+        }
+        None
+    }
+
     /// The highest token admitted on `key`, if any.
     pub fn highest(&self, key: &str) -> Option<u64> {
         let fence = self.inner.fences.get(key)?.value().clone();
-        let highest = fence.lock().highest;
+        let highest = fence.lock().highest();
         highest
     }
 
@@ -351,7 +398,7 @@ impl Fences {
             .iter()
             .filter(|entry| entry.key().starts_with(prefix))
             .filter_map(|entry| {
-                let highest = entry.value().lock().highest?;
+                let highest = entry.value().lock().highest()?;
                 Some((entry.key().to_string(), highest))
             })
             .collect();
@@ -390,7 +437,7 @@ impl Fences {
         self.inner.fences.remove_if(key, |_, held| {
             Arc::ptr_eq(held, fence)
                 && Arc::strong_count(held) == 2
-                && held.lock().highest.is_none()
+                && held.lock().highest().is_none()
         });
     }
 

@@ -103,6 +103,15 @@ impl fmt::Display for Scope {
 }
 
 impl Scope {
+    /// [`key_for_path`](Self::key_for_path) for a path the caller owns:
+    /// no copy in `path` scope.
+    pub(crate) fn into_key(self, normalized: String) -> String {
+        match self {
+            Scope::Path | Scope::Header => normalized,
+            Scope::Prefix(_) => self.key_for_path(&normalized),
+        }
+    }
+
     /// The key for an already normalised path in `path` and `prefix:N` scope.
     /// In `header` scope the key is the lock name instead; this returns the
     /// path unchanged.
@@ -128,6 +137,26 @@ impl Scope {
 /// collapses repeated `/`, resolves `.` and `..`, drops a trailing `/`. The
 /// result always starts with `/`; the root is `/`.
 pub fn normalize_path(raw: &str) -> Result<String, PathError> {
+    if is_normal(raw) {
+        return Ok(raw.to_owned());
+    }
+    normalize_general(raw)
+}
+
+/// Whether `raw` is already its own normal form, the usual case, so that
+/// normalising it is one copy: it starts with `/`, holds no `%`, and has no
+/// empty, `.` or `..` segment (so no `//`, no trailing `/` but for the root).
+fn is_normal(raw: &str) -> bool {
+    if raw == "/" {
+        return true;
+    }
+    match raw.strip_prefix('/') {
+        Some(rest) => !raw.contains('%') && rest.split('/').all(|s| !matches!(s, "" | "." | "..")),
+        None => false,
+    }
+}
+
+fn normalize_general(raw: &str) -> Result<String, PathError> {
     let decoded = percent_encoding::percent_decode_str(raw).collect::<Vec<u8>>();
     let decoded = std::str::from_utf8(&decoded).map_err(|_| PathError::NotUtf8)?;
     let mut segments: Vec<&str> = Vec::new();
@@ -328,6 +357,13 @@ mod tests {
             if let Ok(key) = normalize_path(&path) {
                 let noisy = format!("/.{}/", path.replace('/', "//./"));
                 prop_assert_eq!(normalize_path(&noisy), Ok(key));
+            }
+        }
+
+        #[test]
+        fn the_fast_path_agrees_with_the_general_rule(path in path_strategy(), plain in "(/[a-z.]{1,4}){0,4}/?") {
+            for p in [path.as_str(), plain.as_str()] {
+                prop_assert_eq!(normalize_path(p), normalize_general(p), "{}", p);
             }
         }
 

@@ -2,10 +2,12 @@
 
 use http::header::{HeaderMap, HeaderName, CONNECTION, TE, TRANSFER_ENCODING, UPGRADE};
 
+const FIXED: usize = 7;
+
 /// The fixed list, plus the non-standard ones proxies have always dropped.
 /// `Trailer` is not among them: it declares the trailer fields that travel
 /// end to end with a chunked body.
-const HOP_BY_HOP: [HeaderName; 7] = [
+const HOP_BY_HOP: [HeaderName; FIXED] = [
     CONNECTION,
     TE,
     TRANSFER_ENCODING,
@@ -22,20 +24,41 @@ const PROXY_AUTHORIZATION: HeaderName = HeaderName::from_static("proxy-authoriza
 /// `Connection` values (a header may be split over several lines), then the
 /// fixed list.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    let listed: Vec<HeaderName> = headers
-        .get_all(CONNECTION)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-        .collect();
-    for name in listed {
-        headers.remove(name);
+    // One pass over the names present instead of a removal per name of the
+    // list: most messages carry none or one of them (a backend's
+    // `Connection: keep-alive`), and this runs twice per request.
+    let mut present = [false; FIXED + 1];
+    for name in headers.keys() {
+        if let Some(i) = HOP_BY_HOP.iter().position(|hop| hop == name) {
+            present[i] = true;
+        } else if name == PROXY_AUTHORIZATION {
+            present[FIXED] = true;
+        }
     }
-    for name in HOP_BY_HOP {
-        headers.remove(name);
+    if !present.contains(&true) {
+        return;
     }
-    headers.remove(PROXY_AUTHORIZATION);
+    // HOP_BY_HOP[0] is Connection.
+    if present[0] {
+        let listed: Vec<HeaderName> = headers
+            .get_all(CONNECTION)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(','))
+            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+            .collect();
+        for name in listed {
+            headers.remove(name);
+        }
+    }
+    for (i, name) in HOP_BY_HOP.iter().enumerate() {
+        if present[i] {
+            headers.remove(name);
+        }
+    }
+    if present[FIXED] {
+        headers.remove(PROXY_AUTHORIZATION);
+    }
 }
 
 #[cfg(test)]
@@ -56,5 +79,21 @@ mod tests {
         strip_hop_by_hop(&mut h);
         assert_eq!(h.len(), 1, "{h:?}");
         assert!(h.contains_key("x-fencing-token"));
+    }
+
+    #[test]
+    fn strips_each_fixed_name_alone_and_keeps_the_rest() {
+        for name in HOP_BY_HOP.iter().chain([&PROXY_AUTHORIZATION]) {
+            let mut h = HeaderMap::new();
+            h.insert(name, "x".parse().unwrap());
+            h.insert("x-kept", "1".parse().unwrap());
+            strip_hop_by_hop(&mut h);
+            assert_eq!(h.len(), 1, "{name}: {h:?}");
+            assert!(h.contains_key("x-kept"), "{name}");
+        }
+        let mut h = HeaderMap::new();
+        h.insert("x-kept", "1".parse().unwrap());
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 1);
     }
 }

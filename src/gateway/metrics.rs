@@ -3,9 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
-use axum::response::Response;
+use http::Response;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
@@ -123,6 +121,11 @@ impl Metrics {
         self.latency.observe(elapsed.as_secs_f64());
     }
 
+    /// Records one data plane request from its response (see [`outcome`]).
+    pub fn observe_response<B>(&self, response: &Response<B>, elapsed: Duration) {
+        self.observe(outcome(response), elapsed);
+    }
+
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
         let mut text = String::new();
@@ -133,15 +136,10 @@ impl Metrics {
     }
 }
 
-/// axum middleware: classifies and times every data plane request.
-pub async fn record(State(metrics): State<Metrics>, request: Request, next: Next) -> Response {
-    let started = tokio::time::Instant::now();
-    let response = next.run(request).await;
-    metrics.observe(outcome(&response), started.elapsed());
-    response
-}
-
-fn outcome(response: &Response) -> &'static str {
+/// What happened to a request, from the markers on its response: a refusal
+/// by the fencing layer, an upstream failure or a refusal by the proxy, or
+/// else forwarded.
+fn outcome<B>(response: &Response<B>) -> &'static str {
     if let Some(refusal) = response.extensions().get::<Refusal>() {
         return refusal.code();
     }

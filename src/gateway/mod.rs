@@ -7,10 +7,12 @@
 //! - [`proxy`] and [`hop`]: forwarding, with header hygiene.
 //! - [`embedded`]: the object store used when no upstream is given.
 //! - [`admin`] and [`metrics`]: `/fences`, `/metrics`, `/healthz`.
+//! - [`data_plane`]: the per-connection service: metrics, fencing, proxy.
 //! - [`server`]: wiring and graceful shutdown.
 
 pub mod admin;
 pub mod config;
+pub mod data_plane;
 pub mod embedded;
 pub mod hop;
 pub mod metrics;

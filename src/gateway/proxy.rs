@@ -1,21 +1,33 @@
 //! Step 6 of the data path: forwarding an admitted request to the backend and
 //! relaying its answer, bodies streamed both ways.
+//!
+//! The upstream side is a small pool of HTTP/1.1 connections made with
+//! hyper's connection API ([`hyper::client::conn::http1`]) rather than
+//! hyper-util's general-purpose client: with one backend, no TLS and no
+//! proxying, most of that client's per-request work (pool keys, a spawned
+//! task per request to return the connection, absolute-form URIs rebuilt and
+//! re-parsed) is overhead, and this path runs for every request
+//! (docs/BENCHMARKS.md has the profile).
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::ConnectInfo;
+use bytes::Bytes;
 use http::header::{HeaderValue, HOST};
+use http::request::Parts;
 use http::{Method, Request, Response, StatusCode, Version};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use http_body::{Frame, SizeHint};
+use hyper::body::Incoming;
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper_util::rt::TokioIo;
 use serde_json::json;
 use tower_service::Service;
 
@@ -37,74 +49,121 @@ pub struct UpstreamFailure;
 pub struct GatewayRefusal;
 
 /// The reverse proxy: a `Service` that sends each request to the backend
-/// over a pooled HTTP/1.1 client.
+/// over a pooled HTTP/1.1 connection.
 #[derive(Clone)]
 pub struct Proxy {
-    client: Client<HttpConnector, Body>,
-    upstream: Arc<Upstream>,
+    shared: Arc<Shared>,
+    /// The client's address as an `X-Forwarded-For` entry, made once per
+    /// connection by [`Proxy::for_peer`]. Without it the address is read
+    /// from axum's `ConnectInfo`, if present.
+    peer: Option<HeaderValue>,
+}
+
+/// What every clone of a [`Proxy`] shares.
+struct Shared {
+    upstream: Upstream,
+    /// `Host` for a request that has none (an HTTP/1.0 client): the
+    /// backend's authority, as hyper-util's client would set it.
+    default_host: HeaderValue,
     timeout: Duration,
+    pool: Arc<Pool>,
 }
 
 impl std::fmt::Debug for Proxy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Proxy")
-            .field("upstream", &self.upstream.to_string())
-            .field("timeout", &self.timeout)
+            .field("upstream", &self.shared.upstream.to_string())
+            .field("timeout", &self.shared.timeout)
             .finish()
     }
 }
 
 impl Proxy {
-    /// A proxy to `upstream`: at most `timeout` to response headers; pooled
-    /// connections idle for `idle_timeout` are closed, which must be shorter
-    /// than the backend's keep-alive or a request may be sent on a
-    /// connection the backend is closing (hyper issues #2136, #2275).
+    /// A proxy to `upstream`: at most `timeout` to response headers (connect
+    /// included); pooled connections idle for `idle_timeout` are closed, which
+    /// must be shorter than the backend's keep-alive or a request may be sent
+    /// on a connection the backend is closing (hyper issues #2136, #2275).
     pub fn new(upstream: Upstream, timeout: Duration, idle_timeout: Duration) -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(timeout));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(idle_timeout)
-            .timer(TokioTimer::new())
-            .build(connector);
+        let default_host = HeaderValue::from_str(upstream.authority().as_str())
+            .unwrap_or_else(|_| HeaderValue::from_static("localhost"));
         Proxy {
-            client,
-            upstream: Arc::new(upstream),
-            timeout,
+            shared: Arc::new(Shared {
+                upstream,
+                default_host,
+                timeout,
+                pool: Arc::new(Pool {
+                    idle: Mutex::new(Vec::new()),
+                    idle_timeout,
+                    reaper_started: AtomicBool::new(false),
+                }),
+            }),
+            peer: None,
+        }
+    }
+
+    /// This proxy for requests from one client connection: its address
+    /// goes into `X-Forwarded-For`, formatted once instead of per request.
+    pub fn for_peer(&self, peer: SocketAddr) -> Self {
+        Proxy {
+            shared: Arc::clone(&self.shared),
+            peer: HeaderValue::from_str(&peer.ip().to_string()).ok(),
         }
     }
 
     fn prepare(&self, request: Request<Body>) -> Result<Request<Body>, String> {
-        let peer = request
-            .extensions()
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|info| info.0.ip());
         let (mut parts, body) = request.into_parts();
         // HTTP/2 clients send :authority instead of Host; HTTP/1.1 needs Host.
         // Otherwise Host goes through exactly as sent, so that signatures
         // over it (S3 SigV4) still verify at the backend.
         if !parts.headers.contains_key(HOST) {
-            if let Some(authority) = parts.uri.authority() {
-                let host = HeaderValue::from_str(authority.as_str())
-                    .map_err(|e| format!("bad authority: {e}"))?;
-                parts.headers.insert(HOST, host);
-            }
+            let host = match parts.uri.authority() {
+                Some(authority) => HeaderValue::from_str(authority.as_str())
+                    .map_err(|e| format!("bad authority: {e}"))?,
+                None => self.shared.default_host.clone(),
+            };
+            parts.headers.insert(HOST, host);
         }
         strip_hop_by_hop(&mut parts.headers);
-        if let Some(ip) = peer {
-            append_forwarded_for(&mut parts.headers, ip);
-        }
+        self.append_forwarded_for(&mut parts);
         parts
             .headers
             .insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
         parts.uri = self
+            .shared
             .upstream
-            .uri_for(parts.uri.path_and_query())
+            .origin_form(parts.uri)
             .map_err(|e| format!("cannot build the upstream URI: {e}"))?;
         // The pooled upstream connections are HTTP/1.1, whatever the client spoke.
         parts.version = Version::HTTP_11;
         Ok(Request::from_parts(parts, body))
+    }
+
+    fn append_forwarded_for(&self, parts: &mut Parts) {
+        let peer = match &self.peer {
+            Some(peer) => peer.clone(),
+            None => match parts.extensions.get::<ConnectInfo<SocketAddr>>() {
+                Some(info) => match HeaderValue::from_str(&info.0.ip().to_string()) {
+                    Ok(peer) => peer,
+                    Err(_) => return,
+                },
+                None => return,
+            },
+        };
+        if !parts.headers.contains_key(X_FORWARDED_FOR) {
+            parts.headers.insert(X_FORWARDED_FOR, peer);
+            return;
+        }
+        // Several inbound lines form one list (RFC 9110 §5.3); keep them all.
+        let mut value: Vec<&str> = parts
+            .headers
+            .get_all(X_FORWARDED_FOR)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        value.push(peer.to_str().unwrap_or_default());
+        if let Ok(value) = HeaderValue::from_str(&value.join(", ")) {
+            parts.headers.insert(X_FORWARDED_FOR, value);
+        }
     }
 
     async fn forward(self, request: Request<Body>) -> Response<Body> {
@@ -125,30 +184,27 @@ impl Proxy {
                 return response;
             }
         };
-        match tokio::time::timeout(self.timeout, self.client.request(request)).await {
-            Ok(Ok(response)) => {
-                let (mut parts, body) = response.into_parts();
-                strip_hop_by_hop(&mut parts.headers);
-                Response::from_parts(parts, Body::new(body))
-            }
+        let shared = &self.shared;
+        match tokio::time::timeout(shared.timeout, shared.send(request)).await {
+            Ok(Ok(response)) => response,
             Ok(Err(error)) => {
-                tracing::warn!(upstream = %self.upstream, error = %error_chain(&error), "upstream unavailable");
+                tracing::warn!(upstream = %shared.upstream, error = %error_chain(&error), "upstream unavailable");
                 let mut response = gateway_error(
                     StatusCode::BAD_GATEWAY,
                     "upstream_unavailable",
-                    &format!("{}: {}", self.upstream, error_chain(&error)),
+                    &format!("{}: {}", shared.upstream, error_chain(&error)),
                 );
                 response.extensions_mut().insert(UpstreamFailure);
                 response
             }
             Err(_) => {
-                tracing::warn!(upstream = %self.upstream, timeout = ?self.timeout, "upstream timeout");
+                tracing::warn!(upstream = %shared.upstream, timeout = ?shared.timeout, "upstream timeout");
                 let mut response = gateway_error(
                     StatusCode::GATEWAY_TIMEOUT,
                     "upstream_timeout",
                     &format!(
                         "no response headers from {} within {:?}; the request may still be applied by the backend",
-                        self.upstream, self.timeout
+                        shared.upstream, shared.timeout
                     ),
                 );
                 response.extensions_mut().insert(UpstreamFailure);
@@ -156,6 +212,219 @@ impl Proxy {
             }
         }
     }
+}
+
+impl Shared {
+    /// Sends `request` on an idle pooled connection, or a new one. A request
+    /// that a reused connection gave back unsent (the backend had closed it
+    /// meanwhile) is retried on another connection, as hyper-util's client
+    /// does; one that may have reached the backend never is.
+    async fn send(&self, mut request: Request<Body>) -> Result<Response<Body>, UpstreamError> {
+        loop {
+            let (mut sender, reused) = match self.pool.checkout() {
+                Some(sender) => (sender, true),
+                // Boxed: connecting is rare, and its large future would
+                // otherwise be part of (and copied with) every request's.
+                None => (Box::pin(self.connect()).await?, false),
+            };
+            match sender.try_send_request(request).await {
+                Ok(response) => {
+                    let (mut parts, body) = response.into_parts();
+                    strip_hop_by_hop(&mut parts.headers);
+                    let body = if http_body::Body::is_end_stream(&body) {
+                        Pool::checkin(&self.pool, sender);
+                        Body::new(body)
+                    } else {
+                        Body::new(PooledBody {
+                            body,
+                            release: Some((sender, Arc::clone(&self.pool))),
+                        })
+                    };
+                    return Ok(Response::from_parts(parts, body));
+                }
+                Err(mut error) => match error.take_message() {
+                    Some(unsent) if reused => request = unsent,
+                    _ => return Err(UpstreamError::Send(error.into_error())),
+                },
+            }
+        }
+    }
+
+    async fn connect(&self) -> Result<SendRequest<Body>, UpstreamError> {
+        let authority = self.upstream.authority();
+        // IPv6 literals come bracketed in an authority, not in a socket address.
+        let host = authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        let port = authority.port_u16().unwrap_or(80);
+        let stream = tokio::net::TcpStream::connect((host, port))
+            .await
+            .map_err(UpstreamError::Connect)?;
+        // Small request/response exchanges must not wait on Nagle.
+        stream.set_nodelay(true).map_err(UpstreamError::Connect)?;
+        let (sender, connection) = http1::Builder::new()
+            .handshake(TokioIo::new(stream))
+            .await
+            .map_err(UpstreamError::Send)?;
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(error = %error, "upstream connection ended with an error");
+            }
+        });
+        Ok(sender)
+    }
+}
+
+/// Idle connections to the backend, the most recently used last (it is the
+/// one reused first, so that surplus connections age out).
+struct Pool {
+    idle: Mutex<Vec<Idle>>,
+    idle_timeout: Duration,
+    reaper_started: AtomicBool,
+}
+
+struct Idle {
+    sender: SendRequest<Body>,
+    since: Instant,
+}
+
+impl Pool {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Idle>> {
+        // Held for a push or a pop; the vector stays consistent whatever
+        // happens, so a poisoned lock is still usable.
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A connection ready for a request, if one is idle. Connections idle
+    /// for too long or closed by the backend are dropped (which closes them).
+    fn checkout(&self) -> Option<SendRequest<Body>> {
+        let now = Instant::now();
+        let mut idle = self.lock();
+        while let Some(entry) = idle.pop() {
+            if now.duration_since(entry.since) < self.idle_timeout && entry.sender.is_ready() {
+                return Some(entry.sender);
+            }
+        }
+        None
+    }
+
+    /// Returns a connection whose response is done. It takes a new request
+    /// once its connection task has finished the previous exchange, which is
+    /// normally already the case; otherwise a task waits for that.
+    fn checkin(pool: &Arc<Pool>, mut sender: SendRequest<Body>) {
+        if sender.is_ready() {
+            pool.put(sender);
+        } else if !sender.is_closed() {
+            // Outside a runtime (a body dropped while the runtime shuts
+            // down) the connection is simply dropped, which closes it.
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                let pool = Arc::clone(pool);
+                runtime.spawn(async move {
+                    if sender.ready().await.is_ok() {
+                        pool.put(sender);
+                    }
+                });
+            }
+        }
+    }
+
+    fn put(self: &Arc<Pool>, sender: SendRequest<Body>) {
+        self.lock().push(Idle {
+            sender,
+            since: Instant::now(),
+        });
+        if !self.reaper_started.load(Ordering::Relaxed) {
+            Pool::start_reaper(self);
+        }
+    }
+
+    /// Closes connections idle for longer than the idle timeout, also when
+    /// no request comes to find them. Ends with the proxy.
+    fn start_reaper(pool: &Arc<Pool>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if pool.reaper_started.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let weak = Arc::downgrade(pool);
+        let period = (pool.idle_timeout / 2).max(Duration::from_millis(100));
+        runtime.spawn(async move {
+            let mut tick = tokio::time::interval(period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(pool) = weak.upgrade() else { break };
+                let now = Instant::now();
+                let expired: Vec<Idle> = {
+                    let mut idle = pool.lock();
+                    let (keep, expired) = std::mem::take(&mut *idle).into_iter().partition(|e| {
+                        now.duration_since(e.since) < pool.idle_timeout && !e.sender.is_closed()
+                    });
+                    *idle = keep;
+                    expired
+                };
+                // Dropped outside the lock: dropping a sender ends its connection.
+                drop(expired);
+            }
+        });
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A response body that gives its connection back to the pool once it
+    /// has been read to the end (or dropped: then the connection is only
+    /// reused if hyper finished reading the response anyway).
+    struct PooledBody {
+        #[pin]
+        body: Incoming,
+        release: Option<(SendRequest<Body>, Arc<Pool>)>,
+    }
+
+    impl PinnedDrop for PooledBody {
+        fn drop(this: Pin<&mut Self>) {
+            if let Some((sender, pool)) = this.project().release.take() {
+                Pool::checkin(&pool, sender);
+            }
+        }
+    }
+}
+
+impl http_body::Body for PooledBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = self.project();
+        let frame = std::task::ready!(this.body.poll_frame(cx));
+        if !matches!(frame, Some(Ok(_))) {
+            if let Some((sender, pool)) = this.release.take() {
+                Pool::checkin(&pool, sender);
+            }
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// Why the backend could not be asked (502).
+#[derive(Debug, thiserror::Error)]
+enum UpstreamError {
+    #[error("cannot connect")]
+    Connect(#[source] std::io::Error),
+    #[error("request failed")]
+    Send(#[source] hyper::Error),
 }
 
 impl Service<Request<Body>> for Proxy {
@@ -183,21 +452,6 @@ fn demands_upgrade(headers: &http::HeaderMap) -> bool {
         .iter()
         .flat_map(|value| value.to_str().unwrap_or("?").split(','))
         .any(|protocol| !protocol.trim().eq_ignore_ascii_case("h2c"))
-}
-
-fn append_forwarded_for(headers: &mut http::HeaderMap, ip: std::net::IpAddr) {
-    // Several inbound lines form one list (RFC 9110 §5.3); keep them all.
-    let mut value: Vec<String> = headers
-        .get_all(X_FORWARDED_FOR)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .map(str::to_owned)
-        .collect();
-    value.push(ip.to_string());
-    let value = value.join(", ");
-    if let Ok(value) = HeaderValue::from_str(&value) {
-        headers.insert(X_FORWARDED_FOR, value);
-    }
 }
 
 /// A JSON answer made by the gateway, as `Response<Body>`.

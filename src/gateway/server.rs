@@ -8,14 +8,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use axum::serve::ListenerExt;
-use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::config::{Config, StateKind};
+use super::data_plane::DataPlane;
 use super::embedded::{self, ObjectStore};
-use super::metrics::{self, Metrics};
+use super::metrics::Metrics;
 use super::proxy::Proxy;
 use super::upstream::Upstream;
 use crate::layer::FencingLayer;
@@ -125,19 +125,14 @@ impl Gateway {
             config.upstream_timeout,
             config.upstream_idle_timeout,
         );
-        let data_app = Router::new()
-            .fallback_service(tower_layer::Layer::layer(&fencing, proxy))
-            .layer(axum::middleware::from_fn_with_state(
-                metrics.clone(),
-                metrics::record,
-            ));
+        let data_plane = DataPlane::new(fencing, proxy, metrics.clone());
         let data = tokio::spawn(
             axum::serve(
                 data_listener.tap_io(|tcp| {
                     // Small request/response exchanges must not wait on Nagle.
                     let _ = tcp.set_nodelay(true);
                 }),
-                data_app.into_make_service_with_connect_info::<SocketAddr>(),
+                data_plane,
             )
             .with_graceful_shutdown(signalled(stopped.clone()))
             .into_future(),

@@ -86,6 +86,26 @@ impl Upstream {
     }
 }
 
+impl Upstream {
+    /// The request target to send on a connection to the backend: the path
+    /// and query as the client sent them (`/` for anything else, such as
+    /// `OPTIONS *`), after the base path, in origin form. A request already
+    /// in that form with no base path to add is passed through as is.
+    pub fn origin_form(&self, original: Uri) -> Result<Uri, http::Error> {
+        let path_and_query = original.path_and_query().map(PathAndQuery::as_str);
+        let origin = path_and_query.filter(|pq| pq.starts_with('/'));
+        if self.base.is_empty()
+            && origin.is_some()
+            && original.scheme().is_none()
+            && original.authority().is_none()
+        {
+            return Ok(original);
+        }
+        let path_and_query = format!("{}{}", self.base, origin.unwrap_or("/"));
+        Ok(Uri::from(PathAndQuery::try_from(path_and_query)?))
+    }
+}
+
 impl fmt::Display for Upstream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "http://{}{}", self.authority, self.base)
@@ -104,7 +124,29 @@ mod tests {
             u.uri_for(Some(&pq)).unwrap().to_string(),
             "http://127.0.0.1:9000/base/a//b?x=1"
         );
+        assert_eq!(
+            u.origin_form("http://h/a//b?x=1".parse().unwrap())
+                .unwrap()
+                .to_string(),
+            "/base/a//b?x=1"
+        );
         let u = Upstream::parse("http://localhost:9000").unwrap();
+        assert_eq!(
+            u.origin_form("/a/%2e/b?q".parse().unwrap())
+                .unwrap()
+                .to_string(),
+            "/a/%2e/b?q"
+        );
+        assert_eq!(
+            u.origin_form("http://h:1/x".parse().unwrap())
+                .unwrap()
+                .to_string(),
+            "/x"
+        );
+        assert_eq!(
+            u.origin_form("*".parse().unwrap()).unwrap().to_string(),
+            "/"
+        );
         assert_eq!(
             u.uri_for(None).unwrap().to_string(),
             "http://localhost:9000/"

@@ -69,7 +69,7 @@ impl<S> Fencing<S> {
         let path = normalize_path(request.uri().path()).map_err(|e| Refusal::InvalidPath {
             detail: e.to_string(),
         })?;
-        let key = lock_name.unwrap_or_else(|| config.scope.key_for_path(&path));
+        let key = lock_name.unwrap_or_else(|| config.scope.into_key(path));
         match token {
             Some(token) => Ok(Decision::Admit { key, token }),
             None if config.allow_unfenced_writes => Ok(Decision::Pass),

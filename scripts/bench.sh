@@ -1,0 +1,483 @@
+#!/usr/bin/env bash
+# The benchmark of docs/BENCHMARKS.md, in one command, on one machine:
+#
+#   scripts/bench.sh
+#
+# 1. proxy:     wrk against (a) the backend alone, (b) nginx proxy_pass, (c)
+#               fencegate --state memory, (d) fencegate --state disk, for W1
+#               (1 KiB PUTs, steady token), W2 (every PUT raises its fence)
+#               and W3 (unfenced GETs); median of BENCH_REPEATS runs each.
+# 2. footprint: memory per fence at 1 M fences, reopen time of 1 M durable
+#               fences (examples/fence_footprint.rs).
+# 3. upload:    gateway RSS growth during a 1 GiB streamed upload.
+# 4. micro:     the criterion micro-benchmarks (benches/core.rs), short.
+#
+# It installs what it needs (scripts/install-deps.sh: nginx and wrk from
+# Debian), builds the release binary, starts every process itself on
+# 127.0.0.1 ports BENCH_PORT..BENCH_PORT+6, and stops them on exit. Results:
+# target/bench/report.md (and raw data next to it). Targets are reported,
+# never asserted: the exit status is 0 whenever the measurements ran.
+#
+# CPU placement (2 cores here): the proxy under test, nginx or fencegate,
+# runs alone on BENCH_PROXY_CPU; wrk and the backend nginx share
+# BENCH_CLIENT_CPU. Run (a) measures what that shared core can do at most.
+# Set BENCH_PIN=0 to let the scheduler place everything.
+#
+# Knobs (environment): BENCH_DURATION (s per run, 10), BENCH_REPEATS (5),
+# BENCH_WARMUP (s, 2), BENCH_CONNECTIONS (64), BENCH_PARTS
+# (proxy,footprint,upload,micro), BENCH_FENCES (1000000), BENCH_UPLOAD_MIB
+# (1024), BENCH_PORT (18700), BENCH_QUIET_WAIT (s to wait for an idle
+# machine before measuring, 60), BENCH_OUT (target/bench).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+duration=${BENCH_DURATION:-10}
+repeats=${BENCH_REPEATS:-5}
+warmup=${BENCH_WARMUP:-2}
+connections=${BENCH_CONNECTIONS:-64}
+parts=${BENCH_PARTS:-proxy,footprint,upload,micro}
+fences=${BENCH_FENCES:-1000000}
+upload_mib=${BENCH_UPLOAD_MIB:-1024}
+port=${BENCH_PORT:-18700}
+quiet_wait=${BENCH_QUIET_WAIT:-60}
+out=${BENCH_OUT:-$root/target/bench}
+pin=${BENCH_PIN:-1}
+proxy_cpu=${BENCH_PROXY_CPU:-0}
+client_cpu=${BENCH_CLIENT_CPU:-1}
+
+backend_port=$port
+nginx_port=$((port + 1))
+mem_port=$((port + 2))
+mem_admin=$((port + 3))
+disk_port=$((port + 4))
+disk_admin=$((port + 5))
+
+want() { [[ ",$parts," == *",$1,"* ]]; }
+log() { printf 'bench: %s\n' "$*" >&2; }
+
+
+# --- dependencies and build -------------------------------------------------
+
+scripts/install-deps.sh
+for tool in nginx wrk curl taskset awk; do
+  command -v "$tool" >/dev/null || { log "missing $tool"; exit 1; }
+done
+if [ "$(nproc)" -lt 2 ] && [ "$pin" = 1 ]; then
+  log "fewer than 2 CPUs: running unpinned"
+  pin=0
+fi
+# Command prefixes that pin a process (empty when unpinned). Arrays, not a
+# function, so that `$!` is the pid of the process itself.
+proxy_pin=() client_pin=()
+if [ "$pin" = 1 ]; then
+  proxy_pin=(taskset -c "$proxy_cpu")
+  client_pin=(taskset -c "$client_cpu")
+fi
+log "building the release binary"
+cargo build --release --locked --bin fencegate --example fence_footprint
+# Where cargo put them (CARGO_TARGET_DIR and .cargo/config may move target/).
+target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+bin=$target_dir/release/fencegate
+
+mkdir -p "$out"
+work=$out/work
+rm -rf "$work"
+mkdir -p "$work/dav" "$work/disk-state"
+# nginx workers may run as nobody: let them write the upload target.
+chmod 1777 "$work/dav"
+results=$out/results.tsv
+report=$out/report.md
+
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do
+    kill "$pid" 2>/dev/null || true
+  done
+  for pid in "${pids[@]}"; do
+    wait "$pid" 2>/dev/null || true
+  done
+  rm -rf "$work/dav" "$work/upload.bin"
+}
+trap cleanup EXIT
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+for p in $(seq "$port" $((port + 5))); do
+  port_free "$p" || { log "port $p is in use (set BENCH_PORT)"; exit 1; }
+done
+
+wait_http() { # wait_http URL: up to 10 s
+  for _ in $(seq 100); do
+    curl -fsS -o /dev/null "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  log "nothing answers at $1"
+  exit 1
+}
+
+# --- the machine ---------------------------------------------------------------
+
+cpu_busy_percent() { # system-wide CPU busy over 2 s, from /proc/stat
+  local a b
+  a=($(head -1 /proc/stat))
+  sleep 2
+  b=($(head -1 /proc/stat))
+  awk -v a="${a[*]}" -v b="${b[*]}" 'BEGIN {
+    n = split(a, x, " "); split(b, y, " ");
+    for (i = 2; i <= n; i++) { d = y[i] - x[i]; total += d; if (i == 5 || i == 6) idle += d }
+    printf "%.0f", total ? 100 * (total - idle) / total : 0 }'
+}
+
+wait_for_quiet() {
+  local waited=0 busy
+  busy=$(cpu_busy_percent)
+  while [ "$busy" -gt 10 ] && [ "$waited" -lt "$quiet_wait" ]; do
+    log "machine busy (${busy}% CPU), waiting for it to settle"
+    sleep 8
+    waited=$((waited + 10))
+    busy=$(cpu_busy_percent)
+  done
+  echo "$busy"
+}
+
+# --- part 1: the proxy benchmark --------------------------------------------
+
+write_nginx_confs() {
+  local common="
+daemon off;
+worker_processes 1;
+events { worker_connections 4096; }"
+  local http_common="
+    access_log off;
+    keepalive_timeout 75s;
+    keepalive_requests 100000000;
+    client_max_body_size 0;
+    proxy_temp_path $work/nginx-proxy-temp;
+    fastcgi_temp_path $work/nginx-fastcgi-temp;
+    uwsgi_temp_path $work/nginx-uwsgi-temp;
+    scgi_temp_path $work/nginx-scgi-temp;"
+  cat >"$work/backend.conf" <<EOF
+# (a) The backend: 204 for a PUT (body read and dropped), a 62-byte body
+# for a GET; /upload/ stores what it gets (the 1 GiB upload).
+$common
+pid $work/backend.pid;
+error_log $work/backend.error.log warn;
+http {
+$http_common
+    client_body_temp_path $work/backend-body-temp;
+    server {
+        listen 127.0.0.1:$backend_port backlog=4096;
+        root $work/dav;
+        location /upload/ {
+            dav_methods PUT;
+            create_full_put_path on;
+        }
+        location / {
+            if (\$request_method = PUT) { return 204; }
+            return 200 "a small object, 64 bytes long, for the GET pass-through test.\n";
+        }
+    }
+}
+EOF
+  cat >"$work/proxy.conf" <<EOF
+# (b) The plain reverse proxy a user would otherwise deploy: proxy_pass with
+# keep-alive connections to the backend, defaults otherwise.
+$common
+pid $work/proxy.pid;
+error_log $work/proxy.error.log warn;
+http {
+$http_common
+    client_body_temp_path $work/proxy-body-temp;
+    upstream backend {
+        server 127.0.0.1:$backend_port;
+        keepalive 64;
+    }
+    server {
+        listen 127.0.0.1:$nginx_port backlog=4096;
+        location / {
+            proxy_pass http://backend;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+    }
+}
+EOF
+}
+
+start_processes() {
+  write_nginx_confs
+  "${client_pin[@]}" nginx -p "$work" -c "$work/backend.conf" >>"$work/backend.error.log" 2>&1 &
+  pids+=($!)
+  "${proxy_pin[@]}" nginx -p "$work" -c "$work/proxy.conf" >>"$work/proxy.error.log" 2>&1 &
+  pids+=($!)
+  # The upstream idle timeout (4 s) is below nginx's keepalive_timeout (75 s).
+  "${proxy_pin[@]}" "$bin" --upstream "http://127.0.0.1:$backend_port" --state memory \
+    --listen "127.0.0.1:$mem_port" --admin-listen "127.0.0.1:$mem_admin" \
+    >"$work/fencegate-memory.log" 2>&1 &
+  pids+=($!)
+  mem_pid=$!
+  "${proxy_pin[@]}" "$bin" --upstream "http://127.0.0.1:$backend_port" --state disk \
+    --data-dir "$work/disk-state" \
+    --listen "127.0.0.1:$disk_port" --admin-listen "127.0.0.1:$disk_admin" \
+    >"$work/fencegate-disk.log" 2>&1 &
+  pids+=($!)
+  disk_pid=$!
+  wait_http "http://127.0.0.1:$backend_port/"
+  wait_http "http://127.0.0.1:$nginx_port/"
+  wait_http "http://127.0.0.1:$mem_admin/healthz"
+  wait_http "http://127.0.0.1:$disk_admin/healthz"
+}
+
+target_port() {
+  case $1 in
+    a) echo "$backend_port" ;;
+    b) echo "$nginx_port" ;;
+    c) echo "$mem_port" ;;
+    d) echo "$disk_port" ;;
+  esac
+}
+
+run_seq=0
+# run_wrk TARGET WORKLOAD SECONDS: sets `line` to the script's RESULT line.
+# Not called in a subshell (`$(...)`), so that run_seq keeps counting.
+run_wrk() {
+  run_seq=$((run_seq + 1))
+  # W2 tokens: every run starts above every token sent before (a run sends
+  # far fewer than 10^9 requests). A run that reused tokens would be refused
+  # with 409s, which the errors column shows.
+  local base=$((run_seq * 1000000000))
+  "${client_pin[@]}" wrk -t1 -c"$connections" -d"${3}s" --timeout 10s \
+    -s scripts/bench/workload.lua "http://127.0.0.1:$(target_port "$1")" -- "$2" 1 "$base" \
+    >"$work/wrk.out" 2>&1 || true
+  line=$(grep '^RESULT' "$work/wrk.out") || {
+    log "wrk failed against ($1) $2: $(cat "$work/wrk.out")"
+    line="RESULT requests=0 rps=0 p50_us=0 p99_us=0 errors=1"
+  }
+}
+
+field() { sed -n "s/.*[ ^]$1=\([0-9.]*\).*/\1/p" <<<" $2"; }
+
+store_counter() { # store_counter NAME: from the disk gateway's /metrics
+  curl -fsS "http://127.0.0.1:$disk_admin/metrics" | awk -v n="fencegate_store_${1}_total" '$1 == n { print $2 }'
+}
+
+proxy_benchmark() {
+  start_processes
+  log "warm-up: ${warmup}s per target and workload"
+  for w in w1 w2 w3; do
+    for t in a b c d; do
+      run_wrk "$t" "$w" "$warmup"
+    done
+  done
+  printf 'repeat\tworkload\ttarget\trps\tp50_us\tp99_us\terrors\trequests\traises\tcommits\n' >"$results"
+  for rep in $(seq "$repeats"); do
+    for w in w1 w2 w3; do
+      for t in a b c d; do
+        local raises0=0 commits0=0 raises=0 commits=0
+        if [ "$t" = d ]; then raises0=$(store_counter raises); commits0=$(store_counter commits); fi
+        run_wrk "$t" "$w" "$duration"
+        if [ "$t" = d ]; then
+          raises=$(($(store_counter raises) - raises0))
+          commits=$(($(store_counter commits) - commits0))
+        fi
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$rep" "$w" "$t" \
+          "$(field rps "$line")" "$(field p50_us "$line")" "$(field p99_us "$line")" \
+          "$(field errors "$line")" "$(field requests "$line")" "$raises" "$commits" >>"$results"
+        log "repeat $rep/$repeats $w ($t): $line"
+      done
+    done
+  done
+}
+
+median() { # median COLUMN WORKLOAD TARGET
+  awk -F'\t' -v c="$1" -v w="$2" -v t="$3" 'NR > 1 && $2 == w && $3 == t { print $c }' "$results" |
+    sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+total() { # total COLUMN WORKLOAD TARGET
+  awk -F'\t' -v c="$1" -v w="$2" -v t="$3" 'NR > 1 && $2 == w && $3 == t { s += $c } END { print s + 0 }' "$results"
+}
+calc() { awk "BEGIN { printf \"$1\", $2 }"; }
+
+proxy_report() {
+  local name_a="(a) backend alone" name_b="(b) nginx proxy_pass" \
+    name_c="(c) fencegate memory" name_d="(d) fencegate disk"
+  echo "| workload | target | req/s | p50 ms | p99 ms | p99 added over (a), ms | errors |"
+  echo "|---|---|---:|---:|---:|---:|---:|"
+  for w in w1 w2 w3; do
+    local p99a
+    p99a=$(median 6 "$w" a)
+    for t in a b c d; do
+      local name_var=name_$t added="-"
+      [ "$t" = a ] || added=$(calc "%.2f" "($(median 6 "$w" "$t") - $p99a) / 1000")
+      printf '| %s | %s | %s | %s | %s | %s | %s |\n' "${w^^}" "${!name_var}" \
+        "$(calc "%.0f" "$(median 4 "$w" "$t")")" \
+        "$(calc "%.2f" "$(median 5 "$w" "$t") / 1000")" \
+        "$(calc "%.2f" "$(median 6 "$w" "$t") / 1000")" "$added" "$(total 7 "$w" "$t")"
+    done
+  done
+  local failed
+  failed=$(awk -F'\t' 'NR > 1 { s += $7 } END { print s + 0 }' "$results")
+  if [ "$failed" -gt 0 ]; then
+    echo
+    echo "**$failed requests failed (status >= 400 or socket errors): the runs with errors are not valid measurements.**"
+  fi
+  echo
+  echo "| target | measured | verdict |"
+  echo "|---|---|---|"
+  for w in w1 w3; do
+    local rb rc pb pc
+    rb=$(median 4 "$w" b)
+    rc=$(median 4 "$w" c)
+    pb=$(median 6 "$w" b)
+    pc=$(median 6 "$w" c)
+    printf '| %s: (c) req/s >= (b) | (c)/(b) = %s | %s |\n' "${w^^}" "$(calc "%.2f" "$rc / $rb")" \
+      "$(awk -v x="$rc" -v y="$rb" 'BEGIN { print (x >= y) ? "met" : "not met" }')"
+    printf '| %s: (c) p99 <= (b) p99 | %s ms vs %s ms | %s |\n' "${w^^}" "$(calc "%.2f" "$pc / 1000")" \
+      "$(calc "%.2f" "$pb / 1000")" "$(awk -v x="$pc" -v y="$pb" 'BEGIN { print (x <= y) ? "met" : "not met" }')"
+  done
+  local rc2 rd2 raises commits
+  rc2=$(median 4 w2 c)
+  rd2=$(median 4 w2 d)
+  raises=$(total 9 w2 d)
+  commits=$(total 10 w2 d)
+  printf '| W2: (d) req/s >= 0.5 x (c) | (d)/(c) = %s | %s |\n' "$(calc "%.2f" "$rd2 / $rc2")" \
+    "$(awk -v x="$rd2" -v y="$rc2" 'BEGIN { print (x >= 0.5 * y) ? "met" : "not met" }')"
+  for w in w1 w3; do
+    printf '| %s: (d)/(c) | %s | (no target) |\n' "${w^^}" "$(calc "%.2f" "$(median 4 "$w" d) / $(median 4 "$w" c)")"
+  done
+  printf '| W2 (d): admissions per fsync | %s raises in %s commits = %s | (reported) |\n' \
+    "$raises" "$commits" "$(calc "%.1f" "$raises / ($commits > 0 ? $commits : 1)")"
+}
+
+# --- part 2: footprint --------------------------------------------------------
+
+footprint() {
+  log "footprint: $fences fences"
+  "$target_dir/release/examples/fence_footprint" "$fences" | tee "$out/footprint.txt" >&2
+}
+
+footprint_report() {
+  local line
+  line=$(grep '^SUMMARY' "$out/footprint.txt")
+  local bytes reopen reopen_bytes
+  bytes=$(field bytes_per_fence "$line")
+  reopen=$(field reopen_seconds "$line")
+  reopen_bytes=$(field reopen_bytes_per_fence "$line")
+  echo "| measurement ($(field fences "$line") fences, 22-byte keys) | value | target | verdict |"
+  echo "|---|---:|---:|---|"
+  printf '| RSS per fence, in memory | %s B | <= 200 B at 1 M fences | %s |\n' "$bytes" \
+    "$(awk -v x="$bytes" -v n="$(field fences "$line")" 'BEGIN { print (n < 1000000) ? "(measured below 1 M)" : (x <= 200) ? "met" : "not met" }')"
+  printf '| peak RSS per fence while filling | %s B | | |\n' "$(field peak_bytes_per_fence "$line")"
+  printf '| reopen of the durable store (Fences::open) | %s s | <= 2 s at 1 M fences | %s |\n' "$reopen" \
+    "$(awk -v x="$reopen" -v n="$(field fences "$line")" 'BEGIN { print (n < 1000000) ? "(measured below 1 M)" : (x <= 2) ? "met" : "not met" }')"
+  printf '| RSS per fence after reopen (table + redb cache) | %s B | | |\n' "$reopen_bytes"
+  printf '| store file per fence | %s B | | |\n' "$(field store_file_bytes_per_fence "$line")"
+}
+
+# --- part 3: upload RSS -------------------------------------------------------
+
+rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+
+upload() {
+  local gw_pid=${disk_pid:-} gw_port=$disk_port
+  [ -n "${gw_pid:-}" ] || { start_processes; gw_pid=$disk_pid; }
+  log "upload: ${upload_mib} MiB through fencegate --state disk"
+  truncate -s "${upload_mib}M" "$work/upload.bin"
+  # Warm the gateway's buffers and pools first, as tests/gateway_streaming.rs does.
+  for i in 1 2 3; do
+    curl -fsS -o /dev/null -X PUT -H 'X-Fencing-Token: 1' -H 'Expect:' \
+      --data-binary @<(head -c 1048576 /dev/zero) "http://127.0.0.1:$gw_port/upload/warm-$i"
+  done
+  local baseline max=0 sample
+  baseline=$(rss_kib "$gw_pid")
+  max=$baseline
+  local started ended status
+  started=$(date +%s.%N)
+  curl -sS -o /dev/null -w '%{http_code}' -X PUT -H 'X-Fencing-Token: 2' -H 'Expect:' \
+    -T "$work/upload.bin" "http://127.0.0.1:$gw_port/upload/big" >"$work/upload.status" &
+  local curl_pid=$!
+  while kill -0 "$curl_pid" 2>/dev/null; do
+    sample=$(rss_kib "$gw_pid")
+    [ "$sample" -gt "$max" ] && max=$sample
+    sleep 0.01
+  done
+  wait "$curl_pid" || true
+  ended=$(date +%s.%N)
+  status=$(cat "$work/upload.status")
+  local stored
+  stored=$(stat -c %s "$work/dav/upload/big" 2>/dev/null || echo 0)
+  rm -f "$work/dav/upload/big"
+  printf 'status=%s stored_bytes=%s seconds=%s baseline_kib=%s max_kib=%s growth_kib=%s\n' \
+    "$status" "$stored" "$(calc "%.1f" "$ended - $started")" "$baseline" "$max" "$((max - baseline))" |
+    tee "$out/upload.txt" >&2
+}
+
+upload_report() {
+  local line growth
+  line=$(cat "$out/upload.txt")
+  growth=$(field growth_kib "$line")
+  echo "| measurement | value | target | verdict |"
+  echo "|---|---:|---:|---|"
+  printf '| RSS growth during a %s MiB upload (status %s, %s bytes stored, %s s) | %s MiB | <= 16 MiB | %s |\n' \
+    "$upload_mib" "$(field status "$line")" "$(field stored_bytes "$line")" "$(field seconds "$line")" \
+    "$(calc "%.1f" "$growth / 1024")" \
+    "$(awk -v x="$growth" -v ok="$(field status "$line")" 'BEGIN { print (x <= 16384 && ok ~ /^2/) ? "met" : "not met" }')"
+  printf '| gateway RSS before the upload | %s MiB | | |\n' "$(calc "%.1f" "$(field baseline_kib "$line") / 1024")"
+}
+
+# --- part 4: micro-benchmarks -------------------------------------------------
+
+micro() {
+  log "micro-benchmarks (criterion, short settings)"
+  cargo bench --locked --bench core -- --warm-up-time 1 --measurement-time 3 2>&1 | tee "$out/micro.txt" >&2
+}
+
+micro_report() {
+  echo "| benchmark | time per iteration (criterion's estimate) |"
+  echo "|---|---:|"
+  # Criterion prints "name  time: [low estimate high]" (the name alone on the
+  # line before when it is long), then "change:" lines against the last run.
+  awk '/time:/ { name = ($1 == "time:") ? prev : $1; sub(/.*time: *\[/, ""); split($0, v, " ");
+                 if (v[4] ~ /^(ps|ns|µs|us|ms|s)$/ && name != "change:") printf "| %s | %s %s |\n", name, v[3], v[4] }
+       { if ($1 != "time:" && NF == 1) prev = $1 }' "$out/micro.txt"
+  grep -h 'raises per fsync' "$out/micro.txt" | sed 's/^/\n/' || true
+}
+
+# --- run ----------------------------------------------------------------------
+
+busy=$(wait_for_quiet)
+{
+  echo "# fencegate benchmark, $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo
+  echo "- machine: $(nproc) CPUs, $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), $(uname -sr)"
+  echo "- fencegate $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo ' (with local changes)'), $(rustc --version)"
+  echo "- $(nginx -v 2>&1), wrk $(wrk -v 2>&1 | head -1 | awk '{ print $2 }')"
+  echo "- CPU busy before the run: ${busy}% (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+  if [ "$pin" = 1 ]; then
+    echo "- placement: proxy under test (nginx proxy or fencegate) alone on CPU $proxy_cpu; wrk (1 thread) and the backend nginx (1 worker) on CPU $client_cpu"
+  else
+    echo "- placement: not pinned"
+  fi
+  echo "- wrk: 1 thread, $connections connections, ${duration}s per run, median of $repeats runs, ${warmup}s warm-up per target and workload"
+  echo
+} >"$report"
+
+if want proxy; then
+  proxy_benchmark
+  { echo "## Proxy benchmark"; echo; proxy_report; echo; } >>"$report"
+fi
+if want footprint; then
+  footprint
+  { echo "## Footprint"; echo; footprint_report; echo; } >>"$report"
+fi
+if want upload; then
+  upload
+  { echo "## Streamed upload"; echo; upload_report; echo; } >>"$report"
+fi
+if want micro; then
+  micro
+  { echo "## Micro-benchmarks"; echo; micro_report; echo; } >>"$report"
+fi
+echo "- CPU busy after the run: $(cpu_busy_percent)% (load average $(cut -d' ' -f1-3 /proc/loadavg))" >>"$report"
+cat "$report"
+log "report: $report (raw: $results, $out/*.txt)"

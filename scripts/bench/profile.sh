@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# Where a proxied request's CPU goes, fencegate next to nginx (docs/BENCHMARKS.md,
+# "What the profile showed"):
+#
+#   scripts/bench/profile.sh [w1|w2|w3]
+#
+# 1. callgrind (valgrind): user-space instructions per request of
+#    fencegate --state memory and of nginx proxy_pass (one worker,
+#    master_process off), each under the same wrk load, counters zeroed after
+#    a warm-up; then the functions with the most instructions of their own.
+#    Instruction counts do not depend on how busy the machine is.
+# 2. perf (linux-perf), if installed: the split between kernel and user
+#    space of each proxy at full speed, which callgrind cannot see.
+#
+# Needs valgrind (apt-get install valgrind) and optionally linux-perf, plus
+# what scripts/bench.sh needs. Placement as in scripts/bench.sh: the proxy
+# on CPU 0, wrk and the backend on CPU 1.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+
+workload=${1:-w1}
+seconds=${PROFILE_SECONDS:-8}
+port=${PROFILE_PORT:-18720}
+top=${PROFILE_TOP:-20}
+backend_port=$port
+proxy_port=$((port + 1))
+gateway_port=$((port + 2))
+admin_port=$((port + 3))
+
+for tool in valgrind callgrind_control nginx wrk curl taskset; do
+  command -v "$tool" >/dev/null || {
+    echo "profile: missing $tool (valgrind: apt-get install valgrind)" >&2
+    exit 1
+  }
+done
+cargo build --release --locked --bin fencegate
+target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+work=$root/target/profile
+rm -rf "$work"
+mkdir -p "$work"
+
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+nginx_conf() { # nginx_conf NAME SERVER_BLOCK...
+  local name=$1
+  shift
+  cat >"$work/$name.conf" <<EOF
+daemon off;
+master_process off;
+worker_processes 1;
+pid $work/$name.pid;
+error_log $work/$name.error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_timeout 75s;
+    keepalive_requests 100000000;
+    client_max_body_size 0;
+    client_body_temp_path $work/$name-body;
+    proxy_temp_path $work/$name-proxy;
+    fastcgi_temp_path $work/$name-fastcgi;
+    uwsgi_temp_path $work/$name-uwsgi;
+    scgi_temp_path $work/$name-scgi;
+    $*
+}
+EOF
+}
+
+nginx_conf backend "server { listen 127.0.0.1:$backend_port backlog=4096;
+      location / { if (\$request_method = PUT) { return 204; }
+                   return 200 \"a small object, 64 bytes long, for the GET pass-through test.\\n\"; } }"
+nginx_conf proxy "upstream backend { server 127.0.0.1:$backend_port; keepalive 64; }
+    server { listen 127.0.0.1:$proxy_port backlog=4096;
+      location / { proxy_pass http://backend; proxy_http_version 1.1;
+                   proxy_set_header Connection \"\"; } }"
+
+taskset -c 1 nginx -p "$work" -c "$work/backend.conf" >>"$work/backend.error.log" 2>&1 &
+pids+=($!)
+
+wait_http() {
+  for _ in $(seq 300); do
+    curl -fsS -o /dev/null "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "profile: nothing answers at $1" >&2
+  exit 1
+}
+wait_http "http://127.0.0.1:$backend_port/"
+
+load() { # load PORT SECONDS TOKEN_BASE: prints the RESULT line
+  taskset -c 1 wrk -t1 -c64 -d"${2}s" --timeout 30s -s scripts/bench/workload.lua \
+    "http://127.0.0.1:$1" -- "$workload" 1 "$3" | grep '^RESULT'
+}
+field() { sed -n "s/.*[ ^]$1=\([0-9.]*\).*/\1/p" <<<" $2"; }
+
+# Self cost per function from a callgrind dump (callgrind_annotate's own
+# self view is confused by dumps taken after `callgrind_control -z`).
+self_costs() { # self_costs FILE REQUESTS
+  awk -v n="$2" -v top="$top" '
+    function name(rest,   id, nm) {
+      if (!match(rest, /^\([0-9]+\)/)) return rest
+      id = substr(rest, 2, RLENGTH - 2); nm = substr(rest, RLENGTH + 2)
+      if (nm != "") names[id] = nm
+      return names[id]
+    }
+    /^fn=/ { cur = name(substr($0, 4)); next }
+    /^cfn=/ { name(substr($0, 5)); next }
+    /^calls=/ { after = 1; next }
+    /^[0-9+*-]/ { if (after) after = 0; else { self[cur] += $2; total += $2 } next }
+    END {
+      printf "instructions per request: %.0f (%d requests)\n", total / n, n
+      for (f in self) printf "%10.0f %5.1f%%  %s\n", self[f] / n, 100 * self[f] / total, substr(f, 1, 140) | "sort -rn | head -" top
+    }' "$1"
+}
+
+callgrind_run() { # callgrind_run NAME PORT HEALTH_URL COMMAND...
+  local name=$1 port=$2 health=$3
+  shift 3
+  taskset -c 0 valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.$name" "$@" \
+    >"$work/$name.log" 2>&1 &
+  local pid=$!
+  pids+=("$pid")
+  wait_http "$health"
+  load "$port" 2 1 >/dev/null
+  callgrind_control -z "$pid" >/dev/null
+  local line
+  line=$(load "$port" "$seconds" 1000000000)
+  callgrind_control -d "$pid" >/dev/null
+  kill "$pid"
+  wait "$pid" 2>/dev/null || true
+  echo "== $name, $workload under callgrind: $line"
+  self_costs "$work/callgrind.$name.1" "$(field requests "$line")"
+  echo
+}
+
+callgrind_run fencegate "$gateway_port" "http://127.0.0.1:$admin_port/healthz" \
+  "$target_dir/release/fencegate" --upstream "http://127.0.0.1:$backend_port" --state memory \
+  --listen "127.0.0.1:$gateway_port" --admin-listen "127.0.0.1:$admin_port"
+callgrind_run nginx "$proxy_port" "http://127.0.0.1:$proxy_port/" \
+  nginx -p "$work" -c "$work/proxy.conf"
+
+if command -v perf >/dev/null; then
+  perf_run() { # perf_run NAME PORT HEALTH_URL COMMAND...
+    local name=$1 port=$2 health=$3
+    shift 3
+    taskset -c 0 "$@" >"$work/$name.perf.log" 2>&1 &
+    local pid=$!
+    pids+=("$pid")
+    wait_http "$health"
+    load "$port" 2 2000000000 >/dev/null
+    load "$port" $((seconds + 2)) 3000000000 >"$work/$name.perf.load" &
+    local wrk_pid=$!
+    sleep 1
+    perf record -F 2000 -p "$pid" -o "$work/perf.$name.data" -- sleep "$seconds" >/dev/null 2>&1
+    wait "$wrk_pid" || true
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+    echo "== $name, $workload at full speed: $(cat "$work/$name.perf.load")"
+    perf report -i "$work/perf.$name.data" --sort dso --stdio 2>/dev/null | grep '%' | head -5
+    echo
+  }
+  perf_run fencegate "$gateway_port" "http://127.0.0.1:$admin_port/healthz" \
+    "$target_dir/release/fencegate" --upstream "http://127.0.0.1:$backend_port" --state memory \
+    --listen "127.0.0.1:$gateway_port" --admin-listen "127.0.0.1:$admin_port"
+  perf_run nginx "$proxy_port" "http://127.0.0.1:$proxy_port/" \
+    nginx -p "$work" -c "$work/proxy.conf"
+else
+  echo "(perf not installed: apt-get install linux-perf for the kernel/user split)"
+fi

@@ -1,0 +1,78 @@
+-- wrk script for scripts/bench.sh: one of three workloads, chosen by the
+-- script arguments.
+--
+--   wrk -t T -c C ... -s scripts/bench/workload.lua URL -- w1|w2|w3 T [TOKEN_BASE]
+--
+-- w1  1 KiB PUTs over 1,000 keys (/w1/k0 .. /w1/k999), each key always with
+--     the same token (1000 + k): after the first round no PUT raises a fence,
+--     the steady state of a lock holder.
+-- w2  1 KiB PUTs where every PUT raises its key's token: each wrk thread owns
+--     its own keys (/w2/t<thread>/k<n>, 1,000 keys in all) and sends
+--     token = TOKEN_BASE + its request counter, which only grows. Requests on
+--     one key are 1,000/T requests apart while at most C/T are outstanding,
+--     so none arrives after a higher one on its key and none is refused. Each
+--     run must pass a TOKEN_BASE above every token sent before to the same
+--     gateway (scripts/bench.sh passes run_number * 10^9).
+-- w3  GETs without a token over 1,000 keys (/w3/k0 ..): unfenced reads that
+--     pass straight through.
+--
+-- At the end it prints one machine-readable line:
+--   RESULT requests=N seconds=S rps=R p50_us=.. p99_us=.. errors=E
+-- where errors counts responses with status >= 400 (409 included) plus
+-- socket errors and timeouts, so a run full of refusals cannot pass as fast.
+
+local KEYS = 1000
+local body = string.rep("x", 1024)
+
+-- setup() runs in the main Lua state, once per thread, before init().
+local next_thread = 0
+function setup(thread)
+   thread:set("thread_id", next_thread)
+   next_thread = next_thread + 1
+end
+
+-- Per thread (each thread has its own Lua state).
+local workload, base, keys_per_thread, counter, prebuilt, prefix, token_header
+
+function init(args)
+   workload = args[1] or "w1"
+   local threads = tonumber(args[2] or "1") or 1
+   base = tonumber(args[3] or "1") or 1
+   keys_per_thread = math.max(1, math.floor(KEYS / threads))
+   counter = 0
+   prebuilt = {}
+   if workload == "w1" then
+      for k = 0, KEYS - 1 do
+         prebuilt[k] = wrk.format("PUT", "/w1/k" .. k,
+            { ["X-Fencing-Token"] = string.format("%d", 1000 + k) }, body)
+      end
+   elseif workload == "w3" then
+      for k = 0, KEYS - 1 do
+         prebuilt[k] = wrk.format("GET", "/w3/k" .. k, nil, nil)
+      end
+   elseif workload == "w2" then
+      prefix = "/w2/t" .. (thread_id or 0) .. "/k"
+   else
+      error("unknown workload " .. tostring(workload) .. " (w1, w2 or w3)")
+   end
+end
+
+function request()
+   counter = counter + 1
+   if workload == "w2" then
+      -- %.0f: exact for integers below 2^53, never printed as 1e+12.
+      return wrk.format("PUT", prefix .. (counter % keys_per_thread),
+         { ["X-Fencing-Token"] = string.format("%.0f", base + counter) }, body)
+   end
+   return prebuilt[counter % KEYS]
+end
+
+function done(summary, latency, requests)
+   local e = summary.errors
+   local errors = e.status + e.connect + e.read + e.write + e.timeout
+   local seconds = summary.duration / 1e6
+   io.write(string.format(
+      "RESULT requests=%d seconds=%.3f rps=%.1f p50_us=%d p99_us=%d errors=%d\n",
+      summary.requests, seconds, summary.requests / seconds,
+      latency:percentile(50), latency:percentile(99), errors))
+end

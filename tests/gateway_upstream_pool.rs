@@ -1,0 +1,153 @@
+//! The gateway's pool of connections to the backend, seen from a raw TCP
+//! backend that logs every connection: connections are reused, closed after
+//! `--upstream-idle-timeout`, and one the backend closed is not used again.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use support::{wait_until, Gateway, HANG_GUARD};
+
+/// What the backend saw on one connection.
+#[derive(Debug, Default, Clone)]
+struct Conn {
+    requests: usize,
+    /// When the gateway closed it (EOF after the last response).
+    closed_after_last_response: Option<Duration>,
+}
+
+/// A keep-alive HTTP/1.1 backend answering `200 ok` to every request; with
+/// `close_after_each`, it closes each connection after its first response
+/// without saying so (as a backend whose keep-alive timer fires would).
+struct RawBackend {
+    addr: SocketAddr,
+    conns: Arc<Mutex<Vec<Conn>>>,
+}
+
+impl RawBackend {
+    fn start(close_after_each: bool) -> RawBackend {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let conns = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::clone(&conns);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { return };
+                let index = {
+                    let mut log = log.lock().unwrap();
+                    log.push(Conn::default());
+                    log.len() - 1
+                };
+                let log = Arc::clone(&log);
+                std::thread::spawn(move || serve(stream, index, &log, close_after_each));
+            }
+        });
+        RawBackend { addr, conns }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    fn conns(&self) -> Vec<Conn> {
+        self.conns.lock().unwrap().clone()
+    }
+}
+
+fn serve(stream: TcpStream, index: usize, log: &Mutex<Vec<Conn>>, close_after_each: bool) {
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    loop {
+        // Read one request head (the tests send no bodies).
+        let mut line = String::new();
+        match reader.read_line(&mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        loop {
+            let mut header = String::new();
+            if reader.read_line(&mut header).unwrap_or(0) == 0 || header == "\r\n" {
+                break;
+            }
+        }
+        log.lock().unwrap()[index].requests += 1;
+        if writer
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            .is_err()
+        {
+            break;
+        }
+        let answered = Instant::now();
+        if close_after_each {
+            return;
+        }
+        // Wait for the next request or the gateway closing the connection.
+        let mut byte = [0u8; 1];
+        let peeked = reader.get_ref().peek(&mut byte);
+        if matches!(peeked, Ok(0) | Err(_)) {
+            log.lock().unwrap()[index].closed_after_last_response = Some(answered.elapsed());
+            break;
+        }
+    }
+    let _ = reader.read_to_end(&mut Vec::new());
+}
+
+fn get(gw: &Gateway, path: &str) -> u16 {
+    gw.req("GET", path, &[], b"").status
+}
+
+#[test]
+fn sequential_requests_reuse_one_connection() {
+    let backend = RawBackend::start(false);
+    let gw = Gateway::start(&["--upstream", &backend.url()]);
+    for i in 0..20 {
+        assert_eq!(get(&gw, &format!("/reuse/{i}")), 200);
+    }
+    let conns = backend.conns();
+    let requests: usize = conns.iter().map(|c| c.requests).sum();
+    assert_eq!(requests, 20);
+    // Normally one; a connection whose previous exchange was still being
+    // wrapped up when the next request came may add another.
+    assert!(conns.len() <= 3, "{conns:?}");
+}
+
+#[test]
+fn idle_connections_are_closed_after_the_idle_timeout() {
+    let backend = RawBackend::start(false);
+    let gw = Gateway::start(&[
+        "--upstream",
+        &backend.url(),
+        "--upstream-idle-timeout",
+        "0.5",
+    ]);
+    assert_eq!(get(&gw, "/idle/a"), 200);
+    assert!(
+        wait_until(HANG_GUARD, || backend.conns()[0]
+            .closed_after_last_response
+            .is_some()),
+        "the gateway never closed its idle upstream connection"
+    );
+    let idle = backend.conns()[0].closed_after_last_response.unwrap();
+    assert!(
+        idle >= Duration::from_millis(400),
+        "closed too early: {idle:?}"
+    );
+    // The next request opens a new connection and goes through.
+    assert_eq!(get(&gw, "/idle/b"), 200);
+    assert_eq!(backend.conns().len(), 2);
+}
+
+#[test]
+fn a_connection_the_backend_closed_is_not_reused() {
+    let backend = RawBackend::start(true);
+    let gw = Gateway::start(&["--upstream", &backend.url()]);
+    for i in 0..5 {
+        assert_eq!(get(&gw, &format!("/closed/{i}")), 200, "request {i}");
+        // Let the gateway see the close before the next request.
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(backend.conns().len(), 5);
+}
