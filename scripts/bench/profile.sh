@@ -47,38 +47,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-nginx_conf() { # nginx_conf NAME SERVER_BLOCK...
-  local name=$1
-  shift
-  cat >"$work/$name.conf" <<EOF
-daemon off;
-master_process off;
-worker_processes 1;
-pid $work/$name.pid;
-error_log $work/$name.error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_timeout 75s;
-    keepalive_requests 100000000;
-    client_max_body_size 0;
-    client_body_temp_path $work/$name-body;
-    proxy_temp_path $work/$name-proxy;
-    fastcgi_temp_path $work/$name-fastcgi;
-    uwsgi_temp_path $work/$name-uwsgi;
-    scgi_temp_path $work/$name-scgi;
-    $*
-}
-EOF
-}
-
-nginx_conf backend "server { listen 127.0.0.1:$backend_port backlog=4096;
-      location / { if (\$request_method = PUT) { return 204; }
-                   return 200 \"a small object, 64 bytes long, for the GET pass-through test.\\n\"; } }"
-nginx_conf proxy "upstream backend { server 127.0.0.1:$backend_port; keepalive 64; }
-    server { listen 127.0.0.1:$proxy_port backlog=4096;
-      location / { proxy_pass http://backend; proxy_http_version 1.1;
-                   proxy_set_header Connection \"\"; } }"
+# shellcheck source=nginx.sh
+source scripts/bench/nginx.sh
+write_nginx_confs "$work" "$backend_port" "$proxy_port" "master_process off;"
 
 taskset -c 1 nginx -p "$work" -c "$work/backend.conf" >>"$work/backend.error.log" 2>&1 &
 pids+=($!)
