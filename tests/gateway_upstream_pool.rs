@@ -1,6 +1,7 @@
 //! The gateway's pool of connections to the backend, seen from a raw TCP
 //! backend that logs every connection: connections are reused, closed after
-//! `--upstream-idle-timeout`, and one the backend closed is not used again.
+//! `--upstream-idle-timeout`, and one the backend closed, or whose response
+//! the client stopped reading, is not used again.
 
 mod support;
 
@@ -17,6 +18,10 @@ struct Conn {
     requests: usize,
     /// When the gateway closed it (EOF after the last response).
     closed_after_last_response: Option<Duration>,
+    /// Whether it carried the response to `/big`.
+    served_big: bool,
+    /// Whether the connection has ended, however.
+    ended: bool,
 }
 
 /// A keep-alive HTTP/1.1 backend answering `200 ok` to every request; with
@@ -57,6 +62,9 @@ impl RawBackend {
     }
 }
 
+/// Size of the body of `/big`.
+const BIG: usize = 64 << 20;
+
 fn serve(stream: TcpStream, index: usize, log: &Mutex<Vec<Conn>>, close_after_each: bool) {
     let mut writer = stream.try_clone().unwrap();
     let mut reader = BufReader::new(stream);
@@ -74,10 +82,17 @@ fn serve(stream: TcpStream, index: usize, log: &Mutex<Vec<Conn>>, close_after_ea
             }
         }
         log.lock().unwrap()[index].requests += 1;
-        if writer
-            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-            .is_err()
-        {
+        let answer = if line.contains("/big") {
+            log.lock().unwrap()[index].served_big = true;
+            // More than every socket buffer between here and the client
+            // holds, so that a client that stops reading leaves it unsent.
+            let mut big = format!("HTTP/1.1 200 OK\r\nContent-Length: {BIG}\r\n\r\n").into_bytes();
+            big.resize(big.len() + BIG, b'x');
+            big
+        } else {
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_vec()
+        };
+        if writer.write_all(&answer).is_err() {
             break;
         }
         let answered = Instant::now();
@@ -93,6 +108,7 @@ fn serve(stream: TcpStream, index: usize, log: &Mutex<Vec<Conn>>, close_after_ea
         }
     }
     let _ = reader.read_to_end(&mut Vec::new());
+    log.lock().unwrap()[index].ended = true;
 }
 
 fn get(gw: &Gateway, path: &str) -> u16 {
@@ -150,4 +166,40 @@ fn a_connection_the_backend_closed_is_not_reused() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(backend.conns().len(), 5);
+}
+
+#[test]
+fn a_connection_whose_response_was_abandoned_is_not_reused() {
+    let backend = RawBackend::start(false);
+    let gw = Gateway::start(&["--upstream", &backend.url()]);
+    assert_eq!(get(&gw, "/warm"), 200);
+
+    // A client that takes the start of a large download and hangs up.
+    let mut client = TcpStream::connect(gw.data_addr()).unwrap();
+    client.set_read_timeout(Some(HANG_GUARD)).unwrap();
+    client
+        .write_all(b"GET /big HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    let mut start = vec![0u8; 64 << 10];
+    client.read_exact(&mut start).unwrap();
+    assert!(start.starts_with(b"HTTP/1.1 200"), "{:?}", &start[..40]);
+    drop(client);
+
+    // The rest of that body must not reach the next request: it gets its
+    // own answer, over a connection other than the abandoned one.
+    for i in 0..5 {
+        let resp = gw.req("GET", &format!("/after/{i}"), &[], b"");
+        assert_eq!((resp.status, resp.text()), (200, "ok".to_string()), "request {i}");
+    }
+    let conns = backend.conns();
+    assert!(conns.len() >= 2, "{conns:?}");
+    let big = conns
+        .iter()
+        .position(|c| c.served_big)
+        .expect("a connection served /big");
+    assert_eq!(conns[big].requests, 1 + usize::from(big == 0), "{conns:?}");
+    assert!(
+        wait_until(HANG_GUARD, || backend.conns()[big].ended),
+        "the abandoned upstream connection was never closed"
+    );
 }
