@@ -189,7 +189,11 @@ fn a_connection_whose_response_was_abandoned_is_not_reused() {
     // own answer, over a connection other than the abandoned one.
     for i in 0..5 {
         let resp = gw.req("GET", &format!("/after/{i}"), &[], b"");
-        assert_eq!((resp.status, resp.text()), (200, "ok".to_string()), "request {i}");
+        assert_eq!(
+            (resp.status, resp.text()),
+            (200, "ok".to_string()),
+            "request {i}"
+        );
     }
     let conns = backend.conns();
     assert!(conns.len() >= 2, "{conns:?}");
