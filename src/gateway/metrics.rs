@@ -121,7 +121,7 @@ impl Metrics {
         self.latency.observe(elapsed.as_secs_f64());
     }
 
-    /// Records one data plane request from its response (see [`outcome`]).
+    /// Records one data plane request, classified by the markers on its response.
     pub fn observe_response<B>(&self, response: &Response<B>, elapsed: Duration) {
         self.observe(outcome(response), elapsed);
     }

@@ -4,7 +4,8 @@
 //!
 //! - [`config`]: the command line and `FENCEGATE_*` variables.
 //! - [`upstream`]: the backend URL, parsed once.
-//! - [`proxy`] and [`hop`]: forwarding, with header hygiene.
+//! - [`proxy`] and [`hop`]: forwarding, with header hygiene; `pool`: its idle
+//!   upstream connections.
 //! - [`embedded`]: the object store used when no upstream is given.
 //! - [`admin`] and [`metrics`]: `/fences`, `/metrics`, `/healthz`.
 //! - [`data_plane`]: the per-connection service: metrics, fencing, proxy.
@@ -16,6 +17,7 @@ pub mod data_plane;
 pub mod embedded;
 pub mod hop;
 pub mod metrics;
+mod pool;
 pub mod proxy;
 pub mod server;
 pub mod upstream;

@@ -1,37 +1,30 @@
 //! Step 6 of the data path: forwarding an admitted request to the backend and
 //! relaying its answer, bodies streamed both ways.
 //!
-//! The upstream side is a small pool of HTTP/1.1 connections made with
-//! hyper's connection API ([`hyper::client::conn::http1`]) rather than
-//! hyper-util's general-purpose client: with one backend, no TLS and no
-//! proxying, most of that client's per-request work (pool keys, a spawned
-//! task per request to return the connection, absolute-form URIs rebuilt and
-//! re-parsed) is overhead, and this path runs for every request
-//! (docs/BENCHMARKS.md has the profile).
+//! The upstream side is HTTP/1.1 connections made with hyper's connection
+//! API ([`hyper::client::conn::http1`]) and kept in a small pool of our own
+//! (`src/gateway/pool.rs` says why); requests keep their origin-form target, as they came.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::ConnectInfo;
-use bytes::Bytes;
 use http::header::{HeaderValue, HOST};
 use http::request::Parts;
 use http::{Method, Request, Response, StatusCode, Version};
-use http_body::{Frame, SizeHint};
-use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use serde_json::json;
 use tower_service::Service;
 
 use super::hop::strip_hop_by_hop;
+use super::pool::Pool;
 use super::upstream::Upstream;
 use crate::refusal::json_response;
 
@@ -91,11 +84,7 @@ impl Proxy {
                 upstream,
                 default_host,
                 timeout,
-                pool: Arc::new(Pool {
-                    idle: Mutex::new(Vec::new()),
-                    idle_timeout,
-                    reaper_started: AtomicBool::new(false),
-                }),
+                pool: Arc::new(Pool::new(idle_timeout)),
             }),
             peer: None,
         }
@@ -231,15 +220,7 @@ impl Shared {
                 Ok(response) => {
                     let (mut parts, body) = response.into_parts();
                     strip_hop_by_hop(&mut parts.headers);
-                    let body = if http_body::Body::is_end_stream(&body) {
-                        Pool::checkin(&self.pool, sender);
-                        Body::new(body)
-                    } else {
-                        Body::new(PooledBody {
-                            body,
-                            release: Some((sender, Arc::clone(&self.pool))),
-                        })
-                    };
+                    let body = Pool::release_after(&self.pool, sender, body);
                     return Ok(Response::from_parts(parts, body));
                 }
                 Err(mut error) => match error.take_message() {
@@ -273,148 +254,6 @@ impl Shared {
             }
         });
         Ok(sender)
-    }
-}
-
-/// Idle connections to the backend, the most recently used last (it is the
-/// one reused first, so that surplus connections age out).
-struct Pool {
-    idle: Mutex<Vec<Idle>>,
-    idle_timeout: Duration,
-    reaper_started: AtomicBool,
-}
-
-struct Idle {
-    sender: SendRequest<Body>,
-    since: Instant,
-}
-
-impl Pool {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Idle>> {
-        // Held for a push or a pop; the vector stays consistent whatever
-        // happens, so a poisoned lock is still usable.
-        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// A connection ready for a request, if one is idle. Connections idle
-    /// for too long or closed by the backend are dropped (which closes them).
-    fn checkout(&self) -> Option<SendRequest<Body>> {
-        let now = Instant::now();
-        let mut idle = self.lock();
-        while let Some(entry) = idle.pop() {
-            if now.duration_since(entry.since) < self.idle_timeout && entry.sender.is_ready() {
-                return Some(entry.sender);
-            }
-        }
-        None
-    }
-
-    /// Returns a connection whose response is done. It takes a new request
-    /// once its connection task has finished the previous exchange, which is
-    /// normally already the case; otherwise a task waits for that.
-    fn checkin(pool: &Arc<Pool>, mut sender: SendRequest<Body>) {
-        if sender.is_ready() {
-            pool.put(sender);
-        } else if !sender.is_closed() {
-            // Outside a runtime (a body dropped while the runtime shuts
-            // down) the connection is simply dropped, which closes it.
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                let pool = Arc::clone(pool);
-                runtime.spawn(async move {
-                    if sender.ready().await.is_ok() {
-                        pool.put(sender);
-                    }
-                });
-            }
-        }
-    }
-
-    fn put(self: &Arc<Pool>, sender: SendRequest<Body>) {
-        self.lock().push(Idle {
-            sender,
-            since: Instant::now(),
-        });
-        if !self.reaper_started.load(Ordering::Relaxed) {
-            Pool::start_reaper(self);
-        }
-    }
-
-    /// Closes connections idle for longer than the idle timeout, also when
-    /// no request comes to find them. Ends with the proxy.
-    fn start_reaper(pool: &Arc<Pool>) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        if pool.reaper_started.swap(true, Ordering::Relaxed) {
-            return;
-        }
-        let weak = Arc::downgrade(pool);
-        let period = (pool.idle_timeout / 2).max(Duration::from_millis(100));
-        runtime.spawn(async move {
-            let mut tick = tokio::time::interval(period);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                let Some(pool) = weak.upgrade() else { break };
-                let now = Instant::now();
-                let expired: Vec<Idle> = {
-                    let mut idle = pool.lock();
-                    let (keep, expired) = std::mem::take(&mut *idle).into_iter().partition(|e| {
-                        now.duration_since(e.since) < pool.idle_timeout && !e.sender.is_closed()
-                    });
-                    *idle = keep;
-                    expired
-                };
-                // Dropped outside the lock: dropping a sender ends its connection.
-                drop(expired);
-            }
-        });
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// A response body that gives its connection back to the pool once it
-    /// has been read to the end (or dropped: then the connection is only
-    /// reused if hyper finished reading the response anyway).
-    struct PooledBody {
-        #[pin]
-        body: Incoming,
-        release: Option<(SendRequest<Body>, Arc<Pool>)>,
-    }
-
-    impl PinnedDrop for PooledBody {
-        fn drop(this: Pin<&mut Self>) {
-            if let Some((sender, pool)) = this.project().release.take() {
-                Pool::checkin(&pool, sender);
-            }
-        }
-    }
-}
-
-impl http_body::Body for PooledBody {
-    type Data = Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let this = self.project();
-        let frame = std::task::ready!(this.body.poll_frame(cx));
-        if !matches!(frame, Some(Ok(_))) {
-            if let Some((sender, pool)) = this.release.take() {
-                Pool::checkin(&pool, sender);
-            }
-        }
-        Poll::Ready(frame)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
     }
 }
 
