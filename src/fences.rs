@@ -424,6 +424,12 @@ impl Fences {
         self.inner.store.close();
     }
 
+    /// Whether the store can make raises durable now (see
+    /// [`FenceStore::health`]).
+    pub fn store_health(&self) -> Result<(), StoreError> {
+        self.inner.store.health()
+    }
+
     /// The store's counters (raises persisted, commits made).
     pub fn store_stats(&self) -> StoreStats {
         self.inner.store.stats()

@@ -3,15 +3,16 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use fencegate::gateway::config::LogFormat;
+use fencegate::gateway::cli::{Cli, LogFormat};
 use fencegate::gateway::{Config, Gateway};
 
 fn main() -> ExitCode {
-    let config = match Config::parse_args(std::env::args_os()) {
-        Ok(config) => config,
+    let cli = match Cli::parse_args(std::env::args_os()) {
+        Ok(cli) => cli,
         Err(error) => return usage_error(error),
     };
-    init_logging(config.log_format);
+    init_logging(cli.log_format);
+    let config = cli.config();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => return fail(anyhow::anyhow!("cannot start the runtime: {error}")),
@@ -39,12 +40,41 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         );
     }
     let _ = std::io::stdout().flush();
+    let reloads = reload_on_sighup(&gateway);
     shutdown_signal().await;
+    reloads.abort();
     tracing::info!("shutting down: draining requests in flight");
     if !gateway.shutdown().await {
         tracing::warn!("some requests were still in flight at the shutdown timeout");
     }
     Ok(())
+}
+
+/// `SIGHUP` re-reads the TLS certificate and key; a bad pair keeps the old
+/// one and logs one line.
+fn reload_on_sighup(gateway: &Gateway) -> tokio::task::JoinHandle<()> {
+    let cert = gateway.tls_reloader();
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let Ok(mut hangup) = signal(SignalKind::hangup()) else {
+                return;
+            };
+            while hangup.recv().await.is_some() {
+                let Some(cert) = &cert else { continue };
+                match cert.reload() {
+                    Ok(()) => tracing::info!("SIGHUP: TLS certificate reloaded"),
+                    Err(error) => tracing::error!(
+                        %error,
+                        "SIGHUP: cannot reload the TLS certificate; the old one stays in use"
+                    ),
+                }
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = cert;
+    })
 }
 
 async fn shutdown_signal() {

@@ -58,7 +58,7 @@ fn unparsable_upstream() {
         "not a url",
         "localhost:9000",
         "ftp://example.com",
-        "https://example.com",
+        "https://",
         "http://",
         "http://user:pw@host:1",
         "http://127.0.0.1:1/base?x=1",

@@ -4,7 +4,7 @@
 
 mod support;
 
-use support::{http, send_raw, Backend, Gateway, HANG_GUARD};
+use support::{http, send_raw, try_http, Backend, Gateway, HANG_GUARD};
 
 fn gateway_for(backend: &Backend, extra: &[&str]) -> Gateway {
     let url = backend.url();
@@ -695,22 +695,31 @@ fn expect_100_continue_is_honoured() {
 }
 
 #[test]
-fn upstream_timeout_covers_headers_not_the_body() {
-    // The backend sends its headers at once and the rest of the body after
-    // 1.5 s, longer than --upstream-timeout: the body is still relayed whole.
+fn upstream_timeout_bounds_each_pause_of_a_response_body_not_the_whole() {
+    // The backend sends its headers and half the body at once, the rest
+    // after 1.5 s. With --upstream-timeout 3 that pause is allowed: the body
+    // is relayed whole, however long the whole takes.
     let backend = Backend::start();
-    let gw = gateway_for(&backend, &["--upstream-timeout", "0.5"]);
-    let resp = gw.req(
-        "GET",
-        "/slow-body",
-        &[
-            ("X-Test-Response-Bytes", "200000"),
-            ("X-Test-Body-Delay-Ms", "1500"),
-        ],
-        b"",
-    );
+    let slow_body = [
+        ("X-Test-Response-Bytes", "200000"),
+        ("X-Test-Body-Delay-Ms", "1500"),
+    ];
+    let gw = gateway_for(&backend, &["--upstream-timeout", "3"]);
+    let resp = gw.req("GET", "/slow-body", &slow_body, b"");
     assert_eq!(resp.status, 200);
     assert_eq!(resp.body.len(), 200_000);
+
+    // With --upstream-timeout 0.5 the same pause cuts the relayed response
+    // (its headers are already out: the connection is closed short), and the
+    // next request is served normally.
+    let gw = gateway_for(&backend, &["--upstream-timeout", "0.5"]);
+    let cut = try_http(gw.data_addr(), "GET", "/slow-body", &slow_body, b"");
+    assert!(
+        cut.is_err(),
+        "a response body that paused past the timeout was relayed whole"
+    );
+    let resp = gw.req("GET", "/after", &[], b"");
+    assert_eq!(resp.status, 200, "{}", resp.text());
 }
 
 /// Request trailers are part of the message, not hop-by-hop (RFC 9110

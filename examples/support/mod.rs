@@ -40,7 +40,8 @@ use axum::response::Response;
 use axum::Router;
 use bytes::Bytes;
 use fencegate::gateway::embedded::{self, ObjectStore};
-use fencegate::gateway::{Config, Gateway};
+use fencegate::gateway::upstream::Upstream;
+use fencegate::gateway::{Config, Gateway, StateKind};
 use http::{Method, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
@@ -916,26 +917,15 @@ async fn record(State(tap): State<Tap>, request: Request, next: Next) -> Respons
 /// A real fencegate in this process on `127.0.0.1:0` (data and admin
 /// planes), fences in memory, in front of `upstream`.
 pub async fn start_gateway(upstream: SocketAddr) -> Result<Gateway> {
-    let upstream = format!("http://{upstream}");
-    let config = Config::parse_args([
-        "fencegate",
-        "--listen",
-        "127.0.0.1:0",
-        "--admin-listen",
-        "127.0.0.1:0",
-        "--state",
-        "memory",
-        "--upstream",
-        upstream.as_str(),
-        // Explicit, so that FENCEGATE_* variables in the environment do not
-        // change what the demo shows.
-        "--scope",
-        "path",
-        "--token-header",
-        TOKEN_HEADER,
-        "--shutdown-timeout",
-        "2",
-    ])?;
+    let config = Config {
+        listen: "127.0.0.1:0".parse()?,
+        admin_listen: "127.0.0.1:0".parse()?,
+        state: StateKind::Memory,
+        upstream: Some(Upstream::from_addr(upstream)?),
+        token_header: http::HeaderName::from_static(TOKEN_HEADER),
+        shutdown_timeout: Duration::from_secs(2),
+        ..Config::default()
+    };
     Ok(Gateway::start(config).await?)
 }
 

@@ -1,4 +1,8 @@
-//! The admin plane, on its own listener: fence lookups, metrics, health.
+//! The admin plane, on its own listener: fence lookups, metrics, liveness
+//! and readiness.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use axum::extract::{Query, State};
 use axum::http::{header, StatusCode, Uri};
@@ -18,10 +22,45 @@ const DEFAULT_LIMIT: usize = 1000;
 struct Admin {
     fences: Fences,
     metrics: Metrics,
+    readiness: Readiness,
+}
+
+/// Whether the gateway can admit requests (`GET /readyz`): it is not
+/// draining, and its fence store can be written.
+#[derive(Debug, Clone)]
+pub struct Readiness {
+    fences: Fences,
+    draining: Arc<AtomicBool>,
+}
+
+impl Readiness {
+    /// Ready while the fence store of `fences` is healthy, until
+    /// [`Readiness::set_draining`].
+    pub fn new(fences: Fences) -> Self {
+        Readiness {
+            fences,
+            draining: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// The gateway is shutting down: not ready from now on.
+    pub fn set_draining(&self) {
+        self.draining.store(true, Ordering::Release);
+    }
+
+    /// `Ok` when ready, else why not.
+    pub fn check(&self) -> Result<(), String> {
+        if self.draining.load(Ordering::Acquire) {
+            return Err("draining: the gateway is shutting down".into());
+        }
+        self.fences
+            .store_health()
+            .map_err(|e| format!("fence store: {e}"))
+    }
 }
 
 /// The admin routes.
-pub fn router(fences: Fences, metrics: Metrics) -> Router {
+pub fn router(fences: Fences, metrics: Metrics, readiness: Readiness) -> Router {
     Router::new()
         .route("/fences", get(list_fences))
         .route("/fences/", get(list_fences))
@@ -31,8 +70,25 @@ pub fn router(fences: Fences, metrics: Metrics) -> Router {
             "/healthz",
             get(|| async { Json(json!({ "status": "ok" })) }),
         )
+        .route("/readyz", get(ready))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "not_found", "no such admin route") })
-        .with_state(Admin { fences, metrics })
+        .with_state(Admin {
+            fences,
+            metrics,
+            readiness,
+        })
+}
+
+/// `GET /readyz`: 200 `{"status":"ready"}`, or 503 with the reason.
+async fn ready(State(admin): State<Admin>) -> Response {
+    match admin.readiness.check() {
+        Ok(()) => Json(json!({ "status": "ready" })).into_response(),
+        Err(detail) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "status": "not_ready", "detail": detail })),
+        )
+            .into_response(),
+    }
 }
 
 fn error(status: StatusCode, code: &str, detail: &str) -> Response {

@@ -1,188 +1,143 @@
-//! The command line and its `FENCEGATE_*` environment variables.
+//! What a gateway runs with, as plain values: built by the command line
+//! ([`super::cli`]), by tests and by examples alike.
+//!
+//! ```
+//! use std::time::Duration;
+//! use fencegate::gateway::{Config, StateKind};
+//!
+//! let config = Config {
+//!     state: StateKind::Memory,
+//!     upstream_timeout: Duration::from_secs(5),
+//!     ..Config::default()
+//! };
+//! assert_eq!(config.listen.to_string(), "127.0.0.1:8080");
+//! assert_eq!(config.client.idle_timeout, Duration::from_secs(75));
+//! ```
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
 use http::HeaderName;
 
 use super::upstream::Upstream;
 use crate::key::Scope;
+use crate::layer::TOKEN_HEADER;
 
-/// `fencegate [serve] [OPTIONS]`: every option also reads `FENCEGATE_<OPTION>`.
-#[derive(Debug, Clone, Parser)]
-#[command(
-    name = "fencegate",
-    version,
-    about = "An HTTP gateway that refuses writes carrying a stale fencing token.",
-    override_usage = "fencegate [serve] [OPTIONS]"
-)]
+/// Everything a [`Gateway`](super::Gateway) needs. `Default` gives the
+/// contract's defaults (embedded backend, durable fences under
+/// `./fencegate-data`, plain HTTP on 127.0.0.1:8080 and :8081).
+#[derive(Debug, Clone)]
 pub struct Config {
-    /// Data plane address (port 0 picks a free port; the bound address is printed).
-    #[arg(
-        long,
-        env = "FENCEGATE_LISTEN",
-        default_value = "127.0.0.1:8080",
-        value_name = "ADDR"
-    )]
+    /// Data plane address, used by [`Gateway::start`](super::Gateway::start)
+    /// (port 0 picks a free port).
     pub listen: SocketAddr,
-
-    /// Admin plane address: /fences, /metrics, /healthz.
-    #[arg(
-        long,
-        env = "FENCEGATE_ADMIN_LISTEN",
-        default_value = "127.0.0.1:8081",
-        value_name = "ADDR"
-    )]
+    /// Admin plane address, used by [`Gateway::start`](super::Gateway::start).
     pub admin_listen: SocketAddr,
-
-    /// The storage backend to protect, http://host:port[/base]. Without it an
-    /// embedded object store answers behind the gateway.
-    #[arg(long, env = "FENCEGATE_UPSTREAM", value_name = "URL", value_parser = Upstream::parse)]
+    /// The backend to protect; `None` starts the embedded object store.
     pub upstream: Option<Upstream>,
-
     /// Durable fence state (and the embedded backend's objects).
-    #[arg(
-        long,
-        env = "FENCEGATE_DATA_DIR",
-        default_value = "./fencegate-data",
-        value_name = "DIR"
-    )]
     pub data_dir: PathBuf,
-
-    /// `disk` keeps fences across restarts; `memory` forgets them all.
-    #[arg(
-        long,
-        env = "FENCEGATE_STATE",
-        default_value = "disk",
-        value_name = "disk|memory"
-    )]
+    /// Where fences live.
     pub state: StateKind,
-
-    /// Header carrying the fencing token.
-    #[arg(
-        long,
-        env = "FENCEGATE_TOKEN_HEADER",
-        default_value = "X-Fencing-Token",
-        value_name = "NAME"
-    )]
+    /// The header carrying the fencing token.
     pub token_header: HeaderName,
-
-    /// How a request maps to its fence: `path`, `prefix:N` or `header` (X-Fencing-Lock).
-    #[arg(
-        long,
-        env = "FENCEGATE_SCOPE",
-        default_value = "path",
-        value_name = "path|prefix:N|header"
-    )]
+    /// How a request maps to its fence key.
     pub scope: Scope,
-
-    /// Forward writes that carry no token instead of refusing them with 428.
-    #[arg(long, env = "FENCEGATE_ALLOW_UNFENCED_WRITES")]
+    /// Forward writes without a token instead of refusing them (428).
     pub allow_unfenced_writes: bool,
-
-    /// Seconds to wait for the backend's response headers (fractions allowed).
-    #[arg(long, env = "FENCEGATE_UPSTREAM_TIMEOUT", default_value = "30", value_name = "SECS", value_parser = parse_seconds)]
+    /// From the moment a request has been sent in full to its response
+    /// headers; and the longest pause between two bytes of a response body.
+    /// Also bounds connecting (TLS handshake included) to the backend.
     pub upstream_timeout: Duration,
-
-    /// Seconds an idle pooled upstream connection is kept; keep it below the
+    /// How long an idle pooled backend connection is kept; below the
     /// backend's own keep-alive timeout.
-    #[arg(long, env = "FENCEGATE_UPSTREAM_IDLE_TIMEOUT", default_value = "4", value_name = "SECS", value_parser = parse_seconds)]
     pub upstream_idle_timeout: Duration,
-
-    /// Seconds to let in-flight requests finish after SIGTERM or Ctrl-C.
-    #[arg(long, env = "FENCEGATE_SHUTDOWN_TIMEOUT", default_value = "10", value_name = "SECS", value_parser = parse_seconds)]
+    /// PEM bundle of the CAs trusted for an `https://` upstream instead of
+    /// the system's roots.
+    pub upstream_ca: Option<PathBuf>,
+    /// Serve TLS on both planes with this certificate and key.
+    pub tls: Option<TlsFiles>,
+    /// Limits on slow, idle and numerous clients.
+    pub client: ClientLimits,
+    /// Where to write the access log, if anywhere.
+    pub access_log: Option<AccessLogTarget>,
+    /// How long requests in flight may finish after a shutdown begins.
     pub shutdown_timeout: Duration,
+}
 
-    /// Log format on stderr.
-    #[arg(
-        long,
-        env = "FENCEGATE_LOG_FORMAT",
-        default_value = "text",
-        value_name = "text|json"
-    )]
-    pub log_format: LogFormat,
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            admin_listen: SocketAddr::from(([127, 0, 0, 1], 8081)),
+            upstream: None,
+            data_dir: PathBuf::from("./fencegate-data"),
+            state: StateKind::Disk,
+            token_header: TOKEN_HEADER,
+            scope: Scope::Path,
+            allow_unfenced_writes: false,
+            upstream_timeout: Duration::from_secs(30),
+            upstream_idle_timeout: Duration::from_secs(4),
+            upstream_ca: None,
+            tls: None,
+            client: ClientLimits::default(),
+            access_log: None,
+            shutdown_timeout: Duration::from_secs(10),
+        }
+    }
 }
 
 /// Where fences live (`--state`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StateKind {
-    /// Durable, under `--data-dir`.
+    /// Durable, under the data dir.
     Disk,
     /// In memory, forgotten on restart.
     Memory,
 }
 
-/// `--log-format`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
+/// A certificate chain and its private key, both PEM files, re-read on
+/// [`Gateway::reload_tls`](super::Gateway::reload_tls).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The certificate chain, leaf first.
+    pub cert: PathBuf,
+    /// The private key of the leaf.
+    pub key: PathBuf,
 }
 
-impl Config {
-    /// Parses `args` (the program name first). `serve` as the first argument
-    /// is optional: it is the only command.
-    pub fn parse_args<I, T>(args: I) -> Result<Self, clap::Error>
-    where
-        I: IntoIterator<Item = T>,
-        T: Into<std::ffi::OsString> + Clone,
-    {
-        let mut args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
-        if args.get(1).is_some_and(|a| a == "serve") {
-            args.remove(1);
-        }
-        Config::try_parse_from(args)
-    }
+/// How long a client may take, and how many may be served at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientLimits {
+    /// A request head must be complete this long after its first byte (on a
+    /// new connection: after it was accepted).
+    pub header_timeout: Duration,
+    /// A keep-alive connection with no request started this long after its
+    /// previous response is closed.
+    pub idle_timeout: Duration,
+    /// The longest pause between two bytes of a request body.
+    pub body_timeout: Duration,
+    /// Data plane connections served at once; more wait to be accepted.
+    pub max_connections: usize,
 }
 
-fn parse_seconds(raw: &str) -> Result<Duration, String> {
-    let secs: f64 = raw
-        .trim()
-        .parse()
-        .map_err(|_| format!("expected a number of seconds, got {raw:?}"))?;
-    if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0 * 365.0) {
-        return Err(format!(
-            "expected a positive number of seconds, got {raw:?}"
-        ));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn defaults_and_serve() {
-        let c = Config::parse_args(["fencegate"]).unwrap();
-        assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
-        assert_eq!(c.admin_listen.to_string(), "127.0.0.1:8081");
-        assert_eq!(c.state, StateKind::Disk);
-        assert_eq!(c.scope, Scope::Path);
-        assert_eq!(c.upstream_timeout, Duration::from_secs(30));
-        assert!(c.upstream.is_none());
-        let c = Config::parse_args(["fencegate", "serve", "--scope", "prefix:2"]).unwrap();
-        assert_eq!(c.scope.to_string(), "prefix:2");
-    }
-
-    #[test]
-    fn bad_values_are_errors() {
-        for args in [
-            &["fencegate", "--scope", "prefix:0"][..],
-            &["fencegate", "--upstream", "ftp://x"],
-            &["fencegate", "--upstream-timeout", "-1"],
-            &["fencegate", "--state", "tape"],
-            &["fencegate", "--token-header", "bad header"],
-            &["fencegate", "--listen", "nowhere"],
-        ] {
-            assert!(
-                Config::parse_args(args.iter().copied()).is_err(),
-                "{args:?}"
-            );
+impl Default for ClientLimits {
+    fn default() -> Self {
+        ClientLimits {
+            header_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(75),
+            body_timeout: Duration::from_secs(60),
+            max_connections: 10_000,
         }
     }
+}
+
+/// Where access log lines go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AccessLogTarget {
+    /// Standard output (`--access-log -`).
+    Stdout,
+    /// A file, appended to.
+    File(PathBuf),
 }

@@ -1,112 +1,136 @@
-//! The data plane's service stack, made once per client connection:
-//! metrics around the fencing layer around the proxy.
+//! The data plane's service, made once per client connection: metrics
+//! around the fencing layer around the proxy, with the client's body bounded
+//! by `--client-body-timeout`.
 //!
-//! Written out as two small services rather than an axum `Router` with
+//! Written out as small services rather than an axum `Router` with
 //! `from_fn` middleware and `ConnectInfo`: those cost a boxed clone of the
 //! inner service, a boxed future and an extensions map per request, and on
-//! this path that showed in the profile (docs/BENCHMARKS.md). The client's
-//! address is taken once per connection instead.
+//! this path that showed in the profile (docs/BENCHMARKS.md). What belongs
+//! to the connection (the client's address, TLS or not) is taken once.
 
 use std::convert::Infallible;
-use std::future::{ready, Future, Ready};
-use std::net::SocketAddr;
+use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::serve::{IncomingStream, Listener};
+use bytes::Bytes;
 use http::{Request, Response};
+use http_body::{Frame, SizeHint};
+use hyper::body::Incoming;
 use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
+use super::accept::ConnInfo;
+use super::activity::{Activity, Busy};
+use super::body_timeout::{Side, StallTimeout};
 use super::metrics::Metrics;
 use super::proxy::Proxy;
-use crate::layer::{Fencing, FencingLayer};
+use crate::layer::{Fencing, FencingLayer, ResponseBody};
 
-/// Makes one [`Connection`] service per accepted connection (the "make
-/// service" given to `axum::serve`).
+/// Makes one [`Connection`] service per accepted connection.
 #[derive(Debug, Clone)]
 pub struct DataPlane {
     fencing: FencingLayer,
     proxy: Proxy,
     metrics: Metrics,
+    body_timeout: Duration,
 }
 
 impl DataPlane {
-    /// Requests are counted in `metrics`, fenced by `fencing`, forwarded
-    /// by `proxy`.
-    pub fn new(fencing: FencingLayer, proxy: Proxy, metrics: Metrics) -> Self {
+    /// Requests are counted in `metrics`, fenced by `fencing`, forwarded by
+    /// `proxy`; a request body that pauses for `body_timeout` is cut.
+    pub fn new(
+        fencing: FencingLayer,
+        proxy: Proxy,
+        metrics: Metrics,
+        body_timeout: Duration,
+    ) -> Self {
         DataPlane {
             fencing,
             proxy,
             metrics,
+            body_timeout,
         }
     }
-}
 
-impl<L> Service<IncomingStream<'_, L>> for DataPlane
-where
-    L: Listener<Addr = SocketAddr>,
-{
-    type Response = Connection;
-    type Error = Infallible;
-    type Future = Ready<Result<Connection, Infallible>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, stream: IncomingStream<'_, L>) -> Self::Future {
-        let proxy = self.proxy.for_peer(*stream.remote_addr());
-        ready(Ok(Connection {
-            inner: self.fencing.layer(proxy),
-            metrics: self.metrics.clone(),
-        }))
+    pub(crate) fn connection(&self, info: &ConnInfo) -> Connection {
+        let proxy = self.proxy.for_client(info.peer, info.tls);
+        Connection {
+            shared: Arc::new(ConnectionShared {
+                inner: self.fencing.layer(proxy),
+                metrics: self.metrics.clone(),
+                body_timeout: self.body_timeout,
+                activity: Arc::clone(&info.activity),
+            }),
+        }
     }
 }
 
 /// The service for one client connection.
 #[derive(Debug, Clone)]
 pub struct Connection {
+    shared: Arc<ConnectionShared>,
+}
+
+#[derive(Debug)]
+struct ConnectionShared {
     inner: Fencing<Proxy>,
     metrics: Metrics,
+    body_timeout: Duration,
+    activity: Arc<Activity>,
 }
 
 type Inner = <Fencing<Proxy> as Service<Request<Body>>>::Future;
 
-impl Service<Request<Body>> for Connection {
-    type Response = Response<Body>;
+impl hyper::service::Service<Request<Incoming>> for Connection {
+    type Response = Response<Relayed>;
     type Error = Infallible;
     type Future = Metered;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request<Body>) -> Metered {
+    fn call(&self, request: Request<Incoming>) -> Metered {
+        let shared = &self.shared;
+        let busy = shared.activity.begin();
+        let timeout = shared.body_timeout;
+        let request = request.map(|body| {
+            if http_body::Body::is_end_stream(&body) {
+                // No body to time (a GET): and `Empty` is a unit, so boxing it
+                // allocates nothing.
+                Body::empty()
+            } else {
+                Body::new(StallTimeout::new(body, timeout, Side::Client))
+            }
+        });
+        // `Proxy` is always ready (its `poll_ready` returns `Ready` at once),
+        // and so is `Fencing` around it: a fresh clone may be called directly.
+        let mut inner = shared.inner.clone();
         Metered {
             started: Instant::now(),
-            metrics: self.metrics.clone(),
-            inner: self.inner.call(request),
+            metrics: shared.metrics.clone(),
+            busy: Some(busy),
+            inner: inner.call(request),
         }
     }
 }
 
 pin_project! {
     /// Records the outcome and latency of one request when its response
-    /// headers are ready.
+    /// headers are ready, and hands the connection's busy mark on to the
+    /// response body.
     pub struct Metered {
         started: Instant,
         metrics: Metrics,
+        busy: Option<Busy>,
         #[pin]
         inner: Inner,
     }
 }
 
 impl Future for Metered {
-    type Output = Result<Response<Body>, Infallible>;
+    type Output = Result<Response<Relayed>, Infallible>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
@@ -116,6 +140,38 @@ impl Future for Metered {
         };
         this.metrics
             .observe_response(&response, this.started.elapsed());
-        Poll::Ready(Ok(response.map(Body::new)))
+        let busy = this.busy.take();
+        Poll::Ready(Ok(response.map(|body| Relayed { body, _busy: busy })))
+    }
+}
+
+pin_project! {
+    /// A response body on its way to the client. The connection counts as
+    /// busy (not idle) until it is dropped, which hyper does once it has
+    /// been sent or the connection failed.
+    pub struct Relayed {
+        #[pin]
+        body: ResponseBody<Body>,
+        _busy: Option<Busy>,
+    }
+}
+
+impl http_body::Body for Relayed {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        self.project().body.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
     }
 }

@@ -12,8 +12,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
-use super::proxy::UpstreamFailure;
-use crate::refusal::Refusal;
+use super::outcome::Outcome;
 use crate::Fences;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -25,9 +24,9 @@ struct OutcomeLabel {
 /// and the fence table's size and store activity (read at scrape time).
 #[derive(Clone)]
 pub struct Metrics {
-    /// One handle per entry of [`OUTCOMES`], taken once, so that counting a
-    /// request takes no lock on the family.
-    requests: Arc<[Counter; OUTCOMES.len()]>,
+    /// One handle per entry of [`Outcome::ALL`], taken once, so that
+    /// counting a request takes no lock on the family.
+    requests: Arc<[Counter; Outcome::ALL.len()]>,
     latency: Histogram,
     registry: Arc<Registry>,
 }
@@ -71,26 +70,20 @@ impl Collector for FenceCollector {
     }
 }
 
-/// The outcomes reported in `fencegate_requests_total{outcome}`; all are
-/// present from the start so that a rate over them never misses a series.
-const OUTCOMES: [&str; 8] = [
-    "forwarded",
-    "stale_token",
-    "missing_token",
-    "invalid_token",
-    "invalid_path",
-    "fence_store_unavailable",
-    "upstream_error",
-    "other_refusal",
-];
-
 impl Metrics {
     /// Metrics for a gateway over `fences`.
     pub fn new(fences: Fences) -> Self {
         let mut registry = Registry::default();
         let family = Family::<OutcomeLabel, Counter>::default();
-        let requests =
-            OUTCOMES.map(|outcome| family.get_or_create(&OutcomeLabel { outcome }).clone());
+        // Every outcome is present from the start, so that a rate over them
+        // never misses a series.
+        let requests = Outcome::ALL.map(|outcome| {
+            family
+                .get_or_create(&OutcomeLabel {
+                    outcome: outcome.as_str(),
+                })
+                .clone()
+        });
         registry.register(
             "fencegate_requests",
             "Data plane requests by outcome",
@@ -112,18 +105,15 @@ impl Metrics {
     }
 
     /// Records one request.
-    pub fn observe(&self, outcome: &'static str, elapsed: Duration) {
-        let index = OUTCOMES
-            .iter()
-            .position(|known| *known == outcome)
-            .unwrap_or(OUTCOMES.len() - 1);
-        self.requests[index].inc();
+    pub fn observe(&self, outcome: Outcome, elapsed: Duration) {
+        // `ALL` lists the variants in declaration order (a unit test checks).
+        self.requests[outcome as usize].inc();
         self.latency.observe(elapsed.as_secs_f64());
     }
 
-    /// Records one data plane request, classified by the markers on its response.
+    /// Records one data plane request, classified by its response.
     pub fn observe_response<B>(&self, response: &Response<B>, elapsed: Duration) {
-        self.observe(outcome(response), elapsed);
+        self.observe(Outcome::of(response), elapsed);
     }
 
     /// The Prometheus text exposition.
@@ -134,24 +124,4 @@ impl Metrics {
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
         text
     }
-}
-
-/// What happened to a request, from the markers on its response: a refusal
-/// by the fencing layer, an upstream failure or a refusal by the proxy, or
-/// else forwarded.
-fn outcome<B>(response: &Response<B>) -> &'static str {
-    if let Some(refusal) = response.extensions().get::<Refusal>() {
-        return refusal.code();
-    }
-    if response.extensions().get::<UpstreamFailure>().is_some() {
-        return "upstream_error";
-    }
-    if response
-        .extensions()
-        .get::<super::proxy::GatewayRefusal>()
-        .is_some()
-    {
-        return "other_refusal";
-    }
-    "forwarded"
 }

@@ -1,26 +1,41 @@
 //! The gateway (feature `gateway`): the fencing layer in front of a reverse
 //! proxy, plus the admin plane and the embedded backend. The binary in
-//! `src/main.rs` only parses the command line and calls [`Gateway::start`].
+//! `src/main.rs` only parses the command line, binds nothing itself, and
+//! calls [`Gateway::start`].
 //!
-//! - [`config`]: the command line and `FENCEGATE_*` variables.
-//! - [`upstream`]: the backend URL, parsed once.
-//! - [`proxy`] and [`hop`]: forwarding, with header hygiene; `pool`: its idle
-//!   upstream connections.
-//! - [`embedded`]: the object store used when no upstream is given.
-//! - [`admin`] and [`metrics`]: `/fences`, `/metrics`, `/healthz`.
-//! - [`data_plane`]: the per-connection service: metrics, fencing, proxy.
-//! - [`server`]: wiring and graceful shutdown.
+//! A request's path through the gateway, file by file:
+//!
+//! 1. `accept`: the listener, the connection cap, the TLS handshake, HTTP/1.1
+//!    or HTTP/2; `activity`: the header and idle timeouts of each connection.
+//! 2. [`data_plane`]: the per-connection service (metrics around the fencing
+//!    layer around the proxy); `body_timeout`: a request body that stalls.
+//! 3. The fencing layer ([`crate::layer`]): token, key, admission.
+//! 4. [`proxy`], with [`hop`] (header hygiene), `pool` (idle backend
+//!    connections) and [`tls`] (both sides' certificates); [`upstream`] is
+//!    the backend URL, parsed once.
+//! 5. [`outcome`] and [`metrics`]: what happened, counted.
+//!
+//! Beside it: [`admin`] (`/fences`, `/metrics`, `/healthz`, `/readyz`),
+//! [`embedded`] (the object store used when no upstream is given), [`config`]
+//! (what a gateway runs with) and [`cli`] (the command line that builds it),
+//! and [`server`], which wires them and stops them.
 
+mod accept;
+mod activity;
 pub mod admin;
+mod body_timeout;
+pub mod cli;
 pub mod config;
 pub mod data_plane;
 pub mod embedded;
 pub mod hop;
 pub mod metrics;
+pub mod outcome;
 mod pool;
 pub mod proxy;
 pub mod server;
+pub mod tls;
 pub mod upstream;
 
-pub use self::config::Config;
-pub use self::server::{Gateway, StartError};
+pub use self::config::{AccessLogTarget, ClientLimits, Config, StateKind, TlsFiles};
+pub use self::server::{run, Gateway, Listeners, StartError};

@@ -1,7 +1,7 @@
 //! The proxy's pool of idle HTTP/1.1 connections to the backend.
 //!
 //! Written here rather than taken from hyper-util's legacy client because,
-//! with one backend and no TLS, that client's pool keys, guards and the task
+//! with one backend, that client's pool keys, guards and the task
 //! it spawns per request to give a connection back were a large part of a
 //! proxied request's cost (docs/BENCHMARKS.md). What it does that matters is
 //! kept: an idle timeout (below the backend's keep-alive, hyper issues #2136
@@ -20,11 +20,15 @@ use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
 
+use super::body_timeout::{Side, StallTimeout};
+
 /// Idle connections to the backend, the most recently used last (it is the
 /// one reused first, so that surplus connections age out).
 pub(crate) struct Pool {
     idle: Mutex<Vec<Idle>>,
     idle_timeout: Duration,
+    /// The longest pause allowed within a response body.
+    body_timeout: Duration,
     reaper_started: AtomicBool,
 }
 
@@ -34,17 +38,20 @@ struct Idle {
 }
 
 impl Pool {
-    /// An empty pool whose connections are closed after `idle_timeout` idle.
-    pub(crate) fn new(idle_timeout: Duration) -> Self {
+    /// An empty pool whose connections are closed after `idle_timeout` idle,
+    /// and whose response bodies fail when they pause for `body_timeout`.
+    pub(crate) fn new(idle_timeout: Duration, body_timeout: Duration) -> Self {
         Pool {
             idle: Mutex::new(Vec::new()),
             idle_timeout,
+            body_timeout,
             reaper_started: AtomicBool::new(false),
         }
     }
 
     /// The response body `body`, which gives `sender`'s connection back to
     /// the pool once it has been read to the end, or at once if it is empty.
+    /// A body that stalls fails, and its connection is not reused.
     pub(crate) fn release_after(
         pool: &Arc<Pool>,
         sender: SendRequest<Body>,
@@ -54,10 +61,11 @@ impl Pool {
             Pool::checkin(pool, sender);
             Body::new(body)
         } else {
-            Body::new(PooledBody {
+            let pooled = PooledBody {
                 body,
                 release: Some((sender, Arc::clone(pool))),
-            })
+            };
+            Body::new(StallTimeout::new(pooled, pool.body_timeout, Side::Upstream))
         }
     }
 

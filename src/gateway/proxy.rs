@@ -1,9 +1,17 @@
-//! Step 6 of the data path: forwarding an admitted request to the backend and
-//! relaying its answer, bodies streamed both ways.
+//! Forwarding an admitted request to the backend and relaying its answer,
+//! bodies streamed both ways.
 //!
-//! The upstream side is HTTP/1.1 connections made with hyper's connection
-//! API ([`hyper::client::conn::http1`]) and kept in a small pool of our own
-//! (`src/gateway/pool.rs` says why); requests keep their origin-form target, as they came.
+//! The upstream side is HTTP/1.1 connections, plain or TLS, made with
+//! hyper's connection API ([`hyper::client::conn::http1`]) and kept in a
+//! small pool of our own (`pool.rs` says why); requests keep their target
+//! as they came, in origin form.
+//!
+//! Timing: connecting (TLS included) is bounded by `--upstream-timeout`;
+//! sending the request body is not (a slow upload is the client's pace, and
+//! `--client-body-timeout` bounds its pauses); from the moment the body has
+//! been sent in full, the response headers must come within
+//! `--upstream-timeout`, and then the response body may pause no longer
+//! than that between two bytes.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -14,16 +22,22 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::ConnectInfo;
-use http::header::{HeaderValue, HOST};
+use bytes::Bytes;
+use http::header::{HeaderValue, CONNECTION, HOST};
 use http::request::Parts;
 use http::{Method, Request, Response, StatusCode, Version};
+use http_body::{Frame, SizeHint};
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
+use pin_project_lite::pin_project;
 use serde_json::json;
+use tokio::sync::oneshot;
+use tokio_rustls::TlsConnector;
 use tower_service::Service;
 
+use super::body_timeout::{BodyStalled, Side};
 use super::hop::strip_hop_by_hop;
+use super::outcome::Outcome;
 use super::pool::Pool;
 use super::upstream::Upstream;
 use crate::refusal::json_response;
@@ -31,25 +45,16 @@ use crate::refusal::json_response;
 const X_FORWARDED_FOR: http::HeaderName = http::HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: http::HeaderName = http::HeaderName::from_static("x-forwarded-proto");
 
-/// Marks a response the proxy made itself because the backend failed
-/// (502 or 504), for metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UpstreamFailure;
-
-/// Marks a request the proxy refused itself (an upgrade, a request it could
-/// not rewrite), for metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GatewayRefusal;
-
 /// The reverse proxy: a `Service` that sends each request to the backend
 /// over a pooled HTTP/1.1 connection.
 #[derive(Clone)]
 pub struct Proxy {
     shared: Arc<Shared>,
     /// The client's address as an `X-Forwarded-For` entry, made once per
-    /// connection by [`Proxy::for_peer`]. Without it the address is read
-    /// from axum's `ConnectInfo`, if present.
+    /// connection by [`Proxy::for_client`].
     peer: Option<HeaderValue>,
+    /// `X-Forwarded-Proto`: `https` when the client connection is TLS.
+    proto: HeaderValue,
 }
 
 /// What every clone of a [`Proxy`] shares.
@@ -60,6 +65,8 @@ struct Shared {
     default_host: HeaderValue,
     timeout: Duration,
     pool: Arc<Pool>,
+    /// `Some` for an `https://` upstream.
+    tls: Option<TlsConnector>,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -72,11 +79,18 @@ impl std::fmt::Debug for Proxy {
 }
 
 impl Proxy {
-    /// A proxy to `upstream`: at most `timeout` to response headers (connect
-    /// included); pooled connections idle for `idle_timeout` are closed, which
-    /// must be shorter than the backend's keep-alive or a request may be sent
-    /// on a connection the backend is closing (hyper issues #2136, #2275).
-    pub fn new(upstream: Upstream, timeout: Duration, idle_timeout: Duration) -> Self {
+    /// A proxy to `upstream`, over TLS with `tls` (which an `https://`
+    /// upstream needs). `timeout` bounds connecting, waiting for response
+    /// headers once the request was sent, and each pause of a response body.
+    /// Pooled connections idle for `idle_timeout` are closed, which must be
+    /// shorter than the backend's keep-alive or a request may be sent on a
+    /// connection the backend is closing (hyper issues #2136, #2275).
+    pub fn new(
+        upstream: Upstream,
+        timeout: Duration,
+        idle_timeout: Duration,
+        tls: Option<TlsConnector>,
+    ) -> Self {
         let default_host = HeaderValue::from_str(upstream.authority().as_str())
             .unwrap_or_else(|_| HeaderValue::from_static("localhost"));
         Proxy {
@@ -84,39 +98,42 @@ impl Proxy {
                 upstream,
                 default_host,
                 timeout,
-                pool: Arc::new(Pool::new(idle_timeout)),
+                pool: Arc::new(Pool::new(idle_timeout, timeout)),
+                tls,
             }),
             peer: None,
+            proto: HeaderValue::from_static("http"),
         }
     }
 
     /// This proxy for requests from one client connection: its address
-    /// goes into `X-Forwarded-For`, formatted once instead of per request.
-    pub fn for_peer(&self, peer: SocketAddr) -> Self {
+    /// goes into `X-Forwarded-For`, formatted once instead of per request,
+    /// and `X-Forwarded-Proto` says whether it is TLS.
+    pub fn for_client(&self, peer: SocketAddr, tls: bool) -> Self {
         Proxy {
             shared: Arc::clone(&self.shared),
             peer: HeaderValue::from_str(&peer.ip().to_string()).ok(),
+            proto: HeaderValue::from_static(if tls { "https" } else { "http" }),
         }
     }
 
     fn prepare(&self, request: Request<Body>) -> Result<Request<Body>, String> {
         let (mut parts, body) = request.into_parts();
-        // HTTP/2 clients send :authority instead of Host; HTTP/1.1 needs Host.
-        // Otherwise Host goes through exactly as sent, so that signatures
-        // over it (S3 SigV4) still verify at the backend.
-        if !parts.headers.contains_key(HOST) {
-            let host = match parts.uri.authority() {
-                Some(authority) => HeaderValue::from_str(authority.as_str())
-                    .map_err(|e| format!("bad authority: {e}"))?,
-                None => self.shared.default_host.clone(),
-            };
+        // A request in absolute form (a client using the gateway as its HTTP
+        // proxy) names its host in the URI, which replaces any Host header
+        // (RFC 9112 §3.2.2); so does an HTTP/2 client's :authority. Otherwise
+        // Host goes through exactly as sent, so that signatures over it (S3
+        // SigV4) still verify at the backend.
+        if let Some(authority) = parts.uri.authority() {
+            let host = HeaderValue::from_str(authority.as_str())
+                .map_err(|e| format!("bad authority: {e}"))?;
             parts.headers.insert(HOST, host);
+        } else if !parts.headers.contains_key(HOST) {
+            parts.headers.insert(HOST, self.shared.default_host.clone());
         }
         strip_hop_by_hop(&mut parts.headers);
         self.append_forwarded_for(&mut parts);
-        parts
-            .headers
-            .insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
+        parts.headers.insert(X_FORWARDED_PROTO, self.proto.clone());
         parts.uri = self
             .shared
             .upstream
@@ -128,15 +145,8 @@ impl Proxy {
     }
 
     fn append_forwarded_for(&self, parts: &mut Parts) {
-        let peer = match &self.peer {
-            Some(peer) => peer.clone(),
-            None => match parts.extensions.get::<ConnectInfo<SocketAddr>>() {
-                Some(info) => match HeaderValue::from_str(&info.0.ip().to_string()) {
-                    Ok(peer) => peer,
-                    Err(_) => return,
-                },
-                None => return,
-            },
+        let Some(peer) = self.peer.clone() else {
+            return;
         };
         if !parts.headers.contains_key(X_FORWARDED_FOR) {
             parts.headers.insert(X_FORWARDED_FOR, peer);
@@ -157,53 +167,94 @@ impl Proxy {
 
     async fn forward(self, request: Request<Body>) -> Response<Body> {
         if request.method() == Method::CONNECT || demands_upgrade(request.headers()) {
-            let mut response = gateway_error(
+            return gateway_error(
                 StatusCode::NOT_IMPLEMENTED,
                 "upgrade_not_supported",
                 "protocol upgrades and CONNECT are not proxied",
+                Outcome::OtherRefusal,
             );
-            response.extensions_mut().insert(GatewayRefusal);
-            return response;
         }
         let request = match self.prepare(request) {
             Ok(request) => request,
             Err(detail) => {
-                let mut response = gateway_error(StatusCode::BAD_REQUEST, "bad_request", &detail);
-                response.extensions_mut().insert(GatewayRefusal);
-                return response;
+                return gateway_error(
+                    StatusCode::BAD_REQUEST,
+                    "bad_request",
+                    &detail,
+                    Outcome::OtherRefusal,
+                )
             }
         };
         let shared = &self.shared;
-        match tokio::time::timeout(shared.timeout, shared.send(request)).await {
-            Ok(Ok(response)) => response,
-            Ok(Err(error)) => {
-                tracing::warn!(upstream = %shared.upstream, error = %error_chain(&error), "upstream unavailable");
-                let mut response = gateway_error(
-                    StatusCode::BAD_GATEWAY,
-                    "upstream_unavailable",
-                    &format!("{}: {}", shared.upstream, error_chain(&error)),
-                );
-                response.extensions_mut().insert(UpstreamFailure);
-                response
+        let (request, sent) = SentInFull::watch(request);
+        let mut send = std::pin::pin!(shared.send(request));
+        // The upstream timeout starts once the body has been sent in full
+        // (or at once, for a request without a body); until then the upload
+        // goes at the client's pace.
+        if let Some(sent) = sent {
+            tokio::select! {
+                result = send.as_mut() => return shared.answer(result),
+                _ = sent => {}
             }
+        }
+        match tokio::time::timeout(shared.timeout, send).await {
+            Ok(result) => shared.answer(result),
             Err(_) => {
                 tracing::warn!(upstream = %shared.upstream, timeout = ?shared.timeout, "upstream timeout");
-                let mut response = gateway_error(
+                gateway_error(
                     StatusCode::GATEWAY_TIMEOUT,
                     "upstream_timeout",
                     &format!(
-                        "no response headers from {} within {:?}; the request may still be applied by the backend",
+                        "no response headers from {} within {:?} of the request being sent; the request may still be applied by the backend",
                         shared.upstream, shared.timeout
                     ),
-                );
-                response.extensions_mut().insert(UpstreamFailure);
-                response
+                    Outcome::UpstreamError,
+                )
             }
         }
     }
 }
 
 impl Shared {
+    /// The response to relay for the outcome of [`Shared::send`].
+    fn answer(&self, result: Result<Response<Body>, UpstreamError>) -> Response<Body> {
+        let error = match result {
+            Ok(response) => return response,
+            Err(error) => error,
+        };
+        let detail = error_chain(&error);
+        if let UpstreamError::Send(hyper_error) = &error {
+            // The request body failed: that is the client's doing, not the
+            // backend's. The backend saw a cut-off body.
+            if let Some(stalled) = BodyStalled::find(hyper_error).filter(|s| s.side == Side::Client)
+            {
+                tracing::info!(upstream = %self.upstream, after = ?stalled.after, "request body stalled; aborted towards the backend");
+                return close_after(gateway_error(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "client_body_timeout",
+                    &format!("the request body paused for longer than {:?}; the backend received it cut off", stalled.after),
+                    Outcome::ClientError,
+                ));
+            }
+            if hyper_error.is_user() {
+                tracing::info!(upstream = %self.upstream, error = %detail, "request body failed; aborted towards the backend");
+                return close_after(gateway_error(
+                    StatusCode::BAD_REQUEST,
+                    "client_body_error",
+                    &format!("the request body could not be read: {detail}"),
+                    Outcome::ClientError,
+                ));
+            }
+        }
+        tracing::warn!(upstream = %self.upstream, error = %detail, "upstream unavailable");
+        gateway_error(
+            StatusCode::BAD_GATEWAY,
+            "upstream_unavailable",
+            &format!("{}: {detail}", self.upstream),
+            Outcome::UpstreamError,
+        )
+    }
+
     /// Sends `request` on an idle pooled connection, or a new one. A request
     /// that a reused connection gave back unsent (the backend had closed it
     /// meanwhile) is retried on another connection, as hyper-util's client
@@ -231,30 +282,50 @@ impl Shared {
         }
     }
 
+    /// A new connection to the backend, TLS included, within the timeout.
     async fn connect(&self) -> Result<SendRequest<Body>, UpstreamError> {
-        let authority = self.upstream.authority();
-        // IPv6 literals come bracketed in an authority, not in a socket address.
-        let host = authority
-            .host()
-            .trim_start_matches('[')
-            .trim_end_matches(']');
-        let port = authority.port_u16().unwrap_or(80);
-        let stream = tokio::net::TcpStream::connect((host, port))
+        match tokio::time::timeout(self.timeout, self.handshake()).await {
+            Ok(result) => result,
+            Err(_) => Err(UpstreamError::ConnectTimeout(self.timeout)),
+        }
+    }
+
+    async fn handshake(&self) -> Result<SendRequest<Body>, UpstreamError> {
+        let host = self.upstream.host();
+        let stream = tokio::net::TcpStream::connect((host, self.upstream.port()))
             .await
             .map_err(UpstreamError::Connect)?;
         // Small request/response exchanges must not wait on Nagle.
         stream.set_nodelay(true).map_err(UpstreamError::Connect)?;
-        let (sender, connection) = http1::Builder::new()
-            .handshake(TokioIo::new(stream))
+        let Some(connector) = &self.tls else {
+            return http1_handshake(TokioIo::new(stream)).await;
+        };
+        // SNI and verification use the upstream URL's host, whatever Host
+        // the client sent.
+        let name = rustls::pki_types::ServerName::try_from(host.to_owned())
+            .map_err(|e| UpstreamError::Tls(std::io::Error::other(e)))?;
+        let stream = connector
+            .connect(name, stream)
             .await
-            .map_err(UpstreamError::Send)?;
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(error = %error, "upstream connection ended with an error");
-            }
-        });
-        Ok(sender)
+            .map_err(UpstreamError::Tls)?;
+        http1_handshake(TokioIo::new(stream)).await
     }
+}
+
+async fn http1_handshake<I>(io: I) -> Result<SendRequest<Body>, UpstreamError>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (sender, connection) = http1::Builder::new()
+        .handshake(io)
+        .await
+        .map_err(UpstreamError::Send)?;
+    tokio::spawn(async move {
+        if let Err(error) = connection.await {
+            tracing::debug!(error = %error, "upstream connection ended with an error");
+        }
+    });
+    Ok(sender)
 }
 
 /// Why the backend could not be asked (502).
@@ -262,6 +333,10 @@ impl Shared {
 enum UpstreamError {
     #[error("cannot connect")]
     Connect(#[source] std::io::Error),
+    #[error("connecting took longer than {0:?}")]
+    ConnectTimeout(Duration),
+    #[error("TLS handshake failed")]
+    Tls(#[source] std::io::Error),
     #[error("request failed")]
     Send(#[source] hyper::Error),
 }
@@ -293,9 +368,92 @@ fn demands_upgrade(headers: &http::HeaderMap) -> bool {
         .any(|protocol| !protocol.trim().eq_ignore_ascii_case("h2c"))
 }
 
-/// A JSON answer made by the gateway, as `Response<Body>`.
-pub(crate) fn gateway_error(status: StatusCode, error: &str, detail: &str) -> Response<Body> {
-    json_response(status, &json!({ "error": error, "detail": detail })).map(Body::from)
+/// A JSON answer made by the gateway, as `Response<Body>`, marked with its
+/// outcome.
+fn gateway_error(
+    status: StatusCode,
+    error: &str,
+    detail: &str,
+    outcome: Outcome,
+) -> Response<Body> {
+    let mut response =
+        json_response(status, &json!({ "error": error, "detail": detail })).map(Body::from);
+    response.extensions_mut().insert(outcome);
+    response
+}
+
+/// Asks the server to close the client connection after this answer: the
+/// rest of a request body that failed cannot be told from the next request.
+fn close_after(mut response: Response<Body>) -> Response<Body> {
+    response
+        .headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+pin_project! {
+    /// A request body that tells when it has been sent in full (or failed,
+    /// or was dropped): the moment the upstream timeout starts.
+    struct SentInFull {
+        #[pin]
+        body: Body,
+        sent: Option<oneshot::Sender<()>>,
+    }
+
+    impl PinnedDrop for SentInFull {
+        fn drop(this: Pin<&mut Self>) {
+            if let Some(sent) = this.project().sent.take() {
+                let _ = sent.send(());
+            }
+        }
+    }
+}
+
+impl SentInFull {
+    /// `request` with its body watched, and the signal; `None` for a
+    /// request that has no body to send.
+    fn watch(request: Request<Body>) -> (Request<Body>, Option<oneshot::Receiver<()>>) {
+        if http_body::Body::is_end_stream(request.body()) {
+            return (request, None);
+        }
+        let (tx, rx) = oneshot::channel();
+        let request = request.map(|body| {
+            Body::new(SentInFull {
+                body,
+                sent: Some(tx),
+            })
+        });
+        (request, Some(rx))
+    }
+}
+
+impl http_body::Body for SentInFull {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let this = self.project();
+        let frame = std::task::ready!(this.body.poll_frame(cx));
+        if !matches!(frame, Some(Ok(_))) {
+            if let Some(sent) = this.sent.take() {
+                let _ = sent.send(());
+            }
+        }
+        Poll::Ready(frame)
+    }
+
+    // hyper drops a body that says it has ended (its Content-Length
+    // reached) without polling it again: the drop signals that end.
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// hyper's errors hide the cause (connection refused, reset) in `source()`.

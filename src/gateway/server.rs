@@ -1,22 +1,40 @@
 //! Wiring: the fence table, the backend (real or embedded), the data plane
-//! (metrics, fencing layer, proxy) and the admin plane, started and stopped
-//! as one [`Gateway`].
+//! and the admin plane, started on listeners the caller bound and stopped as
+//! one [`Gateway`].
+//!
+//! In the shape of mini-redis's `server::run`: the listeners and the
+//! shutdown are values passed in, so that tests and examples run a gateway
+//! in-process on `127.0.0.1:0` without faking a command line.
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! use fencegate::gateway::{self, Config, Listeners, StateKind};
+//!
+//! let config = Config { state: StateKind::Memory, ..Config::default() };
+//! let listeners = Listeners::bind("127.0.0.1:0".parse()?, "127.0.0.1:0".parse()?).await?;
+//! gateway::run(config, listeners, async { let _ = tokio::signal::ctrl_c().await; }).await?;
+//! # Ok(()) }
+//! ```
 
-use std::future::IntoFuture;
+use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio_util::task::TaskTracker;
 
+use super::accept::{self, PlaneOptions};
+use super::admin::{self, Readiness};
 use super::config::{Config, StateKind};
 use super::data_plane::DataPlane;
 use super::embedded::{self, ObjectStore};
 use super::metrics::Metrics;
 use super::proxy::Proxy;
+use super::tls::{self, ServerCert, TlsError};
 use super::upstream::Upstream;
 use crate::layer::FencingLayer;
 use crate::store::StoreError;
@@ -47,9 +65,45 @@ pub enum StartError {
         /// Why.
         source: std::io::Error,
     },
+    /// The certificate, key or upstream CA bundle cannot be used.
+    #[error("TLS: {0}")]
+    Tls(#[from] TlsError),
     /// The embedded backend's address did not form an upstream URL.
     #[error("embedded backend: {0}")]
     Embedded(String),
+}
+
+/// The two listeners a gateway serves, bound by the caller (or by
+/// [`Listeners::bind`]).
+#[derive(Debug)]
+pub struct Listeners {
+    /// The data plane: fenced requests to the backend.
+    pub data: TcpListener,
+    /// The admin plane: fences, metrics, health.
+    pub admin: TcpListener,
+}
+
+impl Listeners {
+    /// Binds both planes (port 0 picks a free port).
+    pub async fn bind(data: SocketAddr, admin: SocketAddr) -> Result<Listeners, StartError> {
+        Ok(Listeners {
+            data: bind("data plane", data).await?,
+            admin: bind("admin plane", admin).await?,
+        })
+    }
+}
+
+/// Runs a gateway on `listeners` until `shutdown` resolves, then drains it.
+/// Returns whether every request in flight finished within the shutdown
+/// timeout.
+pub async fn run(
+    config: Config,
+    listeners: Listeners,
+    shutdown: impl Future<Output = ()>,
+) -> Result<bool, StartError> {
+    let gateway = Gateway::start_on(config, listeners).await?;
+    shutdown.await;
+    Ok(gateway.shutdown().await)
 }
 
 /// A running gateway.
@@ -60,16 +114,42 @@ pub struct Gateway {
     upstream: Upstream,
     embedded: bool,
     fences: Fences,
-    stop: watch::Sender<bool>,
-    data: JoinHandle<std::io::Result<()>>,
-    others: Vec<JoinHandle<std::io::Result<()>>>,
+    readiness: Readiness,
+    server_cert: Option<Arc<ServerCert>>,
+    /// Stops the data plane's accept loop and drains its connections.
+    stop_data: watch::Sender<bool>,
+    /// Stops the admin plane and the embedded backend, once the data plane
+    /// has drained: `/readyz` answers "draining" meanwhile.
+    stop_rest: watch::Sender<bool>,
+    data_accept: JoinHandle<()>,
+    data_connections: TaskTracker,
+    rest: Vec<JoinHandle<()>>,
     shutdown_timeout: Duration,
 }
 
 impl Gateway {
-    /// Opens the fence store, starts the embedded backend if no upstream is
-    /// configured, binds both planes and starts serving.
+    /// Binds the addresses in `config` and starts serving on them.
     pub async fn start(config: Config) -> Result<Gateway, StartError> {
+        let listeners = Listeners::bind(config.listen, config.admin_listen).await?;
+        Self::start_on(config, listeners).await
+    }
+
+    /// Opens the fence store, starts the embedded backend if no upstream is
+    /// configured, and serves both planes on `listeners`.
+    pub async fn start_on(config: Config, listeners: Listeners) -> Result<Gateway, StartError> {
+        // Everything that can fail on bad configuration comes before the
+        // fence store is opened, so that a bad flag leaves nothing locked.
+        let server_cert = config.tls.as_ref().map(ServerCert::load).transpose()?;
+        let acceptor = server_cert.as_ref().map(ServerCert::acceptor).transpose()?;
+        let upstream_tls = match &config.upstream {
+            Some(upstream) if upstream.is_tls() => {
+                Some(tls::upstream_connector(config.upstream_ca.as_deref())?)
+            }
+            _ => None,
+        };
+        let data_addr = local_addr("data plane", &listeners.data)?;
+        let admin_addr = local_addr("admin plane", &listeners.admin)?;
+
         let fences = match config.state {
             StateKind::Disk => Fences::open(&config.data_dir)?,
             StateKind::Memory => {
@@ -79,41 +159,19 @@ impl Gateway {
                 Fences::in_memory()
             }
         };
-        let (stop, stopped) = watch::channel(false);
-        let mut others = Vec::new();
+        let (stop_data, data_stopped) = watch::channel(false);
+        let (stop_rest, rest_stopped) = watch::channel(false);
+        let mut rest = Vec::new();
 
         let (upstream, embedded) = match config.upstream.clone() {
             Some(upstream) => (upstream, false),
             None => {
-                let objects = match config.state {
-                    StateKind::Disk => {
-                        ObjectStore::on_disk(&config.data_dir).map_err(|source| {
-                            StartError::DataDir {
-                                path: config.data_dir.clone(),
-                                source,
-                            }
-                        })?
-                    }
-                    StateKind::Memory => ObjectStore::in_memory(),
-                };
-                let addr = SocketAddr::from(([127, 0, 0, 1], 0));
-                let listener = bind("embedded backend", addr).await?;
-                let addr = local_addr("embedded backend", addr, &listener)?;
-                let app = embedded::router(objects);
-                others.push(tokio::spawn(
-                    axum::serve(listener, app)
-                        .with_graceful_shutdown(signalled(stopped.clone()))
-                        .into_future(),
-                ));
-                let upstream = Upstream::from_addr(addr).map_err(StartError::Embedded)?;
+                let (upstream, task) =
+                    start_embedded(&config, signalled(rest_stopped.clone())).await?;
+                rest.push(task);
                 (upstream, true)
             }
         };
-
-        let data_listener = bind("data plane", config.listen).await?;
-        let admin_listener = bind("admin plane", config.admin_listen).await?;
-        let data_addr = local_addr("data plane", config.listen, &data_listener)?;
-        let admin_addr = local_addr("admin plane", config.admin_listen, &admin_listener)?;
 
         let metrics = Metrics::new(fences.clone());
         let fencing = FencingLayer::new(fences.clone())
@@ -124,25 +182,41 @@ impl Gateway {
             upstream.clone(),
             config.upstream_timeout,
             config.upstream_idle_timeout,
+            upstream_tls,
         );
-        let data_plane = DataPlane::new(fencing, proxy, metrics.clone());
-        let data = tokio::spawn(
-            axum::serve(
-                data_listener.tap_io(|tcp| {
-                    // Small request/response exchanges must not wait on Nagle.
-                    let _ = tcp.set_nodelay(true);
-                }),
-                data_plane,
-            )
-            .with_graceful_shutdown(signalled(stopped.clone()))
-            .into_future(),
-        );
-        let admin_app = super::admin::router(fences.clone(), metrics);
-        others.push(tokio::spawn(
-            axum::serve(admin_listener, admin_app)
-                .with_graceful_shutdown(signalled(stopped))
-                .into_future(),
+        let data_plane =
+            DataPlane::new(fencing, proxy, metrics.clone(), config.client.body_timeout);
+        let data_connections = TaskTracker::new();
+        let data_accept = tokio::spawn(accept::serve(
+            listeners.data,
+            PlaneOptions {
+                name: "data plane",
+                limits: config.client,
+                tls: acceptor.clone(),
+            },
+            move |info| data_plane.connection(info),
+            data_stopped,
+            data_connections.clone(),
         ));
+
+        let readiness = Readiness::new(fences.clone());
+        let admin_app = admin::router(fences.clone(), metrics, readiness.clone());
+        let mut admin_limits = config.client;
+        // The admin plane serves operators and scrapers, not the clients the
+        // cap is sized for.
+        admin_limits.max_connections = ADMIN_MAX_CONNECTIONS;
+        let admin_connections = TaskTracker::new();
+        rest.push(tokio::spawn(accept::serve(
+            listeners.admin,
+            PlaneOptions {
+                name: "admin plane",
+                limits: admin_limits,
+                tls: acceptor,
+            },
+            move |_info| hyper_util::service::TowerToHyperService::new(admin_app.clone()),
+            rest_stopped,
+            admin_connections,
+        )));
 
         Ok(Gateway {
             data_addr,
@@ -150,9 +224,13 @@ impl Gateway {
             upstream,
             embedded,
             fences,
-            stop,
-            data,
-            others,
+            readiness,
+            server_cert,
+            stop_data,
+            stop_rest,
+            data_accept,
+            data_connections,
+            rest,
             shutdown_timeout: config.shutdown_timeout,
         })
     }
@@ -177,20 +255,46 @@ impl Gateway {
         self.embedded
     }
 
+    /// Whether the planes speak TLS.
+    pub fn is_tls(&self) -> bool {
+        self.server_cert.is_some()
+    }
+
     /// The fence table.
     pub fn fences(&self) -> &Fences {
         &self.fences
     }
 
-    /// Graceful shutdown: stop accepting, let requests in flight finish
-    /// (for at most the shutdown timeout), then close the fence store.
+    /// Reads the TLS certificate and key files again (the binary does it on
+    /// `SIGHUP`). New connections get the new certificate; on an error the
+    /// old one stays. Without TLS, does nothing.
+    pub fn reload_tls(&self) -> Result<(), TlsError> {
+        match &self.server_cert {
+            Some(cert) => cert.reload(),
+            None => Ok(()),
+        }
+    }
+
+    /// The served certificate, to reload from another task (a signal
+    /// handler); `None` without TLS.
+    pub fn tls_reloader(&self) -> Option<Arc<ServerCert>> {
+        self.server_cert.clone()
+    }
+
+    /// Graceful shutdown: `/readyz` turns 503, the data plane stops
+    /// accepting, requests in flight finish (for at most the shutdown
+    /// timeout), then the admin plane stops and the fence store is closed.
     /// Returns whether every request finished in time.
     pub async fn shutdown(self) -> bool {
-        let _ = self.stop.send(true);
-        let drained = tokio::time::timeout(self.shutdown_timeout, self.data)
+        self.readiness.set_draining();
+        let _ = self.stop_data.send(true);
+        let _ = self.data_accept.await;
+        self.data_connections.close();
+        let drained = tokio::time::timeout(self.shutdown_timeout, self.data_connections.wait())
             .await
             .is_ok();
-        for task in self.others {
+        let _ = self.stop_rest.send(true);
+        for task in self.rest {
             // The admin plane and embedded backend have nothing to drain
             // that matters once the data plane is done.
             task.abort();
@@ -198,6 +302,39 @@ impl Gateway {
         self.fences.close();
         drained
     }
+}
+
+/// More than enough for Prometheus, a load balancer's health checks and a
+/// few operators.
+const ADMIN_MAX_CONNECTIONS: usize = 1024;
+
+/// Starts the embedded object store on a loopback port of its own, reached
+/// through the same proxy path as any real backend.
+async fn start_embedded(
+    config: &Config,
+    stopped: impl Future<Output = ()> + Send + 'static,
+) -> Result<(Upstream, JoinHandle<()>), StartError> {
+    let objects = match config.state {
+        StateKind::Disk => {
+            ObjectStore::on_disk(&config.data_dir).map_err(|source| StartError::DataDir {
+                path: config.data_dir.clone(),
+                source,
+            })?
+        }
+        StateKind::Memory => ObjectStore::in_memory(),
+    };
+    let listener = bind("embedded backend", SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+    let addr = local_addr("embedded backend", &listener)?;
+    let serve = axum::serve(listener, embedded::router(objects))
+        .with_graceful_shutdown(stopped)
+        .into_future();
+    let task = tokio::spawn(async move {
+        if let Err(error) = serve.await {
+            tracing::error!(%error, "embedded backend stopped");
+        }
+    });
+    let upstream = Upstream::from_addr(addr).map_err(StartError::Embedded)?;
+    Ok((upstream, task))
 }
 
 async fn bind(plane: &'static str, addr: SocketAddr) -> Result<TcpListener, StartError> {
@@ -210,14 +347,10 @@ async fn bind(plane: &'static str, addr: SocketAddr) -> Result<TcpListener, Star
         })
 }
 
-fn local_addr(
-    plane: &'static str,
-    addr: SocketAddr,
-    listener: &TcpListener,
-) -> Result<SocketAddr, StartError> {
+fn local_addr(plane: &'static str, listener: &TcpListener) -> Result<SocketAddr, StartError> {
     listener.local_addr().map_err(|source| StartError::Bind {
         plane,
-        addr,
+        addr: SocketAddr::from(([0, 0, 0, 0], 0)),
         source,
     })
 }

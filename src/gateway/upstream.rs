@@ -4,9 +4,11 @@ use std::fmt;
 
 use http::uri::{Authority, PathAndQuery, Scheme, Uri};
 
-/// A parsed `http://host:port[/base]`.
+/// A parsed `http[s]://host[:port][/base]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Upstream {
+    /// Whether the backend is reached over TLS.
+    tls: bool,
     authority: Authority,
     /// The base path without its trailing `/` (empty for none); every request
     /// path is appended to it.
@@ -14,22 +16,22 @@ pub struct Upstream {
 }
 
 impl Upstream {
-    /// Parses and checks an upstream URL. Only plain `http` is supported: the
-    /// gateway speaks HTTP/1.1 to the backend, usually on loopback or a
-    /// private network.
+    /// Parses and checks an upstream URL: `http://` or `https://`, a host,
+    /// an optional port and base path, nothing else.
     pub fn parse(raw: &str) -> Result<Self, String> {
         let uri: Uri = raw
             .parse()
             .map_err(|e| format!("{raw:?} is not a URL: {e}"))?;
-        match uri.scheme_str() {
-            Some("http") => {}
+        let tls = match uri.scheme_str() {
+            Some("http") => false,
+            Some("https") => true,
             Some(other) => {
                 return Err(format!(
-                    "{raw:?}: only http:// upstreams are supported, not {other}://"
+                    "{raw:?}: only http:// and https:// upstreams are supported, not {other}://"
                 ))
             }
-            None => return Err(format!("{raw:?}: expected http://host:port[/base]")),
-        }
+            None => return Err(format!("{raw:?}: expected http[s]://host[:port][/base]")),
+        };
         let authority = uri
             .authority()
             .cloned()
@@ -55,7 +57,32 @@ impl Upstream {
             return Err(format!("{raw:?}: a query string is not allowed"));
         }
         let base = uri.path().trim_end_matches('/').to_owned();
-        Ok(Upstream { authority, base })
+        Ok(Upstream {
+            tls,
+            authority,
+            base,
+        })
+    }
+
+    /// Whether the backend is reached over TLS (`https://`).
+    pub fn is_tls(&self) -> bool {
+        self.tls
+    }
+
+    /// The host name or IP address to connect to, and to verify the
+    /// backend's certificate against (IPv6 without brackets).
+    pub fn host(&self) -> &str {
+        self.authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+    }
+
+    /// The port to connect to: as given, or the scheme's default.
+    pub fn port(&self) -> u16 {
+        self.authority
+            .port_u16()
+            .unwrap_or(if self.tls { 443 } else { 80 })
     }
 
     /// An upstream at a socket address, with no base path.
@@ -79,7 +106,11 @@ impl Upstream {
         };
         let path_and_query = format!("{}{}", self.base, original);
         Uri::builder()
-            .scheme(Scheme::HTTP)
+            .scheme(if self.tls {
+                Scheme::HTTPS
+            } else {
+                Scheme::HTTP
+            })
             .authority(self.authority.clone())
             .path_and_query(path_and_query)
             .build()
@@ -108,7 +139,8 @@ impl Upstream {
 
 impl fmt::Display for Upstream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "http://{}{}", self.authority, self.base)
+        let scheme = if self.tls { "https" } else { "http" };
+        write!(f, "{scheme}://{}{}", self.authority, self.base)
     }
 }
 
@@ -151,10 +183,16 @@ mod tests {
             u.uri_for(None).unwrap().to_string(),
             "http://localhost:9000/"
         );
+        let u = Upstream::parse("https://s3.eu-west-1.amazonaws.com").unwrap();
+        assert!(u.is_tls());
+        assert_eq!((u.host(), u.port()), ("s3.eu-west-1.amazonaws.com", 443));
+        assert_eq!(u.to_string(), "https://s3.eu-west-1.amazonaws.com");
+        let u = Upstream::parse("http://[::1]:9000").unwrap();
+        assert_eq!((u.host(), u.port(), u.is_tls()), ("::1", 9000, false));
         for bad in [
             "",
             "localhost:9000",
-            "https://x",
+            "ftps://x",
             "ftp://x",
             "http://u:p@x",
             "http://x/?q=1",

@@ -52,6 +52,12 @@ pub trait FenceStore: Send + Sync + 'static {
     /// Persisting after this fails with [`StoreError::Closed`].
     fn close(&self) {}
 
+    /// `Ok` while raises can be made durable; after a failed one, the error,
+    /// until a later write succeeds. Read by `/readyz`.
+    fn health(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     /// Counters for monitoring and benchmarks.
     fn stats(&self) -> StoreStats {
         StoreStats::default()

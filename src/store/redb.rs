@@ -11,6 +11,14 @@ use super::{FenceStore, PersistFuture, StoreError, StoreStats};
 
 const FENCES: TableDefinition<'static, &str, u64> = TableDefinition::new("fences");
 
+/// One row, rewritten by the health probe: a write with an fsync, like a raise.
+const PROBE: TableDefinition<'static, &str, u64> = TableDefinition::new("probe");
+
+/// How often the writer tries the store again after a failed commit, when
+/// no raise comes to try it: so that `/readyz` turns ready again once the
+/// disk has room, without traffic (which a load balancer would withhold).
+const PROBE_PERIOD: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// An upper bound on one group commit, so that a flood of raises cannot grow
 /// one transaction (and the latency of everyone in it) without limit.
 const MAX_BATCH: usize = 4096;
@@ -52,6 +60,14 @@ struct Raise {
 struct Counters {
     raises: AtomicU64,
     commits: AtomicU64,
+    /// The error of the last commit, `None` when it succeeded.
+    failure: Mutex<Option<Arc<str>>>,
+}
+
+impl Counters {
+    fn set_failure(&self, failure: Option<Arc<str>>) {
+        *self.failure.lock().unwrap_or_else(PoisonError::into_inner) = failure;
+    }
 }
 
 impl std::fmt::Debug for RedbStore {
@@ -182,6 +198,18 @@ impl FenceStore for RedbStore {
         RedbStore::close(self);
     }
 
+    fn health(&self) -> Result<(), StoreError> {
+        match &*self
+            .stats
+            .failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            None => Ok(()),
+            Some(error) => Err(StoreError::Write(Arc::clone(error))),
+        }
+    }
+
     fn stats(&self) -> StoreStats {
         StoreStats {
             raises: self.stats.raises.load(Ordering::Relaxed),
@@ -198,7 +226,22 @@ fn write_loop(db: Arc<Database>, path: &Path, raises: mpsc::Receiver<Raise>, sta
     let mut db = Some(db);
     let mut batch = Vec::new();
     // Ends when every sender is gone (close or drop), after draining the queue.
-    while let Ok(first) = raises.recv() {
+    loop {
+        let first = if db.is_some() {
+            match raises.recv() {
+                Ok(raise) => raise,
+                Err(_) => break,
+            }
+        } else {
+            match raises.recv_timeout(PROBE_PERIOD) {
+                Ok(raise) => raise,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    db = probe(path, &stats);
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        };
         batch.push(first);
         while batch.len() < MAX_BATCH {
             match raises.try_recv() {
@@ -219,6 +262,7 @@ fn write_loop(db: Arc<Database>, path: &Path, raises: mpsc::Receiver<Raise>, sta
                 stats
                     .raises
                     .fetch_add(batch.len() as u64, Ordering::Relaxed);
+                stats.set_failure(None);
             }
             Err(error) => {
                 tracing::error!(
@@ -226,6 +270,7 @@ fn write_loop(db: Arc<Database>, path: &Path, raises: mpsc::Receiver<Raise>, sta
                     raises = batch.len(),
                     "fence store commit failed"
                 );
+                stats.set_failure(Some(error.as_str().into()));
                 db = None;
             }
         }
@@ -234,6 +279,34 @@ fn write_loop(db: Arc<Database>, path: &Path, raises: mpsc::Receiver<Raise>, sta
             // The requester may have gone away (client hung up); its raise is
             // durable all the same, which is the safe direction.
             let _ = raise.done.send(result.clone());
+        }
+    }
+}
+
+/// After a failed commit, with no raise coming: reopens the database and
+/// commits a probe write. Healthy again if it worked.
+fn probe(path: &Path, stats: &Counters) -> Option<Arc<Database>> {
+    let db = reopen(path)?;
+    let written = (|| -> Result<(), String> {
+        let txn = db.begin_write().map_err(|e| e.to_string())?;
+        {
+            let mut table = txn.open_table(PROBE).map_err(|e| e.to_string())?;
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            table.insert("last", now).map_err(|e| e.to_string())?;
+        }
+        txn.commit().map_err(|e| e.to_string())
+    })();
+    match written {
+        Ok(()) => {
+            tracing::info!(path = %path.display(), "fence store writable again");
+            stats.set_failure(None);
+            Some(db)
+        }
+        Err(error) => {
+            stats.set_failure(Some(error.into()));
+            None
         }
     }
 }

@@ -1,0 +1,196 @@
+//! Serving one plane's listener: accepting connections (at most so many at
+//! once), the TLS handshake, HTTP/1.1 or HTTP/2 on each connection with the
+//! client limits, and a graceful stop.
+//!
+//! Written on hyper-util's connection builder rather than `axum::serve`,
+//! which gives hyper no timer and no way to bound a client: the header and
+//! idle timeouts (`activity.rs`), the connection cap and the head size limit
+//! live here.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+use tokio_rustls::TlsAcceptor;
+use tokio_util::task::TaskTracker;
+
+use super::activity::{Activity, ClientStream};
+use super::body_timeout::BoxError;
+use super::config::ClientLimits;
+
+/// The largest request head accepted: above it HTTP/1.1 clients get 431.
+pub(crate) const MAX_HEAD: usize = 64 * 1024;
+
+/// How one plane serves its connections.
+#[derive(Clone)]
+pub(crate) struct PlaneOptions {
+    /// For logs: "data plane" or "admin plane".
+    pub(crate) name: &'static str,
+    pub(crate) limits: ClientLimits,
+    /// `Some` to speak TLS only.
+    pub(crate) tls: Option<TlsAcceptor>,
+}
+
+/// What a service for one connection may know of it.
+#[derive(Debug, Clone)]
+pub(crate) struct ConnInfo {
+    pub(crate) peer: SocketAddr,
+    pub(crate) tls: bool,
+    pub(crate) activity: Arc<Activity>,
+}
+
+/// Serves `listener` until `stop` turns true, with one service per
+/// connection from `make`. Connection tasks are spawned on `tasks`, so that
+/// the caller can wait for them to drain.
+pub(crate) async fn serve<M, S, B>(
+    listener: TcpListener,
+    options: PlaneOptions,
+    make: M,
+    mut stop: watch::Receiver<bool>,
+    tasks: TaskTracker,
+) where
+    M: Fn(&ConnInfo) -> S,
+    S: hyper::service::Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    let permits = Arc::new(Semaphore::new(options.limits.max_connections));
+    let builder = Arc::new(connection_builder());
+    loop {
+        // Take a permit before accepting: past the cap, connections wait in
+        // the kernel's backlog instead of being accepted and starved.
+        let permit = tokio::select! {
+            permit = Arc::clone(&permits).acquire_owned() => permit,
+            _ = stop.wait_for(|stop| *stop) => break,
+        };
+        let Ok(permit) = permit else { break };
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = stop.wait_for(|stop| *stop) => break,
+        };
+        let (tcp, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(error) if is_connection_error(&error) => continue,
+            Err(error) => {
+                // Out of file descriptors, most likely: wait a little rather
+                // than spin on an accept that keeps failing.
+                tracing::error!(plane = options.name, %error, "cannot accept a connection");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            }
+        };
+        // Small request/response exchanges must not wait on Nagle.
+        let _ = tcp.set_nodelay(true);
+        let activity = Activity::new();
+        let info = ConnInfo {
+            peer,
+            tls: options.tls.is_some(),
+            activity: Arc::clone(&activity),
+        };
+        let service = make(&info);
+        let options = options.clone();
+        let builder = Arc::clone(&builder);
+        let stop = stop.clone();
+        tasks.spawn(async move {
+            let _permit = permit;
+            let stream = match &options.tls {
+                None => ClientStream::plain(tcp, Arc::clone(&activity)),
+                Some(acceptor) => {
+                    let handshake = acceptor.accept(tcp);
+                    match tokio::time::timeout(options.limits.header_timeout, handshake).await {
+                        Ok(Ok(tls)) => ClientStream::tls(tls, Arc::clone(&activity)),
+                        Ok(Err(error)) => {
+                            tracing::debug!(plane = options.name, %peer, %error, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!(plane = options.name, %peer, "TLS handshake timed out");
+                            return;
+                        }
+                    }
+                }
+            };
+            drive(&builder, stream, service, &activity, &options, stop, peer).await;
+        });
+    }
+}
+
+/// Runs one connection to its end: the client closes it, it breaks a
+/// limit, or a stop drains it.
+async fn drive<S, B>(
+    builder: &auto::Builder<TokioExecutor>,
+    stream: ClientStream,
+    service: S,
+    activity: &Activity,
+    options: &PlaneOptions,
+    mut stop: watch::Receiver<bool>,
+    peer: SocketAddr,
+) where
+    S: hyper::service::Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    let connection = builder.serve_connection(TokioIo::new(stream), service);
+    let mut connection = pin!(connection);
+    let mut expired = pin!(activity.expired(&options.limits));
+    let mut draining = false;
+    loop {
+        tokio::select! {
+            result = connection.as_mut() => {
+                if let Err(error) = result {
+                    tracing::debug!(plane = options.name, %peer, error = %error, "client connection ended with an error");
+                }
+                return;
+            }
+            expiry = &mut expired => {
+                // Dropping the connection closes it; nothing is in progress.
+                tracing::debug!(plane = options.name, %peer, ?expiry, "closing a slow or idle client connection");
+                return;
+            }
+            _ = stop.wait_for(|stop| *stop), if !draining => {
+                draining = true;
+                connection.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}
+
+fn connection_builder() -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        // The header timeout is ours (activity.rs): hyper's would also
+        // close keep-alive connections idle for that long.
+        .header_read_timeout(None)
+        // A head that does not fit is answered 431. Bodies are read in
+        // chunks of at most this size too, which costs nothing measurable.
+        .max_buf_size(MAX_HEAD);
+    builder.http2().max_header_list_size(MAX_HEAD as u32);
+    builder
+}
+
+/// Errors of one connection that was being accepted, not of the listener.
+fn is_connection_error(error: &std::io::Error) -> bool {
+    matches!(
+        error.kind(),
+        std::io::ErrorKind::ConnectionRefused
+            | std::io::ErrorKind::ConnectionAborted
+            | std::io::ErrorKind::ConnectionReset
+    )
+}

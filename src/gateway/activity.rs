@@ -1,0 +1,302 @@
+//! What a client connection is doing, for its header and idle timeouts.
+//!
+//! hyper's own `header_read_timeout` starts counting when the server begins
+//! waiting for a head, so on a keep-alive connection it is an idle timeout
+//! of the same length; and `axum::serve` gives hyper no timer at all, so
+//! neither limit held (a slowloris client kept its connection for as long as
+//! it liked). The contract has two limits: a head must be complete within
+//! the header timeout of its first byte (of the accept, on a new
+//! connection), and a connection with no request started within the idle
+//! timeout of its previous response is closed. [`Activity`] tracks what they
+//! need with a few atomics touched about once per request, and
+//! [`Activity::expired`] is one sleeping future per connection that wakes at
+//! the next possible deadline, not on every byte.
+//!
+//! A request body that stalls is the body's own business (`body_timeout.rs`).
+
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+// tokio's clock, so that tests can pause it.
+use tokio::time::Instant;
+use tokio_rustls::server::TlsStream;
+
+use super::config::ClientLimits;
+
+/// One connection's activity. Times are nanoseconds since `born`.
+#[derive(Debug)]
+pub(crate) struct Activity {
+    born: Instant,
+    /// Requests (HTTP/2: streams) whose response is not done yet.
+    busy: AtomicU32,
+    /// When `busy` last fell to zero; 0 = the accept.
+    idle_since: AtomicU64,
+    /// When the first byte since `idle_since` was read; 0 = none yet.
+    first_byte: AtomicU64,
+    /// Whether any request has been served: a new connection gets the
+    /// header timeout from its accept, a used one the idle timeout.
+    served: AtomicBool,
+}
+
+/// Why [`Activity::expired`] gave up on a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Expiry {
+    /// A head started but was not complete in time (or none started on a
+    /// new connection).
+    Header,
+    /// No request started on a keep-alive connection.
+    Idle,
+}
+
+impl Activity {
+    pub(crate) fn new() -> Arc<Activity> {
+        Arc::new(Activity {
+            born: Instant::now(),
+            busy: AtomicU32::new(0),
+            idle_since: AtomicU64::new(0),
+            first_byte: AtomicU64::new(0),
+            served: AtomicBool::new(false),
+        })
+    }
+
+    fn now(&self) -> u64 {
+        // Never 0, which means "unset"; u64 nanoseconds last 584 years.
+        (self.born.elapsed().as_nanos() as u64).max(1)
+    }
+
+    fn at(&self, nanos: u64) -> Instant {
+        self.born + Duration::from_nanos(nanos)
+    }
+
+    /// Bytes were read from the client.
+    fn read_some(&self) {
+        if self.first_byte.load(Ordering::Relaxed) == 0 {
+            self.first_byte.store(self.now(), Ordering::Relaxed);
+        }
+    }
+
+    /// A request starts; the guard marks its response done when dropped
+    /// (hyper drops a response body once it has been sent, or the
+    /// connection failed).
+    pub(crate) fn begin(self: &Arc<Self>) -> Busy {
+        self.busy.fetch_add(1, Ordering::AcqRel);
+        Busy(Arc::clone(self))
+    }
+
+    /// Resolves when the connection has been idle, or has been sending a
+    /// head, for longer than `limits` allow. Never resolves while a request
+    /// is in progress.
+    pub(crate) async fn expired(&self, limits: &ClientLimits) -> Expiry {
+        loop {
+            let busy = self.busy.load(Ordering::Acquire);
+            let first_byte = self.first_byte.load(Ordering::Relaxed);
+            let idle_since = self.idle_since.load(Ordering::Acquire);
+            let (deadline, expiry) = if busy > 0 {
+                // Look again later; the end of the request moves the deadline.
+                (
+                    Instant::now() + limits.header_timeout.min(limits.idle_timeout),
+                    None,
+                )
+            } else if first_byte != 0 {
+                (
+                    self.at(first_byte) + limits.header_timeout,
+                    Some(Expiry::Header),
+                )
+            } else if self.served.load(Ordering::Relaxed) {
+                (
+                    self.at(idle_since) + limits.idle_timeout,
+                    Some(Expiry::Idle),
+                )
+            } else {
+                (
+                    self.at(idle_since) + limits.header_timeout,
+                    Some(Expiry::Header),
+                )
+            };
+            if let Some(expiry) = expiry {
+                if Instant::now() >= deadline {
+                    return expiry;
+                }
+            }
+            tokio::time::sleep_until(deadline).await;
+        }
+    }
+}
+
+/// A request in progress on a connection; see [`Activity::begin`].
+#[derive(Debug)]
+pub(crate) struct Busy(Arc<Activity>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let activity = &self.0;
+        if activity.busy.fetch_sub(1, Ordering::AcqRel) == 1 {
+            activity.served.store(true, Ordering::Relaxed);
+            activity.first_byte.store(0, Ordering::Relaxed);
+            activity.idle_since.store(activity.now(), Ordering::Release);
+        }
+    }
+}
+
+/// A client connection, plain or TLS, that reports reads to its
+/// [`Activity`]. One type for both so that the connection code is not
+/// compiled twice.
+pub(crate) struct ClientStream {
+    inner: Inner,
+    activity: Arc<Activity>,
+}
+
+enum Inner {
+    Plain(TcpStream),
+    // Boxed: a TLS session is a few KiB, a plain stream a few words.
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl ClientStream {
+    pub(crate) fn plain(stream: TcpStream, activity: Arc<Activity>) -> Self {
+        ClientStream {
+            inner: Inner::Plain(stream),
+            activity,
+        }
+    }
+
+    pub(crate) fn tls(stream: TlsStream<TcpStream>, activity: Arc<Activity>) -> Self {
+        ClientStream {
+            inner: Inner::Tls(Box::new(stream)),
+            activity,
+        }
+    }
+}
+
+impl AsyncRead for ClientStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let polled = match &mut this.inner {
+            Inner::Plain(stream) => Pin::new(stream).poll_read(cx, buf),
+            Inner::Tls(stream) => Pin::new(stream.as_mut()).poll_read(cx, buf),
+        };
+        if buf.filled().len() > before {
+            this.activity.read_some();
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for ClientStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match &mut self.get_mut().inner {
+            Inner::Plain(stream) => Pin::new(stream).poll_write(cx, buf),
+            Inner::Tls(stream) => Pin::new(stream.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match &mut self.get_mut().inner {
+            Inner::Plain(stream) => Pin::new(stream).poll_write_vectored(cx, bufs),
+            Inner::Tls(stream) => Pin::new(stream.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match &self.inner {
+            Inner::Plain(stream) => stream.is_write_vectored(),
+            Inner::Tls(stream) => stream.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &mut self.get_mut().inner {
+            Inner::Plain(stream) => Pin::new(stream).poll_flush(cx),
+            Inner::Tls(stream) => Pin::new(stream.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &mut self.get_mut().inner {
+            Inner::Plain(stream) => Pin::new(stream).poll_shutdown(cx),
+            Inner::Tls(stream) => Pin::new(stream.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> ClientLimits {
+        ClientLimits {
+            header_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(75),
+            ..ClientLimits::default()
+        }
+    }
+
+    async fn expires_after(activity: &Activity) -> (Expiry, Duration) {
+        let start = Instant::now();
+        let expiry = activity.expired(&limits()).await;
+        (expiry, start.elapsed())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_new_silent_connection_gets_the_header_timeout() {
+        let activity = Activity::new();
+        let (expiry, after) = expires_after(&activity).await;
+        assert_eq!(expiry, Expiry::Header);
+        assert!(
+            after >= Duration::from_secs(30) && after < Duration::from_secs(31),
+            "{after:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_used_connection_gets_the_idle_timeout_and_a_busy_one_none() {
+        let activity = Activity::new();
+        let busy = activity.begin();
+        let watch = tokio::spawn({
+            let activity = Arc::clone(&activity);
+            async move { expires_after(&activity).await }
+        });
+        tokio::time::sleep(Duration::from_secs(200)).await;
+        assert!(
+            !watch.is_finished(),
+            "expired while a request was in progress"
+        );
+        drop(busy);
+        let (expiry, after) = watch.await.unwrap();
+        assert_eq!(expiry, Expiry::Idle);
+        assert!(after >= Duration::from_secs(275), "{after:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_started_head_gets_the_header_timeout_from_its_first_byte() {
+        let activity = Activity::new();
+        drop(activity.begin());
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        activity.read_some();
+        let (expiry, after) = expires_after(&activity).await;
+        assert_eq!(expiry, Expiry::Header);
+        assert!(
+            after >= Duration::from_secs(30) && after < Duration::from_secs(31),
+            "{after:?}"
+        );
+    }
+}

@@ -1,0 +1,293 @@
+//! The command line and its `FENCEGATE_*` environment variables, turned
+//! into a [`Config`].
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use http::HeaderName;
+
+use super::config::{AccessLogTarget, ClientLimits, Config, StateKind, TlsFiles};
+use super::upstream::Upstream;
+use crate::key::Scope;
+
+/// `fencegate [serve] [OPTIONS]`: every option also reads `FENCEGATE_<OPTION>`.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "fencegate",
+    version,
+    about = "An HTTP gateway that refuses writes carrying a stale fencing token.",
+    override_usage = "fencegate [serve] [OPTIONS]"
+)]
+pub struct Cli {
+    /// Data plane address (port 0 picks a free port; the bound address is printed).
+    #[arg(
+        long,
+        env = "FENCEGATE_LISTEN",
+        default_value = "127.0.0.1:8080",
+        value_name = "ADDR"
+    )]
+    pub listen: SocketAddr,
+
+    /// Admin plane address: /fences, /metrics, /healthz, /readyz.
+    #[arg(
+        long,
+        env = "FENCEGATE_ADMIN_LISTEN",
+        default_value = "127.0.0.1:8081",
+        value_name = "ADDR"
+    )]
+    pub admin_listen: SocketAddr,
+
+    /// The storage backend to protect, http[s]://host[:port][/base]. Without
+    /// it an embedded object store answers behind the gateway.
+    #[arg(long, env = "FENCEGATE_UPSTREAM", value_name = "URL", value_parser = Upstream::parse)]
+    pub upstream: Option<Upstream>,
+
+    /// Durable fence state (and the embedded backend's objects).
+    #[arg(
+        long,
+        env = "FENCEGATE_DATA_DIR",
+        default_value = "./fencegate-data",
+        value_name = "DIR"
+    )]
+    pub data_dir: PathBuf,
+
+    /// `disk` keeps fences across restarts; `memory` forgets them all.
+    #[arg(
+        long,
+        env = "FENCEGATE_STATE",
+        default_value = "disk",
+        value_name = "disk|memory"
+    )]
+    pub state: StateArg,
+
+    /// Header carrying the fencing token.
+    #[arg(
+        long,
+        env = "FENCEGATE_TOKEN_HEADER",
+        default_value = "X-Fencing-Token",
+        value_name = "NAME"
+    )]
+    pub token_header: HeaderName,
+
+    /// How a request maps to its fence: `path`, `prefix:N` or `header` (X-Fencing-Lock).
+    #[arg(
+        long,
+        env = "FENCEGATE_SCOPE",
+        default_value = "path",
+        value_name = "path|prefix:N|header"
+    )]
+    pub scope: Scope,
+
+    /// Forward writes that carry no token instead of refusing them with 428.
+    #[arg(long, env = "FENCEGATE_ALLOW_UNFENCED_WRITES")]
+    pub allow_unfenced_writes: bool,
+
+    /// Seconds from a request sent in full to its response headers, and the
+    /// longest pause within a response body (fractions allowed).
+    #[arg(long, env = "FENCEGATE_UPSTREAM_TIMEOUT", default_value = "30", value_name = "SECS", value_parser = parse_seconds)]
+    pub upstream_timeout: Duration,
+
+    /// Seconds an idle pooled upstream connection is kept; keep it below the
+    /// backend's own keep-alive timeout.
+    #[arg(long, env = "FENCEGATE_UPSTREAM_IDLE_TIMEOUT", default_value = "4", value_name = "SECS", value_parser = parse_seconds)]
+    pub upstream_idle_timeout: Duration,
+
+    /// PEM bundle of the CAs trusted for an https:// upstream, instead of the system's.
+    #[arg(long, env = "FENCEGATE_UPSTREAM_CA", value_name = "FILE")]
+    pub upstream_ca: Option<PathBuf>,
+
+    /// Serve TLS with this certificate chain (PEM, leaf first); needs --tls-key.
+    #[arg(
+        long,
+        env = "FENCEGATE_TLS_CERT",
+        value_name = "FILE",
+        requires = "tls_key"
+    )]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The private key (PEM) of --tls-cert.
+    #[arg(
+        long,
+        env = "FENCEGATE_TLS_KEY",
+        value_name = "FILE",
+        requires = "tls_cert"
+    )]
+    pub tls_key: Option<PathBuf>,
+
+    /// Seconds for a request head to arrive in full, from its first byte.
+    #[arg(long, env = "FENCEGATE_CLIENT_HEADER_TIMEOUT", default_value = "30", value_name = "SECS", value_parser = parse_seconds)]
+    pub client_header_timeout: Duration,
+
+    /// Seconds an idle keep-alive client connection is kept.
+    #[arg(long, env = "FENCEGATE_CLIENT_IDLE_TIMEOUT", default_value = "75", value_name = "SECS", value_parser = parse_seconds)]
+    pub client_idle_timeout: Duration,
+
+    /// Longest pause, in seconds, between two bytes of a request body.
+    #[arg(long, env = "FENCEGATE_CLIENT_BODY_TIMEOUT", default_value = "60", value_name = "SECS", value_parser = parse_seconds)]
+    pub client_body_timeout: Duration,
+
+    /// Client connections served at once on the data plane; more wait to be accepted.
+    #[arg(long, env = "FENCEGATE_MAX_CONNECTIONS", default_value = "10000", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+
+    /// One JSON line per data plane request, to this file (`-` = stdout).
+    #[arg(long, env = "FENCEGATE_ACCESS_LOG", value_name = "PATH")]
+    pub access_log: Option<PathBuf>,
+
+    /// Seconds to let in-flight requests finish after SIGTERM or Ctrl-C.
+    #[arg(long, env = "FENCEGATE_SHUTDOWN_TIMEOUT", default_value = "10", value_name = "SECS", value_parser = parse_seconds)]
+    pub shutdown_timeout: Duration,
+
+    /// Log format on stderr.
+    #[arg(
+        long,
+        env = "FENCEGATE_LOG_FORMAT",
+        default_value = "text",
+        value_name = "text|json"
+    )]
+    pub log_format: LogFormat,
+}
+
+/// `--state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StateArg {
+    /// Durable, under `--data-dir`.
+    Disk,
+    /// In memory, forgotten on restart.
+    Memory,
+}
+
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+impl Cli {
+    /// Parses `args` (the program name first). `serve` as the first argument
+    /// is optional: it is the only command.
+    pub fn parse_args<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let mut args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+        if args.get(1).is_some_and(|a| a == "serve") {
+            args.remove(1);
+        }
+        Cli::try_parse_from(args)
+    }
+
+    /// The gateway's configuration.
+    pub fn config(&self) -> Config {
+        let tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            _ => None,
+        };
+        let access_log = self.access_log.as_ref().map(|path| {
+            if path.as_os_str() == "-" {
+                AccessLogTarget::Stdout
+            } else {
+                AccessLogTarget::File(path.clone())
+            }
+        });
+        Config {
+            listen: self.listen,
+            admin_listen: self.admin_listen,
+            upstream: self.upstream.clone(),
+            data_dir: self.data_dir.clone(),
+            state: match self.state {
+                StateArg::Disk => StateKind::Disk,
+                StateArg::Memory => StateKind::Memory,
+            },
+            token_header: self.token_header.clone(),
+            scope: self.scope,
+            allow_unfenced_writes: self.allow_unfenced_writes,
+            upstream_timeout: self.upstream_timeout,
+            upstream_idle_timeout: self.upstream_idle_timeout,
+            upstream_ca: self.upstream_ca.clone(),
+            tls,
+            client: ClientLimits {
+                header_timeout: self.client_header_timeout,
+                idle_timeout: self.client_idle_timeout,
+                body_timeout: self.client_body_timeout,
+                max_connections: self.max_connections as usize,
+            },
+            access_log,
+            shutdown_timeout: self.shutdown_timeout,
+        }
+    }
+}
+
+fn parse_seconds(raw: &str) -> Result<Duration, String> {
+    let secs: f64 = raw
+        .trim()
+        .parse()
+        .map_err(|_| format!("expected a number of seconds, got {raw:?}"))?;
+    if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0 * 365.0) {
+        return Err(format!(
+            "expected a positive number of seconds, got {raw:?}"
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(args: &[&str]) -> Config {
+        Cli::parse_args(args.iter().copied()).unwrap().config()
+    }
+
+    #[test]
+    fn defaults_match_the_config_defaults() {
+        let parsed = config(&["fencegate"]);
+        let default = Config::default();
+        assert_eq!(parsed.listen, default.listen);
+        assert_eq!(parsed.admin_listen, default.admin_listen);
+        assert_eq!(parsed.state, StateKind::Disk);
+        assert_eq!(parsed.scope, Scope::Path);
+        assert_eq!(parsed.upstream_timeout, default.upstream_timeout);
+        assert_eq!(parsed.client, default.client);
+        assert!(parsed.upstream.is_none() && parsed.tls.is_none() && parsed.access_log.is_none());
+        let parsed = config(&[
+            "fencegate",
+            "serve",
+            "--scope",
+            "prefix:2",
+            "--access-log",
+            "-",
+        ]);
+        assert_eq!(parsed.scope.to_string(), "prefix:2");
+        assert_eq!(parsed.access_log, Some(AccessLogTarget::Stdout));
+        let parsed = config(&["fencegate", "--tls-cert", "c.pem", "--tls-key", "k.pem"]);
+        assert_eq!(parsed.tls.map(|t| t.key), Some(PathBuf::from("k.pem")));
+    }
+
+    #[test]
+    fn bad_values_are_errors() {
+        for args in [
+            &["fencegate", "--scope", "prefix:0"][..],
+            &["fencegate", "--upstream", "ftp://x"],
+            &["fencegate", "--upstream-timeout", "-1"],
+            &["fencegate", "--state", "tape"],
+            &["fencegate", "--token-header", "bad header"],
+            &["fencegate", "--listen", "nowhere"],
+            &["fencegate", "--tls-cert", "c.pem"],
+            &["fencegate", "--tls-key", "k.pem"],
+            &["fencegate", "--max-connections", "0"],
+            &["fencegate", "--client-idle-timeout", "0"],
+        ] {
+            assert!(Cli::parse_args(args.iter().copied()).is_err(), "{args:?}");
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! What happened to a data plane request, in one place: the label of
+//! `fencegate_requests_total{outcome}` and the access log's `outcome`.
+//! Adding an outcome is one variant here; the compiler then points at every
+//! place that must know it.
+
+use http::Response;
+
+use crate::refusal::Refusal;
+
+/// The outcome of one data plane request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// Admitted (or unfenced) and answered by the backend.
+    Forwarded,
+    /// 409: below the highest, or overtaken.
+    StaleToken,
+    /// 428: a write without a token.
+    MissingToken,
+    /// 400: a malformed token or lock header.
+    InvalidToken,
+    /// 400: a path that escapes the root or is not UTF-8.
+    InvalidPath,
+    /// 503: the raise could not be made durable.
+    FenceStoreUnavailable,
+    /// 502 or 504: the backend failed, or a response body stalled.
+    UpstreamError,
+    /// 408 or 400: the client's request body stalled or was cut off.
+    ClientError,
+    /// Refused by the proxy itself: an upgrade, CONNECT, a request it could
+    /// not rewrite.
+    OtherRefusal,
+}
+
+impl Outcome {
+    /// Every outcome, in the order `/metrics` lists them.
+    pub const ALL: [Outcome; 9] = [
+        Outcome::Forwarded,
+        Outcome::StaleToken,
+        Outcome::MissingToken,
+        Outcome::InvalidToken,
+        Outcome::InvalidPath,
+        Outcome::FenceStoreUnavailable,
+        Outcome::UpstreamError,
+        Outcome::ClientError,
+        Outcome::OtherRefusal,
+    ];
+
+    /// The label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Forwarded => "forwarded",
+            Outcome::StaleToken => "stale_token",
+            Outcome::MissingToken => "missing_token",
+            Outcome::InvalidToken => "invalid_token",
+            Outcome::InvalidPath => "invalid_path",
+            Outcome::FenceStoreUnavailable => "fence_store_unavailable",
+            Outcome::UpstreamError => "upstream_error",
+            Outcome::ClientError => "client_error",
+            Outcome::OtherRefusal => "other_refusal",
+        }
+    }
+
+    /// The outcome a refusal of the fencing layer stands for.
+    pub fn of_refusal(refusal: &Refusal) -> Outcome {
+        match refusal {
+            Refusal::InvalidToken { .. } => Outcome::InvalidToken,
+            Refusal::InvalidPath { .. } => Outcome::InvalidPath,
+            Refusal::MissingToken { .. } => Outcome::MissingToken,
+            Refusal::Stale { .. } => Outcome::StaleToken,
+            Refusal::StoreUnavailable { .. } => Outcome::FenceStoreUnavailable,
+        }
+    }
+
+    /// The outcome of the request answered by `response`: the fencing
+    /// layer's [`Refusal`] or the proxy's own [`Outcome`] in its
+    /// extensions, or else forwarded.
+    pub fn of<B>(response: &Response<B>) -> Outcome {
+        let extensions = response.extensions();
+        if let Some(refusal) = extensions.get::<Refusal>() {
+            return Outcome::of_refusal(refusal);
+        }
+        extensions
+            .get::<Outcome>()
+            .copied()
+            .unwrap_or(Outcome::Forwarded)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_are_distinct_and_all_is_complete() {
+        let labels: std::collections::HashSet<_> =
+            Outcome::ALL.iter().map(|o| o.as_str()).collect();
+        assert_eq!(labels.len(), Outcome::ALL.len());
+        for (index, outcome) in Outcome::ALL.iter().enumerate() {
+            assert_eq!(*outcome as usize, index, "{outcome:?} out of order");
+        }
+    }
+}
