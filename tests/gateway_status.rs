@@ -334,6 +334,15 @@ fn fence_store_unavailable_is_503_and_nothing_is_forwarded() {
         backend.records_for(&path).is_empty(),
         "a request whose fence was not made durable reached the backend"
     );
+    // Not ready while its store cannot be written.
+    let ready = gw.admin_get("/readyz");
+    assert_eq!(ready.status, 503, "{}", ready.text());
+    let json = ready.json();
+    assert_eq!(json["status"], "not_ready", "{json}");
+    assert!(
+        json["detail"].as_str().unwrap().contains("fence store"),
+        "{json}"
+    );
     // Another new fence while the disk is still "full": refused and not
     // forwarded (unless it happens to fit in free pages of the file).
     let resp = gw.put("/another", 1);
@@ -358,6 +367,7 @@ fn fence_store_unavailable_is_503_and_nothing_is_forwarded() {
         .unwrap();
     assert!(lifted.success(), "prlimit --pid failed");
     assert_eq!(gw.put("/recovered", 1).status, 200);
+    assert_eq!(gw.admin_get("/readyz").status, 200);
     let resp = gw.put(&path, 5);
     assert_eq!(resp.status, 200, "retry after recovery: {}", resp.text());
     assert_eq!(backend.records_for(&path).len(), 1);

@@ -92,39 +92,36 @@ impl Activity {
     /// Resolves when the connection has been idle, or has been sending a
     /// head, for longer than `limits` allow. Never resolves while a request
     /// is in progress.
+    ///
+    /// It sleeps until the current state's deadline, but never longer than
+    /// the shorter of the two timeouts: whatever happens meanwhile (a first
+    /// byte, a request that starts and ends) sets a deadline at least that
+    /// far away, so no deadline is missed and the readers and writers of the
+    /// atomics never have to wake this future.
     pub(crate) async fn expired(&self, limits: &ClientLimits) -> Expiry {
+        let horizon = limits.header_timeout.min(limits.idle_timeout);
         loop {
+            let now = Instant::now();
             let busy = self.busy.load(Ordering::Acquire);
             let first_byte = self.first_byte.load(Ordering::Relaxed);
             let idle_since = self.idle_since.load(Ordering::Acquire);
-            let (deadline, expiry) = if busy > 0 {
-                // Look again later; the end of the request moves the deadline.
-                (
-                    Instant::now() + limits.header_timeout.min(limits.idle_timeout),
-                    None,
-                )
+            let current = if busy > 0 {
+                None
             } else if first_byte != 0 {
-                (
-                    self.at(first_byte) + limits.header_timeout,
-                    Some(Expiry::Header),
-                )
+                Some((self.at(first_byte) + limits.header_timeout, Expiry::Header))
             } else if self.served.load(Ordering::Relaxed) {
-                (
-                    self.at(idle_since) + limits.idle_timeout,
-                    Some(Expiry::Idle),
-                )
+                Some((self.at(idle_since) + limits.idle_timeout, Expiry::Idle))
             } else {
-                (
-                    self.at(idle_since) + limits.header_timeout,
-                    Some(Expiry::Header),
-                )
+                Some((self.at(idle_since) + limits.header_timeout, Expiry::Header))
             };
-            if let Some(expiry) = expiry {
-                if Instant::now() >= deadline {
+            let mut wake = now + horizon;
+            if let Some((deadline, expiry)) = current {
+                if now >= deadline {
                     return expiry;
                 }
+                wake = wake.min(deadline);
             }
-            tokio::time::sleep_until(deadline).await;
+            tokio::time::sleep_until(wake).await;
         }
     }
 }
@@ -284,6 +281,30 @@ mod tests {
         let (expiry, after) = watch.await.unwrap();
         assert_eq!(expiry, Expiry::Idle);
         assert!(after >= Duration::from_secs(275), "{after:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_short_idle_timeout_after_a_long_header_timeout_is_not_missed() {
+        let limits = ClientLimits {
+            header_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_millis(1500),
+            ..ClientLimits::default()
+        };
+        let activity = Activity::new();
+        // The head's first byte is already there when the watch starts.
+        activity.read_some();
+        let watch = tokio::spawn({
+            let activity = Arc::clone(&activity);
+            async move {
+                let start = Instant::now();
+                (activity.expired(&limits).await, start.elapsed())
+            }
+        });
+        tokio::task::yield_now().await;
+        drop(activity.begin());
+        let (expiry, after) = watch.await.unwrap();
+        assert_eq!(expiry, Expiry::Idle);
+        assert!(after < Duration::from_secs(4), "{after:?}");
     }
 
     #[tokio::test(start_paused = true)]

@@ -28,7 +28,7 @@ use super::accept::ConnInfo;
 use super::activity::{Activity, Busy};
 use super::body_timeout::{Side, StallTimeout};
 use super::metrics::Metrics;
-use super::proxy::Proxy;
+use super::proxy::{refuse_unproxyable, Proxy};
 use crate::layer::{Fencing, FencingLayer, ResponseBody};
 
 /// Makes one [`Connection`] service per accepted connection.
@@ -104,14 +104,25 @@ impl hyper::service::Service<Request<Incoming>> for Connection {
                 Body::new(StallTimeout::new(body, timeout, Side::Client))
             }
         });
-        // `Proxy` is always ready (its `poll_ready` returns `Ready` at once),
-        // and so is `Fencing` around it: a fresh clone may be called directly.
-        let mut inner = shared.inner.clone();
+        let stage = match refuse_unproxyable(&request) {
+            Some(refusal) => Stage::Refused {
+                response: Some(refusal),
+            },
+            None => {
+                // `Proxy` is always ready (its `poll_ready` returns `Ready` at
+                // once), and so is `Fencing` around it: a fresh clone may be
+                // called directly.
+                let mut inner = shared.inner.clone();
+                Stage::Fencing {
+                    future: inner.call(request),
+                }
+            }
+        };
         Metered {
             started: Instant::now(),
             metrics: shared.metrics.clone(),
             busy: Some(busy),
-            inner: inner.call(request),
+            stage,
         }
     }
 }
@@ -125,7 +136,17 @@ pin_project! {
         metrics: Metrics,
         busy: Option<Busy>,
         #[pin]
-        inner: Inner,
+        stage: Stage,
+    }
+}
+
+pin_project! {
+    #[project = StageProj]
+    enum Stage {
+        /// Through the fencing layer to the proxy.
+        Fencing { #[pin] future: Inner },
+        /// Refused before fencing: never proxied, so it raises no fence.
+        Refused { response: Option<Response<Body>> },
     }
 }
 
@@ -134,9 +155,17 @@ impl Future for Metered {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let response = match std::task::ready!(this.inner.poll(cx)) {
-            Ok(response) => response,
-            Err(never) => match never {},
+        let response = match this.stage.project() {
+            StageProj::Fencing { future } => match std::task::ready!(future.poll(cx)) {
+                Ok(response) => response,
+                Err(never) => match never {},
+            },
+            StageProj::Refused { response } => match response.take() {
+                Some(response) => response.map(|body| ResponseBody::inner(body, None)),
+                // Polled again after completion: a contract breach by the
+                // caller, answered rather than panicked on.
+                None => Response::new(ResponseBody::inner(Body::empty(), None)),
+            },
         };
         this.metrics
             .observe_response(&response, this.started.elapsed());

@@ -166,13 +166,8 @@ impl Proxy {
     }
 
     async fn forward(self, request: Request<Body>) -> Response<Body> {
-        if request.method() == Method::CONNECT || demands_upgrade(request.headers()) {
-            return gateway_error(
-                StatusCode::NOT_IMPLEMENTED,
-                "upgrade_not_supported",
-                "protocol upgrades and CONNECT are not proxied",
-                Outcome::OtherRefusal,
-            );
+        if let Some(refusal) = refuse_unproxyable(&request) {
+            return refusal;
         }
         let request = match self.prepare(request) {
             Ok(request) => request,
@@ -354,6 +349,21 @@ impl Service<Request<Body>> for Proxy {
         let proxy = self.clone();
         Box::pin(async move { Ok(proxy.forward(request).await) })
     }
+}
+
+/// 501 for a request this proxy never forwards: `CONNECT` (a tunnel) or a
+/// protocol upgrade. Checked before the fencing layer too, so that such a
+/// request raises no fence.
+pub(crate) fn refuse_unproxyable<B>(request: &Request<B>) -> Option<Response<Body>> {
+    if request.method() != Method::CONNECT && !demands_upgrade(request.headers()) {
+        return None;
+    }
+    Some(gateway_error(
+        StatusCode::NOT_IMPLEMENTED,
+        "upgrade_not_supported",
+        "protocol upgrades and CONNECT are not proxied",
+        Outcome::OtherRefusal,
+    ))
 }
 
 /// Whether the request asks to switch protocols for real (WebSocket and

@@ -7,6 +7,8 @@
 
 #![allow(dead_code)]
 
+pub mod tls;
+
 use std::collections::HashSet;
 use std::convert::Infallible;
 use std::future::Future;
@@ -278,6 +280,15 @@ impl Gateway {
     }
 
     /// Sends SIGTERM (through `kill(1)`), leaving the child to exit.
+    /// Sends SIGHUP (reload the TLS certificate).
+    pub fn sighup(&self) {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.pid() as i32),
+            nix::sys::signal::Signal::SIGHUP,
+        )
+        .unwrap();
+    }
+
     pub fn sigterm(&self) {
         let status = Command::new("kill")
             .args(["-TERM", &self.pid().to_string()])
@@ -732,6 +743,28 @@ pub struct Backend {
 
 impl Backend {
     pub fn start() -> Backend {
+        Self::start_with(None)
+    }
+
+    /// The same backend speaking only TLS (HTTP/1.1), with `leaf`'s
+    /// certificate: `https://localhost:PORT` for a leaf issued for localhost.
+    pub fn start_tls(leaf: &tls::Leaf) -> Backend {
+        use rustls::pki_types::pem::PemObject;
+        let chain = vec![rustls::pki_types::CertificateDer::from_pem_file(&leaf.cert).unwrap()];
+        let key = rustls::pki_types::PrivateKeyDer::from_pem_file(&leaf.key).unwrap();
+        let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .unwrap();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Self::start_with(Some(tokio_rustls::TlsAcceptor::from(Arc::new(config))))
+    }
+
+    fn start_with(tls: Option<tokio_rustls::TlsAcceptor>) -> Backend {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -753,13 +786,27 @@ impl Backend {
                     continue;
                 };
                 let state = Arc::clone(&accept_state);
+                let tls = tls.clone();
                 tokio::spawn(async move {
                     let service = hyper::service::service_fn(move |request| {
                         handle(Arc::clone(&state), request)
                     });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
+                    let builder = hyper::server::conn::http1::Builder::new();
+                    match tls {
+                        None => {
+                            let io = hyper_util::rt::TokioIo::new(stream);
+                            let _ = builder.serve_connection(io, service).await;
+                        }
+                        Some(tls) => {
+                            // A failed handshake (the gateway refused our
+                            // certificate) just ends the connection.
+                            let Ok(stream) = tls.accept(stream).await else {
+                                return;
+                            };
+                            let io = hyper_util::rt::TokioIo::new(stream);
+                            let _ = builder.serve_connection(io, service).await;
+                        }
+                    }
                 });
             }
         });
@@ -777,6 +824,11 @@ impl Backend {
     /// `http://127.0.0.1:PORT`, for `--upstream`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// `https://HOST:PORT`, for a backend started with [`Backend::start_tls`].
+    pub fn https_url(&self, host: &str) -> String {
+        format!("https://{host}:{}", self.addr.port())
     }
 
     /// Every request received so far, in arrival order.

@@ -1,0 +1,352 @@
+//! Slow, idle and numerous clients, black-box with raw sockets: a slowloris
+//! head and a silent new connection cut at the header timeout, an idle
+//! keep-alive connection cut at the idle timeout, the connection cap, the
+//! 64 KiB head limit, a slow upload longer than the upstream timeout, a
+//! stalled upload cut with its fence kept; plus absolute-form requests and
+//! `/readyz` while draining.
+//!
+//! Every wait is bounded by a hang guard; no assertion depends on the
+//! machine being fast.
+
+mod support;
+
+use std::io::{BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use support::{http, read_response, send_raw, Backend, Gateway, HANG_GUARD};
+
+fn gateway_for(backend: &Backend, extra: &[&str]) -> Gateway {
+    let url = backend.url();
+    let mut args = vec!["--upstream", url.as_str()];
+    args.extend_from_slice(extra);
+    Gateway::start(&args)
+}
+
+fn connect(addr: SocketAddr) -> TcpStream {
+    let stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(HANG_GUARD)).unwrap();
+    stream
+}
+
+/// Reads until the peer closes (returns how long that took) or the hang
+/// guard passes (panics).
+fn wait_closed(stream: &mut TcpStream, since: Instant) -> Duration {
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return since.elapsed(),
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return since.elapsed(),
+            Err(e) => panic!("connection still open after {:?}: {e}", since.elapsed()),
+        }
+    }
+}
+
+/// Whether the peer has closed `stream` (reads return EOF or reset) within
+/// `timeout`, without consuming data that arrives meanwhile.
+fn is_closed_within(stream: &mut TcpStream, timeout: Duration) -> bool {
+    stream.set_read_timeout(Some(timeout)).unwrap();
+    let mut buf = [0u8; 1];
+    let closed = match stream.peek(&mut buf) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    };
+    stream.set_read_timeout(Some(HANG_GUARD)).unwrap();
+    closed
+}
+
+#[test]
+fn a_slowloris_head_is_cut_at_the_header_timeout() {
+    let backend = Backend::start();
+    let gw = gateway_for(&backend, &["--client-header-timeout", "1"]);
+    let mut stream = connect(gw.data_addr());
+    let start = Instant::now();
+    stream
+        .write_all(b"PUT /slow HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    // One header byte every 200 ms: the head never completes. The gateway
+    // must close the connection about 1 s after the first byte.
+    let mut closed_after = None;
+    for byte in
+        b"X-Fencing-Token: 1\r\nX-Padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+            .iter()
+    {
+        std::thread::sleep(Duration::from_millis(200));
+        if stream.write_all(&[*byte]).is_err()
+            || is_closed_within(&mut stream, Duration::from_millis(1))
+        {
+            closed_after = Some(start.elapsed());
+            break;
+        }
+    }
+    let closed_after = closed_after.unwrap_or_else(|| wait_closed(&mut stream, start));
+    assert!(
+        closed_after >= Duration::from_secs(1),
+        "closed after {closed_after:?}"
+    );
+    assert!(
+        closed_after < Duration::from_secs(10),
+        "closed after {closed_after:?}"
+    );
+    assert_eq!(backend.count(), 0);
+}
+
+#[test]
+fn a_silent_new_connection_is_cut_at_the_header_timeout() {
+    let backend = Backend::start();
+    let gw = gateway_for(
+        &backend,
+        &[
+            "--client-header-timeout",
+            "1",
+            "--client-idle-timeout",
+            "60",
+        ],
+    );
+    let mut stream = connect(gw.data_addr());
+    let closed_after = wait_closed(&mut stream, Instant::now());
+    assert!(
+        closed_after >= Duration::from_millis(900),
+        "{closed_after:?}"
+    );
+    assert!(closed_after < Duration::from_secs(10), "{closed_after:?}");
+}
+
+#[test]
+fn an_idle_keep_alive_connection_is_cut_at_the_idle_timeout() {
+    let backend = Backend::start();
+    let gw = gateway_for(
+        &backend,
+        &[
+            "--client-idle-timeout",
+            "1.5",
+            "--client-header-timeout",
+            "30",
+        ],
+    );
+    let mut stream = connect(gw.data_addr());
+    let raw = support::build_request(gw.data_addr(), "GET", "/one", &[], b"");
+    stream.write_all(&raw).unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    assert_eq!(read_response(&mut reader, false).unwrap().status, 200);
+    let idle_since = Instant::now();
+    // Still open a little later: a second request on it works.
+    std::thread::sleep(Duration::from_millis(300));
+    stream.write_all(&raw).unwrap();
+    assert_eq!(read_response(&mut reader, false).unwrap().status, 200);
+    let idle_since_second = Instant::now();
+    let closed_after = wait_closed(&mut stream, idle_since_second);
+    assert!(
+        closed_after >= Duration::from_millis(1400),
+        "{closed_after:?}"
+    );
+    assert!(closed_after < Duration::from_secs(10), "{closed_after:?}");
+    assert!(idle_since.elapsed() > closed_after);
+}
+
+#[test]
+fn the_connection_cap_holds_and_frees_up() {
+    let backend = Backend::start();
+    let gw = gateway_for(&backend, &["--max-connections", "2"]);
+    let addr = gw.data_addr();
+    let raw = support::build_request(addr, "GET", "/capped", &[], b"");
+    // Two keep-alive connections, each served once and left open.
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut stream = connect(addr);
+        stream.write_all(&raw).unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        assert_eq!(read_response(&mut reader, false).unwrap().status, 200);
+        held.push(stream);
+    }
+    // A third connects (the kernel's backlog takes it) but is not served
+    // while the two are open.
+    let mut third = connect(addr);
+    third.write_all(&raw).unwrap();
+    third
+        .set_read_timeout(Some(Duration::from_millis(1500)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    let early = third.peek(&mut byte);
+    assert!(
+        matches!(&early, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut),
+        "a third connection was served past --max-connections 2: {early:?}"
+    );
+    // One of the two goes away: the third is served.
+    drop(held.pop());
+    third.set_read_timeout(Some(HANG_GUARD)).unwrap();
+    let resp = read_response(&mut BufReader::new(third), false).unwrap();
+    assert_eq!(resp.status, 200);
+}
+
+#[test]
+fn a_head_above_64_kib_is_431_and_one_below_is_served() {
+    let backend = Backend::start();
+    let gw = gateway_for(&backend, &[]);
+    let big = "a".repeat(70 * 1024);
+    match support::try_http(gw.data_addr(), "GET", "/big", &[("X-Big", &big)], b"") {
+        Ok(resp) => assert_eq!(resp.status, 431, "{}", resp.text()),
+        // The contract allows closing the connection instead.
+        Err(e) => eprintln!("closed instead of 431: {e}"),
+    }
+    let fits = "a".repeat(60 * 1024);
+    let resp = http(gw.data_addr(), "GET", "/fits", &[("X-Fits", &fits)], b"");
+    assert_eq!(resp.status, 200);
+    assert_eq!(backend.records_for("/big").len(), 0);
+    assert_eq!(backend.records_for("/fits").len(), 1);
+}
+
+/// Sends a PUT whose body (`total` bytes) is written in `chunks` pieces
+/// with `pause` between them; returns the response.
+fn trickle_upload(
+    addr: SocketAddr,
+    path: &str,
+    token: u64,
+    chunks: usize,
+    chunk: usize,
+    pause: Duration,
+) -> std::io::Result<support::Resp> {
+    let mut stream = connect(addr);
+    let head = format!(
+        "PUT {path} HTTP/1.1\r\nHost: x\r\nX-Fencing-Token: {token}\r\nContent-Length: {}\r\n\r\n",
+        chunks * chunk
+    );
+    stream.write_all(head.as_bytes())?;
+    for _ in 0..chunks {
+        std::thread::sleep(pause);
+        stream.write_all(&vec![b'u'; chunk])?;
+    }
+    read_response(&mut BufReader::new(stream), false)
+}
+
+#[test]
+fn a_slow_upload_longer_than_the_upstream_timeout_is_answered_by_the_backend() {
+    let backend = Backend::start();
+    let gw = gateway_for(
+        &backend,
+        &["--upstream-timeout", "1", "--client-body-timeout", "5"],
+    );
+    // 3 s of upload at 300 ms per chunk: three times the upstream timeout,
+    // never a pause near the body timeout.
+    let resp = trickle_upload(
+        gw.data_addr(),
+        "/slow-upload",
+        3,
+        10,
+        1000,
+        Duration::from_millis(300),
+    )
+    .unwrap();
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let records = backend.records_for("/slow-upload");
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].body_len, Some(10_000));
+}
+
+#[test]
+fn a_stalled_upload_is_cut_towards_the_backend_and_its_fence_stays_raised() {
+    let backend = Backend::start();
+    let gw = gateway_for(&backend, &["--client-body-timeout", "1"]);
+    let mut stream = connect(gw.data_addr());
+    stream
+        .write_all(b"PUT /stalled HTTP/1.1\r\nHost: x\r\nX-Fencing-Token: 40\r\nContent-Length: 100000\r\n\r\n")
+        .unwrap();
+    stream.write_all(&[b's'; 1000]).unwrap();
+    // ... and nothing more. The gateway answers 408 (or just closes).
+    let start = Instant::now();
+    match read_response(&mut BufReader::new(stream.try_clone().unwrap()), false) {
+        Ok(resp) => {
+            resp.assert_gateway_error(408, "client_body_timeout");
+            assert_eq!(resp.header("connection"), Some("close"));
+        }
+        Err(e) => eprintln!("closed without an answer: {e}"),
+    }
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+    // The backend saw the request begin and its body cut off.
+    assert!(backend.wait_for(HANG_GUARD, |records| records
+        .iter()
+        .any(|r| r.target == "/stalled" && r.body_len.is_some())));
+    let record = &backend.records_for("/stalled")[0];
+    assert!(record.body_len.unwrap() < 100_000, "{:?}", record.body_len);
+    // The fence stays raised: a lower token is refused, and the request no
+    // longer counts as in flight, so a higher one goes through.
+    assert_eq!(gw.fence("/stalled"), Some(40));
+    gw.put("/stalled", 39)
+        .assert_gateway_error(409, "stale_token");
+    assert_eq!(gw.put("/stalled", 41).status, 200);
+    let metrics = gw.metrics();
+    assert_eq!(support::outcome(&metrics, "client_error"), 1.0, "{metrics}");
+}
+
+#[test]
+fn an_absolute_form_request_is_fenced_and_forwarded_with_its_authority_as_host() {
+    let backend = Backend::start();
+    let gw = gateway_for(&backend, &[]);
+    let raw = b"PUT http://s3.eu-west-1.amazonaws.com/bucket/key?x-id=PutObject HTTP/1.1\r\n\
+        Host: gateway.internal\r\nX-Fencing-Token: 12\r\nContent-Length: 4\r\n\r\ndata";
+    let resp = send_raw(gw.data_addr(), raw, false);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let records = backend.records_for("/bucket/key?x-id=PutObject");
+    assert_eq!(records.len(), 1, "{:?}", backend.records());
+    assert_eq!(
+        records[0].header("host"),
+        Some("s3.eu-west-1.amazonaws.com")
+    );
+    assert_eq!(records[0].version, "HTTP/1.1");
+    // The fence key is the path; the same object in origin form is fenced
+    // by the same fence.
+    assert_eq!(gw.fence("/bucket/key"), Some(12));
+    let stale = b"PUT /bucket/key HTTP/1.1\r\nHost: s3.eu-west-1.amazonaws.com\r\n\
+        X-Fencing-Token: 11\r\nContent-Length: 4\r\n\r\ndata";
+    send_raw(gw.data_addr(), stale, false).assert_gateway_error(409, "stale_token");
+    let stale = b"PUT http://other.example/bucket/./key HTTP/1.1\r\nHost: x\r\n\
+        X-Fencing-Token: 11\r\nContent-Length: 4\r\n\r\ndata";
+    send_raw(gw.data_addr(), stale, false).assert_gateway_error(409, "stale_token");
+    // CONNECT stays refused.
+    let connect = b"CONNECT s3.eu-west-1.amazonaws.com:443 HTTP/1.1\r\nHost: s3.eu-west-1.amazonaws.com:443\r\n\r\n";
+    assert_eq!(send_raw(gw.data_addr(), connect, false).status, 501);
+    assert_eq!(backend.count(), 1);
+}
+
+#[test]
+fn readyz_is_ready_then_503_while_draining() {
+    let backend = Backend::start();
+    let gw = gateway_for(&backend, &["--shutdown-timeout", "20"]);
+    let ready = gw.admin_get("/readyz");
+    assert_eq!(ready.status, 200);
+    assert_eq!(ready.json(), serde_json::json!({"status": "ready"}));
+
+    // A request in flight keeps the gateway draining after SIGTERM.
+    let addr = gw.data_addr();
+    let held = std::thread::spawn(move || {
+        http(
+            addr,
+            "PUT",
+            "/held",
+            &[("X-Fencing-Token", "1"), ("X-Test-Hold", "h")],
+            b"x",
+        )
+    });
+    assert!(backend.wait_for(HANG_GUARD, |r| r.iter().any(|r| r.target == "/held")));
+    gw.sigterm();
+    assert!(support::wait_until(HANG_GUARD, || {
+        gw.admin_get("/readyz").status == 503
+    }));
+    let draining = gw.admin_get("/readyz");
+    let json = draining.json();
+    assert_eq!(json["status"], "not_ready", "{json}");
+    assert!(
+        json["detail"].as_str().unwrap().contains("draining"),
+        "{json}"
+    );
+    // Liveness still holds while draining.
+    assert_eq!(gw.admin_get("/healthz").status, 200);
+    backend.release("h");
+    assert_eq!(held.join().unwrap().status, 200);
+}
