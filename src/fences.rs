@@ -291,7 +291,21 @@ impl Fences {
     /// consistent (a raise already made stays made, which is the safe
     /// direction).
     pub async fn admit(&self, key: &str, token: u64) -> Result<InFlight, AdmitError> {
+        self.admit_from(key, token, None).await
+    }
+
+    /// [`Fences::admit`], naming `client` in the log line of a raise. Every
+    /// raise of a fence is logged at info level once it is durable: key,
+    /// previous highest, new highest, client.
+    pub async fn admit_from(
+        &self,
+        key: &str,
+        token: u64,
+        client: Option<std::net::SocketAddr>,
+    ) -> Result<InFlight, AdmitError> {
         let fence = self.fence(key);
+        // `Some(previous)` when this request raised the fence.
+        let mut raised_from = None;
         let must_persist = {
             let mut state = fence.lock();
             match state.highest() {
@@ -304,7 +318,8 @@ impl Fences {
                     .into());
                 }
                 Some(highest) if token == highest => {}
-                _ => {
+                previous => {
+                    raised_from = Some(previous);
                     state.set_highest(Some(token));
                     fence.changed.notify_waiters();
                 }
@@ -342,6 +357,9 @@ impl Fences {
                     return Err(error.into());
                 }
             }
+        }
+        if let Some(previous) = raised_from {
+            log_raise(key, previous, token, client);
         }
         // The common case decides at once, without registering for wake-ups.
         if let Some(decided) = Self::try_enter(&fence, token) {
@@ -457,5 +475,17 @@ impl Fences {
             .entry(key.into())
             .or_insert_with(|| Arc::new(Fence::new(None)));
         Arc::clone(entry.value())
+    }
+}
+
+/// The log line of a raise; `previous` is `None` for a new fence, logged
+/// as `none` (an absent field would look like a forgotten one).
+fn log_raise(key: &str, previous: Option<u64>, highest: u64, client: Option<std::net::SocketAddr>) {
+    let previous = previous.map_or_else(|| "none".to_owned(), |p| p.to_string());
+    match client {
+        Some(client) => {
+            tracing::info!(key, %previous, highest, %client, "fence raised")
+        }
+        None => tracing::info!(key, %previous, highest, "fence raised"),
     }
 }

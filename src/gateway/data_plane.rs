@@ -25,9 +25,11 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::accept::ConnInfo;
+use super::access_log::{AccessLog, Counted, Entry};
 use super::activity::{Activity, Busy};
 use super::body_timeout::{Side, StallTimeout};
 use super::metrics::Metrics;
+use super::outcome::Outcome;
 use super::proxy::{refuse_unproxyable, Proxy};
 use crate::layer::{Fencing, FencingLayer, ResponseBody};
 
@@ -38,6 +40,7 @@ pub struct DataPlane {
     proxy: Proxy,
     metrics: Metrics,
     body_timeout: Duration,
+    access_log: Option<AccessLog>,
 }
 
 impl DataPlane {
@@ -54,17 +57,26 @@ impl DataPlane {
             proxy,
             metrics,
             body_timeout,
+            access_log: None,
         }
+    }
+
+    /// Writes one line per request to `log`.
+    pub fn access_log(mut self, log: AccessLog) -> Self {
+        self.access_log = Some(log);
+        self
     }
 
     pub(crate) fn connection(&self, info: &ConnInfo) -> Connection {
         let proxy = self.proxy.for_client(info.peer, info.tls);
         Connection {
             shared: Arc::new(ConnectionShared {
-                inner: self.fencing.layer(proxy),
+                inner: self.fencing.layer(proxy).with_client(info.peer),
                 metrics: self.metrics.clone(),
                 body_timeout: self.body_timeout,
                 activity: Arc::clone(&info.activity),
+                access_log: self.access_log.clone(),
+                peer: info.peer,
             }),
         }
     }
@@ -82,6 +94,8 @@ struct ConnectionShared {
     metrics: Metrics,
     body_timeout: Duration,
     activity: Arc<Activity>,
+    access_log: Option<AccessLog>,
+    peer: std::net::SocketAddr,
 }
 
 type Inner = <Fencing<Proxy> as Service<Request<Body>>>::Future;
@@ -95,13 +109,27 @@ impl hyper::service::Service<Request<Incoming>> for Connection {
         let shared = &self.shared;
         let busy = shared.activity.begin();
         let timeout = shared.body_timeout;
+        let entry = shared.access_log.as_ref().map(|log| {
+            Entry::new(
+                log,
+                shared.peer,
+                request.method().clone(),
+                request.uri().path().to_owned(),
+                shared.inner.fence_of(&request),
+            )
+        });
+        let counter = entry.as_ref().map(|entry| Arc::clone(&entry.bytes_in));
         let request = request.map(|body| {
             if http_body::Body::is_end_stream(&body) {
                 // No body to time (a GET): and `Empty` is a unit, so boxing it
                 // allocates nothing.
                 Body::empty()
             } else {
-                Body::new(StallTimeout::new(body, timeout, Side::Client))
+                let body = StallTimeout::new(body, timeout, Side::Client);
+                match counter {
+                    Some(counter) => Body::new(Counted::new(body, counter)),
+                    None => Body::new(body),
+                }
             }
         });
         let stage = match refuse_unproxyable(&request) {
@@ -122,6 +150,7 @@ impl hyper::service::Service<Request<Incoming>> for Connection {
             started: Instant::now(),
             metrics: shared.metrics.clone(),
             busy: Some(busy),
+            entry,
             stage,
         }
     }
@@ -134,9 +163,23 @@ pin_project! {
     pub struct Metered {
         started: Instant,
         metrics: Metrics,
+        // Both handed on to the response body; `busy` is `None` once the
+        // response is out.
         busy: Option<Busy>,
+        entry: Option<Entry>,
         #[pin]
         stage: Stage,
+    }
+
+    impl PinnedDrop for Metered {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if this.busy.is_some() {
+                // Dropped before an answer: the client went away while the
+                // request waited (for admission, for the backend).
+                this.metrics.observe(Outcome::ClientError, this.started.elapsed());
+            }
+        }
     }
 }
 
@@ -167,10 +210,18 @@ impl Future for Metered {
                 None => Response::new(ResponseBody::inner(Body::empty(), None)),
             },
         };
-        this.metrics
-            .observe_response(&response, this.started.elapsed());
+        let outcome = Outcome::of(&response);
+        this.metrics.observe(outcome, this.started.elapsed());
         let busy = this.busy.take();
-        Poll::Ready(Ok(response.map(|body| Relayed { body, _busy: busy })))
+        let mut entry = this.entry.take();
+        if let Some(entry) = &mut entry {
+            entry.answered(outcome, response.status());
+        }
+        Poll::Ready(Ok(response.map(|body| Relayed {
+            body,
+            _busy: busy,
+            entry,
+        })))
     }
 }
 
@@ -182,6 +233,8 @@ pin_project! {
         #[pin]
         body: ResponseBody<Body>,
         _busy: Option<Busy>,
+        // Written when dropped, with the bytes counted here.
+        entry: Option<Entry>,
     }
 }
 
@@ -193,7 +246,14 @@ impl http_body::Body for Relayed {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        self.project().body.poll_frame(cx)
+        let this = self.project();
+        let frame = std::task::ready!(this.body.poll_frame(cx));
+        if let (Some(entry), Some(Ok(frame))) = (this.entry.as_mut(), &frame) {
+            if let Some(data) = frame.data_ref() {
+                entry.bytes_out += data.len() as u64;
+            }
+        }
+        Poll::Ready(frame)
     }
 
     fn is_end_stream(&self) -> bool {

@@ -3,7 +3,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::Response;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
@@ -12,6 +11,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
+use super::access_log::AccessLog;
 use super::outcome::Outcome;
 use crate::Fences;
 
@@ -37,10 +37,10 @@ impl std::fmt::Debug for Metrics {
     }
 }
 
-/// Reads the fence table at scrape time, rather than mirroring it in gauges
-/// that could drift.
+/// Reads the fence table (and the access log's drop count) at scrape time,
+/// rather than mirroring them in gauges that could drift.
 #[derive(Debug)]
-struct FenceCollector(Fences);
+struct FenceCollector(Fences, Option<AccessLog>);
 
 impl Collector for FenceCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
@@ -66,13 +66,22 @@ impl Collector for FenceCollector {
             None,
             commits.metric_type(),
         )?)?;
+        if let Some(log) = &self.1 {
+            let dropped = ConstCounter::new(log.dropped());
+            dropped.encode(encoder.encode_descriptor(
+                "fencegate_access_log_dropped",
+                "Access log lines dropped because the writer fell behind",
+                None,
+                dropped.metric_type(),
+            )?)?;
+        }
         Ok(())
     }
 }
 
 impl Metrics {
-    /// Metrics for a gateway over `fences`.
-    pub fn new(fences: Fences) -> Self {
+    /// Metrics for a gateway over `fences`, writing `access_log` if any.
+    pub fn new(fences: Fences, access_log: Option<AccessLog>) -> Self {
         let mut registry = Registry::default();
         let family = Family::<OutcomeLabel, Counter>::default();
         // Every outcome is present from the start, so that a rate over them
@@ -96,7 +105,7 @@ impl Metrics {
             "Data plane latency, request received to response headers sent",
             latency.clone(),
         );
-        registry.register_collector(Box::new(FenceCollector(fences)));
+        registry.register_collector(Box::new(FenceCollector(fences, access_log)));
         Metrics {
             requests: Arc::new(requests),
             latency,
@@ -109,11 +118,6 @@ impl Metrics {
         // `ALL` lists the variants in declaration order (a unit test checks).
         self.requests[outcome as usize].inc();
         self.latency.observe(elapsed.as_secs_f64());
-    }
-
-    /// Records one data plane request, classified by its response.
-    pub fn observe_response<B>(&self, response: &Response<B>, elapsed: Duration) {
-        self.observe(Outcome::of(response), elapsed);
     }
 
     /// The Prometheus text exposition.

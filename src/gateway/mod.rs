@@ -13,7 +13,8 @@
 //! 4. [`proxy`], with [`hop`] (header hygiene), `pool` (idle backend
 //!    connections) and [`tls`] (both sides' certificates); [`upstream`] is
 //!    the backend URL, parsed once.
-//! 5. [`outcome`] and [`metrics`]: what happened, counted.
+//! 5. [`outcome`] and [`metrics`]: what happened, counted; [`access_log`]:
+//!    one line per request, if asked for.
 //!
 //! Beside it: [`admin`] (`/fences`, `/metrics`, `/healthz`, `/readyz`),
 //! [`embedded`] (the object store used when no upstream is given), [`config`]
@@ -21,6 +22,7 @@
 //! and [`server`], which wires them and stops them.
 
 mod accept;
+pub mod access_log;
 mod activity;
 pub mod admin;
 mod body_timeout;

@@ -17,9 +17,10 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use bytes::Bytes;
@@ -31,7 +32,6 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use pin_project_lite::pin_project;
 use serde_json::json;
-use tokio::sync::oneshot;
 use tokio_rustls::TlsConnector;
 use tower_service::Service;
 
@@ -165,10 +165,9 @@ impl Proxy {
         }
     }
 
+    /// Forwards `request`, which the data plane has already checked with
+    /// [`refuse_unproxyable`].
     async fn forward(self, request: Request<Body>) -> Response<Body> {
-        if let Some(refusal) = refuse_unproxyable(&request) {
-            return refusal;
-        }
         let request = match self.prepare(request) {
             Ok(request) => request,
             Err(detail) => {
@@ -181,32 +180,43 @@ impl Proxy {
             }
         };
         let shared = &self.shared;
-        let (request, sent) = SentInFull::watch(request);
+        let started = Instant::now();
+        let (request, sent) = SentInFull::watch(request, started);
         let mut send = std::pin::pin!(shared.send(request));
-        // The upstream timeout starts once the body has been sent in full
-        // (or at once, for a request without a body); until then the upload
-        // goes at the client's pace.
-        if let Some(sent) = sent {
-            tokio::select! {
-                result = send.as_mut() => return shared.answer(result),
-                _ = sent => {}
+        // The upstream timeout counts from the moment the body has been sent
+        // in full (at once, for a request without a body); until then the
+        // upload goes at the client's pace. Rather than wake this task when
+        // the body ends, the timer is armed for the earliest possible
+        // deadline and, when it fires, moved to the real one if it is later:
+        // a request answered in time (nearly all) costs one timer, as
+        // before there was an upload to wait for.
+        let mut deadline = started + shared.timeout;
+        loop {
+            match tokio::time::timeout_at(deadline.into(), send.as_mut()).await {
+                Ok(result) => return shared.answer(result),
+                Err(_) => {
+                    let now = Instant::now();
+                    deadline = match sent.as_ref().map(|sent| sent.at(started)) {
+                        // Still uploading: look again one timeout from now.
+                        Some(None) => now + shared.timeout,
+                        Some(Some(sent_at)) if sent_at + shared.timeout > now => {
+                            sent_at + shared.timeout
+                        }
+                        _ => break,
+                    };
+                }
             }
         }
-        match tokio::time::timeout(shared.timeout, send).await {
-            Ok(result) => shared.answer(result),
-            Err(_) => {
-                tracing::warn!(upstream = %shared.upstream, timeout = ?shared.timeout, "upstream timeout");
-                gateway_error(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    "upstream_timeout",
-                    &format!(
-                        "no response headers from {} within {:?} of the request being sent; the request may still be applied by the backend",
-                        shared.upstream, shared.timeout
-                    ),
-                    Outcome::UpstreamError,
-                )
-            }
-        }
+        tracing::warn!(upstream = %shared.upstream, timeout = ?shared.timeout, "upstream timeout");
+        gateway_error(
+            StatusCode::GATEWAY_TIMEOUT,
+            "upstream_timeout",
+            &format!(
+                "no response headers from {} within {:?} of the request being sent; the request may still be applied by the backend",
+                shared.upstream, shared.timeout
+            ),
+            Outcome::UpstreamError,
+        )
     }
 }
 
@@ -401,39 +411,62 @@ fn close_after(mut response: Response<Body>) -> Response<Body> {
     response
 }
 
+/// When a request body was sent in full, as nanoseconds after the
+/// request started (plus one; 0 = not yet). Written by [`SentInFull`] in the
+/// backend connection's task, read by the request's timer when it fires.
+#[derive(Debug, Default)]
+struct SentAt(AtomicU64);
+
+impl SentAt {
+    fn mark(&self, started: Instant) {
+        let nanos = started.elapsed().as_nanos() as u64 + 1;
+        let _ = self
+            .0
+            .compare_exchange(0, nanos, Ordering::Relaxed, Ordering::Relaxed);
+    }
+
+    fn at(&self, started: Instant) -> Option<Instant> {
+        match self.0.load(Ordering::Relaxed) {
+            0 => None,
+            nanos => Some(started + Duration::from_nanos(nanos - 1)),
+        }
+    }
+}
+
 pin_project! {
-    /// A request body that tells when it has been sent in full (or failed,
-    /// or was dropped): the moment the upstream timeout starts.
+    /// A request body that records when it has been sent in full (or
+    /// failed, or was dropped): the moment the upstream timeout starts.
     struct SentInFull {
         #[pin]
         body: Body,
-        sent: Option<oneshot::Sender<()>>,
+        started: Instant,
+        sent: Arc<SentAt>,
     }
 
     impl PinnedDrop for SentInFull {
         fn drop(this: Pin<&mut Self>) {
-            if let Some(sent) = this.project().sent.take() {
-                let _ = sent.send(());
-            }
+            let this = this.project();
+            this.sent.mark(*this.started);
         }
     }
 }
 
 impl SentInFull {
-    /// `request` with its body watched, and the signal; `None` for a
+    /// `request` with its body watched, and the record; `None` for a
     /// request that has no body to send.
-    fn watch(request: Request<Body>) -> (Request<Body>, Option<oneshot::Receiver<()>>) {
+    fn watch(request: Request<Body>, started: Instant) -> (Request<Body>, Option<Arc<SentAt>>) {
         if http_body::Body::is_end_stream(request.body()) {
             return (request, None);
         }
-        let (tx, rx) = oneshot::channel();
+        let sent = Arc::new(SentAt::default());
         let request = request.map(|body| {
             Body::new(SentInFull {
                 body,
-                sent: Some(tx),
+                started,
+                sent: Arc::clone(&sent),
             })
         });
-        (request, Some(rx))
+        (request, Some(sent))
     }
 }
 
@@ -448,9 +481,7 @@ impl http_body::Body for SentInFull {
         let this = self.project();
         let frame = std::task::ready!(this.body.poll_frame(cx));
         if !matches!(frame, Some(Ok(_))) {
-            if let Some(sent) = this.sent.take() {
-                let _ = sent.send(());
-            }
+            this.sent.mark(*this.started);
         }
         Poll::Ready(frame)
     }

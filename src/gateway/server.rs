@@ -28,6 +28,7 @@ use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
 
 use super::accept::{self, PlaneOptions};
+use super::access_log::AccessLog;
 use super::admin::{self, Readiness};
 use super::config::{Config, StateKind};
 use super::data_plane::DataPlane;
@@ -68,6 +69,14 @@ pub enum StartError {
     /// The certificate, key or upstream CA bundle cannot be used.
     #[error("TLS: {0}")]
     Tls(#[from] TlsError),
+    /// The access log file could not be opened.
+    #[error("cannot open the access log {target:?}: {source}")]
+    AccessLog {
+        /// Where it was to go.
+        target: super::config::AccessLogTarget,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The embedded backend's address did not form an upstream URL.
     #[error("embedded backend: {0}")]
     Embedded(String),
@@ -147,6 +156,16 @@ impl Gateway {
             }
             _ => None,
         };
+        let access_log = config
+            .access_log
+            .as_ref()
+            .map(|target| {
+                AccessLog::open(target).map_err(|source| StartError::AccessLog {
+                    target: target.clone(),
+                    source,
+                })
+            })
+            .transpose()?;
         let data_addr = local_addr("data plane", &listeners.data)?;
         let admin_addr = local_addr("admin plane", &listeners.admin)?;
 
@@ -173,7 +192,7 @@ impl Gateway {
             }
         };
 
-        let metrics = Metrics::new(fences.clone());
+        let metrics = Metrics::new(fences.clone(), access_log.clone());
         let fencing = FencingLayer::new(fences.clone())
             .token_header(config.token_header.clone())
             .scope(config.scope)
@@ -184,8 +203,11 @@ impl Gateway {
             config.upstream_idle_timeout,
             upstream_tls,
         );
-        let data_plane =
+        let mut data_plane =
             DataPlane::new(fencing, proxy, metrics.clone(), config.client.body_timeout);
+        if let Some(log) = access_log {
+            data_plane = data_plane.access_log(log);
+        }
         let data_connections = TaskTracker::new();
         let data_accept = tokio::spawn(accept::serve(
             listeners.data,

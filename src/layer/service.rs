@@ -1,3 +1,4 @@
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -18,6 +19,8 @@ use crate::token::token_from_headers;
 pub struct Fencing<S> {
     inner: S,
     config: Arc<Config>,
+    /// The client's address, named in the log line of each raise.
+    client: Option<SocketAddr>,
 }
 
 /// What the synchronous checks decided.
@@ -31,12 +34,45 @@ enum Decision {
 
 impl<S> Fencing<S> {
     pub(crate) fn new(inner: S, config: Arc<Config>) -> Self {
-        Fencing { inner, config }
+        Fencing {
+            inner,
+            config,
+            client: None,
+        }
     }
 
     /// The wrapped service.
     pub fn get_ref(&self) -> &S {
         &self.inner
+    }
+
+    /// Names `client` in the log line of every raise this service makes: a
+    /// server that makes one service per connection knows who is on it.
+    pub fn with_client(mut self, client: SocketAddr) -> Self {
+        self.client = Some(client);
+        self
+    }
+
+    /// The fence key and token this service would admit `request` on, as
+    /// far as they can be told: `(None, None)` for an unfenced read, a key
+    /// without a token for a write that has none, nothing that is invalid.
+    /// For logs; admission itself does not use it.
+    pub fn fence_of<B>(&self, request: &Request<B>) -> (Option<String>, Option<u64>) {
+        match self.decide(request) {
+            Ok(Decision::Admit { key, token }) => (Some(key), Some(token)),
+            Ok(Decision::Pass) => {
+                if self.config.is_write(request.method()) {
+                    let key = normalize_path(request.uri().path())
+                        .ok()
+                        .map(|path| self.config.scope.into_key(path));
+                    (key, None)
+                } else {
+                    (None, None)
+                }
+            }
+            Err(Refusal::MissingToken { resource }) => (Some(resource), None),
+            Err(_) => (None, None),
+        }
     }
 
     /// Everything but admission, in the contract's order: token syntax and
@@ -108,8 +144,9 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let fences = self.config.fences.clone();
+        let client = self.client;
         ResponseFuture::admitting(Box::pin(async move {
-            let in_flight = match fences.admit(&key, token).await {
+            let in_flight = match fences.admit_from(&key, token, client).await {
                 Ok(in_flight) => in_flight,
                 Err(error) => {
                     let refusal = match error {

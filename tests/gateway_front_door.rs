@@ -2,8 +2,8 @@
 //! head and a silent new connection cut at the header timeout, an idle
 //! keep-alive connection cut at the idle timeout, the connection cap, the
 //! 64 KiB head limit, a slow upload longer than the upstream timeout, a
-//! stalled upload cut with its fence kept; plus absolute-form requests and
-//! `/readyz` while draining.
+//! stalled upload cut with its fence kept; plus absolute-form requests,
+//! `/readyz` while draining, the access log and the log line of a raise.
 //!
 //! Every wait is bounded by a hang guard; no assertion depends on the
 //! machine being fast.
@@ -245,6 +245,43 @@ fn a_slow_upload_longer_than_the_upstream_timeout_is_answered_by_the_backend() {
     assert_eq!(records[0].body_len, Some(10_000));
 }
 
+/// A minimal request body trickled as in the slow upload, to a backend that
+/// then never answers: 504, counted from the end of the body.
+#[test]
+fn the_upstream_timeout_starts_when_the_body_has_been_sent() {
+    let backend = Backend::start();
+    let gw = gateway_for(
+        &backend,
+        &["--upstream-timeout", "1", "--client-body-timeout", "5"],
+    );
+    let mut stream = connect(gw.data_addr());
+    let start = Instant::now();
+    stream
+        .write_all(b"PUT /hang HTTP/1.1\r\nHost: x\r\nX-Fencing-Token: 2\r\nX-Test-Hang: 1\r\nContent-Length: 8\r\n\r\n")
+        .unwrap();
+    for _ in 0..8 {
+        std::thread::sleep(Duration::from_millis(300));
+        stream.write_all(b"h").unwrap();
+    }
+    let body_sent = start.elapsed();
+    let resp = read_response(&mut BufReader::new(stream), false).unwrap();
+    let json = resp.assert_gateway_error(504, "upstream_timeout");
+    assert!(
+        json["detail"]
+            .as_str()
+            .unwrap()
+            .contains("may still be applied"),
+        "{json}"
+    );
+    // Not before the body was sent plus the timeout.
+    assert!(
+        start.elapsed() >= body_sent + Duration::from_millis(900),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(backend.records_for("/hang")[0].body_len, Some(8));
+}
+
 #[test]
 fn a_stalled_upload_is_cut_towards_the_backend_and_its_fence_stays_raised() {
     let backend = Backend::start();
@@ -349,4 +386,114 @@ fn readyz_is_ready_then_503_while_draining() {
     assert_eq!(gw.admin_get("/healthz").status, 200);
     backend.release("h");
     assert_eq!(held.join().unwrap().status, 200);
+}
+
+#[test]
+fn the_access_log_has_a_line_with_every_field_per_request_and_raises_are_logged() {
+    let backend = Backend::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("access.log");
+    let gw = gateway_for(&backend, &["--access-log", &log.display().to_string()]);
+    let addr = gw.data_addr();
+    assert_eq!(
+        http(
+            addr,
+            "PUT",
+            "/logged/a",
+            &[("X-Fencing-Token", "8")],
+            b"four"
+        )
+        .status,
+        200
+    );
+    http(
+        addr,
+        "PUT",
+        "/logged/./a",
+        &[("X-Fencing-Token", "7")],
+        b"x",
+    )
+    .assert_gateway_error(409, "stale_token");
+    assert_eq!(http(addr, "GET", "/logged/b?q=1", &[], b"").status, 200);
+    http(addr, "PUT", "/logged/c", &[], b"x").assert_gateway_error(428, "missing_token");
+
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        support::wait_until(HANG_GUARD, || read().lines().count() >= 4),
+        "{}",
+        read()
+    );
+    let lines: Vec<serde_json::Value> = read()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    let fields = [
+        "time",
+        "client",
+        "method",
+        "path",
+        "key",
+        "token",
+        "outcome",
+        "status",
+        "upstream_status",
+        "bytes_in",
+        "bytes_out",
+        "duration_ms",
+    ];
+    for line in &lines {
+        let object = line.as_object().unwrap();
+        for field in fields {
+            assert!(object.contains_key(field), "{field} missing in {line}");
+        }
+        assert_eq!(object.len(), fields.len(), "{line}");
+        let time = line["time"].as_str().unwrap();
+        assert!(time.ends_with('Z') && time.contains('T'), "{time}");
+        assert!(
+            line["client"].as_str().unwrap().starts_with("127.0.0.1:"),
+            "{line}"
+        );
+        assert!(line["duration_ms"].as_f64().unwrap() >= 0.0, "{line}");
+    }
+    let forwarded = &lines[0];
+    assert_eq!(forwarded["method"], "PUT");
+    assert_eq!(forwarded["path"], "/logged/a");
+    assert_eq!(forwarded["key"], "/logged/a");
+    assert_eq!(forwarded["token"], 8);
+    assert_eq!(forwarded["outcome"], "forwarded");
+    assert_eq!(forwarded["status"], 200);
+    assert_eq!(forwarded["upstream_status"], 200);
+    assert_eq!(forwarded["bytes_in"], 4);
+    assert!(forwarded["bytes_out"].as_u64().unwrap() > 0, "{forwarded}");
+    let stale = &lines[1];
+    assert_eq!(stale["path"], "/logged/./a");
+    assert_eq!(stale["key"], "/logged/a");
+    assert_eq!(stale["token"], 7);
+    assert_eq!(stale["outcome"], "stale_token");
+    assert_eq!(stale["status"], 409);
+    assert_eq!(stale["upstream_status"], serde_json::Value::Null);
+    let read_line = &lines[2];
+    assert_eq!(
+        read_line["path"], "/logged/b",
+        "the query string is not logged"
+    );
+    assert_eq!(read_line["key"], serde_json::Value::Null);
+    assert_eq!(read_line["token"], serde_json::Value::Null);
+    assert_eq!(read_line["bytes_in"], 0);
+    let missing = &lines[3];
+    assert_eq!(missing["outcome"], "missing_token");
+    assert_eq!(missing["key"], "/logged/c");
+    assert_eq!(missing["status"], 428);
+
+    // The raise of /logged/a: one info line with key, previous, new, client.
+    let stderr = gw.stderr();
+    let raise = stderr
+        .lines()
+        .find(|l| l.contains("fence raised") && l.contains("/logged/a"))
+        .unwrap_or_else(|| panic!("no raise line in:\n{stderr}"));
+    assert!(raise.contains("INFO"), "{raise}");
+    assert!(raise.contains("highest=8"), "{raise}");
+    assert!(raise.contains("previous=none"), "{raise}");
+    assert!(raise.contains("client=127.0.0.1:"), "{raise}");
 }
