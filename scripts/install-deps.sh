@@ -2,7 +2,9 @@
 # Installs, from Debian's packages, everything the tests, demos and benchmarks
 # start as real processes: lock services (redis-server, etcd, ZooKeeper,
 # PostgreSQL), nginx and wrk for the benchmarks, and prlimit/curl used by
-# tests. Idempotent: does nothing when every tool is already there.
+# tests; then a Python environment with boto3 and moto's S3 server for the
+# S3 client test (target/venv, or $FENCEGATE_VENV), from PyPI.
+# Idempotent: does nothing when everything is already there.
 # Usage: scripts/install-deps.sh   (as root, or with sudo available)
 set -euo pipefail
 
@@ -18,6 +20,7 @@ declare -A wanted=(
   [wrk]=wrk
   [prlimit]=util-linux
   [curl]=curl
+  [python3]=python3-venv
 )
 
 missing=()
@@ -28,16 +31,30 @@ for tool in "${!wanted[@]}"; do
     command -v "$tool" >/dev/null 2>&1 || missing+=("${wanted[$tool]}")
   fi
 done
-[ "${#missing[@]}" -eq 0 ] && exit 0
+# Debian's python3 makes virtual environments only with python3-venv.
+if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import ensurepip' 2>/dev/null; then
+  missing+=(python3-venv)
+fi
+if [ "${#missing[@]}" -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "install-deps: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  # Services are started by hand by the demos (no init system); keep the
+  # packages from trying to start them at install time, and never leave
+  # that policy behind, whatever happens to the install.
+  trap '$sudo rm -f /usr/sbin/policy-rc.d' EXIT
+  printf '#!/bin/sh\nexit 101\n' | $sudo tee /usr/sbin/policy-rc.d >/dev/null
+  $sudo chmod +x /usr/sbin/policy-rc.d
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
 
-sudo=""
-[ "$(id -u)" -eq 0 ] || sudo="sudo"
-echo "install-deps: installing ${missing[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-# Services are started by hand by the demos (no init system); keep the
-# packages from trying to start them at install time.
-printf '#!/bin/sh\nexit 101\n' | $sudo tee /usr/sbin/policy-rc.d >/dev/null
-$sudo chmod +x /usr/sbin/policy-rc.d
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-$sudo rm -f /usr/sbin/policy-rc.d
+# The S3 client test (tests/s3_boto3.rs): boto3 and moto's server, pinned.
+venv=${FENCEGATE_VENV:-$(cd "$(dirname "$0")/.." && pwd)/target/venv}
+if ! "$venv/bin/python" -c 'import boto3, moto.server' 2>/dev/null; then
+  echo "install-deps: making the Python environment $venv (boto3, moto)" >&2
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check \
+    'boto3==1.44.5' 'moto[server]==5.2.5'
+fi

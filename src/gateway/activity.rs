@@ -16,11 +16,12 @@
 
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use futures_util::task::AtomicWaker;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 // tokio's clock, so that tests can pause it.
@@ -42,6 +43,19 @@ pub(crate) struct Activity {
     /// Whether any request has been served: a new connection gets the
     /// header timeout from its accept, a used one the idle timeout.
     served: AtomicBool,
+    /// What the watchdog decided ([`Order`]), 0 = nothing yet.
+    order: AtomicU8,
+    /// The connection's task, woken when an order is given.
+    connection: AtomicWaker,
+}
+
+/// What the watchdog tells the connection's task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Order {
+    /// The gateway is stopping: finish the request in progress, take no new one.
+    Drain,
+    /// A limit was broken: close at once.
+    Close(Expiry),
 }
 
 /// Why [`Activity::expired`] gave up on a connection.
@@ -62,7 +76,33 @@ impl Activity {
             idle_since: AtomicU64::new(0),
             first_byte: AtomicU64::new(0),
             served: AtomicBool::new(false),
+            order: AtomicU8::new(0),
+            connection: AtomicWaker::new(),
         })
+    }
+
+    /// Gives `order` to the connection's task and wakes it.
+    pub(crate) fn order(&self, order: Order) {
+        let code = match order {
+            Order::Drain => 1,
+            Order::Close(Expiry::Header) => 2,
+            Order::Close(Expiry::Idle) => 3,
+        };
+        self.order.store(code, Ordering::Release);
+        self.connection.wake();
+    }
+
+    /// The order given, if any; registers `cx`'s task to be woken by the
+    /// next one. (futures' `AtomicWaker` skips the clone when the task is
+    /// the same as last time, which it always is here.)
+    pub(crate) fn orders(&self, cx: &Context<'_>) -> Option<Order> {
+        self.connection.register(cx.waker());
+        match self.order.load(Ordering::Acquire) {
+            1 => Some(Order::Drain),
+            2 => Some(Order::Close(Expiry::Header)),
+            3 => Some(Order::Close(Expiry::Idle)),
+            _ => None,
+        }
     }
 
     fn now(&self) -> u64 {
