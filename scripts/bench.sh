@@ -11,6 +11,9 @@
 #               fences (examples/fence_footprint.rs).
 # 3. upload:    gateway RSS growth during a 1 GiB streamed upload.
 # 4. micro:     the criterion micro-benchmarks (benches/core.rs), short.
+# 5. front:     W1 through the front door's options, each next to nginx doing
+#               the same: the access log on; TLS for clients (an ssl
+#               listener); TLS to the backend (proxy_pass https://, verified).
 #
 # It installs what it needs (scripts/install-deps.sh: nginx and wrk from
 # Debian), builds the release binary, starts every process itself on
@@ -26,7 +29,7 @@
 # Knobs (environment): BENCH_DURATION (s per run, 10), BENCH_REPEATS (5),
 # BENCH_WARMUP (s, 2), BENCH_CONNECTIONS (64), BENCH_PARTS
 # (proxy,footprint,upload,micro), BENCH_FENCES (1000000), BENCH_UPLOAD_MIB
-# (1024), BENCH_PORT (18700), BENCH_QUIET_WAIT (s to wait for an idle
+# (1024), BENCH_PORT (18700, and the 15 ports above it), BENCH_QUIET_WAIT (s to wait for an idle
 # machine before measuring, 60), BENCH_OUT (target/bench).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,7 +39,7 @@ duration=${BENCH_DURATION:-10}
 repeats=${BENCH_REPEATS:-5}
 warmup=${BENCH_WARMUP:-2}
 connections=${BENCH_CONNECTIONS:-64}
-parts=${BENCH_PARTS:-proxy,footprint,upload,micro}
+parts=${BENCH_PARTS:-proxy,footprint,upload,micro,front}
 fences=${BENCH_FENCES:-1000000}
 upload_mib=${BENCH_UPLOAD_MIB:-1024}
 port=${BENCH_PORT:-18700}
@@ -52,6 +55,17 @@ mem_port=$((port + 2))
 mem_admin=$((port + 3))
 disk_port=$((port + 4))
 disk_admin=$((port + 5))
+# part 5 (front): TLS backend, nginx with TLS clients / to a TLS backend,
+# fencegate with the access log / TLS clients / a TLS backend, their admins.
+tls_backend_port=$((port + 6))
+nginx_tls_client_port=$((port + 7))
+nginx_tls_up_port=$((port + 8))
+log_port=$((port + 9))
+tls_client_port=$((port + 10))
+tls_up_port=$((port + 11))
+log_admin=$((port + 12))
+tls_client_admin=$((port + 13))
+tls_up_admin=$((port + 14))
 
 want() { [[ ",$parts," == *",$1,"* ]]; }
 log() { printf 'bench: %s\n' "$*" >&2; }
@@ -102,7 +116,7 @@ cleanup() {
 trap cleanup EXIT
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-for p in $(seq "$port" $((port + 5))); do
+for p in $(seq "$port" $((port + 14))); do
   port_free "$p" || { log "port $p is in use (set BENCH_PORT)"; exit 1; }
 done
 
@@ -169,12 +183,17 @@ start_processes() {
   wait_http "http://127.0.0.1:$disk_admin/healthz"
 }
 
-target_port() {
+target_url() {
   case $1 in
-    a) echo "$backend_port" ;;
-    b) echo "$nginx_port" ;;
-    c) echo "$mem_port" ;;
-    d) echo "$disk_port" ;;
+    a) echo "http://127.0.0.1:$backend_port" ;;
+    b) echo "http://127.0.0.1:$nginx_port" ;;
+    c) echo "http://127.0.0.1:$mem_port" ;;
+    d) echo "http://127.0.0.1:$disk_port" ;;
+    c-log) echo "http://127.0.0.1:$log_port" ;;
+    b-tls-client) echo "https://127.0.0.1:$nginx_tls_client_port" ;;
+    c-tls-client) echo "https://127.0.0.1:$tls_client_port" ;;
+    b-tls-up) echo "http://127.0.0.1:$nginx_tls_up_port" ;;
+    c-tls-up) echo "http://127.0.0.1:$tls_up_port" ;;
   esac
 }
 
@@ -188,7 +207,7 @@ run_wrk() {
   # with 409s, which the errors column shows.
   local base=$((run_seq * 1000000000))
   "${client_pin[@]}" wrk -t1 -c"$connections" -d"${3}s" --timeout 10s \
-    -s scripts/bench/workload.lua "http://127.0.0.1:$(target_port "$1")" -- "$2" 1 "$base" \
+    -s scripts/bench/workload.lua "$(target_url "$1")" -- "$2" 1 "$base" \
     >"$work/wrk.out" 2>&1 || true
   line=$(grep '^RESULT' "$work/wrk.out") || {
     log "wrk failed against ($1) $2: $(cat "$work/wrk.out")"
@@ -384,6 +403,108 @@ micro_report() {
   grep -h 'raises per fsync' "$out/micro.txt" | sed 's/^/\n/' || true
 }
 
+# --- part 5: the front door --------------------------------------------------
+
+# A CA and a certificate for 127.0.0.1 and localhost (P-256, as the tests
+# make), generated for this run only.
+make_certs() {
+  local dir=$work/tls
+  mkdir -p "$dir"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+    -subj '/CN=fencegate bench CA' -keyout "$dir/ca.key" -out "$dir/ca.pem" 2>/dev/null
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj '/CN=localhost' \
+    -keyout "$dir/leaf.key" -out "$dir/leaf.csr" 2>/dev/null
+  printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >"$dir/leaf.ext"
+  openssl x509 -req -in "$dir/leaf.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" -CAcreateserial \
+    -days 2 -extfile "$dir/leaf.ext" -out "$dir/leaf.pem" 2>/dev/null
+}
+
+start_front() {
+  [ -n "${mem_pid:-}" ] || start_processes
+  make_certs
+  local tls=$work/tls
+  write_nginx_tls_confs "$work" "$backend_port" "$tls_backend_port" "$nginx_tls_client_port" \
+    "$nginx_tls_up_port" "$tls"
+  "${client_pin[@]}" nginx -p "$work" -c "$work/backend-tls.conf" >>"$work/backend-tls.error.log" 2>&1 &
+  pids+=($!)
+  "${proxy_pin[@]}" nginx -p "$work" -c "$work/proxy-tls-client.conf" >>"$work/proxy-tls-client.error.log" 2>&1 &
+  pids+=($!)
+  "${proxy_pin[@]}" nginx -p "$work" -c "$work/proxy-tls-up.conf" >>"$work/proxy-tls-up.error.log" 2>&1 &
+  pids+=($!)
+  "${proxy_pin[@]}" "$bin" --upstream "http://127.0.0.1:$backend_port" --state memory \
+    --access-log "$work/access.log" \
+    --listen "127.0.0.1:$log_port" --admin-listen "127.0.0.1:$log_admin" \
+    >"$work/fencegate-log.log" 2>&1 &
+  pids+=($!)
+  "${proxy_pin[@]}" "$bin" --upstream "http://127.0.0.1:$backend_port" --state memory \
+    --tls-cert "$tls/leaf.pem" --tls-key "$tls/leaf.key" \
+    --listen "127.0.0.1:$tls_client_port" --admin-listen "127.0.0.1:$tls_client_admin" \
+    >"$work/fencegate-tls-client.log" 2>&1 &
+  pids+=($!)
+  "${proxy_pin[@]}" "$bin" --upstream "https://localhost:$tls_backend_port" --upstream-ca "$tls/ca.pem" \
+    --state memory --listen "127.0.0.1:$tls_up_port" --admin-listen "127.0.0.1:$tls_up_admin" \
+    >"$work/fencegate-tls-up.log" 2>&1 &
+  pids+=($!)
+  wait_http "http://127.0.0.1:$nginx_tls_up_port/"
+  curl -fsS -o /dev/null --cacert "$tls/ca.pem" "https://localhost:$nginx_tls_client_port/" ||
+    { log "nginx with TLS clients does not answer"; exit 1; }
+  wait_http "http://127.0.0.1:$log_admin/healthz"
+  curl -fsS -o /dev/null --retry 50 --retry-delay 0 --retry-connrefused --cacert "$tls/ca.pem" \
+    "https://localhost:$tls_client_admin/healthz" || { log "fencegate with TLS does not answer"; exit 1; }
+  wait_http "http://127.0.0.1:$tls_up_admin/healthz"
+}
+
+front_targets=(b c c-log b-tls-client c-tls-client b-tls-up c-tls-up)
+front_results=$out/front.tsv
+
+front_benchmark() {
+  start_front
+  log "front door: warm-up ${warmup}s per target"
+  for t in "${front_targets[@]}"; do
+    run_wrk "$t" w1 "$warmup"
+  done
+  printf 'repeat\tworkload\ttarget\trps\tp50_us\tp99_us\terrors\trequests\n' >"$front_results"
+  for rep in $(seq "$repeats"); do
+    for t in "${front_targets[@]}"; do
+      run_wrk "$t" w1 "$duration"
+      printf '%s\tw1\t%s\t%s\t%s\t%s\t%s\t%s\n' "$rep" "$t" \
+        "$(field rps "$line")" "$(field p50_us "$line")" "$(field p99_us "$line")" \
+        "$(field errors "$line")" "$(field requests "$line")" >>"$front_results"
+      log "front repeat $rep/$repeats ($t): $line"
+    done
+  done
+  log "access log: $(wc -l <"$work/access.log") lines written"
+}
+
+front_report() {
+
+  m() { results=$front_results median "$@"; }
+  echo "| W1 through | req/s | p50 ms | p99 ms | errors |"
+  echo "|---|---:|---:|---:|---:|"
+  local names=("(b) nginx proxy_pass" "(c) fencegate" "(c) fencegate --access-log FILE" \
+    "(b) nginx, ssl listener" "(c) fencegate --tls-cert" \
+    "(b) nginx, proxy_pass https:// (verified)" "(c) fencegate --upstream https://")
+  local i=0
+  for t in "${front_targets[@]}"; do
+    printf '| %s | %s | %s | %s | %s |\n' "${names[$i]}" "$(calc "%.0f" "$(m 4 w1 "$t")")" \
+      "$(calc "%.2f" "$(m 5 w1 "$t") / 1000")" "$(calc "%.2f" "$(m 6 w1 "$t") / 1000")" \
+      "$(results=$front_results total 7 w1 "$t")"
+    i=$((i + 1))
+  done
+  echo
+  echo "| ratio (medians of req/s, same run) | value |"
+  echo "|---|---:|"
+  ratio() { calc "%.2f" "$(m 4 w1 "$1") / $(m 4 w1 "$2")"; }
+  printf '| access log on / off, fencegate | %s |\n' "$(ratio c-log c)"
+  printf '| TLS clients / plain, nginx | %s |\n' "$(ratio b-tls-client b)"
+  printf '| TLS clients / plain, fencegate | %s |\n' "$(ratio c-tls-client c)"
+  printf '| fencegate / nginx, both with TLS clients | %s |\n' "$(ratio c-tls-client b-tls-client)"
+  printf '| TLS backend / plain, nginx | %s |\n' "$(ratio b-tls-up b)"
+  printf '| TLS backend / plain, fencegate | %s |\n' "$(ratio c-tls-up c)"
+  printf '| fencegate / nginx, both to a TLS backend | %s |\n' "$(ratio c-tls-up b-tls-up)"
+  printf '| fencegate / nginx, plain (this part'"'"'s own baseline) | %s |\n' "$(ratio c b)"
+}
+
 # --- run ----------------------------------------------------------------------
 
 busy=$(wait_for_quiet)
@@ -414,6 +535,10 @@ fi
 if want upload; then
   upload
   { echo "## Streamed upload"; echo; upload_report; echo; } >>"$report"
+fi
+if want front; then
+  front_benchmark
+  { echo "## Front door: access log and TLS"; echo; front_report; echo; } >>"$report"
 fi
 if want micro; then
   micro

@@ -497,3 +497,129 @@ fn the_access_log_has_a_line_with_every_field_per_request_and_raises_are_logged(
     assert!(raise.contains("previous=none"), "{raise}");
     assert!(raise.contains("client=127.0.0.1:"), "{raise}");
 }
+
+/// The gateway as a value: a configuration built in code, listeners bound by
+/// the caller, a shutdown that drains. No command line, no child process.
+#[tokio::test]
+async fn an_in_process_gateway_serves_caller_bound_listeners_and_drains() {
+    use fencegate::gateway::{self, Config, Listeners, StateKind};
+
+    let data = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let data_addr = data.local_addr().unwrap();
+    let admin_addr = admin.local_addr().unwrap();
+    let config = Config {
+        state: StateKind::Memory,
+        ..Config::default()
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(gateway::run(config, Listeners { data, admin }, async {
+        let _ = stopped.await;
+    }));
+    let exchange = tokio::task::spawn_blocking(move || {
+        let put = http(
+            data_addr,
+            "PUT",
+            "/in-process",
+            &[("X-Fencing-Token", "5")],
+            b"v",
+        );
+        let stale = http(
+            data_addr,
+            "PUT",
+            "/in-process",
+            &[("X-Fencing-Token", "4")],
+            b"v",
+        );
+        let ready = http(admin_addr, "GET", "/readyz", &[], b"");
+        (put.status, stale.status, ready.status)
+    })
+    .await
+    .unwrap();
+    assert_eq!(exchange, (204, 409, 200));
+    stop.send(()).unwrap();
+    let drained = tokio::time::timeout(HANG_GUARD, running)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(drained, "requests were still in flight at shutdown");
+    assert!(
+        TcpStream::connect(data_addr).is_err(),
+        "still accepting after shutdown"
+    );
+}
+
+/// A refused upload keeps its connection: the small body the client is
+/// still sending is read and dropped rather than abandoned, so a keep-alive
+/// client (and an HTTP/2 stream) sees the 409 and goes on.
+#[test]
+fn a_refused_upload_keeps_its_keep_alive_connection() {
+    let backend = Backend::start();
+    let gw = gateway_for(&backend, &[]);
+    assert_eq!(gw.put("/kept", 9).status, 200);
+    let mut stream = connect(gw.data_addr());
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let stale = support::build_request(
+        gw.data_addr(),
+        "PUT",
+        "/kept",
+        &[("X-Fencing-Token", "8")],
+        &[b'b'; 30_000],
+    );
+    stream.write_all(&stale).unwrap();
+    read_response(&mut reader, false)
+        .unwrap()
+        .assert_gateway_error(409, "stale_token");
+    let next = support::build_request(gw.data_addr(), "GET", "/kept", &[], b"");
+    stream.write_all(&next).unwrap();
+    assert_eq!(read_response(&mut reader, false).unwrap().status, 200);
+    assert_eq!(
+        backend.records_for("/kept").len(),
+        2,
+        "the stale write reached the backend"
+    );
+}
+
+/// With `Expect: 100-continue` a refused client may never send its body:
+/// the gateway must not read its next request as that body. It closes the
+/// connection after the refusal instead.
+#[test]
+fn a_refused_expect_continue_upload_never_desyncs_the_connection() {
+    let backend = Backend::start();
+    let gw = gateway_for(&backend, &[]);
+    assert_eq!(gw.put("/expect", 9).status, 200);
+    let mut stream = connect(gw.data_addr());
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    stream
+        .write_all(b"PUT /expect HTTP/1.1\r\nHost: x\r\nX-Fencing-Token: 8\r\nExpect: 100-continue\r\nContent-Length: 40\r\n\r\n")
+        .unwrap();
+    read_response(&mut reader, false)
+        .unwrap()
+        .assert_gateway_error(409, "stale_token");
+    // The client skips its body and sends its next request (40 bytes long).
+    let next = b"GET /expect HTTP/1.1\r\nHost: x\r\nX: 12\r\n\r\n";
+    assert_eq!(next.len(), 40);
+    let _ = stream.write_all(next);
+    // Closed is the safe answer; an answer must be the GET's; silence means
+    // the GET was swallowed as the PUT's body.
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    match read_response(&mut reader, false) {
+        Ok(resp) => assert_eq!(
+            resp.status,
+            200,
+            "the next request was misread: {}",
+            resp.text()
+        ),
+        Err(e) => assert!(
+            !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
+            "no answer to the next request: it was read as the refused request's body"
+        ),
+    }
+    assert_eq!(backend.records_for("/expect").len(), 1);
+}

@@ -53,7 +53,11 @@ fn start_moto(ca: &TestCa) -> (Moto, u16) {
         .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
     let moto = Moto(child);
     assert!(
-        wait_until(HANG_GUARD, || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()),
+        wait_until(HANG_GUARD, || std::net::TcpStream::connect((
+            "127.0.0.1",
+            port
+        ))
+        .is_ok()),
         "moto_server did not listen on {port}"
     );
     (moto, port)
@@ -104,5 +108,8 @@ fn boto3_through_the_gateway_to_s3_over_tls_with_a_stale_write_refused() {
         assert_eq!(gw.fence(&key), Some(34), "{mode}");
     }
     let metrics = gw.metrics();
-    assert!(support::outcome(&metrics, "stale_token") >= 2.0, "{metrics}");
+    assert!(
+        support::outcome(&metrics, "stale_token") >= 2.0,
+        "{metrics}"
+    );
 }

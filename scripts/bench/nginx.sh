@@ -69,3 +69,35 @@ $http_common
 }
 EOF
 }
+
+# The TLS servers of part 5 (front): $WORK/backend-tls.conf, the backend of
+# backend.conf with an ssl listener; $WORK/proxy-tls-client.conf, proxy_pass
+# to the plain backend behind an ssl listener; $WORK/proxy-tls-up.conf, a
+# plain listener with proxy_pass https:// to the TLS backend, verified against
+# the test CA, connections kept alive as in proxy.conf.
+write_nginx_tls_confs() { # WORK BACKEND_PORT TLS_BACKEND_PORT TLS_CLIENT_PORT TLS_UP_PORT TLS_DIR
+  local work=$1 backend_port=$2 tls_backend_port=$3 tls_client_port=$4 tls_up_port=$5 tls=$6
+  local ssl="
+        ssl_certificate $tls/leaf.pem;
+        ssl_certificate_key $tls/leaf.key;
+        ssl_session_cache shared:SSL:1m;"
+  sed -e "s|listen 127.0.0.1:$backend_port backlog=4096;|listen 127.0.0.1:$tls_backend_port ssl backlog=4096;$ssl|" \
+    -e "s|pid $work/backend.pid;|pid $work/backend-tls.pid;|" \
+    -e "s|error_log $work/backend.error.log|error_log $work/backend-tls.error.log|" \
+    -e "s|backend-body-temp|backend-tls-body-temp|" \
+    "$work/backend.conf" >"$work/backend-tls.conf"
+  local nginx_port
+  nginx_port=$(sed -n 's/.*listen 127.0.0.1:\([0-9]*\) backlog.*/\1/p' "$work/proxy.conf")
+  sed -e "s|listen 127.0.0.1:$nginx_port backlog=4096;|listen 127.0.0.1:$tls_client_port ssl backlog=4096;$ssl|" \
+    -e "s|pid $work/proxy.pid;|pid $work/proxy-tls-client.pid;|" \
+    -e "s|error_log $work/proxy.error.log|error_log $work/proxy-tls-client.error.log|" \
+    -e "s|proxy-body-temp|proxy-tls-client-body-temp|" \
+    "$work/proxy.conf" >"$work/proxy-tls-client.conf"
+  sed -e "s|listen 127.0.0.1:$nginx_port backlog=4096;|listen 127.0.0.1:$tls_up_port backlog=4096;|" \
+    -e "s|server 127.0.0.1:$backend_port;|server 127.0.0.1:$tls_backend_port;|" \
+    -e "s|proxy_pass http://backend;|proxy_pass https://backend;\n            proxy_ssl_verify on;\n            proxy_ssl_trusted_certificate $tls/ca.pem;\n            proxy_ssl_name localhost;\n            proxy_ssl_server_name on;\n            proxy_ssl_session_reuse on;|" \
+    -e "s|pid $work/proxy.pid;|pid $work/proxy-tls-up.pid;|" \
+    -e "s|error_log $work/proxy.error.log|error_log $work/proxy-tls-up.error.log|" \
+    -e "s|proxy-body-temp|proxy-tls-up-body-temp|" \
+    "$work/proxy.conf" >"$work/proxy-tls-up.conf"
+}

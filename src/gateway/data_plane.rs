@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use bytes::Bytes;
+use http::header::EXPECT;
 use http::{Request, Response};
 use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
@@ -27,7 +28,7 @@ use tower_service::Service;
 use super::accept::ConnInfo;
 use super::access_log::{AccessLog, Counted, Entry};
 use super::activity::{Activity, Busy};
-use super::body_timeout::{Side, StallTimeout};
+use super::body_timeout::{BoxError, Side, StallTimeout};
 use super::metrics::Metrics;
 use super::outcome::Outcome;
 use super::proxy::{refuse_unproxyable, Proxy};
@@ -119,13 +120,21 @@ impl hyper::service::Service<Request<Incoming>> for Connection {
             )
         });
         let counter = entry.as_ref().map(|entry| Arc::clone(&entry.bytes_in));
+        // A client that asked `Expect: 100-continue` and gets a refusal
+        // instead may never send its body: reading on would take its next
+        // request for the body. Such a body is abandoned (the connection
+        // is then closed after the answer), never drained.
+        let drain = !request.headers().contains_key(EXPECT);
         let request = request.map(|body| {
             if http_body::Body::is_end_stream(&body) {
                 // No body to time (a GET): and `Empty` is a unit, so boxing it
                 // allocates nothing.
                 Body::empty()
             } else {
-                let body = StallTimeout::new(body, timeout, Side::Client);
+                let body = DrainOnDrop {
+                    body: Some(StallTimeout::new(body, timeout, Side::Client)),
+                    drain,
+                };
                 match counter {
                     Some(counter) => Body::new(Counted::new(body, counter)),
                     None => Body::new(body),
@@ -153,6 +162,86 @@ impl hyper::service::Service<Request<Incoming>> for Connection {
             entry,
             stage,
         }
+    }
+}
+
+/// The most of an unwanted request body that is read and thrown away.
+const DRAIN_LIMIT: u64 = 64 * 1024;
+
+/// A request body that, dropped before its end (the request was refused, or
+/// the backend answered early), is read to its end in the background when
+/// little is left, instead of being abandoned. An abandoned body costs the
+/// client its connection (HTTP/1.1) or gets its stream reset under it
+/// (HTTP/2), which some clients report as an error instead of the refusal.
+/// Bounded by [`DRAIN_LIMIT`] and by the body's stall timeout.
+struct DrainOnDrop {
+    body: Option<StallTimeout<Incoming>>,
+    /// False when the body must be abandoned instead (`Expect: 100-continue`).
+    drain: bool,
+}
+
+impl http_body::Body for DrainOnDrop {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.body.as_mut() {
+            Some(body) => Pin::new(body).poll_frame(cx),
+            None => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body
+            .as_ref()
+            .is_none_or(http_body::Body::is_end_stream)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body
+            .as_ref()
+            .map(http_body::Body::size_hint)
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for DrainOnDrop {
+    fn drop(&mut self) {
+        let Some(mut body) = self.body.take() else {
+            return;
+        };
+        if !self.drain
+            || http_body::Body::is_end_stream(&body)
+            || http_body::Body::size_hint(&body)
+                .upper()
+                .is_some_and(|left| left > DRAIN_LIMIT)
+        {
+            return;
+        }
+        // Outside a runtime (shutting down) the body is simply abandoned.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            let mut read = 0u64;
+            loop {
+                let frame =
+                    std::future::poll_fn(|cx| http_body::Body::poll_frame(Pin::new(&mut body), cx))
+                        .await;
+                match frame {
+                    Some(Ok(frame)) => {
+                        read += frame.data_ref().map_or(0, |data| data.len() as u64);
+                        if read > DRAIN_LIMIT {
+                            break;
+                        }
+                    }
+                    Some(Err(_)) | None => break,
+                }
+            }
+        });
     }
 }
 
