@@ -623,3 +623,21 @@ fn a_refused_expect_continue_upload_never_desyncs_the_connection() {
     }
     assert_eq!(backend.records_for("/expect").len(), 1);
 }
+
+/// Content-Length beside Transfer-Encoding (a request smuggling attempt):
+/// the body is read by its chunked framing (hyper drops the length, RFC 9112
+/// §6.3) and forwarded with one framing only, so the backend cannot be made
+/// to read a different body.
+#[test]
+fn content_length_beside_chunked_never_reaches_the_backend() {
+    let backend = Backend::start();
+    let gw = gateway_for(&backend, &[]);
+    let raw = b"PUT /smuggle HTTP/1.1\r\nHost: x\r\nX-Fencing-Token: 1\r\nContent-Length: 100\r\n\
+        Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n";
+    let resp = send_raw(gw.data_addr(), raw, false);
+    assert!(resp.status == 200 || resp.status == 400, "{}", resp.status);
+    for record in backend.records_for("/smuggle") {
+        assert_eq!(record.header("content-length"), None, "{record:?}");
+        assert_eq!(record.body_len, Some(3), "{record:?}");
+    }
+}

@@ -359,14 +359,29 @@ async fn start_embedded(
     Ok((upstream, task))
 }
 
+/// Connections the kernel completes and queues while the gateway is at
+/// `--max-connections` (capped by `net.core.somaxconn`). `TcpListener::bind`
+/// asks for 128, which a burst of clients fills at once; nginx asks for 511.
+const BACKLOG: u32 = 1024;
+
 async fn bind(plane: &'static str, addr: SocketAddr) -> Result<TcpListener, StartError> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|source| StartError::Bind {
-            plane,
-            addr,
-            source,
-        })
+    let bound = (|| {
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        // As std's bind does: a restarted gateway can take its port back
+        // while old connections linger in TIME_WAIT.
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        socket.listen(BACKLOG)
+    })();
+    bound.map_err(|source| StartError::Bind {
+        plane,
+        addr,
+        source,
+    })
 }
 
 fn local_addr(plane: &'static str, listener: &TcpListener) -> Result<SocketAddr, StartError> {
