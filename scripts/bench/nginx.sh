@@ -77,10 +77,7 @@ EOF
 # the test CA, connections kept alive as in proxy.conf.
 write_nginx_tls_confs() { # WORK BACKEND_PORT TLS_BACKEND_PORT TLS_CLIENT_PORT TLS_UP_PORT TLS_DIR
   local work=$1 backend_port=$2 tls_backend_port=$3 tls_client_port=$4 tls_up_port=$5 tls=$6
-  local ssl="
-        ssl_certificate $tls/leaf.pem;
-        ssl_certificate_key $tls/leaf.key;
-        ssl_session_cache shared:SSL:1m;"
+  local ssl=" ssl_certificate $tls/leaf.pem; ssl_certificate_key $tls/leaf.key; ssl_session_cache shared:SSL:1m;"
   sed -e "s|listen 127.0.0.1:$backend_port backlog=4096;|listen 127.0.0.1:$tls_backend_port ssl backlog=4096;$ssl|" \
     -e "s|pid $work/backend.pid;|pid $work/backend-tls.pid;|" \
     -e "s|error_log $work/backend.error.log|error_log $work/backend-tls.error.log|" \

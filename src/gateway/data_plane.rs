@@ -115,7 +115,7 @@ impl hyper::service::Service<Request<Incoming>> for Connection {
                 log,
                 shared.peer,
                 request.method().clone(),
-                request.uri().path().to_owned(),
+                request.uri().clone(),
                 shared.inner.fence_of(&request),
             )
         });

@@ -133,6 +133,8 @@ pub struct Gateway {
     data_accept: JoinHandle<()>,
     data_connections: TaskTracker,
     rest: Vec<JoinHandle<()>>,
+    /// Written out at shutdown, after the last request.
+    access_log: Option<AccessLog>,
     shutdown_timeout: Duration,
 }
 
@@ -205,8 +207,8 @@ impl Gateway {
         );
         let mut data_plane =
             DataPlane::new(fencing, proxy, metrics.clone(), config.client.body_timeout);
-        if let Some(log) = access_log {
-            data_plane = data_plane.access_log(log);
+        if let Some(log) = &access_log {
+            data_plane = data_plane.access_log(log.clone());
         }
         let data_connections = TaskTracker::new();
         let data_accept = tokio::spawn(accept::serve(
@@ -253,6 +255,7 @@ impl Gateway {
             data_accept,
             data_connections,
             rest,
+            access_log,
             shutdown_timeout: config.shutdown_timeout,
         })
     }
@@ -315,6 +318,9 @@ impl Gateway {
         let drained = tokio::time::timeout(self.shutdown_timeout, self.data_connections.wait())
             .await
             .is_ok();
+        if let Some(log) = &self.access_log {
+            log.close();
+        }
         let _ = self.stop_rest.send(true);
         for task in self.rest {
             // The admin plane and embedded backend have nothing to drain
