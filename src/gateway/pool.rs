@@ -21,6 +21,7 @@ use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
 
 use super::body_timeout::{Side, StallTimeout};
+use super::proxy::UpstreamBody;
 
 /// Idle connections to the backend, the most recently used last (it is the
 /// one reused first, so that surplus connections age out).
@@ -33,7 +34,7 @@ pub(crate) struct Pool {
 }
 
 struct Idle {
-    sender: SendRequest<Body>,
+    sender: SendRequest<UpstreamBody>,
     since: Instant,
 }
 
@@ -54,7 +55,7 @@ impl Pool {
     /// A body that stalls fails, and its connection is not reused.
     pub(crate) fn release_after(
         pool: &Arc<Pool>,
-        sender: SendRequest<Body>,
+        sender: SendRequest<UpstreamBody>,
         body: Incoming,
     ) -> Body {
         if http_body::Body::is_end_stream(&body) {
@@ -77,7 +78,7 @@ impl Pool {
 
     /// A connection ready for a request, if one is idle. Connections idle
     /// for too long or closed by the backend are dropped (which closes them).
-    pub(crate) fn checkout(&self) -> Option<SendRequest<Body>> {
+    pub(crate) fn checkout(&self) -> Option<SendRequest<UpstreamBody>> {
         let now = Instant::now();
         let mut idle = self.lock();
         while let Some(entry) = idle.pop() {
@@ -91,7 +92,7 @@ impl Pool {
     /// Returns a connection whose response is done. It takes a new request
     /// once its connection task has finished the previous exchange, which is
     /// normally already the case; otherwise a task waits for that.
-    fn checkin(pool: &Arc<Pool>, mut sender: SendRequest<Body>) {
+    fn checkin(pool: &Arc<Pool>, mut sender: SendRequest<UpstreamBody>) {
         if sender.is_ready() {
             pool.put(sender);
         } else if !sender.is_closed() {
@@ -108,7 +109,7 @@ impl Pool {
         }
     }
 
-    fn put(self: &Arc<Pool>, sender: SendRequest<Body>) {
+    fn put(self: &Arc<Pool>, sender: SendRequest<UpstreamBody>) {
         self.lock().push(Idle {
             sender,
             since: Instant::now(),
@@ -158,7 +159,7 @@ pin_project_lite::pin_project! {
     struct PooledBody {
         #[pin]
         body: Incoming,
-        release: Option<(SendRequest<Body>, Arc<Pool>)>,
+        release: Option<(SendRequest<UpstreamBody>, Arc<Pool>)>,
     }
 
     impl PinnedDrop for PooledBody {

@@ -181,7 +181,7 @@ impl Proxy {
         };
         let shared = &self.shared;
         let started = Instant::now();
-        let (request, sent) = SentInFull::watch(request, started);
+        let (request, sent) = UpstreamBody::watch(request, started);
         let mut send = std::pin::pin!(shared.send(request));
         // The upstream timeout counts from the moment the body has been sent
         // in full (at once, for a request without a body); until then the
@@ -264,7 +264,10 @@ impl Shared {
     /// that a reused connection gave back unsent (the backend had closed it
     /// meanwhile) is retried on another connection, as hyper-util's client
     /// does; one that may have reached the backend never is.
-    async fn send(&self, mut request: Request<Body>) -> Result<Response<Body>, UpstreamError> {
+    async fn send(
+        &self,
+        mut request: Request<UpstreamBody>,
+    ) -> Result<Response<Body>, UpstreamError> {
         loop {
             let (mut sender, reused) = match self.pool.checkout() {
                 Some(sender) => (sender, true),
@@ -288,14 +291,14 @@ impl Shared {
     }
 
     /// A new connection to the backend, TLS included, within the timeout.
-    async fn connect(&self) -> Result<SendRequest<Body>, UpstreamError> {
+    async fn connect(&self) -> Result<SendRequest<UpstreamBody>, UpstreamError> {
         match tokio::time::timeout(self.timeout, self.handshake()).await {
             Ok(result) => result,
             Err(_) => Err(UpstreamError::ConnectTimeout(self.timeout)),
         }
     }
 
-    async fn handshake(&self) -> Result<SendRequest<Body>, UpstreamError> {
+    async fn handshake(&self) -> Result<SendRequest<UpstreamBody>, UpstreamError> {
         let host = self.upstream.host();
         let stream = tokio::net::TcpStream::connect((host, self.upstream.port()))
             .await
@@ -317,7 +320,7 @@ impl Shared {
     }
 }
 
-async fn http1_handshake<I>(io: I) -> Result<SendRequest<Body>, UpstreamError>
+async fn http1_handshake<I>(io: I) -> Result<SendRequest<UpstreamBody>, UpstreamError>
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
@@ -412,10 +415,10 @@ fn close_after(mut response: Response<Body>) -> Response<Body> {
 }
 
 /// When a request body was sent in full, as nanoseconds after the
-/// request started (plus one; 0 = not yet). Written by [`SentInFull`] in the
+/// request started (plus one; 0 = not yet). Written by [`UpstreamBody`] in the
 /// backend connection's task, read by the request's timer when it fires.
 #[derive(Debug, Default)]
-struct SentAt(AtomicU64);
+pub(crate) struct SentAt(AtomicU64);
 
 impl SentAt {
     fn mark(&self, started: Instant) {
@@ -434,43 +437,47 @@ impl SentAt {
 }
 
 pin_project! {
-    /// A request body that records when it has been sent in full (or
-    /// failed, or was dropped): the moment the upstream timeout starts.
-    struct SentInFull {
+    /// The body of a request to the backend: the client's, recording when
+    /// it has been sent in full (or failed, or was dropped), the moment the
+    /// upstream timeout starts. The type of the pooled connections' bodies,
+    /// so that watching costs no box of its own.
+    pub(crate) struct UpstreamBody {
         #[pin]
         body: Body,
         started: Instant,
-        sent: Arc<SentAt>,
+        // `None` for a request without a body: nothing to wait for.
+        sent: Option<Arc<SentAt>>,
     }
 
-    impl PinnedDrop for SentInFull {
+    impl PinnedDrop for UpstreamBody {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
-            this.sent.mark(*this.started);
+            if let Some(sent) = this.sent {
+                sent.mark(*this.started);
+            }
         }
     }
 }
 
-impl SentInFull {
+impl UpstreamBody {
     /// `request` with its body watched, and the record; `None` for a
     /// request that has no body to send.
-    fn watch(request: Request<Body>, started: Instant) -> (Request<Body>, Option<Arc<SentAt>>) {
-        if http_body::Body::is_end_stream(request.body()) {
-            return (request, None);
-        }
-        let sent = Arc::new(SentAt::default());
-        let request = request.map(|body| {
-            Body::new(SentInFull {
-                body,
-                started,
-                sent: Arc::clone(&sent),
-            })
+    fn watch(
+        request: Request<Body>,
+        started: Instant,
+    ) -> (Request<UpstreamBody>, Option<Arc<SentAt>>) {
+        let sent =
+            (!http_body::Body::is_end_stream(request.body())).then(|| Arc::new(SentAt::default()));
+        let request = request.map(|body| UpstreamBody {
+            body,
+            started,
+            sent: sent.clone(),
         });
-        (request, Some(sent))
+        (request, sent)
     }
 }
 
-impl http_body::Body for SentInFull {
+impl http_body::Body for UpstreamBody {
     type Data = Bytes;
     type Error = axum::Error;
 
@@ -481,7 +488,9 @@ impl http_body::Body for SentInFull {
         let this = self.project();
         let frame = std::task::ready!(this.body.poll_frame(cx));
         if !matches!(frame, Some(Ok(_))) {
-            this.sent.mark(*this.started);
+            if let Some(sent) = this.sent {
+                sent.mark(*this.started);
+            }
         }
         Poll::Ready(frame)
     }
