@@ -8,7 +8,7 @@ mod support;
 use std::process::Command;
 
 use support::tls::{tls_request, TestCa};
-use support::{build_request, run_to_exit, Backend, Gateway, HANG_GUARD};
+use support::{build_request, run_on_free_ports, run_to_exit, Backend, Gateway, HANG_GUARD};
 
 /// The gateway in front of `backend` over TLS, trusting `ca`.
 fn gateway_to_https(backend: &Backend, ca: &TestCa, extra: &[&str]) -> Gateway {
@@ -92,21 +92,15 @@ fn https_upstream_ca_file_that_is_not_pem_is_a_start_error() {
     let bad = tmp.path().join("ca.pem");
     std::fs::write(&bad, "not a certificate").unwrap();
     let dir = tmp.path().join("data").display().to_string();
-    let out = run_to_exit(
-        &[
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--data-dir",
-            &dir,
-            "--upstream",
-            "https://localhost:1",
-            "--upstream-ca",
-            &bad.display().to_string(),
-        ],
-        &[],
-    );
+    let bad = bad.display().to_string();
+    let out = run_on_free_ports(&[
+        "--data-dir",
+        &dir,
+        "--upstream",
+        "https://localhost:1",
+        "--upstream-ca",
+        &bad,
+    ]);
     assert!(!out.status.success());
     let lines: Vec<&str> = out.stderr.lines().collect();
     assert_eq!(lines.len(), 1, "{}", out.stderr);
@@ -278,21 +272,8 @@ fn bad_certificate_files_are_one_line_start_errors() {
         (&garbage, &leaf.key, "garbage.pem"),
         (&leaf.cert, &garbage, "garbage.pem"),
     ] {
-        let out = run_to_exit(
-            &[
-                "--listen",
-                "127.0.0.1:0",
-                "--admin-listen",
-                "127.0.0.1:0",
-                "--data-dir",
-                &dir,
-                "--tls-cert",
-                &cert.display().to_string(),
-                "--tls-key",
-                &key.display().to_string(),
-            ],
-            &[],
-        );
+        let (cert, key) = (cert.display().to_string(), key.display().to_string());
+        let out = run_on_free_ports(&["--data-dir", &dir, "--tls-cert", &cert, "--tls-key", &key]);
         assert!(!out.status.success(), "{cert:?} {key:?} started");
         let lines: Vec<&str> = out.stderr.lines().collect();
         assert_eq!(lines.len(), 1, "{}", out.stderr);

@@ -393,6 +393,13 @@ pub fn rss_of(pid: u32) -> Option<u64> {
 }
 
 /// What a run of the binary to completion produced.
+/// [`run_to_exit`] with both planes on free ports, then `extra`.
+pub fn run_on_free_ports(extra: &[&str]) -> Finished {
+    let mut args = vec!["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"];
+    args.extend_from_slice(extra);
+    run_to_exit(&args, &[])
+}
+
 #[derive(Debug)]
 pub struct Finished {
     pub status: ExitStatus,
