@@ -594,9 +594,9 @@ fn a_refused_expect_continue_upload_never_desyncs_the_connection() {
     stream
         .write_all(b"PUT /expect HTTP/1.1\r\nHost: x\r\nX-Fencing-Token: 8\r\nExpect: 100-continue\r\nContent-Length: 40\r\n\r\n")
         .unwrap();
-    read_response(&mut reader, false)
-        .unwrap()
-        .assert_gateway_error(409, "stale_token");
+    let refused = read_response(&mut reader, false).unwrap();
+    refused.assert_gateway_error(409, "stale_token");
+    assert_eq!(refused.header("connection"), Some("close"));
     // The client skips its body and sends its next request (40 bytes long).
     let next = b"GET /expect HTTP/1.1\r\nHost: x\r\nX: 12\r\n\r\n";
     assert_eq!(next.len(), 40);

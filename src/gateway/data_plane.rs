@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use bytes::Bytes;
-use http::header::EXPECT;
-use http::{Request, Response};
+use http::header::{HeaderValue, CONNECTION, EXPECT};
+use http::{Request, Response, Version};
 use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
 use pin_project_lite::pin_project;
@@ -122,9 +122,13 @@ impl hyper::service::Service<Request<Incoming>> for Connection {
         let counter = entry.as_ref().map(|entry| Arc::clone(&entry.bytes_in));
         // A client that asked `Expect: 100-continue` and gets a refusal
         // instead may never send its body: reading on would take its next
-        // request for the body. Such a body is abandoned (the connection
-        // is then closed after the answer), never drained.
-        let drain = !request.headers().contains_key(EXPECT);
+        // request for the body. Such a body is abandoned, never drained, and
+        // an HTTP/1 connection is closed after the refusal: hyper itself
+        // reads once more "in case a tiny body was included", which can
+        // swallow a next request that arrived meanwhile.
+        let expects_continue = request.headers().contains_key(EXPECT);
+        let drain = !expects_continue;
+        let close_if_refused = expects_continue && request.version() <= Version::HTTP_11;
         let request = request.map(|body| {
             if http_body::Body::is_end_stream(&body) {
                 // No body to time (a GET): and `Empty` is a unit, so boxing it
@@ -145,20 +149,16 @@ impl hyper::service::Service<Request<Incoming>> for Connection {
             Some(refusal) => Stage::Refused {
                 response: Some(refusal),
             },
-            None => {
-                // `Proxy` is always ready (its `poll_ready` returns `Ready` at
-                // once), and so is `Fencing` around it: a fresh clone may be
-                // called directly.
-                let mut inner = shared.inner.clone();
-                Stage::Fencing {
-                    future: inner.call(request),
-                }
-            }
+            // `Proxy` is always ready (its `poll_ready` returns `Ready` at once).
+            None => Stage::Fencing {
+                future: shared.inner.call_ready(request),
+            },
         };
         Metered {
             started: Instant::now(),
-            metrics: shared.metrics.clone(),
+            connection: Arc::clone(shared),
             busy: Some(busy),
+            close_if_refused,
             entry,
             stage,
         }
@@ -251,7 +251,11 @@ pin_project! {
     /// response body.
     pub struct Metered {
         started: Instant,
-        metrics: Metrics,
+        // For its metrics: one reference count instead of the three a
+        // `Metrics` clone takes.
+        connection: Arc<ConnectionShared>,
+        // An answer made by the gateway closes the connection (see `call`).
+        close_if_refused: bool,
         // Both handed on to the response body; `busy` is `None` once the
         // response is out.
         busy: Option<Busy>,
@@ -266,7 +270,9 @@ pin_project! {
             if this.busy.is_some() {
                 // Dropped before an answer: the client went away while the
                 // request waited (for admission, for the backend).
-                this.metrics.observe(Outcome::ClientError, this.started.elapsed());
+                this.connection
+                    .metrics
+                    .observe(Outcome::ClientError, this.started.elapsed());
             }
         }
     }
@@ -300,7 +306,15 @@ impl Future for Metered {
             },
         };
         let outcome = Outcome::of(&response);
-        this.metrics.observe(outcome, this.started.elapsed());
+        let mut response = response;
+        if *this.close_if_refused && outcome != Outcome::Forwarded {
+            response
+                .headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+        }
+        this.connection
+            .metrics
+            .observe(outcome, this.started.elapsed());
         let busy = this.busy.take();
         let mut entry = this.entry.take();
         if let Some(entry) = &mut entry {

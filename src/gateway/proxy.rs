@@ -50,8 +50,15 @@ const X_FORWARDED_PROTO: http::HeaderName = http::HeaderName::from_static("x-for
 #[derive(Clone)]
 pub struct Proxy {
     shared: Arc<Shared>,
-    /// The client's address as an `X-Forwarded-For` entry, made once per
-    /// connection by [`Proxy::for_client`].
+    /// What one client connection adds, made once per connection by
+    /// [`Proxy::for_client`]; behind an `Arc` so that the clone of the proxy
+    /// each request takes is one reference count.
+    client: Arc<Client>,
+}
+
+/// The forwarding headers of one client connection.
+struct Client {
+    /// The client's address as an `X-Forwarded-For` entry.
     peer: Option<HeaderValue>,
     /// `X-Forwarded-Proto`: `https` when the client connection is TLS.
     proto: HeaderValue,
@@ -101,8 +108,10 @@ impl Proxy {
                 pool: Arc::new(Pool::new(idle_timeout, timeout)),
                 tls,
             }),
-            peer: None,
-            proto: HeaderValue::from_static("http"),
+            client: Arc::new(Client {
+                peer: None,
+                proto: HeaderValue::from_static("http"),
+            }),
         }
     }
 
@@ -112,8 +121,10 @@ impl Proxy {
     pub fn for_client(&self, peer: SocketAddr, tls: bool) -> Self {
         Proxy {
             shared: Arc::clone(&self.shared),
-            peer: HeaderValue::from_str(&peer.ip().to_string()).ok(),
-            proto: HeaderValue::from_static(if tls { "https" } else { "http" }),
+            client: Arc::new(Client {
+                peer: HeaderValue::from_str(&peer.ip().to_string()).ok(),
+                proto: HeaderValue::from_static(if tls { "https" } else { "http" }),
+            }),
         }
     }
 
@@ -133,7 +144,9 @@ impl Proxy {
         }
         strip_hop_by_hop(&mut parts.headers);
         self.append_forwarded_for(&mut parts);
-        parts.headers.insert(X_FORWARDED_PROTO, self.proto.clone());
+        parts
+            .headers
+            .insert(X_FORWARDED_PROTO, self.client.proto.clone());
         parts.uri = self
             .shared
             .upstream
@@ -145,7 +158,7 @@ impl Proxy {
     }
 
     fn append_forwarded_for(&self, parts: &mut Parts) {
-        let Some(peer) = self.peer.clone() else {
+        let Some(peer) = self.client.peer.clone() else {
             return;
         };
         if !parts.headers.contains_key(X_FORWARDED_FOR) {

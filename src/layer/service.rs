@@ -142,7 +142,54 @@ where
         // The instance that was polled ready is the one that must be called:
         // take it, and leave a fresh clone behind for the next request.
         let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let inner = std::mem::replace(&mut self.inner, clone);
+        self.admitting(key, token, request, inner)
+    }
+}
+
+impl<S> Fencing<S> {
+    /// [`Service::call`] through a shared reference, for an inner service
+    /// that is always ready (its `poll_ready` returns `Ready` at once, as a
+    /// proxy's does): one clone of it per request, where `call` on a clone
+    /// of `self` would take two.
+    pub(crate) fn call_ready<ReqBody, ResBody>(
+        &self,
+        request: Request<ReqBody>,
+    ) -> ResponseFuture<S::Future, ResBody, S::Error>
+    where
+        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        S::Error: Send + 'static,
+        ReqBody: Send + 'static,
+        ResBody: Send + 'static,
+    {
+        match self.decide(&request) {
+            Ok(Decision::Pass) => ResponseFuture::passing(self.inner.clone().call(request)),
+            Ok(Decision::Admit { key, token }) => {
+                self.admitting(key, token, request, self.inner.clone())
+            }
+            Err(refusal) => {
+                log_refusal(&refusal, &request);
+                ResponseFuture::refused(refusal)
+            }
+        }
+    }
+
+    /// Admission of `token` on `key`, then `inner` called with `request`.
+    fn admitting<ReqBody, ResBody>(
+        &self,
+        key: String,
+        token: u64,
+        request: Request<ReqBody>,
+        mut inner: S,
+    ) -> ResponseFuture<S::Future, ResBody, S::Error>
+    where
+        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Send + 'static,
+        S::Future: Send + 'static,
+        S::Error: Send + 'static,
+        ReqBody: Send + 'static,
+        ResBody: Send + 'static,
+    {
         let fences = self.config.fences.clone();
         let client = self.client;
         ResponseFuture::admitting(Box::pin(async move {
