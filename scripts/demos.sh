@@ -11,6 +11,8 @@ if [ "${#demos[@]}" -eq 0 ]; then
 fi
 
 cargo build --quiet --locked --examples
+# Where cargo put them (CARGO_TARGET_DIR or .cargo/config may move target/).
+target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 passed=0
 failed=0
 failures=()
@@ -20,7 +22,7 @@ for demo in "${demos[@]}"; do
   [ "$demo" = torture ] && args=(--duration 30)
   echo "== demo: $demo ${args[*]}"
   started=$SECONDS
-  if timeout 300 "target/debug/examples/$demo" "${args[@]}"; then
+  if timeout 300 "$target_dir/debug/examples/$demo" "${args[@]}"; then
     passed=$((passed + 1))
     echo "== demo $demo: showed what it claims ($((SECONDS - started)) s)"
   else

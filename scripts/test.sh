@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: `scripts/test.sh`.
-# Installs what the tests need (scripts/install-deps.sh), then one build of the
-# test profile, every test (unit, property, doc, black-box), every demo against
-# real lock servers (scripts/demos.sh), the library alone
-# without the gateway's dependencies, and the lints.
+# Installs what the tests need (scripts/install-deps.sh), then the cheap
+# checks first (formatting, then the lints, which also type-check every
+# target), one build of the test profile, every test (unit, property, doc,
+# black-box), every demo against real lock servers (scripts/demos.sh), the
+# library alone without the gateway's dependencies, and the benchmarks built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,10 +12,10 @@ if [ -x scripts/install-deps.sh ]; then
   scripts/install-deps.sh
 fi
 
+cargo fmt --all -- --check
+cargo clippy --locked --all-targets -- -D warnings
 cargo test --locked
 scripts/demos.sh
 cargo build --locked --lib --no-default-features
 # Compile the benchmarks (criterion) without running them; scripts/bench.sh runs them.
 cargo bench --no-run --locked
-cargo clippy --locked --all-targets -- -D warnings
-cargo fmt --all -- --check
