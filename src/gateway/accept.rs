@@ -41,6 +41,34 @@ pub(crate) struct PlaneOptions {
     pub(crate) tls: Option<TlsAcceptor>,
 }
 
+/// A service for one connection, as hyper-util's connection builder takes
+/// it; one name for bounds that `serve` and `drive` both need.
+pub(crate) trait ConnectionService:
+    hyper::service::Service<
+        Request<Incoming>,
+        Response = Response<Self::Body>,
+        Error = Infallible,
+        Future: Send + 'static,
+    > + Send
+    + 'static
+{
+    /// The response body.
+    type Body: http_body::Body<Data: Send, Error: Into<BoxError>> + Send + 'static;
+}
+
+impl<S, B> ConnectionService for S
+where
+    S: hyper::service::Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    type Body = B;
+}
+
 /// What a service for one connection may know of it.
 #[derive(Debug, Clone)]
 pub(crate) struct ConnInfo {
@@ -52,7 +80,7 @@ pub(crate) struct ConnInfo {
 /// Serves `listener` until `stop` turns true, with one service per
 /// connection from `make`. Connection tasks are spawned on `tasks`, so that
 /// the caller can wait for them to drain.
-pub(crate) async fn serve<M, S, B>(
+pub(crate) async fn serve<M, S>(
     listener: TcpListener,
     options: PlaneOptions,
     make: M,
@@ -60,13 +88,7 @@ pub(crate) async fn serve<M, S, B>(
     tasks: TaskTracker,
 ) where
     M: Fn(&ConnInfo) -> S,
-    S: hyper::service::Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    B: http_body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
+    S: ConnectionService,
 {
     let permits = Arc::new(Semaphore::new(options.limits.max_connections));
     let builder = Arc::new(connection_builder());
@@ -136,7 +158,7 @@ pub(crate) async fn serve<M, S, B>(
 /// this one through [`Activity::order`]: polling a timer and a stop signal
 /// beside the connection on every wake-up cost hundreds of instructions per
 /// request, where reading one atomic costs a few.
-async fn drive<S, B>(
+async fn drive<S: ConnectionService>(
     builder: &auto::Builder<TokioExecutor>,
     stream: ClientStream,
     service: S,
@@ -144,15 +166,7 @@ async fn drive<S, B>(
     options: &PlaneOptions,
     mut stop: watch::Receiver<bool>,
     peer: SocketAddr,
-) where
-    S: hyper::service::Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    B: http_body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
-{
+) {
     let watchdog = tokio::spawn({
         let activity = Arc::clone(activity);
         let limits = options.limits;

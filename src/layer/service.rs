@@ -131,13 +131,10 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        let (key, token) = match self.decide(&request) {
+        let (key, token) = match self.decide_logged(&request) {
             Ok(Decision::Pass) => return ResponseFuture::passing(self.inner.call(request)),
             Ok(Decision::Admit { key, token }) => (key, token),
-            Err(refusal) => {
-                log_refusal(&refusal, &request);
-                return ResponseFuture::refused(refusal);
-            }
+            Err(refusal) => return ResponseFuture::refused(refusal),
         };
         // The instance that was polled ready is the one that must be called:
         // take it, and leave a fresh clone behind for the next request.
@@ -163,16 +160,19 @@ impl<S> Fencing<S> {
         ReqBody: Send + 'static,
         ResBody: Send + 'static,
     {
-        match self.decide(&request) {
+        match self.decide_logged(&request) {
             Ok(Decision::Pass) => ResponseFuture::passing(self.inner.clone().call(request)),
             Ok(Decision::Admit { key, token }) => {
                 self.admitting(key, token, request, self.inner.clone())
             }
-            Err(refusal) => {
-                log_refusal(&refusal, &request);
-                ResponseFuture::refused(refusal)
-            }
+            Err(refusal) => ResponseFuture::refused(refusal),
         }
+    }
+
+    /// [`Fencing::decide`], with a log line for a refusal.
+    fn decide_logged<B>(&self, request: &Request<B>) -> Result<Decision, Refusal> {
+        self.decide(request)
+            .inspect_err(|refusal| log_refusal(refusal, request))
     }
 
     /// Admission of `token` on `key`, then `inner` called with `request`.
