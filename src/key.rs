@@ -180,6 +180,44 @@ fn normalize_general(raw: &str) -> Result<String, PathError> {
     Ok(key)
 }
 
+/// Whether `key` is a fence key that requests can map to in `scope`: in
+/// `path` scope a normalised path, in `prefix:N` one of at most N segments,
+/// in `header` scope a lock name. For keys typed by an operator (admin
+/// writes): a key that no request maps to would be a fence that fences
+/// nothing, so it is refused with what is wrong.
+pub fn check_key(key: &str, scope: Scope) -> Result<(), String> {
+    match scope {
+        Scope::Header => {
+            let printable = key.bytes().all(|b| (0x20..=0x7e).contains(&b));
+            if key.is_empty() || key.len() > MAX_LOCK_NAME_LEN || !printable {
+                return Err(format!(
+                    "in header scope a key is a lock name: 1 to {MAX_LOCK_NAME_LEN} printable ASCII characters"
+                ));
+            }
+            Ok(())
+        }
+        Scope::Path | Scope::Prefix(_) => {
+            let normal = key == "/"
+                || key
+                    .strip_prefix('/')
+                    .is_some_and(|rest| rest.split('/').all(|s| !matches!(s, "" | "." | "..")));
+            if !normal {
+                return Err(format!(
+                    "{key:?} is not a normalised path (leading /, no empty, . or .. segment, no trailing /)"
+                ));
+            }
+            if let Scope::Prefix(n) = scope {
+                if key.matches('/').count() > n.get() && key != "/" {
+                    return Err(format!(
+                        "{key:?} has more than {n} segments (scope prefix:{n})"
+                    ));
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
 /// Reads the lock name from `X-Fencing-Lock`.
 pub fn lock_name_from_headers(headers: &HeaderMap) -> Result<String, LockNameError> {
     let mut values = headers.get_all(LOCK_HEADER).iter();

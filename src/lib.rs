@@ -74,7 +74,9 @@
 #![deny(unsafe_code, unreachable_pub)]
 #![warn(missing_docs)]
 
+pub mod audit;
 pub mod fences;
+pub mod issuer;
 pub mod key;
 pub mod layer;
 pub mod refusal;

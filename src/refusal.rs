@@ -62,6 +62,22 @@ pub enum Refusal {
         /// The store's error.
         detail: String,
     },
+    /// 403 `token_not_issued`: the token would raise the fence, and is
+    /// above the highest its issuer has handed out.
+    TokenNotIssued {
+        /// The fence key.
+        resource: String,
+        /// The token the request carried.
+        token: u64,
+        /// The issuer's bound.
+        issued: u64,
+    },
+    /// 503 `token_issuer_unavailable`: the issuer could not be asked in
+    /// time; nothing was forwarded.
+    IssuerUnavailable {
+        /// Why.
+        detail: String,
+    },
 }
 
 impl Refusal {
@@ -71,7 +87,10 @@ impl Refusal {
             Refusal::InvalidToken { .. } | Refusal::InvalidPath { .. } => StatusCode::BAD_REQUEST,
             Refusal::MissingToken { .. } => StatusCode::PRECONDITION_REQUIRED,
             Refusal::Stale { .. } => StatusCode::CONFLICT,
-            Refusal::StoreUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Refusal::TokenNotIssued { .. } => StatusCode::FORBIDDEN,
+            Refusal::StoreUnavailable { .. } | Refusal::IssuerUnavailable { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
         }
     }
 
@@ -83,6 +102,8 @@ impl Refusal {
             Refusal::MissingToken { .. } => "missing_token",
             Refusal::Stale { .. } => "stale_token",
             Refusal::StoreUnavailable { .. } => "fence_store_unavailable",
+            Refusal::TokenNotIssued { .. } => "token_not_issued",
+            Refusal::IssuerUnavailable { .. } => "token_issuer_unavailable",
         }
     }
 
@@ -92,7 +113,8 @@ impl Refusal {
         match self {
             Refusal::InvalidToken { detail }
             | Refusal::InvalidPath { detail }
-            | Refusal::StoreUnavailable { detail } => json!({ "error": error, "detail": detail }),
+            | Refusal::StoreUnavailable { detail }
+            | Refusal::IssuerUnavailable { detail } => json!({ "error": error, "detail": detail }),
             Refusal::MissingToken { resource } => json!({ "error": error, "resource": resource }),
             Refusal::Stale { resource, stale } => json!({
                 "error": error,
@@ -100,6 +122,16 @@ impl Refusal {
                 "token": stale.token,
                 "highest": stale.highest,
                 "reason": stale.reason.as_str(),
+            }),
+            Refusal::TokenNotIssued {
+                resource,
+                token,
+                issued,
+            } => json!({
+                "error": error,
+                "resource": resource,
+                "token": token,
+                "issued": issued,
             }),
         }
     }

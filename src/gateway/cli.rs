@@ -132,6 +132,16 @@ pub struct Cli {
     #[arg(long, env = "FENCEGATE_MAX_CONNECTIONS", default_value = "10000", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
 
+    /// Bearer token for the admin plane (the file's content, trimmed); enables admin writes.
+    #[arg(long, env = "FENCEGATE_ADMIN_TOKEN_FILE", value_name = "FILE")]
+    pub admin_token_file: Option<PathBuf>,
+
+    /// Check each new highest token with the lock service that issued it:
+    /// redis://host:port/KEY, etcd://host:port[,...], postgres://user@host:port/db?sequence=NAME,
+    /// zookeeper://host:port[,...].
+    #[arg(long, env = "FENCEGATE_TOKEN_ISSUER", value_name = "URL")]
+    pub token_issuer: Option<String>,
+
     /// One JSON line per data plane request, to this file (`-` = stdout).
     #[arg(long, env = "FENCEGATE_ACCESS_LOG", value_name = "PATH")]
     pub access_log: Option<PathBuf>,
@@ -222,6 +232,8 @@ impl Cli {
                 max_connections: self.max_connections as usize,
             },
             access_log,
+            admin_token_file: self.admin_token_file.clone(),
+            token_issuer: self.token_issuer.clone(),
             shutdown_timeout: self.shutdown_timeout,
         }
     }

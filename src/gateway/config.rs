@@ -64,6 +64,12 @@ pub struct Config {
     pub access_log: Option<AccessLogTarget>,
     /// How long requests in flight may finish after a shutdown begins.
     pub shutdown_timeout: Duration,
+    /// The admin plane's bearer token is this file's content; `None`: the
+    /// admin plane is open and read-only.
+    pub admin_token_file: Option<PathBuf>,
+    /// Token trust: the lock service that issues the tokens
+    /// ([`crate::issuer::from_url`]).
+    pub token_issuer: Option<String>,
 }
 
 impl Default for Config {
@@ -84,6 +90,8 @@ impl Default for Config {
             client: ClientLimits::default(),
             access_log: None,
             shutdown_timeout: Duration::from_secs(10),
+            admin_token_file: None,
+            token_issuer: None,
         }
     }
 }

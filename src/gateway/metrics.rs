@@ -13,6 +13,7 @@ use prometheus_client::registry::Registry;
 
 use super::access_log::AccessLog;
 use super::outcome::Outcome;
+use crate::issuer::UrlIssuer;
 use crate::Fences;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -40,7 +41,18 @@ impl std::fmt::Debug for Metrics {
 /// Reads the fence table (and the access log's drop count) at scrape time,
 /// rather than mirroring them in gauges that could drift.
 #[derive(Debug)]
-struct FenceCollector(Fences, Option<AccessLog>);
+struct FenceCollector(Fences, Option<AccessLog>, Option<Arc<UrlIssuer>>);
+
+/// One counter of the exposition, read at scrape time.
+fn encode_counter(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: u64,
+) -> Result<(), std::fmt::Error> {
+    let counter = ConstCounter::new(value);
+    counter.encode(encoder.encode_descriptor(name, help, None, counter.metric_type())?)
+}
 
 impl Collector for FenceCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
@@ -52,27 +64,68 @@ impl Collector for FenceCollector {
             fences.metric_type(),
         )?)?;
         let stats = self.0.store_stats();
-        let raises = ConstCounter::new(stats.raises);
-        raises.encode(encoder.encode_descriptor(
+        encode_counter(
+            &mut encoder,
             "fencegate_store_raises",
             "New highest tokens made durable",
-            None,
-            raises.metric_type(),
-        )?)?;
-        let commits = ConstCounter::new(stats.commits);
-        commits.encode(encoder.encode_descriptor(
+            stats.raises,
+        )?;
+        encode_counter(
+            &mut encoder,
             "fencegate_store_commits",
             "Durable commits (fsyncs) of the fence store; raises/commits is the group-commit size",
-            None,
-            commits.metric_type(),
-        )?)?;
+            stats.commits,
+        )?;
         if let Some(log) = &self.1 {
-            let dropped = ConstCounter::new(log.dropped());
-            dropped.encode(encoder.encode_descriptor(
+            encode_counter(
+                &mut encoder,
                 "fencegate_access_log_dropped",
                 "Access log lines dropped because the writer fell behind",
+                log.dropped(),
+            )?;
+        }
+        if let Some(issuer) = &self.2 {
+            let counts = issuer.stats();
+            for (name, help, value) in [
+                (
+                    "fencegate_issuer_checks",
+                    "Tokens checked with the issuer (raises above the cached bound or not)",
+                    counts.checks,
+                ),
+                (
+                    "fencegate_issuer_cached",
+                    "Checks answered by the cached bound",
+                    counts.cached,
+                ),
+                (
+                    "fencegate_issuer_merged",
+                    "Checks answered by a question another check asked",
+                    counts.merged,
+                ),
+                (
+                    "fencegate_issuer_questions",
+                    "Questions asked of the token issuer (round trips)",
+                    counts.questions,
+                ),
+                (
+                    "fencegate_issuer_failures",
+                    "Questions or checks that failed or timed out",
+                    counts.failures,
+                ),
+                (
+                    "fencegate_issuer_not_issued",
+                    "Tokens refused as never issued",
+                    counts.not_issued,
+                ),
+            ] {
+                encode_counter(&mut encoder, name, help, value)?;
+            }
+            let seconds = ConstCounter::new(counts.question_micros as f64 / 1e6);
+            seconds.encode(encoder.encode_descriptor(
+                "fencegate_issuer_question_seconds",
+                "Time spent in questions to the token issuer",
                 None,
-                dropped.metric_type(),
+                seconds.metric_type(),
             )?)?;
         }
         Ok(())
@@ -80,8 +133,13 @@ impl Collector for FenceCollector {
 }
 
 impl Metrics {
-    /// Metrics for a gateway over `fences`, writing `access_log` if any.
-    pub fn new(fences: Fences, access_log: Option<AccessLog>) -> Self {
+    /// Metrics for a gateway over `fences`, writing `access_log` and
+    /// checking tokens with `issuer`, if any.
+    pub fn new(
+        fences: Fences,
+        access_log: Option<AccessLog>,
+        issuer: Option<Arc<UrlIssuer>>,
+    ) -> Self {
         let mut registry = Registry::default();
         let family = Family::<OutcomeLabel, Counter>::default();
         // Every outcome is present from the start, so that a rate over them
@@ -105,7 +163,7 @@ impl Metrics {
             "Data plane latency, request received to response headers sent",
             latency.clone(),
         );
-        registry.register_collector(Box::new(FenceCollector(fences, access_log)));
+        registry.register_collector(Box::new(FenceCollector(fences, access_log, issuer)));
         Metrics {
             requests: Arc::new(requests),
             latency,

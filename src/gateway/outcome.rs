@@ -22,6 +22,10 @@ pub enum Outcome {
     InvalidPath,
     /// 503: the raise could not be made durable.
     FenceStoreUnavailable,
+    /// 403: the token's issuer never handed it out.
+    TokenNotIssued,
+    /// 503: the token's issuer could not be asked.
+    TokenIssuerUnavailable,
     /// 502 or 504: the backend failed, or a response body stalled.
     UpstreamError,
     /// 408 or 400: the client's request body stalled or was cut off.
@@ -33,13 +37,15 @@ pub enum Outcome {
 
 impl Outcome {
     /// Every outcome, in the order `/metrics` lists them.
-    pub const ALL: [Outcome; 9] = [
+    pub const ALL: [Outcome; 11] = [
         Outcome::Forwarded,
         Outcome::StaleToken,
         Outcome::MissingToken,
         Outcome::InvalidToken,
         Outcome::InvalidPath,
         Outcome::FenceStoreUnavailable,
+        Outcome::TokenNotIssued,
+        Outcome::TokenIssuerUnavailable,
         Outcome::UpstreamError,
         Outcome::ClientError,
         Outcome::OtherRefusal,
@@ -54,6 +60,8 @@ impl Outcome {
             Outcome::InvalidToken => "invalid_token",
             Outcome::InvalidPath => "invalid_path",
             Outcome::FenceStoreUnavailable => "fence_store_unavailable",
+            Outcome::TokenNotIssued => "token_not_issued",
+            Outcome::TokenIssuerUnavailable => "token_issuer_unavailable",
             Outcome::UpstreamError => "upstream_error",
             Outcome::ClientError => "client_error",
             Outcome::OtherRefusal => "other_refusal",
@@ -68,6 +76,8 @@ impl Outcome {
             Refusal::MissingToken { .. } => Outcome::MissingToken,
             Refusal::Stale { .. } => Outcome::StaleToken,
             Refusal::StoreUnavailable { .. } => Outcome::FenceStoreUnavailable,
+            Refusal::TokenNotIssued { .. } => Outcome::TokenNotIssued,
+            Refusal::IssuerUnavailable { .. } => Outcome::TokenIssuerUnavailable,
         }
     }
 

@@ -77,6 +77,12 @@ pub enum StartError {
         /// Why.
         source: std::io::Error,
     },
+    /// The admin token file cannot be used.
+    #[error(transparent)]
+    AdminToken(#[from] admin::AdminTokenError),
+    /// The `--token-issuer` URL cannot be used.
+    #[error(transparent)]
+    Issuer(#[from] crate::issuer::IssuerUrlError),
     /// The embedded backend's address did not form an upstream URL.
     #[error("embedded backend: {0}")]
     Embedded(String),
@@ -168,6 +174,17 @@ impl Gateway {
                 })
             })
             .transpose()?;
+        let admin_token = config
+            .admin_token_file
+            .as_deref()
+            .map(admin::AdminToken::read)
+            .transpose()?;
+        let issuer = config
+            .token_issuer
+            .as_deref()
+            .map(crate::issuer::from_url)
+            .transpose()?
+            .map(Arc::new);
         let data_addr = local_addr("data plane", &listeners.data)?;
         let admin_addr = local_addr("admin plane", &listeners.admin)?;
 
@@ -194,11 +211,14 @@ impl Gateway {
             }
         };
 
-        let metrics = Metrics::new(fences.clone(), access_log.clone());
-        let fencing = FencingLayer::new(fences.clone())
+        let metrics = Metrics::new(fences.clone(), access_log.clone(), issuer.clone());
+        let mut fencing = FencingLayer::new(fences.clone())
             .token_header(config.token_header.clone())
             .scope(config.scope)
             .allow_unfenced_writes(config.allow_unfenced_writes);
+        if let Some(issuer) = &issuer {
+            fencing = fencing.token_issuer(issuer.clone());
+        }
         let proxy = Proxy::new(
             upstream.clone(),
             config.upstream_timeout,
@@ -224,7 +244,13 @@ impl Gateway {
         ));
 
         let readiness = Readiness::new(fences.clone());
-        let admin_app = admin::router(fences.clone(), metrics, readiness.clone());
+        let admin_app = admin::router(
+            fences.clone(),
+            metrics,
+            readiness.clone(),
+            config.scope,
+            admin_token,
+        );
         let mut admin_limits = config.client;
         // The admin plane serves operators and scrapers, not the clients the
         // cap is sized for.
@@ -237,7 +263,13 @@ impl Gateway {
                 limits: admin_limits,
                 tls: acceptor,
             },
-            move |_info| hyper_util::service::TowerToHyperService::new(admin_app.clone()),
+            // The peer's address is the actor of the audit log.
+            move |info| {
+                hyper_util::service::TowerToHyperService::new(tower_layer::Layer::layer(
+                    &axum::Extension(info.peer),
+                    admin_app.clone(),
+                ))
+            },
             rest_stopped,
             admin_connections,
         )));

@@ -5,6 +5,7 @@ use tower_layer::Layer;
 
 use super::service::Fencing;
 use crate::fences::Fences;
+use crate::issuer::TokenIssuer;
 use crate::key::Scope;
 
 /// The default token header.
@@ -41,6 +42,7 @@ pub(crate) struct Config {
     pub(crate) scope: Scope,
     pub(crate) safe_methods: Vec<Method>,
     pub(crate) allow_unfenced_writes: bool,
+    pub(crate) issuer: Option<Arc<dyn TokenIssuer>>,
 }
 
 impl Config {
@@ -65,6 +67,7 @@ impl FencingLayer {
                 scope: Scope::Path,
                 safe_methods,
                 allow_unfenced_writes: false,
+                issuer: None,
             }),
         }
     }
@@ -91,6 +94,14 @@ impl FencingLayer {
     /// refused with 428.
     pub fn allow_unfenced_writes(mut self, allow: bool) -> Self {
         Arc::make_mut(&mut self.config).allow_unfenced_writes = allow;
+        self
+    }
+
+    /// Token trust: a token that would raise a fence is first confirmed by
+    /// `issuer` (403 `token_not_issued` if it is above what the issuer
+    /// handed out, 503 `token_issuer_unavailable` if it cannot be asked).
+    pub fn token_issuer(mut self, issuer: Arc<dyn TokenIssuer>) -> Self {
+        Arc::make_mut(&mut self.config).issuer = Some(issuer);
         self
     }
 

@@ -9,6 +9,7 @@ use super::body::ResponseBody;
 use super::future::{refusal_response, ResponseFuture};
 use super::layer::Config;
 use crate::fences::AdmitError;
+use crate::issuer::IssuerError;
 use crate::key::{lock_name_from_headers, normalize_path, Scope};
 use crate::refusal::Refusal;
 use crate::token::token_from_headers;
@@ -149,6 +150,7 @@ impl<S> Fencing<S> {
     /// that is always ready (its `poll_ready` returns `Ready` at once, as a
     /// proxy's does): one clone of it per request, where `call` on a clone
     /// of `self` would take two.
+    #[cfg(feature = "gateway")]
     pub(crate) fn call_ready<ReqBody, ResBody>(
         &self,
         request: Request<ReqBody>,
@@ -190,10 +192,14 @@ impl<S> Fencing<S> {
         ReqBody: Send + 'static,
         ResBody: Send + 'static,
     {
-        let fences = self.config.fences.clone();
+        let config = Arc::clone(&self.config);
         let client = self.client;
         ResponseFuture::admitting(Box::pin(async move {
-            let in_flight = match fences.admit_from(&key, token, client).await {
+            let admitted = config
+                .fences
+                .admit_checked(&key, token, client, config.issuer.as_deref())
+                .await;
+            let in_flight = match admitted {
                 Ok(in_flight) => in_flight,
                 Err(error) => {
                     let refusal = match error {
@@ -203,6 +209,20 @@ impl<S> Fencing<S> {
                         },
                         AdmitError::Store(error) => Refusal::StoreUnavailable {
                             detail: error.to_string(),
+                        },
+                        AdmitError::Issuer {
+                            error: IssuerError::NotIssued { issued },
+                            ..
+                        } => Refusal::TokenNotIssued {
+                            resource: key,
+                            token,
+                            issued,
+                        },
+                        AdmitError::Issuer {
+                            error: IssuerError::Unavailable(detail),
+                            ..
+                        } => Refusal::IssuerUnavailable {
+                            detail: detail.to_string(),
                         },
                     };
                     log_refusal(&refusal, &request);
@@ -252,6 +272,26 @@ fn log_refusal<B>(refusal: &Refusal, request: &Request<B>) {
             path,
             detail = detail.as_str(),
             "refused: fence store unavailable"
+        ),
+        Refusal::TokenNotIssued {
+            resource,
+            token,
+            issued,
+        } => tracing::warn!(
+            error = refusal.code(),
+            method,
+            path,
+            resource = resource.as_str(),
+            token,
+            issued,
+            "refused a token its issuer never handed out"
+        ),
+        Refusal::IssuerUnavailable { detail } => tracing::error!(
+            error = refusal.code(),
+            method,
+            path,
+            detail = detail.as_str(),
+            "refused: token issuer unavailable"
         ),
     }
 }

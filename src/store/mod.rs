@@ -2,10 +2,11 @@
 //! request it admits is forwarded.
 //!
 //! The fence table ([`crate::Fences`]) keeps every fence in memory and asks a
-//! [`FenceStore`] to persist each *raise* of a fence's highest token. A store
-//! is small on purpose (load everything once, persist one raise) so that a
-//! shared store (etcd, PostgreSQL) can be added without touching the table or
-//! the middleware.
+//! [`FenceStore`] to persist each *raise* of a fence's highest token, and
+//! each admin write ([`FenceChange`]) together with its audit entry. A store
+//! is small on purpose (load everything once, persist one raise, record one
+//! change) so that a shared store (etcd, PostgreSQL) can be added without
+//! touching the table or the middleware.
 //!
 //! - [`MemoryStore`]: persists nothing; every fence is forgotten on restart.
 //! - [`RedbStore`] (feature `disk`): an embedded [redb] database, fsynced on
@@ -18,6 +19,8 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use crate::audit::AuditEntry;
+
 mod memory;
 #[cfg(feature = "disk")]
 mod redb;
@@ -29,13 +32,43 @@ pub use self::redb::RedbStore;
 /// The future returned by [`FenceStore::persist`].
 pub type PersistFuture = Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send + 'static>>;
 
+/// The future returned by [`FenceStore::audit`].
+pub type AuditFuture =
+    Pin<Box<dyn Future<Output = Result<Vec<AuditEntry>, StoreError>> + Send + 'static>>;
+
+/// An admin write: one fence set or forgotten, and the audit entry that
+/// records it, made durable in one step (both or neither).
+#[derive(Debug, Clone)]
+pub struct FenceChange {
+    /// The fence key.
+    pub key: Box<str>,
+    /// What to store for it.
+    pub set: Setting,
+    /// The record of the change.
+    pub entry: AuditEntry,
+}
+
+/// What a [`FenceChange`] stores for its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Setting {
+    /// `highest := max(highest, n)`, as a raise by admission.
+    AtLeast(u64),
+    /// `highest := n`, also downwards (a forced lowering).
+    Exactly(u64),
+    /// No fence for the key any more.
+    Forget,
+}
+
 /// Durable storage for fences' highest tokens.
 ///
 /// Implementations must guarantee that once the future returned by
 /// [`persist`](FenceStore::persist) resolves to `Ok`, a later
 /// [`load`](FenceStore::load), also after a crash, reports for `key` a value
-/// at least `token`. Values must never decrease: persisting a lower token than
-/// the stored one keeps the stored one.
+/// at least `token`. Persisting never decreases a value: persisting a lower
+/// token than the stored one keeps the stored one. Only
+/// [`record`](FenceStore::record) of a [`Setting::Exactly`] or
+/// [`Setting::Forget`] lowers or removes one, and changes are applied in the
+/// order they were submitted, raises and records alike.
 pub trait FenceStore: Send + Sync + 'static {
     /// Calls `each(key, highest)` once for every fence stored. Called once,
     /// when the table is built.
@@ -43,6 +76,24 @@ pub trait FenceStore: Send + Sync + 'static {
 
     /// Makes `highest(key) >= token` durable.
     fn persist(&self, key: &str, token: u64) -> PersistFuture;
+
+    /// Makes an admin write and its audit entry durable, in one step.
+    /// Stores that do not support admin writes keep this default, which
+    /// refuses them.
+    fn record(&self, change: FenceChange) -> PersistFuture {
+        drop(change);
+        Box::pin(std::future::ready(Err(StoreError::Unsupported(
+            "this fence store does not support admin writes",
+        ))))
+    }
+
+    /// Up to `limit` audit entries, newest first.
+    fn audit(&self, limit: usize) -> AuditFuture {
+        let _ = limit;
+        Box::pin(std::future::ready(Err(StoreError::Unsupported(
+            "this fence store keeps no audit log",
+        ))))
+    }
 
     /// Whether fences survive a restart. Used for the start-up warning and
     /// for the table to skip persisting altogether when they do not.
@@ -93,4 +144,8 @@ pub enum StoreError {
     /// The store has been shut down.
     #[error("the fence store is closed")]
     Closed,
+    /// The store cannot do what was asked (an admin write on a store
+    /// without support for it).
+    #[error("{0}")]
+    Unsupported(&'static str),
 }

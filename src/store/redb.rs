@@ -7,9 +7,15 @@ use std::thread::JoinHandle;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use tokio::sync::oneshot;
 
-use super::{FenceStore, PersistFuture, StoreError, StoreStats};
+use super::{AuditFuture, FenceChange, FenceStore, PersistFuture, Setting, StoreError, StoreStats};
+use crate::audit::AuditEntry;
 
 const FENCES: TableDefinition<'static, &str, u64> = TableDefinition::new("fences");
+
+/// Admin writes, by a sequence number that grows with each, as JSON
+/// ([`AuditEntry`]'s serde form): written in the transaction of the change
+/// each records.
+const AUDIT: TableDefinition<'static, u64, &str> = TableDefinition::new("audit");
 
 /// One row, rewritten by the health probe: a write with an fsync, like a raise.
 const PROBE: TableDefinition<'static, &str, u64> = TableDefinition::new("probe");
@@ -44,16 +50,31 @@ pub struct RedbStore {
     /// and reopen the database after an I/O error.
     db_for_load: Mutex<Option<Arc<Database>>>,
     /// `None` once closed. A std mutex: it is held only to clone-send.
-    queue: Mutex<Option<mpsc::Sender<Raise>>>,
+    queue: Mutex<Option<mpsc::Sender<Op>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     stats: Arc<Counters>,
     path: PathBuf,
 }
 
-struct Raise {
-    key: Box<str>,
-    token: u64,
-    done: oneshot::Sender<Result<(), StoreError>>,
+/// What the writer thread is asked to do, in the order asked.
+enum Op {
+    /// An admission's raise.
+    Raise {
+        key: Box<str>,
+        token: u64,
+        done: oneshot::Sender<Result<(), StoreError>>,
+    },
+    /// An admin write and its audit entry.
+    Change {
+        change: FenceChange,
+        done: oneshot::Sender<Result<(), StoreError>>,
+    },
+    /// A read of the audit log, answered once the writes queued before it
+    /// are committed, so that it sees them.
+    ReadAudit {
+        limit: usize,
+        done: oneshot::Sender<Result<Vec<AuditEntry>, StoreError>>,
+    },
 }
 
 #[derive(Default)]
@@ -99,6 +120,8 @@ impl RedbStore {
         // first request.
         let txn = db.begin_write().map_err(|e| open_error(e.to_string()))?;
         txn.open_table(FENCES)
+            .map_err(|e| open_error(e.to_string()))?;
+        txn.open_table(AUDIT)
             .map_err(|e| open_error(e.to_string()))?;
         txn.commit().map_err(|e| open_error(e.to_string()))?;
 
@@ -146,6 +169,16 @@ impl RedbStore {
     }
 }
 
+impl RedbStore {
+    /// Queues `op` for the writer thread.
+    fn submit(&self, op: Op) -> Result<(), StoreError> {
+        match &*self.queue.lock().unwrap_or_else(PoisonError::into_inner) {
+            Some(queue) => queue.send(op).map_err(|_| StoreError::Closed),
+            None => Err(StoreError::Closed),
+        }
+    }
+}
+
 impl Drop for RedbStore {
     fn drop(&mut self) {
         self.close();
@@ -175,15 +208,29 @@ impl FenceStore for RedbStore {
 
     fn persist(&self, key: &str, token: u64) -> PersistFuture {
         let (done, answer) = oneshot::channel();
-        let raise = Raise {
+        let queued = self.submit(Op::Raise {
             key: key.into(),
             token,
             done,
-        };
-        let queued = match &*self.queue.lock().unwrap_or_else(PoisonError::into_inner) {
-            Some(queue) => queue.send(raise).map_err(|_| StoreError::Closed),
-            None => Err(StoreError::Closed),
-        };
+        });
+        Box::pin(async move {
+            queued?;
+            answer.await.map_err(|_| StoreError::Closed)?
+        })
+    }
+
+    fn record(&self, change: FenceChange) -> PersistFuture {
+        let (done, answer) = oneshot::channel();
+        let queued = self.submit(Op::Change { change, done });
+        Box::pin(async move {
+            queued?;
+            answer.await.map_err(|_| StoreError::Closed)?
+        })
+    }
+
+    fn audit(&self, limit: usize) -> AuditFuture {
+        let (done, answer) = oneshot::channel();
+        let queued = self.submit(Op::ReadAudit { limit, done });
         Box::pin(async move {
             queued?;
             answer.await.map_err(|_| StoreError::Closed)?
@@ -218,7 +265,7 @@ impl FenceStore for RedbStore {
     }
 }
 
-fn write_loop(db: Arc<Database>, path: &Path, raises: mpsc::Receiver<Raise>, stats: Arc<Counters>) {
+fn write_loop(db: Arc<Database>, path: &Path, ops: mpsc::Receiver<Op>, stats: Arc<Counters>) {
     // `None` after a failed commit: redb refuses every transaction after an
     // I/O error ("close and re-open"), so the next batch reopens it. A disk
     // that was full and got space back then recovers without a restart;
@@ -228,13 +275,13 @@ fn write_loop(db: Arc<Database>, path: &Path, raises: mpsc::Receiver<Raise>, sta
     // Ends when every sender is gone (close or drop), after draining the queue.
     loop {
         let first = if db.is_some() {
-            match raises.recv() {
-                Ok(raise) => raise,
+            match ops.recv() {
+                Ok(op) => op,
                 Err(_) => break,
             }
         } else {
-            match raises.recv_timeout(PROBE_PERIOD) {
-                Ok(raise) => raise,
+            match ops.recv_timeout(PROBE_PERIOD) {
+                Ok(op) => op,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     db = probe(path, &stats);
                     continue;
@@ -244,41 +291,61 @@ fn write_loop(db: Arc<Database>, path: &Path, raises: mpsc::Receiver<Raise>, sta
         };
         batch.push(first);
         while batch.len() < MAX_BATCH {
-            match raises.try_recv() {
-                Ok(raise) => batch.push(raise),
+            match ops.try_recv() {
+                Ok(op) => batch.push(op),
                 Err(_) => break,
             }
         }
         if db.is_none() {
             db = reopen(path);
         }
+        let writes = batch
+            .iter()
+            .filter(|op| !matches!(op, Op::ReadAudit { .. }))
+            .count();
         let result = match &db {
+            Some(_) if writes == 0 => Ok(()),
             Some(handle) => commit(handle, &batch),
             None => Err("the fence store could not be reopened after an I/O error".to_owned()),
         };
-        match &result {
-            Ok(()) => {
-                stats.commits.fetch_add(1, Ordering::Relaxed);
-                stats
-                    .raises
-                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
-                stats.set_failure(None);
-            }
-            Err(error) => {
-                tracing::error!(
-                    error = error.as_str(),
-                    raises = batch.len(),
-                    "fence store commit failed"
-                );
-                stats.set_failure(Some(error.as_str().into()));
-                db = None;
+        if writes > 0 {
+            match &result {
+                Ok(()) => {
+                    stats.commits.fetch_add(1, Ordering::Relaxed);
+                    let raises = batch
+                        .iter()
+                        .filter(|op| matches!(op, Op::Raise { .. }))
+                        .count();
+                    stats.raises.fetch_add(raises as u64, Ordering::Relaxed);
+                    stats.set_failure(None);
+                }
+                Err(error) => {
+                    tracing::error!(error = error.as_str(), writes, "fence store commit failed");
+                    stats.set_failure(Some(error.as_str().into()));
+                    db = None;
+                }
             }
         }
         let result = result.map_err(|e| StoreError::Write(e.into()));
-        for raise in batch.drain(..) {
-            // The requester may have gone away (client hung up); its raise is
+        for op in batch.drain(..) {
+            // A requester may have gone away (client hung up); its raise is
             // durable all the same, which is the safe direction.
-            let _ = raise.done.send(result.clone());
+            match op {
+                Op::Raise { done, .. } | Op::Change { done, .. } => {
+                    let _ = done.send(result.clone());
+                }
+                Op::ReadAudit { limit, done } => {
+                    let entries = match &db {
+                        Some(handle) => {
+                            read_audit(handle, limit).map_err(|e| StoreError::Write(e.into()))
+                        }
+                        None => Err(StoreError::Write(
+                            "the fence store could not be reopened after an I/O error".into(),
+                        )),
+                    };
+                    let _ = done.send(entries);
+                }
+            }
         }
     }
 }
@@ -323,23 +390,58 @@ fn reopen(path: &Path) -> Option<Arc<Database>> {
     }
 }
 
-/// Writes every raise in one transaction, never lowering a stored value:
-/// raises for one key can reach the queue out of order.
-fn commit(db: &Database, batch: &[Raise]) -> Result<(), String> {
+/// Writes every raise and change in one transaction, in the order they
+/// were queued. A raise never lowers a stored value: raises for one key can
+/// reach the queue out of order.
+fn commit(db: &Database, batch: &[Op]) -> Result<(), String> {
     let txn = db.begin_write().map_err(|e| e.to_string())?;
     {
-        let mut table = txn.open_table(FENCES).map_err(|e| e.to_string())?;
-        for raise in batch {
-            let stored = table
-                .get(&*raise.key)
+        let mut fences = txn.open_table(FENCES).map_err(|e| e.to_string())?;
+        let mut audit = txn.open_table(AUDIT).map_err(|e| e.to_string())?;
+        for op in batch {
+            let (key, set) = match op {
+                Op::Raise { key, token, .. } => (key, Setting::AtLeast(*token)),
+                Op::Change { change, .. } => (&change.key, change.set),
+                Op::ReadAudit { .. } => continue,
+            };
+            let stored = fences
+                .get(&**key)
                 .map_err(|e| e.to_string())?
                 .map(|v| v.value());
-            if stored.is_none_or(|stored| stored < raise.token) {
-                table
-                    .insert(&*raise.key, raise.token)
+            match set {
+                Setting::AtLeast(token) if stored.is_some_and(|stored| stored >= token) => {}
+                Setting::AtLeast(token) | Setting::Exactly(token) => {
+                    fences.insert(&**key, token).map_err(|e| e.to_string())?;
+                }
+                Setting::Forget => {
+                    fences.remove(&**key).map_err(|e| e.to_string())?;
+                }
+            }
+            if let Op::Change { change, .. } = op {
+                let next = audit
+                    .last()
+                    .map_err(|e| e.to_string())?
+                    .map_or(0, |(seq, _)| seq.value() + 1);
+                let entry = serde_json::to_string(&change.entry).map_err(|e| e.to_string())?;
+                audit
+                    .insert(next, entry.as_str())
                     .map_err(|e| e.to_string())?;
             }
         }
     }
     txn.commit().map_err(|e| e.to_string())
+}
+
+/// The newest `limit` audit entries, newest first.
+fn read_audit(db: &Database, limit: usize) -> Result<Vec<AuditEntry>, String> {
+    let txn = db.begin_read().map_err(|e| e.to_string())?;
+    let table = txn.open_table(AUDIT).map_err(|e| e.to_string())?;
+    let mut entries = Vec::new();
+    for row in table.iter().map_err(|e| e.to_string())?.rev().take(limit) {
+        let (_, json) = row.map_err(|e| e.to_string())?;
+        let entry = serde_json::from_str(json.value())
+            .map_err(|e| format!("unreadable audit entry: {e}"))?;
+        entries.push(entry);
+    }
+    Ok(entries)
 }

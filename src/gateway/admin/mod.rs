@@ -1,5 +1,6 @@
 //! The admin plane, on its own listener: fence lookups, metrics, liveness
-//! and readiness.
+//! and readiness; with `--admin-token-file`, bearer authentication
+//! ([`auth`]) and admin writes with their audit log (`writes`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -13,7 +14,13 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::metrics::Metrics;
+use crate::key::Scope;
 use crate::Fences;
+
+pub mod auth;
+mod writes;
+
+pub use self::auth::{AdminToken, AdminTokenError};
 
 /// The default and largest page of `GET /fences`.
 const DEFAULT_LIMIT: usize = 1000;
@@ -23,6 +30,8 @@ struct Admin {
     fences: Fences,
     metrics: Metrics,
     readiness: Readiness,
+    scope: Scope,
+    writes_enabled: bool,
 }
 
 /// Whether the gateway can admit requests (`GET /readyz`): it is not
@@ -59,12 +68,28 @@ impl Readiness {
     }
 }
 
-/// The admin routes.
-pub fn router(fences: Fences, metrics: Metrics, readiness: Readiness) -> Router {
-    Router::new()
+/// The admin routes. With a `token`, every route but `/healthz` and
+/// `/readyz` needs it, and admin writes are enabled; without, the plane is
+/// read-only. `scope` is the data plane's, against which the keys of admin
+/// writes are checked. Requests must carry the client's address as an
+/// extension (`SocketAddr`), the actor of the audit log.
+pub fn router(
+    fences: Fences,
+    metrics: Metrics,
+    readiness: Readiness,
+    scope: Scope,
+    token: Option<AdminToken>,
+) -> Router {
+    let routes = Router::new()
         .route("/fences", get(list_fences))
         .route("/fences/", get(list_fences))
-        .route("/fences/{*key}", get(one_fence))
+        .route(
+            "/fences/{*key}",
+            get(one_fence)
+                .put(writes::put_fence)
+                .delete(writes::delete_fence),
+        )
+        .route("/audit", get(writes::audit))
         .route("/metrics", get(metrics_text))
         .route(
             "/healthz",
@@ -76,7 +101,16 @@ pub fn router(fences: Fences, metrics: Metrics, readiness: Readiness) -> Router 
             fences,
             metrics,
             readiness,
-        })
+            scope,
+            writes_enabled: token.is_some(),
+        });
+    match token {
+        Some(token) => routes.layer(axum::middleware::from_fn_with_state(
+            token,
+            auth::require_bearer,
+        )),
+        None => routes,
+    }
 }
 
 /// `GET /readyz`: 200 `{"status":"ready"}`, or 503 with the reason.
@@ -91,6 +125,16 @@ async fn ready(State(admin): State<Admin>) -> Response {
     }
 }
 
+/// The fence key of a `/fences/{key}` URI, percent-decoded.
+fn key_of(uri: &Uri) -> Result<String, String> {
+    let raw = uri.path().strip_prefix("/fences/").unwrap_or_default();
+    match percent_encoding::percent_decode_str(raw).decode_utf8() {
+        Ok(key) if key.is_empty() => Err("no key after /fences/".to_owned()),
+        Ok(key) => Ok(key.into_owned()),
+        Err(_) => Err("the key is not UTF-8".to_owned()),
+    }
+}
+
 fn error(status: StatusCode, code: &str, detail: &str) -> Response {
     (status, Json(json!({ "error": code, "detail": detail }))).into_response()
 }
@@ -99,16 +143,9 @@ fn error(status: StatusCode, code: &str, detail: &str) -> Response {
 /// than a path extractor: an encoded key starts with `%2F`, an unencoded one
 /// with `/`, and both must find the same fence.
 async fn one_fence(State(admin): State<Admin>, uri: Uri) -> Response {
-    let raw = uri.path().strip_prefix("/fences/").unwrap_or_default();
-    let key = match percent_encoding::percent_decode_str(raw).decode_utf8() {
-        Ok(key) => key.into_owned(),
-        Err(_) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "invalid_key",
-                "the key is not UTF-8",
-            )
-        }
+    let key = match key_of(&uri) {
+        Ok(key) => key,
+        Err(detail) => return error(StatusCode::BAD_REQUEST, "invalid_key", &detail),
     };
     match admin.fences.highest(&key) {
         Some(highest) => Json(json!({ "resource": key, "highest": highest })).into_response(),

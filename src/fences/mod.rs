@@ -41,13 +41,19 @@
 //! # }
 //! ```
 
+use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use dashmap::DashMap;
 use tokio::sync::Notify;
 
-use crate::store::{FenceStore, MemoryStore, StoreError, StoreStats};
+use crate::issuer::{IssuerError, TokenIssuer};
+use crate::store::{FenceStore, MemoryStore, PersistFuture, StoreError, StoreStats};
+
+mod admin;
+
+pub use self::admin::{AdminWriteError, FenceWritten, SetFence};
 
 /// The fence table: every fence's highest token, the requests in flight, and
 /// the store that makes raises durable. Cheap to clone (an `Arc`).
@@ -63,6 +69,9 @@ struct Table {
     fences: DashMap<Box<str>, Arc<Fence>>,
     store: Box<dyn FenceStore>,
     durable: bool,
+    /// Admin writes, one at a time: they are rare, and serializing them
+    /// means no fence is ever frozen by two of them at once.
+    admin: tokio::sync::Mutex<()>,
 }
 
 /// One key's fence.
@@ -88,12 +97,19 @@ struct FenceState {
     /// `in_flight > 0`).
     in_flight_token: u64,
     in_flight: u32,
-    /// [`HAS_HIGHEST`] and [`HAS_DURABLE`].
+    /// [`HAS_HIGHEST`], [`HAS_DURABLE`], [`FROZEN`], [`RETIRED`].
     set: u8,
 }
 
 const HAS_HIGHEST: u8 = 1;
 const HAS_DURABLE: u8 = 2;
+/// An admin write is making a lowering or a deletion durable: admissions
+/// wait. Set only while no request holds the fence (see `admin.rs`).
+const FROZEN: u8 = 4;
+/// Deleted by an admin write and already out of the map: whoever still
+/// holds it (a request that waited on it while frozen) must look the key up
+/// again.
+const RETIRED: u8 = 8;
 
 impl FenceState {
     fn new(highest: Option<u64>) -> Self {
@@ -122,6 +138,14 @@ impl FenceState {
     fn set_durable(&mut self, durable: Option<u64>) {
         self.durable = durable.unwrap_or(0);
         self.set = (self.set & !HAS_DURABLE) | if durable.is_some() { HAS_DURABLE } else { 0 };
+    }
+
+    fn is(&self, flag: u8) -> bool {
+        self.set & flag != 0
+    }
+
+    fn mark(&mut self, flag: u8, on: bool) {
+        self.set = (self.set & !flag) | if on { flag } else { 0 };
     }
 }
 
@@ -181,6 +205,15 @@ pub enum AdmitError {
     /// The raise could not be made durable, so nothing may be forwarded (503).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The token would raise the fence, and its issuer did not confirm it
+    /// (403 not issued, 503 issuer unavailable). The fence was not raised.
+    #[error("token {token}: {error}")]
+    Issuer {
+        /// The token the request carried.
+        token: u64,
+        /// What the issuer said.
+        error: IssuerError,
+    },
 }
 
 impl AdmitError {
@@ -188,7 +221,7 @@ impl AdmitError {
     pub fn stale(&self) -> Option<&Stale> {
         match self {
             AdmitError::Stale(stale) => Some(stale),
-            AdmitError::Store(_) => None,
+            AdmitError::Store(_) | AdmitError::Issuer { .. } => None,
         }
     }
 }
@@ -242,7 +275,7 @@ impl std::fmt::Debug for Fences {
 impl Fences {
     /// A table whose fences live in memory only and are forgotten on restart.
     pub fn in_memory() -> Self {
-        Self::from_parts(DashMap::new(), MemoryStore)
+        Self::from_parts(DashMap::new(), MemoryStore::default())
     }
 
     /// Opens the durable table in directory `dir` (created if missing),
@@ -274,6 +307,7 @@ impl Fences {
                 fences,
                 store: Box::new(store),
                 durable,
+                admin: tokio::sync::Mutex::new(()),
             }),
         }
     }
@@ -301,62 +335,73 @@ impl Fences {
         &self,
         key: &str,
         token: u64,
-        client: Option<std::net::SocketAddr>,
+        client: Option<SocketAddr>,
     ) -> Result<InFlight, AdmitError> {
-        let fence = self.fence(key);
-        // `Some(previous)` when this request raised the fence.
-        let mut raised_from = None;
-        let must_persist = {
-            let mut state = fence.lock();
-            match state.highest() {
-                Some(highest) if token < highest => {
+        self.admit_checked(key, token, client, None).await
+    }
+
+    /// [`Fences::admit_from`], and a token that would raise the fence is
+    /// first confirmed by `issuer` (token trust). Tokens at or below the
+    /// highest are never checked. A token the issuer does not confirm never
+    /// raises the fence.
+    pub async fn admit_checked(
+        &self,
+        key: &str,
+        token: u64,
+        client: Option<SocketAddr>,
+        issuer: Option<&dyn TokenIssuer>,
+    ) -> Result<InFlight, AdmitError> {
+        let mut confirmed = issuer.is_none();
+        let durable_store = self.inner.durable;
+        let (fence, raised_from, must_persist) = loop {
+            let (fence, step) = self
+                .with_live_fence(key, |fence, state| match state.highest() {
+                    Some(highest) if token < highest => Step::Stale(highest),
+                    Some(highest) if token == highest => Step::Go {
+                        raised_from: None,
+                        must_persist: durable_store && state.durable() < Some(token),
+                    },
+                    _ if !confirmed => Step::Ask,
+                    previous => {
+                        state.set_highest(Some(token));
+                        fence.changed.notify_waiters();
+                        Step::Go {
+                            raised_from: Some(previous),
+                            must_persist: durable_store && state.durable() < Some(token),
+                        }
+                    }
+                })
+                .await;
+            match step {
+                Step::Stale(highest) => {
                     return Err(Stale {
                         token,
                         highest,
                         reason: StaleReason::BelowHighest,
                     }
-                    .into());
+                    .into())
                 }
-                Some(highest) if token == highest => {}
-                previous => {
-                    raised_from = Some(previous);
-                    state.set_highest(Some(token));
-                    fence.changed.notify_waiters();
+                Step::Ask => {
+                    if let Some(issuer) = issuer {
+                        // The fence is held while asking, so that an admin
+                        // write sees the key as busy rather than changing it
+                        // under the question.
+                        if let Err(error) = issuer.check(key, token).await {
+                            self.forget_if_unused(key, &fence);
+                            return Err(AdmitError::Issuer { token, error });
+                        }
+                    }
+                    confirmed = true;
                 }
+                Step::Go {
+                    raised_from,
+                    must_persist,
+                } => break (fence, raised_from, must_persist),
             }
-            self.inner.durable && state.durable().is_none_or(|durable| durable < token)
         };
         if must_persist {
-            let persisted = self.inner.store.persist(key, token).await;
-            let mut state = fence.lock();
-            match persisted {
-                Ok(()) => {
-                    let durable = state.durable().max(Some(token));
-                    state.set_durable(durable);
-                    // A failed raise of the same token by another request may
-                    // have rolled `highest` back meanwhile: raise it again.
-                    if state.highest() < Some(token) {
-                        state.set_highest(Some(token));
-                        fence.changed.notify_waiters();
-                    }
-                }
-                Err(error) => {
-                    // The token was not admitted: give back the raise unless
-                    // someone raised further since, so that `highest` stays
-                    // "the highest admitted". Requests refused against it in
-                    // the meantime were refused conservatively.
-                    if state.highest() == Some(token) {
-                        let durable = state.durable();
-                        state.set_highest(durable);
-                    }
-                    let never_admitted = state.highest().is_none() && state.in_flight == 0;
-                    drop(state);
-                    if never_admitted {
-                        self.forget_if_unused(key, &fence);
-                    }
-                    return Err(error.into());
-                }
-            }
+            let persisted = self.inner.store.persist(key, token);
+            self.settle_raise(key, &fence, token, persisted).await?;
         }
         if let Some(previous) = raised_from {
             log_raise(key, previous, token, client);
@@ -374,6 +419,80 @@ impl Fences {
                 return decided;
             }
             changed.await;
+        }
+    }
+
+    /// Runs `decide` on the fence of `key` under its lock, once the fence
+    /// is live: one an admin write is not changing (frozen) and has not
+    /// deleted (retired). Returns the fence, held, with what `decide` said.
+    async fn with_live_fence<R>(
+        &self,
+        key: &str,
+        mut decide: impl FnMut(&Fence, &mut FenceState) -> R,
+    ) -> (Arc<Fence>, R) {
+        loop {
+            let fence = self.fence(key);
+            let decided = {
+                let mut state = fence.lock();
+                if state.is(RETIRED) {
+                    // Already out of the map: the next look finds its successor.
+                    continue;
+                }
+                (!state.is(FROZEN)).then(|| decide(&fence, &mut state))
+            };
+            if let Some(decided) = decided {
+                return (fence, decided);
+            }
+            // Frozen: register for the thaw, then look again, so that a thaw
+            // between the look above and the registration is not missed.
+            let mut thawed = pin!(fence.changed.notified());
+            thawed.as_mut().enable();
+            let still_frozen = fence.lock().is(FROZEN);
+            if still_frozen {
+                thawed.await;
+            }
+        }
+    }
+
+    /// The durable half of a raise of `fence` to `token`, already made in
+    /// memory: waits for `persisted`, then records `token` as durable. On
+    /// failure the raise is given back (unless someone raised further
+    /// since), so that `highest` stays "the highest admitted".
+    async fn settle_raise(
+        &self,
+        key: &str,
+        fence: &Arc<Fence>,
+        token: u64,
+        persisted: PersistFuture,
+    ) -> Result<(), StoreError> {
+        let persisted = persisted.await;
+        let mut state = fence.lock();
+        match persisted {
+            Ok(()) => {
+                let durable = state.durable().max(Some(token));
+                state.set_durable(durable);
+                // A failed raise of the same token by another request may
+                // have rolled `highest` back meanwhile: raise it again.
+                if state.highest() < Some(token) {
+                    state.set_highest(Some(token));
+                    fence.changed.notify_waiters();
+                }
+                Ok(())
+            }
+            Err(error) => {
+                // Requests refused against the raise in the meantime were
+                // refused conservatively.
+                if state.highest() == Some(token) {
+                    let durable = state.durable();
+                    state.set_highest(durable);
+                }
+                let never_admitted = state.highest().is_none() && state.in_flight == 0;
+                drop(state);
+                if never_admitted {
+                    self.forget_if_unused(key, fence);
+                }
+                Err(error)
+            }
         }
     }
 
@@ -403,8 +522,10 @@ impl Fences {
 
     /// The highest token admitted on `key`, if any.
     pub fn highest(&self, key: &str) -> Option<u64> {
-        let fence = self.inner.fences.get(key)?.value().clone();
-        let highest = fence.lock().highest();
+        // Read in place, not through a clone of the fence: a clone would
+        // count as a holder, and make an admin write see the key as busy.
+        let fence = self.inner.fences.get(key)?;
+        let highest = fence.value().lock().highest();
         highest
     }
 
@@ -478,9 +599,23 @@ impl Fences {
     }
 }
 
+/// What admission decided at its first look at the fence.
+enum Step {
+    /// Below the highest: refused.
+    Stale(u64),
+    /// Would raise the fence: ask the issuer first.
+    Ask,
+    /// Admitted (raised, or equal to the highest): make durable if needed,
+    /// then wait for lower tokens in flight.
+    Go {
+        raised_from: Option<Option<u64>>,
+        must_persist: bool,
+    },
+}
+
 /// The log line of a raise; `previous` is `None` for a new fence, logged
 /// as `none` (an absent field would look like a forgotten one).
-fn log_raise(key: &str, previous: Option<u64>, highest: u64, client: Option<std::net::SocketAddr>) {
+fn log_raise(key: &str, previous: Option<u64>, highest: u64, client: Option<SocketAddr>) {
     let previous = previous.map_or_else(|| "none".to_owned(), |p| p.to_string());
     match client {
         Some(client) => {
