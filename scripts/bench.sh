@@ -14,6 +14,9 @@
 # 5. front:     W1 through the front door's options, each next to nginx doing
 #               the same: the access log on; TLS for clients (an ssl
 #               listener); TLS to the backend (proxy_pass https://, verified).
+# 6. issuer:    W2 (every PUT raises its fence) through fencegate --state
+#               memory with and without --token-issuer redis://, same run;
+#               questions asked of the issuer per 1,000 raises.
 #
 # It installs what it needs (scripts/install-deps.sh: nginx and wrk from
 # Debian), builds the release binary, starts every process itself on
@@ -29,7 +32,7 @@
 # Knobs (environment): BENCH_DURATION (s per run, 10), BENCH_REPEATS (5),
 # BENCH_WARMUP (s, 2), BENCH_CONNECTIONS (64), BENCH_PARTS
 # (proxy,footprint,upload,micro), BENCH_FENCES (1000000), BENCH_UPLOAD_MIB
-# (1024), BENCH_PORT (18700, and the 15 ports above it), BENCH_QUIET_WAIT (s to wait for an idle
+# (1024), BENCH_PORT (18700, and the 18 ports above it), BENCH_QUIET_WAIT (s to wait for an idle
 # machine before measuring, 60), BENCH_OUT (target/bench).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,7 +42,7 @@ duration=${BENCH_DURATION:-10}
 repeats=${BENCH_REPEATS:-5}
 warmup=${BENCH_WARMUP:-2}
 connections=${BENCH_CONNECTIONS:-64}
-parts=${BENCH_PARTS:-proxy,footprint,upload,micro,front}
+parts=${BENCH_PARTS:-proxy,footprint,upload,micro,front,issuer}
 fences=${BENCH_FENCES:-1000000}
 upload_mib=${BENCH_UPLOAD_MIB:-1024}
 port=${BENCH_PORT:-18700}
@@ -66,6 +69,10 @@ tls_up_port=$((port + 11))
 log_admin=$((port + 12))
 tls_client_admin=$((port + 13))
 tls_up_admin=$((port + 14))
+# part 6 (issuer): the lock service's Redis, fencegate asking it.
+redis_port=$((port + 15))
+issuer_port=$((port + 16))
+issuer_admin=$((port + 17))
 
 want() { [[ ",$parts," == *",$1,"* ]]; }
 log() { printf 'bench: %s\n' "$*" >&2; }
@@ -194,6 +201,7 @@ target_url() {
     c-tls-client) echo "https://127.0.0.1:$tls_client_port" ;;
     b-tls-up) echo "http://127.0.0.1:$nginx_tls_up_port" ;;
     c-tls-up) echo "http://127.0.0.1:$tls_up_port" ;;
+    c-issuer) echo "http://127.0.0.1:$issuer_port" ;;
   esac
 }
 
@@ -505,6 +513,76 @@ front_report() {
   printf '| fencegate / nginx, plain (this part'"'"'s own baseline) | %s |\n' "$(ratio c b)"
 }
 
+# --- part 6: token trust ---------------------------------------------------------
+
+issuer_results=$out/issuer.tsv
+
+issuer_counter() { # issuer_counter NAME: from the issuer gateway's /metrics
+  curl -fsS "http://127.0.0.1:$issuer_admin/metrics" | awk -v n="fencegate_issuer_${1}_total" '$1 == n { print $2 }'
+}
+
+issuer_benchmark() {
+  [ -n "${mem_pid:-}" ] || start_processes
+  "${client_pin[@]}" redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
+    >"$work/redis.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 100); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  # The lock service has handed out tokens up to 10^15: above every W2 token
+  # (run_number * 10^9 + requests), so every raise is confirmed, by the
+  # cached bound after the first question.
+  redis-cli -p "$redis_port" set grants 1000000000000000 >/dev/null
+  "${proxy_pin[@]}" "$bin" --upstream "http://127.0.0.1:$backend_port" --state memory \
+    --token-issuer "redis://127.0.0.1:$redis_port/grants" \
+    --listen "127.0.0.1:$issuer_port" --admin-listen "127.0.0.1:$issuer_admin" \
+    >"$work/fencegate-issuer.log" 2>&1 &
+  pids+=($!)
+  wait_http "http://127.0.0.1:$issuer_admin/healthz"
+  log "issuer: warm-up ${warmup}s per target"
+  for t in c c-issuer; do run_wrk "$t" w2 "$warmup"; done
+  printf 'repeat\tworkload\ttarget\trps\tp50_us\tp99_us\terrors\trequests\tquestions\tchecks\n' >"$issuer_results"
+  for rep in $(seq "$repeats"); do
+    for t in c c-issuer; do
+      local q0=0 k0=0 q=0 k=0
+      if [ "$t" = c-issuer ]; then q0=$(issuer_counter questions); k0=$(issuer_counter checks); fi
+      run_wrk "$t" w2 "$duration"
+      if [ "$t" = c-issuer ]; then
+        q=$(($(issuer_counter questions) - q0))
+        k=$(($(issuer_counter checks) - k0))
+      fi
+      printf '%s\tw2\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$rep" "$t" \
+        "$(field rps "$line")" "$(field p50_us "$line")" "$(field p99_us "$line")" \
+        "$(field errors "$line")" "$(field requests "$line")" "$q" "$k" >>"$issuer_results"
+      log "issuer repeat $rep/$repeats ($t): $line questions=$q checks=$k"
+    done
+  done
+}
+
+issuer_report() {
+  m() { results=$issuer_results median "$@"; }
+  echo "| W2 through | req/s | p50 ms | p99 ms | errors |"
+  echo "|---|---:|---:|---:|---:|"
+  local names=("(c) fencegate --state memory" "(c) the same, --token-issuer redis://")
+  local i=0
+  for t in c c-issuer; do
+    printf '| %s | %s | %s | %s | %s |\n' "${names[$i]}" "$(calc "%.0f" "$(m 4 w2 "$t")")" \
+      "$(calc "%.2f" "$(m 5 w2 "$t") / 1000")" "$(calc "%.2f" "$(m 6 w2 "$t") / 1000")" \
+      "$(results=$issuer_results total 7 w2 "$t")"
+    i=$((i + 1))
+  done
+  local raises questions checks
+  raises=$(results=$issuer_results total 8 w2 c-issuer)
+  questions=$(results=$issuer_results total 9 w2 c-issuer)
+  checks=$(results=$issuer_results total 10 w2 c-issuer)
+  echo
+  echo "| measure (same run) | value |"
+  echo "|---|---:|"
+  printf '| req/s with issuer / without (medians) | %s |\n' "$(calc "%.2f" "$(m 4 w2 c-issuer) / $(m 4 w2 c)")"
+  printf '| raises (requests) through the issuer gateway | %s |\n' "$raises"
+  printf '| tokens checked (raises above the fence) | %s |\n' "$checks"
+  printf '| questions asked of Redis | %s |\n' "$questions"
+  printf '| questions per 1,000 raises | %s |\n' "$(calc "%.3f" "1000 * $questions / ($raises + 0.000001)")"
+}
+
 # --- run ----------------------------------------------------------------------
 
 busy=$(wait_for_quiet)
@@ -539,6 +617,10 @@ fi
 if want front; then
   front_benchmark
   { echo "## Front door: access log and TLS"; echo; front_report; echo; } >>"$report"
+fi
+if want issuer; then
+  issuer_benchmark
+  { echo "## Token trust: W2 with and without --token-issuer redis://"; echo; issuer_report; echo; } >>"$report"
 fi
 if want micro; then
   micro
