@@ -4,6 +4,10 @@
 #
 #   scripts/bench/profile.sh [w1|w2|w3]
 #
+# PROFILE_GATEWAY_ARGS adds options to fencegate's command line (split on
+# spaces), e.g. "--token-issuer redis://127.0.0.1:6390/grants" with a Redis
+# started by hand, to compare the cost of an option in instructions.
+#
 # 1. callgrind (valgrind): user-space instructions per request of
 #    fencegate --state memory and of nginx proxy_pass (one worker,
 #    master_process off), each under the same wrk load, counters zeroed after
@@ -23,6 +27,8 @@ workload=${1:-w1}
 seconds=${PROFILE_SECONDS:-8}
 port=${PROFILE_PORT:-18720}
 top=${PROFILE_TOP:-20}
+# shellcheck disable=SC2206
+gateway_args=(${PROFILE_GATEWAY_ARGS:-})
 backend_port=$port
 proxy_port=$((port + 1))
 gateway_port=$((port + 2))
@@ -111,7 +117,7 @@ callgrind_run() { # callgrind_run NAME PORT HEALTH_URL COMMAND...
 }
 
 callgrind_run fencegate "$gateway_port" "http://127.0.0.1:$admin_port/healthz" \
-  "$target_dir/release/fencegate" --upstream "http://127.0.0.1:$backend_port" --state memory \
+  "$target_dir/release/fencegate" "${gateway_args[@]}" --upstream "http://127.0.0.1:$backend_port" --state memory \
   --listen "127.0.0.1:$gateway_port" --admin-listen "127.0.0.1:$admin_port"
 callgrind_run nginx "$proxy_port" "http://127.0.0.1:$proxy_port/" \
   nginx -p "$work" -c "$work/proxy.conf"
@@ -137,7 +143,7 @@ if command -v perf >/dev/null; then
     echo
   }
   perf_run fencegate "$gateway_port" "http://127.0.0.1:$admin_port/healthz" \
-    "$target_dir/release/fencegate" --upstream "http://127.0.0.1:$backend_port" --state memory \
+    "$target_dir/release/fencegate" "${gateway_args[@]}" --upstream "http://127.0.0.1:$backend_port" --state memory \
     --listen "127.0.0.1:$gateway_port" --admin-listen "127.0.0.1:$admin_port"
   perf_run nginx "$proxy_port" "http://127.0.0.1:$proxy_port/" \
     nginx -p "$work" -c "$work/proxy.conf"

@@ -361,7 +361,12 @@ impl Fences {
                         raised_from: None,
                         must_persist: durable_store && state.durable() < Some(token),
                     },
-                    _ if !confirmed => Step::Ask,
+                    // The issuer's cached bound answers most raises at once.
+                    _ if !confirmed
+                        && !issuer.is_some_and(|issuer| issuer.known_issued(key, token)) =>
+                    {
+                        Step::Ask
+                    }
                     previous => {
                         state.set_highest(Some(token));
                         fence.changed.notify_waiters();

@@ -20,21 +20,22 @@ pub type AskFuture<'a> = Pin<Box<dyn Future<Output = Result<u64, String>> + Send
 /// A lock service's counter: it only grows, and every token the service
 /// hands out is at most its value at the time.
 pub trait BoundSource: std::fmt::Debug + Send + Sync + 'static {
-    /// The counter that issues the tokens of fence `key`: the same string
-    /// for every key when one counter issues every token.
-    fn counter(&self, key: &str) -> String;
+    /// The counter that issues the tokens of fence `key`, when each lock has
+    /// its own; `None` when one counter issues every token.
+    fn counter(&self, key: &str) -> Option<String>;
 
     /// The counter's current value, read so that every token handed out
     /// before the question is at most the answer (a linearizable read).
-    fn ask<'a>(&'a self, counter: &'a str) -> AskFuture<'a>;
+    /// `counter` is what [`counter`](BoundSource::counter) named.
+    fn ask<'a>(&'a self, counter: Option<&'a str>) -> AskFuture<'a>;
 }
 
 impl BoundSource for Box<dyn BoundSource> {
-    fn counter(&self, key: &str) -> String {
+    fn counter(&self, key: &str) -> Option<String> {
         (**self).counter(key)
     }
 
-    fn ask<'a>(&'a self, counter: &'a str) -> AskFuture<'a> {
+    fn ask<'a>(&'a self, counter: Option<&'a str>) -> AskFuture<'a> {
         (**self).ask(counter)
     }
 }
@@ -51,6 +52,10 @@ impl BoundSource for Box<dyn BoundSource> {
 #[derive(Debug)]
 pub struct CachedIssuer<S> {
     source: S,
+    /// The counter of every key, for a source with one counter: checked
+    /// with one atomic load, no lookup.
+    global: Arc<Counter>,
+    /// One per lock, for a source with a counter per lock.
     counters: Mutex<HashMap<String, Arc<Counter>>>,
     stats: IssuerStats,
 }
@@ -128,6 +133,7 @@ impl<S: BoundSource> CachedIssuer<S> {
     pub fn new(source: S) -> Self {
         CachedIssuer {
             source,
+            global: Arc::default(),
             counters: Mutex::new(HashMap::new()),
             stats: IssuerStats::default(),
         }
@@ -143,14 +149,33 @@ impl<S: BoundSource> CachedIssuer<S> {
         &self.source
     }
 
-    fn counter(&self, key: &str) -> Arc<Counter> {
-        let name = self.source.counter(key);
-        let mut counters = self.counters.lock().unwrap_or_else(PoisonError::into_inner);
-        Arc::clone(counters.entry(name).or_default())
+    /// The counter of `key`, and its name for questions.
+    fn counter(&self, key: &str) -> (Arc<Counter>, Option<String>) {
+        match self.source.counter(key) {
+            None => (Arc::clone(&self.global), None),
+            Some(name) => {
+                let mut counters = self.counters.lock().unwrap_or_else(PoisonError::into_inner);
+                let counter = Arc::clone(counters.entry(name.clone()).or_default());
+                (counter, Some(name))
+            }
+        }
+    }
+
+    /// The cached bound of `key`'s counter, if any was confirmed.
+    fn cached_bound(&self, key: &str) -> u64 {
+        match self.source.counter(key) {
+            None => self.global.bound.load(Ordering::Acquire),
+            Some(name) => self
+                .counters
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&name)
+                .map_or(0, |counter| counter.bound.load(Ordering::Acquire)),
+        }
     }
 
     async fn check_unbounded(&self, key: &str, token: u64) -> Result<(), IssuerError> {
-        let counter = self.counter(key);
+        let (counter, name) = self.counter(key);
         if token <= counter.bound.load(Ordering::Acquire) {
             bump(&self.stats.cached);
             return Ok(());
@@ -175,8 +200,7 @@ impl<S: BoundSource> CachedIssuer<S> {
         let question = counter.started.fetch_add(1, Ordering::AcqRel) + 1;
         bump(&self.stats.questions);
         let started = Instant::now();
-        let name = self.source.counter(key);
-        let asked = self.source.ask(&name).await;
+        let asked = self.source.ask(name.as_deref()).await;
         let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         self.stats
             .question_micros
@@ -208,6 +232,15 @@ impl<S: BoundSource> CachedIssuer<S> {
 }
 
 impl<S: BoundSource> TokenIssuer for CachedIssuer<S> {
+    fn known_issued(&self, key: &str, token: u64) -> bool {
+        let known = token <= self.cached_bound(key);
+        if known {
+            bump(&self.stats.checks);
+            bump(&self.stats.cached);
+        }
+        known
+    }
+
     fn check<'a>(&'a self, key: &'a str, token: u64) -> CheckFuture<'a> {
         Box::pin(async move {
             bump(&self.stats.checks);
@@ -242,11 +275,11 @@ mod tests {
     }
 
     impl BoundSource for Arc<Fixed> {
-        fn counter(&self, _key: &str) -> String {
-            String::new()
+        fn counter(&self, _key: &str) -> Option<String> {
+            None
         }
 
-        fn ask<'a>(&'a self, _counter: &'a str) -> AskFuture<'a> {
+        fn ask<'a>(&'a self, _counter: Option<&'a str>) -> AskFuture<'a> {
             Box::pin(async move {
                 self.asked.fetch_add(1, Ordering::SeqCst);
                 tokio::task::yield_now().await;

@@ -84,11 +84,11 @@ impl EtcdRevision {
 }
 
 impl BoundSource for EtcdRevision {
-    fn counter(&self, _key: &str) -> String {
-        String::new()
+    fn counter(&self, _key: &str) -> Option<String> {
+        None
     }
 
-    fn ask<'a>(&'a self, _counter: &'a str) -> AskFuture<'a> {
+    fn ask<'a>(&'a self, _counter: Option<&'a str>) -> AskFuture<'a> {
         Box::pin(self.revision())
     }
 }

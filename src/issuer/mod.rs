@@ -43,6 +43,14 @@ pub type CheckFuture<'a> = Pin<Box<dyn Future<Output = Result<(), IssuerError>> 
 
 /// A lock service that can tell whether it handed out a token.
 pub trait TokenIssuer: std::fmt::Debug + Send + Sync + 'static {
+    /// Whether `token`, for fence `key`, is known to be issued without
+    /// asking (a cached bound). Called on every raise, under the fence's
+    /// lock: it must not block. The default knows nothing.
+    fn known_issued(&self, key: &str, token: u64) -> bool {
+        let _ = (key, token);
+        false
+    }
+
     /// `Ok` if `token`, for fence `key`, is at or below the highest token
     /// the issuer has handed out; else why not.
     fn check<'a>(&'a self, key: &'a str, token: u64) -> CheckFuture<'a>;

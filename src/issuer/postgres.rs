@@ -96,11 +96,11 @@ impl PostgresSequence {
 }
 
 impl BoundSource for PostgresSequence {
-    fn counter(&self, _key: &str) -> String {
-        String::new()
+    fn counter(&self, _key: &str) -> Option<String> {
+        None
     }
 
-    fn ask<'a>(&'a self, _counter: &'a str) -> AskFuture<'a> {
+    fn ask<'a>(&'a self, _counter: Option<&'a str>) -> AskFuture<'a> {
         Box::pin(self.last_value())
     }
 }

@@ -78,11 +78,13 @@ impl RedisCounter {
 }
 
 impl BoundSource for RedisCounter {
-    fn counter(&self, key: &str) -> String {
-        self.key.replace("{key}", key)
+    fn counter(&self, key: &str) -> Option<String> {
+        self.key
+            .contains("{key}")
+            .then(|| self.key.replace("{key}", key))
     }
 
-    fn ask<'a>(&'a self, counter: &'a str) -> AskFuture<'a> {
-        Box::pin(self.get(counter))
+    fn ask<'a>(&'a self, counter: Option<&'a str>) -> AskFuture<'a> {
+        Box::pin(self.get(counter.unwrap_or(&self.key)))
     }
 }

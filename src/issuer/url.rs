@@ -37,7 +37,7 @@ impl IssuerUrlError {
 /// ```
 /// # #[cfg(feature = "issuer-redis")] {
 /// let issuer = fencegate::issuer::from_url("redis://127.0.0.1:6379/locks:{key}:counter").unwrap();
-/// assert_eq!(issuer.source().counter("/bucket/a"), "locks:/bucket/a:counter");
+/// assert_eq!(issuer.source().counter("/bucket/a").as_deref(), Some("locks:/bucket/a:counter"));
 /// # }
 /// assert!(fencegate::issuer::from_url("ftp://example.com/x").is_err());
 /// ```
