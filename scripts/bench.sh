@@ -16,7 +16,9 @@
 #               listener); TLS to the backend (proxy_pass https://, verified).
 # 6. issuer:    W2 (every PUT raises its fence) through fencegate --state
 #               memory with and without --token-issuer redis://, same run;
-#               questions asked of the issuer per 1,000 raises.
+#               questions asked of the issuer per 1,000 raises; then the
+#               worst case, every request a token INCRed just before
+#               (examples/issuer_load.rs), with and without the issuer.
 #
 # It installs what it needs (scripts/install-deps.sh: nginx and wrk from
 # Debian), builds the release binary, starts every process itself on
@@ -96,7 +98,7 @@ if [ "$pin" = 1 ]; then
   client_pin=(taskset -c "$client_cpu")
 fi
 log "building the release binary"
-cargo build --release --locked --bin fencegate --example fence_footprint
+cargo build --release --locked --bin fencegate --example fence_footprint --example issuer_load
 # Where cargo put them (CARGO_TARGET_DIR and .cargo/config may move target/).
 target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 bin=$target_dir/release/fencegate
@@ -516,6 +518,7 @@ front_report() {
 # --- part 6: token trust ---------------------------------------------------------
 
 issuer_results=$out/issuer.tsv
+fresh_results=$out/issuer-fresh.tsv
 
 issuer_counter() { # issuer_counter NAME: from the issuer gateway's /metrics
   curl -fsS "http://127.0.0.1:$issuer_admin/metrics" | awk -v n="fencegate_issuer_${1}_total" '$1 == n { print $2 }'
@@ -555,6 +558,30 @@ issuer_benchmark() {
       log "issuer repeat $rep/$repeats ($t): $line questions=$q checks=$k"
     done
   done
+  # The worst case: every token fresh from INCR, so above every bound the
+  # gateway has confirmed. Same Redis counter for both gateways.
+  printf 'repeat\ttarget\trps\tok\trefused\tfailed\tquestions\tchecks\tmerged\n' >"$fresh_results"
+  for rep in $(seq "$repeats"); do
+    for t in c c-issuer; do
+      local q0=0 k0=0 m0=0 q=0 k=0 m=0 addr
+      addr=$(target_url "$t"); addr=${addr#http://}
+      if [ "$t" = c-issuer ]; then
+        q0=$(issuer_counter questions); k0=$(issuer_counter checks); m0=$(issuer_counter merged)
+      fi
+      "${client_pin[@]}" "$target_dir/release/examples/issuer_load" --gateway "$addr" \
+        --redis "127.0.0.1:$redis_port" --counter grants --clients "$connections" \
+        --seconds "$duration" >"$work/issuer_load.out" 2>&1 || true
+      line=$(grep '^RESULT' "$work/issuer_load.out") || line="RESULT rps=0 ok=0 refused=0 failed=1"
+      if [ "$t" = c-issuer ]; then
+        q=$(($(issuer_counter questions) - q0))
+        k=$(($(issuer_counter checks) - k0))
+        m=$(($(issuer_counter merged) - m0))
+      fi
+      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$rep" "$t" "$(field rps "$line")" \
+        "$(field ok "$line")" "$(field refused "$line")" "$(field failed "$line")" "$q" "$k" "$m" >>"$fresh_results"
+      log "issuer, fresh tokens, repeat $rep/$repeats ($t): $line questions=$q checks=$k merged=$m"
+    done
+  done
 }
 
 issuer_report() {
@@ -581,6 +608,22 @@ issuer_report() {
   printf '| tokens checked (raises above the fence) | %s |\n' "$checks"
   printf '| questions asked of Redis | %s |\n' "$questions"
   printf '| questions per 1,000 raises | %s |\n' "$(calc "%.3f" "1000 * $questions / ($raises + 0.000001)")"
+  echo
+  echo "Worst case, every request a token INCRed just before (examples/issuer_load.rs, $connections clients):"
+  echo
+  fm() { awk -F'\t' -v c="$1" -v t="$2" 'NR > 1 && $2 == t { print $c }' "$fresh_results" | sort -g |
+    awk '{ v[NR] = $1 } END { if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+  fs() { awk -F'\t' -v c="$1" -v t="$2" 'NR > 1 && $2 == t { s += $c } END { print s + 0 }' "$fresh_results"; }
+  echo "| measure (same run) | value |"
+  echo "|---|---:|"
+  printf '| req/s without issuer (median) | %s |\n' "$(calc "%.0f" "$(fm 3 c)")"
+  printf '| req/s with issuer (median) | %s |\n' "$(calc "%.0f" "$(fm 3 c-issuer)")"
+  printf '| ratio | %s |\n' "$(calc "%.2f" "$(fm 3 c-issuer) / ($(fm 3 c) + 0.000001)")"
+  printf '| refused or failed, both gateways | %s |\n' "$(( $(fs 5 c) + $(fs 6 c) + $(fs 5 c-issuer) + $(fs 6 c-issuer) ))"
+  printf '| raises admitted through the issuer gateway | %s |\n' "$(fs 4 c-issuer)"
+  printf '| questions asked of Redis | %s |\n' "$(fs 7 c-issuer)"
+  printf '| questions per 1,000 raises | %s |\n' "$(calc "%.1f" "1000 * $(fs 7 c-issuer) / ($(fs 4 c-issuer) + 0.000001)")"
+  printf '| checks answered by another check'"'"'s question | %s |\n' "$(fs 9 c-issuer)"
 }
 
 # --- run ----------------------------------------------------------------------
