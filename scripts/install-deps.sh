@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs, from Debian's packages, everything the tests, demos and benchmarks
 # start as real processes: lock services (redis-server, etcd, ZooKeeper,
-# PostgreSQL), nginx and wrk for the benchmarks, and prlimit/curl used by
+# PostgreSQL), nginx and wrk for the benchmarks, prlimit/curl and rclone used by
 # tests; then a Python environment with boto3 and moto's S3 server for the
 # S3 client test (target/venv, or $FENCEGATE_VENV), from PyPI.
 # Idempotent: does nothing when everything is already there.
@@ -20,6 +20,7 @@ declare -A wanted=(
   [wrk]=wrk
   [prlimit]=util-linux
   [curl]=curl
+  [rclone]=rclone
   [python3]=python3-venv
 )
 

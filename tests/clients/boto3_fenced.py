@@ -12,11 +12,14 @@ Prints one JSON object with what happened; exits 0 if every step went as
 fencing says it must.
 """
 
+import contextvars
 import json
 import sys
+import tempfile
 
 import boto3
 import botocore.config
+from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import ClientError
 
 
@@ -29,6 +32,34 @@ class TokenHolder:
     def sign_hook(self, request, **_):
         if self.token is not None:
             request.headers["X-Fencing-Token"] = str(self.token)
+
+
+# The pattern docs/CLIENTS.md warns against: upload_file sends the parts of
+# a multipart upload from a thread pool, whose threads do not see the
+# caller's context, so those parts go out without the token.
+CONTEXT_TOKEN = contextvars.ContextVar("fencing_token", default=None)
+
+
+def contextvar_hook(request, **_):
+    token = CONTEXT_TOKEN.get()
+    if token is not None:
+        request.headers["X-Fencing-Token"] = str(token)
+
+
+def multipart_upload(s3, bucket, key):
+    """upload_file of 12 MiB in 5 MiB parts, 4 threads: "ok" or the error."""
+    mib = 1024 * 1024
+    config = TransferConfig(
+        multipart_threshold=5 * mib, multipart_chunksize=5 * mib, max_concurrency=4, use_threads=True
+    )
+    with tempfile.NamedTemporaryFile() as file:
+        file.write(b"x" * (12 * mib))
+        file.flush()
+        try:
+            s3.upload_file(file.name, bucket, key, Config=config)
+            return "ok"
+        except Exception as error:  # S3UploadFailedError wraps the part's ClientError
+            return f"failed: {error}"
 
 
 def client(gateway, mode, holder):
@@ -47,7 +78,10 @@ def client(gateway, mode, holder):
             retries={"max_attempts": 1},
         )
         s3 = boto3.client("s3", endpoint_url="http://s3.us-east-1.amazonaws.com", config=config, **common)
-    s3.meta.events.register("before-sign.s3.*", holder.sign_hook)
+    if holder is not None:
+        s3.meta.events.register("before-sign.s3.*", holder.sign_hook)
+    else:
+        s3.meta.events.register("before-sign.s3.*", contextvar_hook)
     return s3
 
 
@@ -65,6 +99,13 @@ def main():
     holder.token = 34
     s3.put_object(Bucket=bucket, Key="report.csv", Body=b"written by client 2")
 
+    # A multipart upload in threads: every part carries the holder's token.
+    result["multipart_holder"] = multipart_upload(s3, bucket, "big-holder.bin")
+    # The same through a contextvar: the parts sent from worker threads lack it.
+    CONTEXT_TOKEN.set(34)
+    result["multipart_contextvar"] = multipart_upload(client(gateway, mode, None), bucket, "big-context.bin")
+    CONTEXT_TOKEN.set(None)
+
     # Client 1 wakes up from its pause with token 33 and writes: refused.
     holder.token = 33
     try:
@@ -77,7 +118,12 @@ def main():
     body = s3.get_object(Bucket=bucket, Key="report.csv")["Body"].read().decode()
     result["stored"] = body
     print(json.dumps(result))
-    ok = result["stale_write"] == 409 and body == "written by client 2"
+    ok = (
+        result["stale_write"] == 409
+        and body == "written by client 2"
+        and result["multipart_holder"] == "ok"
+        and "428" in result["multipart_contextvar"]
+    )
     sys.exit(0 if ok else 1)
 
 
