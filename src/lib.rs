@@ -16,10 +16,12 @@
 //!    or the `X-Fencing-Lock` header, so that no alias splits a fence.
 //! 3. [`fences`]: admission. Refuse below the highest, raise the highest, wait
 //!    until no lower token is in flight on the key, let the request through
-//!    holding an [`InFlight`] guard.
+//!    holding an [`InFlight`] guard. A token that would raise a fence is
+//!    first confirmed by its [`issuer`], if one is configured (token trust).
 //! 4. [`store`]: make each raise durable before the request it admits goes on
-//!    (redb with group commit in `disk` state, nothing in memory state).
-//! 5. [`layer`]: the tower middleware wiring steps 1 to 4 in front of any
+//!    (redb with group commit in `disk` state, nothing in memory state);
+//!    admin writes too, each with its [`audit`] entry.
+//! 5. [`fencing`]: the tower middleware wiring steps 1 to 4 in front of any
 //!    `Service<http::Request<B>>`; [`refusal`] holds the JSON answers.
 //!
 //! The gateway binary (feature `gateway`) adds the reverse proxy, the embedded
@@ -74,18 +76,26 @@
 #![deny(unsafe_code, unreachable_pub)]
 #![warn(missing_docs)]
 
-pub mod audit;
-pub mod fences;
-pub mod issuer;
-pub mod key;
-pub mod layer;
-pub mod refusal;
-pub mod store;
+// In the order of the layout above (not alphabetical).
 pub mod token;
 
+pub mod key;
+
+pub mod fences;
+
+pub mod issuer;
+
+pub mod store;
+
+pub mod audit;
+
+pub mod fencing;
+
+pub mod refusal;
+
 pub use crate::fences::{AdmitError, Fences, InFlight, Stale, StaleReason};
+pub use crate::fencing::{Fencing, FencingLayer};
 pub use crate::key::Scope;
-pub use crate::layer::{Fencing, FencingLayer};
 
 #[cfg(feature = "gateway")]
 pub mod gateway;

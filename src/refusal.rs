@@ -150,6 +150,12 @@ impl Refusal {
     }
 }
 
+/// A gateway answer with an `error` code and a `detail`, the common shape
+/// of the answers the proxy and the admin plane make.
+pub fn error_response(status: StatusCode, error: &str, detail: &str) -> Response<Bytes> {
+    json_response(status, &json!({ "error": error, "detail": detail }))
+}
+
 /// A JSON response with `Content-Type: application/json`, for every answer
 /// the gateway makes itself (also 502 and 504, outside the layer).
 pub fn json_response(status: StatusCode, body: &serde_json::Value) -> Response<Bytes> {

@@ -12,9 +12,8 @@ use fencegate::fences::{AdminWriteError, SetFence};
 use fencegate::store::{FenceChange, FenceStore, PersistFuture, Setting, StoreError};
 use fencegate::Fences;
 
-#[path = "common/rng.rs"]
-mod rng;
-use rng::Rng;
+mod support;
+use support::rng::Rng;
 
 fn lower(highest: u64, if_highest: u64) -> SetFence {
     SetFence {

@@ -17,9 +17,8 @@ use fencegate::{AdmitError, Fences, InFlight, Stale, StaleReason};
 use proptest::prelude::*;
 use tokio::time::{sleep, Instant};
 
-#[path = "common/rng.rs"]
-mod rng;
-use rng::Rng;
+mod support;
+use support::rng::Rng;
 
 /// An ordered log of what happened, shared by the tasks of one test.
 #[derive(Clone, Default)]

@@ -14,9 +14,8 @@ use std::time::{Duration, Instant};
 use fencegate::store::{RedbStore, StoreError};
 use fencegate::{Fences, StaleReason};
 
-#[path = "common/rng.rs"]
-mod rng;
-use rng::Rng;
+mod support;
+use support::rng::Rng;
 
 fn open_err(dir: &Path) -> StoreError {
     match Fences::open(dir) {
@@ -312,18 +311,16 @@ fn close_releases_the_database_file() {
 // ---------------------------------------------------------------------------
 
 const CHILD_ENV: &str = "FENCEGATE_KILL9_CHILD";
-const CHILD_TEST: &str = "kill9_child";
+/// The test the child process runs: the parent itself, which takes the
+/// child's part when `FENCEGATE_KILL9_CHILD` is set.
+const CHILD_TEST: &str = "kill9_never_forgets_an_admitted_token";
 const CHILD_KEYS: usize = 4;
 const CHILD_TASKS_PER_KEY: usize = 2;
 
-/// Not a test on its own: the body of the child process of
-/// [`kill9_never_forgets_an_admitted_token`]. Returns at once unless the
-/// parent set `FENCEGATE_KILL9_CHILD` to the store directory.
-#[test]
-fn kill9_child() {
-    let Some(dir) = std::env::var_os(CHILD_ENV) else {
-        return;
-    };
+/// The child process of [`kill9_never_forgets_an_admitted_token`]: admits
+/// tokens on a durable table in `dir` and reports each admission, until it
+/// is killed.
+fn kill9_child(dir: std::ffi::OsString) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -381,10 +378,12 @@ fn record(line: &str, this_round: &mut BTreeMap<String, (u64, u64)>) -> bool {
 
 #[test]
 fn kill9_never_forgets_an_admitted_token() {
-    if std::env::var_os(CHILD_ENV).is_some() {
+    use std::os::unix::process::ExitStatusExt;
+
+    if let Some(dir) = std::env::var_os(CHILD_ENV) {
+        kill9_child(dir);
         return;
     }
-    use std::os::unix::process::ExitStatusExt;
 
     let dir = tempfile::tempdir().unwrap();
     let mut rng = Rng::from_env_or_clock();

@@ -17,13 +17,7 @@ fn gateway_with_token(backend: &Backend) -> (Gateway, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("admin-token");
     std::fs::write(&file, format!("  {TOKEN}\n")).unwrap();
-    let url = backend.url();
-    let gw = Gateway::start(&[
-        "--upstream",
-        &url,
-        "--admin-token-file",
-        file.to_str().unwrap(),
-    ]);
+    let gw = Gateway::in_front_of(backend, &["--admin-token-file", file.to_str().unwrap()]);
     (gw, dir)
 }
 
@@ -133,8 +127,7 @@ fn the_token_guards_everything_but_the_probes() {
 #[test]
 fn without_a_token_file_the_admin_plane_is_read_only() {
     let backend = Backend::start();
-    let url = backend.url();
-    let gw = Gateway::start(&["--upstream", &url]);
+    let gw = Gateway::in_front_of(&backend, &[]);
     assert_eq!(gw.put("/a", 5).status, 200);
     let put = http(
         gw.admin_addr(),

@@ -15,13 +15,7 @@ use std::time::Duration;
 
 use support::{http, Backend, Event, Gateway, Resp, HANG_GUARD};
 
-#[path = "common/rng.rs"]
-mod rng;
-use rng::Rng;
-
-fn gateway_for(backend: &Backend) -> Gateway {
-    Gateway::start(&["--upstream", &backend.url()])
-}
+use support::rng::Rng;
 
 fn put_async(gw: &Gateway, path: &str, token: u64, extra: &[(&str, &str)]) -> JoinHandle<Resp> {
     let addr = gw.data_addr();
@@ -58,7 +52,7 @@ fn seq_of(backend: &Backend, token: u64) -> usize {
 #[test]
 fn slow_lower_token_is_not_overtaken() {
     let backend = Backend::start();
-    let gw = gateway_for(&backend);
+    let gw = Gateway::in_front_of(&backend, &[]);
     let t30 = put_async(&gw, "/k", 30, &[("X-Test-Hold", "h30")]);
     assert!(
         backend.wait_for(HANG_GUARD, |r| r.len() == 1),
@@ -94,7 +88,7 @@ fn slow_lower_token_with_delay_is_not_overtaken() {
     // The same with a plain backend delay instead of a hold: whatever the
     // timing, 31 must arrive after 30's answer.
     let backend = Backend::start();
-    let gw = gateway_for(&backend);
+    let gw = Gateway::in_front_of(&backend, &[]);
     let t30 = put_async(&gw, "/d", 30, &[("X-Test-Delay-Ms", "300")]);
     assert!(backend.wait_for(HANG_GUARD, |r| r.len() == 1));
     let r31 = gw.put("/d", 31);
@@ -113,7 +107,7 @@ fn slow_lower_token_with_delay_is_not_overtaken() {
 #[test]
 fn waiting_token_overtaken_by_a_higher_one_is_409_overtaken() {
     let backend = Backend::start();
-    let gw = gateway_for(&backend);
+    let gw = Gateway::in_front_of(&backend, &[]);
     let t30 = put_async(&gw, "/k", 30, &[("X-Test-Hold", "h30")]);
     assert!(backend.wait_for(HANG_GUARD, |r| r.len() == 1));
     let t31 = put_async(&gw, "/k", 31, &[]);
@@ -138,7 +132,7 @@ fn waiting_token_overtaken_by_a_higher_one_is_409_overtaken() {
 #[test]
 fn equal_tokens_are_in_flight_together() {
     let backend = Backend::start();
-    let gw = gateway_for(&backend);
+    let gw = Gateway::in_front_of(&backend, &[]);
     let a = put_async(&gw, "/eq", 40, &[("X-Test-Hold", "a")]);
     assert!(backend.wait_for(HANG_GUARD, |r| r.len() == 1));
     let b = put_async(&gw, "/eq", 40, &[("X-Test-Hold", "b")]);
@@ -162,7 +156,7 @@ fn equal_tokens_are_in_flight_together() {
 #[test]
 fn other_keys_do_not_wait() {
     let backend = Backend::start();
-    let gw = gateway_for(&backend);
+    let gw = Gateway::in_front_of(&backend, &[]);
     let held = put_async(&gw, "/a", 30, &[("X-Test-Hold", "a")]);
     assert!(backend.wait_for(HANG_GUARD, |r| r.len() == 1));
     // A higher token on another key is not held back by /a.
@@ -178,7 +172,7 @@ fn in_flight_lasts_until_the_response_body_is_relayed() {
     // yet: more than socket buffers hold, so the gateway is still relaying
     // it. 31 must not reach the backend until the client has read it all.
     let backend = Backend::start();
-    let gw = gateway_for(&backend);
+    let gw = Gateway::in_front_of(&backend, &[]);
     let mut stream = std::net::TcpStream::connect(gw.data_addr()).unwrap();
     stream.set_read_timeout(Some(HANG_GUARD)).unwrap();
     std::io::Write::write_all(
@@ -224,7 +218,7 @@ fn in_flight_lasts_until_the_response_body_is_relayed() {
 fn concurrent_burst_reaches_the_backend_in_non_decreasing_token_order_per_key() {
     let mut rng = Rng::from_env_or_clock();
     let backend = Backend::start();
-    let gw = gateway_for(&backend);
+    let gw = Gateway::in_front_of(&backend, &[]);
     let keys = ["/burst/a", "/burst/b"];
     let mut plan = Vec::new();
     // Tokens rise over the burst with noise, so that many requests are
@@ -343,12 +337,12 @@ fn concurrent_burst_reaches_the_backend_in_non_decreasing_token_order_per_key() 
 
 #[test]
 fn client_going_away_ends_in_flight() {
-    // SPEC: a request counts as in flight until its response has been
+    // README ("What is guaranteed"): a request counts as in flight until its response has been
     // relayed, or it failed, timed out, or the client went away. 30's client
     // hangs up while 30 is held at the backend: 31 must then go, without
     // waiting for the backend to answer 30.
     let backend = Backend::start();
-    let gw = gateway_for(&backend);
+    let gw = Gateway::in_front_of(&backend, &[]);
     let mut client = std::net::TcpStream::connect(gw.data_addr()).unwrap();
     std::io::Write::write_all(
         &mut client,

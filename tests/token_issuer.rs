@@ -15,8 +15,7 @@ use std::net::SocketAddr;
 use support::{metric, outcome, Backend, Gateway};
 
 fn gateway(backend: &Backend, issuer: &str) -> Gateway {
-    let url = backend.url();
-    Gateway::start(&["--upstream", &url, "--token-issuer", issuer])
+    Gateway::in_front_of(backend, &["--token-issuer", issuer])
 }
 
 fn questions(gw: &Gateway) -> f64 {

@@ -21,8 +21,8 @@ use std::time::Duration;
 use http::HeaderName;
 
 use super::upstream::Upstream;
+use crate::fencing::TOKEN_HEADER;
 use crate::key::Scope;
-use crate::layer::TOKEN_HEADER;
 
 /// Everything a [`Gateway`](super::Gateway) needs. `Default` gives the
 /// contract's defaults (embedded backend, durable fences under

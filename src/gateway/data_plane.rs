@@ -32,7 +32,7 @@ use super::body_timeout::{BoxError, Side, StallTimeout};
 use super::metrics::Metrics;
 use super::outcome::Outcome;
 use super::proxy::{refuse_unproxyable, Proxy};
-use crate::layer::{Fencing, FencingLayer, ResponseBody};
+use crate::fencing::{Fencing, FencingLayer, ResponseBody};
 
 /// Makes one [`Connection`] service per accepted connection.
 #[derive(Debug, Clone)]

@@ -9,7 +9,7 @@
 //!    or HTTP/2; `activity`: the header and idle timeouts of each connection.
 //! 2. [`data_plane`]: the per-connection service (metrics around the fencing
 //!    layer around the proxy); `body_timeout`: a request body that stalls.
-//! 3. The fencing layer ([`crate::layer`]): token, key, admission.
+//! 3. The fencing layer ([`crate::fencing`]): token, key, admission.
 //! 4. [`proxy`], with [`hop`] (header hygiene), `pool` (idle backend
 //!    connections) and [`tls`] (both sides' certificates); [`upstream`] is
 //!    the backend URL, parsed once.

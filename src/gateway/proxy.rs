@@ -31,7 +31,6 @@ use http_body::{Frame, SizeHint};
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use pin_project_lite::pin_project;
-use serde_json::json;
 use tokio_rustls::TlsConnector;
 use tower_service::Service;
 
@@ -40,7 +39,7 @@ use super::hop::strip_hop_by_hop;
 use super::outcome::Outcome;
 use super::pool::Pool;
 use super::upstream::Upstream;
-use crate::refusal::json_response;
+use crate::refusal::error_response;
 
 const X_FORWARDED_FOR: http::HeaderName = http::HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: http::HeaderName = http::HeaderName::from_static("x-forwarded-proto");
@@ -412,8 +411,7 @@ fn gateway_error(
     detail: &str,
     outcome: Outcome,
 ) -> Response<Body> {
-    let mut response =
-        json_response(status, &json!({ "error": error, "detail": detail })).map(Body::from);
+    let mut response = error_response(status, error, detail).map(Body::from);
     response.extensions_mut().insert(outcome);
     response
 }

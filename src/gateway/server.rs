@@ -37,7 +37,7 @@ use super::metrics::Metrics;
 use super::proxy::Proxy;
 use super::tls::{self, ServerCert, TlsError};
 use super::upstream::Upstream;
-use crate::layer::FencingLayer;
+use crate::fencing::FencingLayer;
 use crate::store::StoreError;
 use crate::Fences;
 

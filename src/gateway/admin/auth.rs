@@ -6,8 +6,7 @@ use std::sync::Arc;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::response::Response;
 use serde_json::json;
 use subtle::ConstantTimeEq;
 
@@ -101,12 +100,14 @@ pub async fn require_bearer(
     {
         return next.run(request).await;
     }
-    (
+    let mut response = super::json_error(
         StatusCode::UNAUTHORIZED,
-        [(header::WWW_AUTHENTICATE, "Bearer")],
-        Json(json!({ "error": "unauthorized" })),
-    )
-        .into_response()
+        &json!({ "error": "unauthorized" }),
+    );
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    response
 }
 
 #[cfg(test)]

@@ -135,8 +135,18 @@ fn key_of(uri: &Uri) -> Result<String, String> {
     }
 }
 
+/// An admin answer in the gateway's one error shape.
 fn error(status: StatusCode, code: &str, detail: &str) -> Response {
-    (status, Json(json!({ "error": code, "detail": detail }))).into_response()
+    crate::refusal::error_response(status, code, detail)
+        .map(axum::body::Body::from)
+        .into_response()
+}
+
+/// An admin answer with a JSON body of its own (more fields than `detail`).
+fn json_error(status: StatusCode, body: &serde_json::Value) -> Response {
+    crate::refusal::json_response(status, body)
+        .map(axum::body::Body::from)
+        .into_response()
 }
 
 /// `GET /fences/{key}`, key percent-encoded. Read from the raw URI rather

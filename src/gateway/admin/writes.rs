@@ -11,7 +11,7 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{error, key_of, Admin};
+use super::{error, json_error, key_of, Admin};
 use crate::audit::AuditEntry;
 use crate::fences::{AdminWriteError, FenceWritten, SetFence};
 
@@ -249,5 +249,5 @@ fn write_error(e: AdminWriteError) -> Response {
             json!({ "error": "fence_store_unavailable", "detail": detail }),
         ),
     };
-    (status, Json(body)).into_response()
+    json_error(status, &body)
 }

@@ -1,6 +1,6 @@
 //! SplitMix64 with a printed seed: enough randomness for the randomized tests
-//! without another dependency. Included with `#[path]` by each test binary
-//! that needs it. `FENCEGATE_SEED=<n>` replays a run.
+//! without another dependency (`support::rng`). `FENCEGATE_SEED=<n>` replays
+//! a run.
 
 #![allow(dead_code)]
 

@@ -19,6 +19,10 @@ pin_project! {
     /// A refused request is answered right away without touching the inner
     /// service; an unfenced read goes straight to it; a fenced request first
     /// waits for admission.
+    ///
+    /// # Panics
+    ///
+    /// When polled again after it resolved, like any future that says so.
     pub struct ResponseFuture<F, B, E> {
         #[pin]
         kind: Kind<F, B, E>,
@@ -65,11 +69,12 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().kind.project() {
             KindProj::Refused { refusal } => {
-                // Polling again after `Ready` breaks the Future contract; answer
-                // a 500 rather than panic on a path a request can reach.
-                let refusal = refusal.take().unwrap_or(Refusal::StoreUnavailable {
-                    detail: "response future polled after completion".into(),
-                });
+                // Polling after `Ready` is the caller's bug, never a request's:
+                // say so, as futures' own `Ready` does, rather than make up an
+                // answer that would be counted as something it is not.
+                let Some(refusal) = refusal.take() else {
+                    panic!("fencegate's ResponseFuture polled after completion");
+                };
                 Poll::Ready(Ok(refusal_response(&refusal)))
             }
             KindProj::Passing { future } => future

@@ -6,9 +6,9 @@ use http::{Request, Response};
 use tower_service::Service;
 
 use super::body::ResponseBody;
+use super::config::Config;
 use super::future::{refusal_response, ResponseFuture};
-use super::layer::Config;
-use crate::fences::AdmitError;
+use crate::fences::{AdmitError, Fences};
 use crate::issuer::IssuerError;
 use crate::key::{lock_name_from_headers, normalize_path, Scope};
 use crate::refusal::Refusal;
@@ -34,7 +34,14 @@ enum Decision {
 }
 
 impl<S> Fencing<S> {
-    pub(crate) fn new(inner: S, config: Arc<Config>) -> Self {
+    /// Fences `inner` over `fences` with the defaults of
+    /// [`FencingLayer::new`](super::FencingLayer::new); build a
+    /// [`FencingLayer`](super::FencingLayer) to change them.
+    pub fn new(inner: S, fences: Fences) -> Self {
+        Self::with_config(inner, Arc::new(Config::new(fences)))
+    }
+
+    pub(crate) fn with_config(inner: S, config: Arc<Config>) -> Self {
         Fencing {
             inner,
             config,
@@ -45,6 +52,16 @@ impl<S> Fencing<S> {
     /// The wrapped service.
     pub fn get_ref(&self) -> &S {
         &self.inner
+    }
+
+    /// The wrapped service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The wrapped service, unwrapped.
+    pub fn into_inner(self) -> S {
+        self.inner
     }
 
     /// Names `client` in the log line of every raise this service makes: a

@@ -39,13 +39,13 @@
 //! ```
 
 mod body;
+mod config;
 mod future;
-// Named as in tower-http: `layer.rs`, `service.rs`, `future.rs`.
-#[allow(clippy::module_inception)]
 mod layer;
 mod service;
 
 pub use self::body::ResponseBody;
+pub use self::config::{DEFAULT_SAFE_METHODS, TOKEN_HEADER};
 pub use self::future::ResponseFuture;
-pub use self::layer::{FencingLayer, DEFAULT_SAFE_METHODS, TOKEN_HEADER};
+pub use self::layer::FencingLayer;
 pub use self::service::Fencing;

@@ -3,20 +3,14 @@ use std::sync::Arc;
 use http::{HeaderName, Method};
 use tower_layer::Layer;
 
+use super::config::Config;
 use super::service::Fencing;
 use crate::fences::Fences;
 use crate::issuer::TokenIssuer;
 use crate::key::Scope;
 
-/// The default token header.
-pub const TOKEN_HEADER: HeaderName = HeaderName::from_static("x-fencing-token");
-
-/// The methods that are not writes by default: the safe ones, plus WebDAV's
-/// `PROPFIND`. Every other method, known or not, is a write (fail closed).
-pub const DEFAULT_SAFE_METHODS: [&str; 5] = ["GET", "HEAD", "OPTIONS", "TRACE", "PROPFIND"];
-
 /// A [`Layer`] that fences the requests of the service it wraps.
-/// See the [module docs](crate::layer) for what it does.
+/// See the [module docs](crate::fencing) for what it does.
 ///
 /// ```
 /// use fencegate::{Fences, FencingLayer, Scope};
@@ -34,41 +28,13 @@ pub struct FencingLayer {
     config: Arc<Config>,
 }
 
-/// What the layer was built with; shared by every service it makes.
-#[derive(Debug, Clone)]
-pub(crate) struct Config {
-    pub(crate) fences: Fences,
-    pub(crate) token_header: HeaderName,
-    pub(crate) scope: Scope,
-    pub(crate) safe_methods: Vec<Method>,
-    pub(crate) allow_unfenced_writes: bool,
-    pub(crate) issuer: Option<Arc<dyn TokenIssuer>>,
-}
-
-impl Config {
-    pub(crate) fn is_write(&self, method: &Method) -> bool {
-        !self.safe_methods.contains(method)
-    }
-}
-
 impl FencingLayer {
     /// Fences over `fences`, with the defaults: `X-Fencing-Token`, `path`
     /// scope, every method but GET, HEAD, OPTIONS, TRACE and PROPFIND is a
     /// write, and writes without a token are refused (428).
     pub fn new(fences: Fences) -> Self {
-        let safe_methods = DEFAULT_SAFE_METHODS
-            .iter()
-            .filter_map(|m| Method::from_bytes(m.as_bytes()).ok())
-            .collect();
         FencingLayer {
-            config: Arc::new(Config {
-                fences,
-                token_header: TOKEN_HEADER,
-                scope: Scope::Path,
-                safe_methods,
-                allow_unfenced_writes: false,
-                issuer: None,
-            }),
+            config: Arc::new(Config::new(fences)),
         }
     }
 
@@ -115,6 +81,6 @@ impl<S> Layer<S> for FencingLayer {
     type Service = Fencing<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        Fencing::new(inner, Arc::clone(&self.config))
+        Fencing::with_config(inner, Arc::clone(&self.config))
     }
 }
