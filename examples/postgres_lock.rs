@@ -77,7 +77,7 @@ const DEMO: Demo = Demo {
         "token:  the row's id (bigserial: nextval never goes back). A table, not pg_advisory_lock:",
         "        an advisory lock has no lease (a frozen holder keeps it while its session lives)",
         "        and would need a separate sequence for the token anyway.",
-        "real:   PostgreSQL 15 on loopback, two worker processes, SIGSTOP/SIGCONT, fencegate",
+        "real:   PostgreSQL (Debian's) on loopback, two worker processes, SIGSTOP/SIGCONT, fencegate",
         "        in-process in front of its embedded object store.",
     ],
     token_name: "lock table id from a sequence",

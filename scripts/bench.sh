@@ -39,6 +39,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+log_prefix=bench
+# shellcheck source=bench/lib.sh
+source scripts/bench/lib.sh
 
 duration=${BENCH_DURATION:-10}
 repeats=${BENCH_REPEATS:-5}
@@ -77,7 +80,6 @@ issuer_port=$((port + 16))
 issuer_admin=$((port + 17))
 
 want() { [[ ",$parts," == *",$1,"* ]]; }
-log() { printf 'bench: %s\n' "$*" >&2; }
 
 
 # --- dependencies and build -------------------------------------------------
@@ -100,7 +102,7 @@ fi
 log "building the release binary"
 cargo build --release --locked --bin fencegate --example fence_footprint --example issuer_load
 # Where cargo put them (CARGO_TARGET_DIR and .cargo/config may move target/).
-target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+target_dir=$(cargo_target_dir)
 bin=$target_dir/release/fencegate
 
 mkdir -p "$out"
@@ -112,31 +114,13 @@ chmod 1777 "$work/dav"
 results=$out/results.tsv
 report=$out/report.md
 
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do
-    kill "$pid" 2>/dev/null || true
-  done
-  for pid in "${pids[@]}"; do
-    wait "$pid" 2>/dev/null || true
-  done
-  rm -rf "$work/dav" "$work/upload.bin"
-}
-trap cleanup EXIT
+cleanup_extra() { [ -z "${work:-}" ] || rm -rf "$work/dav" "$work/upload.bin"; }
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-for p in $(seq "$port" $((port + 14))); do
+for p in $(seq "$port" $((port + 17))); do
   port_free "$p" || { log "port $p is in use (set BENCH_PORT)"; exit 1; }
 done
 
-wait_http() { # wait_http URL: up to 10 s
-  for _ in $(seq 100); do
-    curl -fsS -o /dev/null "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  log "nothing answers at $1"
-  exit 1
-}
 
 # --- the machine ---------------------------------------------------------------
 
@@ -225,7 +209,6 @@ run_wrk() {
   }
 }
 
-field() { sed -n "s/.*[ ^]$1=\([0-9.]*\).*/\1/p" <<<" $2"; }
 
 store_counter() { # store_counter NAME: from the disk gateway's /metrics
   curl -fsS "http://127.0.0.1:$disk_admin/metrics" | awk -v n="fencegate_store_${1}_total" '$1 == n { print $2 }'
@@ -266,7 +249,6 @@ median() { # median COLUMN WORKLOAD TARGET
 total() { # total COLUMN WORKLOAD TARGET
   awk -F'\t' -v c="$1" -v w="$2" -v t="$3" 'NR > 1 && $2 == w && $3 == t { s += $c } END { print s + 0 }' "$results"
 }
-calc() { awk "BEGIN { printf \"$1\", $2 }"; }
 
 proxy_report() {
   local name_a="(a) backend alone" name_b="(b) nginx proxy_pass" \

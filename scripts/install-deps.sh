@@ -15,7 +15,6 @@ declare -A wanted=(
   [etcdctl]=etcd-client
   [/usr/share/zookeeper/bin/zkServer.sh]=zookeeper
   [java]=default-jre-headless
-  [/usr/lib/postgresql/15/bin/initdb]=postgresql
   [nginx]=nginx
   [wrk]=wrk
   [prlimit]=util-linux
@@ -32,6 +31,9 @@ for tool in "${!wanted[@]}"; do
     command -v "$tool" >/dev/null 2>&1 || missing+=("${wanted[$tool]}")
   fi
 done
+# PostgreSQL's server binaries live under a versioned directory: any
+# version will do (the demos and tests find the newest).
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
 # Debian's python3 makes virtual environments only with python3-venv.
 if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import ensurepip' 2>/dev/null; then
   missing+=(python3-venv)

@@ -15,8 +15,9 @@ use nix::sys::signal::Signal;
 use super::process::{free_port, require_binary, temp_dir, Server};
 use super::Result;
 
-/// Debian's PostgreSQL 15 server binaries.
-pub const BIN_DIR: &str = "/usr/lib/postgresql/15/bin";
+/// Where Debian puts each installed PostgreSQL version's server binaries
+/// (`/usr/lib/postgresql/<version>/bin`); the newest is used.
+pub const VERSIONS_DIR: &str = "/usr/lib/postgresql";
 
 /// A running PostgreSQL; stopped (fast shutdown, then killed) and its data
 /// dir removed on drop.
@@ -45,12 +46,26 @@ fn running_as_root() -> bool {
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
+/// `name` in the newest installed version's `bin` directory (a path that
+/// does not exist if none is installed, which `require_binary` reports).
 fn binary(name: &str) -> String {
-    format!("{BIN_DIR}/{name}")
+    let newest = std::fs::read_dir(VERSIONS_DIR)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|version| {
+            std::path::Path::new(&format!("{VERSIONS_DIR}/{version}/bin/{name}")).is_file()
+        })
+        .max();
+    match newest {
+        Some(version) => format!("{VERSIONS_DIR}/{version}/bin/{name}"),
+        None => format!("{VERSIONS_DIR}/<version>/bin/{name}"),
+    }
 }
 
 impl Postgres {
-    /// Exits with one line naming the install script if PostgreSQL 15 is
+    /// Exits with one line naming the install script if PostgreSQL is
     /// missing.
     pub fn require() {
         require_binary(&binary("initdb"));

@@ -22,6 +22,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
+log_prefix=profile
+# shellcheck source=lib.sh
+source scripts/bench/lib.sh
 
 workload=${1:-w1}
 seconds=${PROFILE_SECONDS:-8}
@@ -41,17 +44,11 @@ for tool in valgrind callgrind_control nginx wrk curl taskset; do
   }
 done
 cargo build --release --locked --bin fencegate
-target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+target_dir=$(cargo_target_dir)
 work=$root/target/profile
 rm -rf "$work"
 mkdir -p "$work"
 
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-}
-trap cleanup EXIT
 
 # shellcheck source=nginx.sh
 source scripts/bench/nginx.sh
@@ -60,21 +57,12 @@ write_nginx_confs "$work" "$backend_port" "$proxy_port" "master_process off;"
 taskset -c 1 nginx -p "$work" -c "$work/backend.conf" >>"$work/backend.error.log" 2>&1 &
 pids+=($!)
 
-wait_http() {
-  for _ in $(seq 300); do
-    curl -fsS -o /dev/null "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "profile: nothing answers at $1" >&2
-  exit 1
-}
 wait_http "http://127.0.0.1:$backend_port/"
 
 load() { # load PORT SECONDS TOKEN_BASE: prints the RESULT line
   taskset -c 1 wrk -t1 -c64 -d"${2}s" --timeout 30s -s scripts/bench/workload.lua \
     "http://127.0.0.1:$1" -- "$workload" 1 "$3" | grep '^RESULT'
 }
-field() { sed -n "s/.*[ ^]$1=\([0-9.]*\).*/\1/p" <<<" $2"; }
 
 # Self cost per function from a callgrind dump (callgrind_annotate's own
 # self view is confused by dumps taken after `callgrind_control -z`).

@@ -36,7 +36,7 @@ const MAX_BUFFERED: usize = 16 * 1024 * 1024;
 
 /// The access log, shared by every connection. Cheap to clone.
 #[derive(Clone)]
-pub struct AccessLog {
+pub(crate) struct AccessLog {
     shared: Arc<Shared>,
 }
 
@@ -63,7 +63,7 @@ impl std::fmt::Debug for AccessLog {
 impl AccessLog {
     /// Opens `target` (a file is created if missing and appended to) and
     /// starts the writer thread.
-    pub fn open(target: &AccessLogTarget) -> std::io::Result<AccessLog> {
+    pub(crate) fn open(target: &AccessLogTarget) -> std::io::Result<AccessLog> {
         let out: Box<dyn Write + Send> = match target {
             AccessLogTarget::Stdout => Box::new(std::io::stdout()),
             AccessLogTarget::File(path) => {
@@ -89,13 +89,13 @@ impl AccessLog {
     }
 
     /// Lines dropped because the writer fell behind.
-    pub fn dropped(&self) -> u64 {
+    pub(crate) fn dropped(&self) -> u64 {
         self.shared.dropped.load(Ordering::Relaxed)
     }
 
     /// Writes what is buffered and stops the writer; later lines are
     /// dropped. Called at shutdown, after the last request.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         self.shared.closed.store(true, Ordering::Release);
         self.shared.wake.notify_one();
         if let Some(writer) = lock(&self.shared.writer).take() {

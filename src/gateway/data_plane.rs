@@ -36,7 +36,7 @@ use crate::fencing::{Fencing, FencingLayer, ResponseBody};
 
 /// Makes one [`Connection`] service per accepted connection.
 #[derive(Debug, Clone)]
-pub struct DataPlane {
+pub(crate) struct DataPlane {
     fencing: FencingLayer,
     proxy: Proxy,
     metrics: Metrics,
@@ -47,7 +47,7 @@ pub struct DataPlane {
 impl DataPlane {
     /// Requests are counted in `metrics`, fenced by `fencing`, forwarded by
     /// `proxy`; a request body that pauses for `body_timeout` is cut.
-    pub fn new(
+    pub(crate) fn new(
         fencing: FencingLayer,
         proxy: Proxy,
         metrics: Metrics,
@@ -63,7 +63,7 @@ impl DataPlane {
     }
 
     /// Writes one line per request to `log`.
-    pub fn access_log(mut self, log: AccessLog) -> Self {
+    pub(crate) fn access_log(mut self, log: AccessLog) -> Self {
         self.access_log = Some(log);
         self
     }
@@ -85,7 +85,7 @@ impl DataPlane {
 
 /// The service for one client connection.
 #[derive(Debug, Clone)]
-pub struct Connection {
+pub(crate) struct Connection {
     shared: Arc<ConnectionShared>,
 }
 

@@ -48,7 +48,7 @@ fn hop_index_of(name: &str) -> Option<usize> {
 /// Removes every hop-by-hop header: first the names listed in *all*
 /// `Connection` values (a header may be split over several lines), then the
 /// fixed list.
-pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     // One pass over the names present instead of a removal per name of the
     // list: most messages carry none or one of them (a backend's
     // `Connection: keep-alive`), and this runs twice per request.

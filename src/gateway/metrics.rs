@@ -24,7 +24,7 @@ struct OutcomeLabel {
 /// The gateway's metrics: what happened to each request, how long it took,
 /// and the fence table's size and store activity (read at scrape time).
 #[derive(Clone)]
-pub struct Metrics {
+pub(crate) struct Metrics {
     /// One handle per entry of [`Outcome::ALL`], taken once, so that
     /// counting a request takes no lock on the family.
     requests: Arc<[Counter; Outcome::ALL.len()]>,
@@ -135,7 +135,7 @@ impl Collector for FenceCollector {
 impl Metrics {
     /// Metrics for a gateway over `fences`, writing `access_log` and
     /// checking tokens with `issuer`, if any.
-    pub fn new(
+    pub(crate) fn new(
         fences: Fences,
         access_log: Option<AccessLog>,
         issuer: Option<Arc<UrlIssuer>>,
@@ -172,14 +172,14 @@ impl Metrics {
     }
 
     /// Records one request.
-    pub fn observe(&self, outcome: Outcome, elapsed: Duration) {
+    pub(crate) fn observe(&self, outcome: Outcome, elapsed: Duration) {
         // `ALL` lists the variants in declaration order (a unit test checks).
         self.requests[outcome as usize].inc();
         self.latency.observe(elapsed.as_secs_f64());
     }
 
     /// The Prometheus text exposition.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut text = String::new();
         // Writing to a String cannot fail; an encoder error would only mean
         // a partial page, which Prometheus reports as a scrape error.

@@ -3,41 +3,63 @@
 //! `src/main.rs` only parses the command line, binds nothing itself, and
 //! calls [`Gateway::start`].
 //!
-//! A request's path through the gateway, file by file:
+//! A request's path through the gateway, file by file (the modules are
+//! declared in this order). Only what the binary, the examples and tests
+//! need is public: [`config`], [`cli`], [`server`], [`embedded`] and
+//! [`upstream`].
 //!
 //! 1. `accept`: the listener, the connection cap, the TLS handshake, HTTP/1.1
 //!    or HTTP/2; `activity`: the header and idle timeouts of each connection.
-//! 2. [`data_plane`]: the per-connection service (metrics around the fencing
+//! 2. `data_plane`: the per-connection service (metrics around the fencing
 //!    layer around the proxy); `body_timeout`: a request body that stalls.
 //! 3. The fencing layer ([`crate::fencing`]): token, key, admission.
-//! 4. [`proxy`], with [`hop`] (header hygiene), `pool` (idle backend
-//!    connections) and [`tls`] (both sides' certificates); [`upstream`] is
-//!    the backend URL, parsed once.
-//! 5. [`outcome`] and [`metrics`]: what happened, counted; [`access_log`]:
-//!    one line per request, if asked for.
+//! 4. `proxy`, with `hop` (header hygiene), `pool` (idle backend
+//!    connections) and `tls` (both sides' certificates); [`upstream`] is the
+//!    backend URL, parsed once.
+//! 5. `outcome` and `metrics`: what happened, counted; `access_log`: one
+//!    line per request, if asked for.
 //!
-//! Beside it: [`admin`] (`/fences`, `/metrics`, `/healthz`, `/readyz`),
-//! [`embedded`] (the object store used when no upstream is given), [`config`]
-//! (what a gateway runs with) and [`cli`] (the command line that builds it),
-//! and [`server`], which wires them and stops them.
+//! Beside it: `admin` (`/fences`, admin writes, `/audit`, `/metrics`,
+//! `/healthz`, `/readyz`, bearer authentication), [`embedded`] (the object
+//! store used when no upstream is given), [`config`] (what a gateway runs
+//! with) and [`cli`] (the command line that builds it), and [`server`],
+//! which wires them and stops them.
 
+// In the order above (not alphabetical).
 mod accept;
-pub mod access_log;
 mod activity;
-pub mod admin;
+
+mod data_plane;
+
 mod body_timeout;
-pub mod cli;
-pub mod config;
-pub mod data_plane;
-pub mod embedded;
-pub mod hop;
-pub mod metrics;
-pub mod outcome;
+
+mod proxy;
+
+mod hop;
+
 mod pool;
-pub mod proxy;
-pub mod server;
-pub mod tls;
+
+mod tls;
+
 pub mod upstream;
 
+mod outcome;
+
+mod metrics;
+
+mod access_log;
+
+mod admin;
+
+pub mod embedded;
+
+pub mod config;
+
+pub mod cli;
+
+pub mod server;
+
+pub use self::admin::AdminTokenError;
 pub use self::config::{AccessLogTarget, ClientLimits, Config, StateKind, TlsFiles};
 pub use self::server::{run, Gateway, Listeners, StartError};
+pub use self::tls::TlsError;

@@ -9,7 +9,7 @@ use crate::refusal::Refusal;
 
 /// The outcome of one data plane request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Admitted (or unfenced) and answered by the backend.
     Forwarded,
     /// 409: below the highest, or overtaken.
@@ -37,7 +37,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// Every outcome, in the order `/metrics` lists them.
-    pub const ALL: [Outcome; 11] = [
+    pub(crate) const ALL: [Outcome; 11] = [
         Outcome::Forwarded,
         Outcome::StaleToken,
         Outcome::MissingToken,
@@ -52,7 +52,7 @@ impl Outcome {
     ];
 
     /// The label.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Outcome::Forwarded => "forwarded",
             Outcome::StaleToken => "stale_token",
@@ -69,7 +69,7 @@ impl Outcome {
     }
 
     /// The outcome a refusal of the fencing layer stands for.
-    pub fn of_refusal(refusal: &Refusal) -> Outcome {
+    pub(crate) fn of_refusal(refusal: &Refusal) -> Outcome {
         match refusal {
             Refusal::InvalidToken { .. } => Outcome::InvalidToken,
             Refusal::InvalidPath { .. } => Outcome::InvalidPath,
@@ -84,7 +84,7 @@ impl Outcome {
     /// The outcome of the request answered by `response`: the fencing
     /// layer's [`Refusal`] or the proxy's own [`Outcome`] in its
     /// extensions, or else forwarded.
-    pub fn of<B>(response: &Response<B>) -> Outcome {
+    pub(crate) fn of<B>(response: &Response<B>) -> Outcome {
         let extensions = response.extensions();
         if let Some(refusal) = extensions.get::<Refusal>() {
             return Outcome::of_refusal(refusal);

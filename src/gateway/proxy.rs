@@ -47,7 +47,7 @@ const X_FORWARDED_PROTO: http::HeaderName = http::HeaderName::from_static("x-for
 /// The reverse proxy: a `Service` that sends each request to the backend
 /// over a pooled HTTP/1.1 connection.
 #[derive(Clone)]
-pub struct Proxy {
+pub(crate) struct Proxy {
     shared: Arc<Shared>,
     /// What one client connection adds, made once per connection by
     /// [`Proxy::for_client`]; behind an `Arc` so that the clone of the proxy
@@ -91,7 +91,7 @@ impl Proxy {
     /// Pooled connections idle for `idle_timeout` are closed, which must be
     /// shorter than the backend's keep-alive or a request may be sent on a
     /// connection the backend is closing (hyper issues #2136, #2275).
-    pub fn new(
+    pub(crate) fn new(
         upstream: Upstream,
         timeout: Duration,
         idle_timeout: Duration,
@@ -117,7 +117,7 @@ impl Proxy {
     /// This proxy for requests from one client connection: its address
     /// goes into `X-Forwarded-For`, formatted once instead of per request,
     /// and `X-Forwarded-Proto` says whether it is TLS.
-    pub fn for_client(&self, peer: SocketAddr, tls: bool) -> Self {
+    pub(crate) fn for_client(&self, peer: SocketAddr, tls: bool) -> Self {
         Proxy {
             shared: Arc::clone(&self.shared),
             client: Arc::new(Client {

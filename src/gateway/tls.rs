@@ -141,7 +141,7 @@ fn read_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsErr
 
 /// The connector for an `https://` backend: HTTP/1.1 by ALPN, the backend
 /// verified against `ca` (a PEM bundle) if given, else the system's roots.
-pub fn upstream_connector(ca: Option<&Path>) -> Result<TlsConnector, TlsError> {
+pub(crate) fn upstream_connector(ca: Option<&Path>) -> Result<TlsConnector, TlsError> {
     let mut roots = RootCertStore::empty();
     match ca {
         Some(path) => {

@@ -12,7 +12,7 @@ use subtle::ConstantTimeEq;
 
 /// The admin plane's bearer token, read once at start.
 #[derive(Clone)]
-pub struct AdminToken(Arc<[u8]>);
+pub(crate) struct AdminToken(Arc<[u8]>);
 
 impl std::fmt::Debug for AdminToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -45,7 +45,7 @@ pub enum AdminTokenError {
 impl AdminToken {
     /// The token in `path`: the file's content, surrounding whitespace
     /// trimmed.
-    pub fn read(path: &Path) -> Result<Self, AdminTokenError> {
+    pub(crate) fn read(path: &Path) -> Result<Self, AdminTokenError> {
         let shown = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| AdminTokenError::Unreadable {
             path: shown.clone(),
@@ -90,7 +90,7 @@ const OPEN_PATHS: [&str; 2] = ["/healthz", "/readyz"];
 
 /// Middleware: every admin request but the probes carries the token, else
 /// 401 with `WWW-Authenticate: Bearer`.
-pub async fn require_bearer(
+pub(crate) async fn require_bearer(
     State(token): State<AdminToken>,
     request: Request,
     next: Next,

@@ -17,10 +17,11 @@ use super::metrics::Metrics;
 use crate::key::Scope;
 use crate::Fences;
 
-pub mod auth;
+pub(crate) mod auth;
 mod writes;
 
-pub use self::auth::{AdminToken, AdminTokenError};
+pub(crate) use self::auth::AdminToken;
+pub use self::auth::AdminTokenError;
 
 /// The default and largest page of `GET /fences`.
 const DEFAULT_LIMIT: usize = 1000;
@@ -37,7 +38,7 @@ struct Admin {
 /// Whether the gateway can admit requests (`GET /readyz`): it is not
 /// draining, and its fence store can be written.
 #[derive(Debug, Clone)]
-pub struct Readiness {
+pub(crate) struct Readiness {
     fences: Fences,
     draining: Arc<AtomicBool>,
 }
@@ -45,7 +46,7 @@ pub struct Readiness {
 impl Readiness {
     /// Ready while the fence store of `fences` is healthy, until
     /// [`Readiness::set_draining`].
-    pub fn new(fences: Fences) -> Self {
+    pub(crate) fn new(fences: Fences) -> Self {
         Readiness {
             fences,
             draining: Arc::new(AtomicBool::new(false)),
@@ -53,12 +54,12 @@ impl Readiness {
     }
 
     /// The gateway is shutting down: not ready from now on.
-    pub fn set_draining(&self) {
+    pub(crate) fn set_draining(&self) {
         self.draining.store(true, Ordering::Release);
     }
 
     /// `Ok` when ready, else why not.
-    pub fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         if self.draining.load(Ordering::Acquire) {
             return Err("draining: the gateway is shutting down".into());
         }
@@ -73,7 +74,7 @@ impl Readiness {
 /// read-only. `scope` is the data plane's, against which the keys of admin
 /// writes are checked. Requests must carry the client's address as an
 /// extension (`SocketAddr`), the actor of the audit log.
-pub fn router(
+pub(crate) fn router(
     fences: Fences,
     metrics: Metrics,
     readiness: Readiness,
