@@ -166,22 +166,42 @@ impl GatedRecords {
     }
 }
 
-#[tokio::test]
-async fn admissions_wait_while_a_lowering_is_made_durable() {
+/// `set_fence(key, lower(10, 100))` in a task of its own.
+fn spawn_lowering(
+    fences: &Fences,
+) -> tokio::task::JoinHandle<Result<fencegate::fences::FenceWritten, AdminWriteError>> {
+    let fences = fences.clone();
+    tokio::spawn(async move { fences.set_fence("/k", lower(10, 100)).await })
+}
+
+/// `admit("/k", token)` in a task of its own: the admitted token.
+fn spawn_admission(fences: &Fences, token: u64) -> tokio::task::JoinHandle<Option<u64>> {
+    let fences = fences.clone();
+    tokio::spawn(async move {
+        fences
+            .admit("/k", token)
+            .await
+            .ok()
+            .map(|guard| guard.token())
+    })
+}
+
+/// A table over a [`GatedRecords`] whose fence `/k` is at 100.
+async fn gated_at_100() -> (GatedRecords, Fences) {
     let store = GatedRecords::default();
     let fences = Fences::with_store(store.clone()).unwrap();
     drop(fences.admit("/k", 100).await.unwrap());
-    let admin = tokio::spawn({
-        let fences = fences.clone();
-        async move { fences.set_fence("/k", lower(10, 100)).await }
-    });
+    (store, fences)
+}
+
+#[tokio::test]
+async fn admissions_wait_while_a_lowering_is_made_durable() {
+    let (store, fences) = gated_at_100().await;
+    let admin = spawn_lowering(&fences);
     assert_eq!(store.wait_pending().await, Setting::Exactly(10));
     // Frozen: a token between the old and the new highest neither passes
     // nor is refused until the lowering is durable.
-    let waiting = tokio::spawn({
-        let fences = fences.clone();
-        async move { fences.admit("/k", 50).await.map(|guard| guard.token()) }
-    });
+    let waiting = spawn_admission(&fences, 50);
     for _ in 0..50 {
         tokio::task::yield_now().await;
     }
@@ -190,38 +210,30 @@ async fn admissions_wait_while_a_lowering_is_made_durable() {
     store.answer(Ok(()));
     let written = admin.await.unwrap().unwrap();
     assert_eq!((written.previous, written.highest), (Some(100), Some(10)));
-    assert_eq!(waiting.await.unwrap().unwrap(), 50);
+    assert_eq!(waiting.await.unwrap(), Some(50));
     assert_eq!(fences.highest("/k"), Some(50));
 }
 
 #[tokio::test]
 async fn a_failed_or_dropped_lowering_leaves_the_fence_as_it_was() {
-    let store = GatedRecords::default();
-    let fences = Fences::with_store(store.clone()).unwrap();
-    drop(fences.admit("/k", 100).await.unwrap());
-
-    let admin = tokio::spawn({
-        let fences = fences.clone();
-        async move { fences.set_fence("/k", lower(10, 100)).await }
-    });
+    let (store, fences) = gated_at_100().await;
+    let admin = spawn_lowering(&fences);
     store.wait_pending().await;
-    let waiting = tokio::spawn({
-        let fences = fences.clone();
-        async move { fences.admit("/k", 50).await.is_ok() }
-    });
+    let waiting = spawn_admission(&fences, 50);
     store.answer(Err(StoreError::Write("disk full (simulated)".into())));
     assert!(matches!(
         admin.await.unwrap(),
         Err(AdminWriteError::Store(_))
     ));
-    assert!(!waiting.await.unwrap(), "50 < 100: refused once thawed");
+    assert_eq!(
+        waiting.await.unwrap(),
+        None,
+        "50 < 100: refused once thawed"
+    );
     assert_eq!(fences.highest("/k"), Some(100));
 
     // Dropped before the store answered: thawed, unchanged in memory.
-    let admin = tokio::spawn({
-        let fences = fences.clone();
-        async move { fences.set_fence("/k", lower(10, 100)).await }
-    });
+    let admin = spawn_lowering(&fences);
     store.wait_pending().await;
     admin.abort();
     let _ = admin.await;
@@ -231,25 +243,20 @@ async fn a_failed_or_dropped_lowering_leaves_the_fence_as_it_was() {
 
 #[tokio::test]
 async fn a_request_waiting_on_a_deleted_fence_starts_a_fresh_one() {
-    let store = GatedRecords::default();
-    let fences = Fences::with_store(store.clone()).unwrap();
-    drop(fences.admit("/k", 100).await.unwrap());
+    let (store, fences) = gated_at_100().await;
     let admin = tokio::spawn({
         let fences = fences.clone();
         async move { fences.forget_fence("/k", 100, "test".into(), None).await }
     });
     assert_eq!(store.wait_pending().await, Setting::Forget);
-    let waiting = tokio::spawn({
-        let fences = fences.clone();
-        async move { fences.admit("/k", 3).await.map(|guard| guard.token()) }
-    });
+    let waiting = spawn_admission(&fences, 3);
     for _ in 0..50 {
         tokio::task::yield_now().await;
     }
     assert!(!waiting.is_finished());
     store.answer(Ok(()));
     assert_eq!(admin.await.unwrap().unwrap().previous, Some(100));
-    assert_eq!(waiting.await.unwrap().unwrap(), 3);
+    assert_eq!(waiting.await.unwrap(), Some(3));
     assert_eq!(fences.highest("/k"), Some(3));
     assert_eq!(fences.len(), 1);
 }

@@ -77,6 +77,30 @@ fn audit(gw: &Gateway) -> Vec<serde_json::Value> {
     resp.json()["entries"].as_array().unwrap().clone()
 }
 
+/// A PUT of `token` to `path` held at the backend until `release(hold)`,
+/// sent from a thread; returns once the backend has it.
+fn held_put(
+    gw: &Gateway,
+    backend: &Backend,
+    path: &'static str,
+    token: &'static str,
+    hold: &'static str,
+) -> std::thread::JoinHandle<Resp> {
+    let data = gw.data_addr();
+    let before = backend.count();
+    let held = std::thread::spawn(move || {
+        http(
+            data,
+            "PUT",
+            path,
+            &[("X-Fencing-Token", token), ("X-Test-Hold", hold)],
+            b"x",
+        )
+    });
+    assert!(backend.wait_for(Duration::from_secs(10), |r| r.len() > before));
+    held
+}
+
 #[test]
 fn the_token_guards_everything_but_the_probes() {
     let backend = Backend::start();
@@ -291,17 +315,8 @@ fn a_raise_seals_the_fence_before_the_new_holder_writes() {
 fn an_admin_raise_overtakes_waiters_below_it() {
     let backend = Backend::start();
     let (gw, _dir) = gateway_with_token(&backend);
+    let held = held_put(&gw, &backend, "/k", "5", "five");
     let data = gw.data_addr();
-    let held = std::thread::spawn(move || {
-        http(
-            data,
-            "PUT",
-            "/k",
-            &[("X-Fencing-Token", "5"), ("X-Test-Hold", "five")],
-            b"x",
-        )
-    });
-    assert!(backend.wait_for(Duration::from_secs(10), |r| r.len() == 1));
     let waiting =
         std::thread::spawn(move || http(data, "PUT", "/k", &[("X-Fencing-Token", "6")], b"y"));
     assert!(wait_until(Duration::from_secs(10), || highest(&gw, "/k") == Some(6)));
@@ -319,17 +334,7 @@ fn an_admin_raise_overtakes_waiters_below_it() {
 fn lowering_and_forgetting_wait_for_an_idle_fence() {
     let backend = Backend::start();
     let (gw, _dir) = gateway_with_token(&backend);
-    let data = gw.data_addr();
-    let held = std::thread::spawn(move || {
-        http(
-            data,
-            "PUT",
-            "/busy",
-            &[("X-Fencing-Token", "9"), ("X-Test-Hold", "slow")],
-            b"x",
-        )
-    });
-    assert!(backend.wait_for(Duration::from_secs(10), |r| r.len() == 1));
+    let held = held_put(&gw, &backend, "/busy", "9", "slow");
     let lower = set(
         &gw,
         "/busy",

@@ -56,18 +56,27 @@ fn check_issuer(gw: &Gateway, backend: &Backend, issued: u64, forged: u64, stop:
     assert_eq!(outcome(&text, "token_issuer_unavailable"), 1.0);
 }
 
-#[test]
-fn redis_counter() {
+/// A Redis server and a way to set its counters, as a lock service would.
+fn redis_with_setter() -> (demo::redis::RedisServer, impl FnMut(&str, u64)) {
     let redis = demo::redis::RedisServer::start("redis").unwrap();
     let mut con = redis::Client::open(format!("redis://{}", redis.addr))
         .unwrap()
         .get_connection()
         .unwrap();
-    let _: () = redis::cmd("SET")
-        .arg("grants")
-        .arg(40)
-        .query(&mut con)
-        .unwrap();
+    let set = move |key: &str, value: u64| {
+        let _: () = redis::cmd("SET")
+            .arg(key)
+            .arg(value)
+            .query(&mut con)
+            .unwrap();
+    };
+    (redis, set)
+}
+
+#[test]
+fn redis_counter() {
+    let (redis, mut set) = redis_with_setter();
+    set("grants", 40);
     let backend = Backend::start();
     let gw = gateway(&backend, &format!("redis://{}/grants", redis.addr));
     check_issuer(&gw, &backend, 40, 41, move || drop(redis));
@@ -75,29 +84,17 @@ fn redis_counter() {
 
 #[test]
 fn redis_counter_per_lock_and_merged_questions() {
-    let redis = demo::redis::RedisServer::start("redis").unwrap();
-    let mut con = redis::Client::open(format!("redis://{}", redis.addr))
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let (redis, mut set) = redis_with_setter();
     let backend = Backend::start();
     let gw = gateway(&backend, &format!("redis://{}/lock:%7Bkey%7D", redis.addr));
-    let _: () = redis::cmd("SET")
-        .arg("lock:/p/1")
-        .arg(7)
-        .query(&mut con)
-        .unwrap();
+    set("lock:/p/1", 7);
     assert_eq!(gw.put("/p/1", 7).status, 200);
     // Another lock's counter: never incremented, nothing issued.
     gw.put("/p/2", 7)
         .assert_gateway_error(403, "token_not_issued");
 
     // Many raises at once on one lock: one question answers them all.
-    let _: () = redis::cmd("SET")
-        .arg("lock:/p/3")
-        .arg(1000)
-        .query(&mut con)
-        .unwrap();
+    set("lock:/p/3", 1000);
     let before = questions(&gw);
     let data = gw.data_addr();
     let writers: Vec<_> = (0..40u64)

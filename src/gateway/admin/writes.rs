@@ -64,22 +64,36 @@ pub(super) async fn put_fence(
         actor: peer.to_string(),
         reason: body.reason,
     };
-    let fences = admin.fences.clone();
-    let task_key = key.clone();
-    // A task of its own: a client that hangs up must not cut a write short
-    // between its durable commit and its effect in memory.
-    let written = tokio::spawn(async move { fences.set_fence(&task_key, request).await }).await;
-    match written {
-        Ok(Ok(FenceWritten { previous, highest })) => {
+    let written = run_write(&admin, &key, move |fences, key| async move {
+        fences.set_fence(&key, request).await
+    })
+    .await;
+    written.map_or_else(
+        |response| response,
+        |FenceWritten { previous, highest }| {
             Json(json!({ "resource": key, "highest": highest, "previous": previous }))
                 .into_response()
-        }
-        Ok(Err(e)) => write_error(e),
-        Err(e) => error(
+        },
+    )
+}
+
+/// Runs an admin write in a task of its own (a client that hangs up must not
+/// cut a write short between its durable commit and its effect in memory),
+/// and turns its errors into answers.
+async fn run_write<F, Fut>(admin: &Admin, key: &str, write: F) -> Result<FenceWritten, Response>
+where
+    F: FnOnce(crate::Fences, String) -> Fut,
+    Fut: std::future::Future<Output = Result<FenceWritten, AdminWriteError>> + Send + 'static,
+{
+    let task = tokio::spawn(write(admin.fences.clone(), key.to_owned()));
+    match task.await {
+        Ok(Ok(written)) => Ok(written),
+        Ok(Err(e)) => Err(write_error(e)),
+        Err(e) => Err(error(
             StatusCode::INTERNAL_SERVER_ERROR,
             "internal_error",
             &e.to_string(),
-        ),
+        )),
     }
 }
 
@@ -120,26 +134,19 @@ pub(super) async fn delete_fence(
             return invalid_request(&detail);
         }
     }
-    let fences = admin.fences.clone();
-    let task_key = key.clone();
     let actor = peer.to_string();
-    let written = tokio::spawn(async move {
+    let written = run_write(&admin, &key, move |fences, key| async move {
         fences
-            .forget_fence(&task_key, if_highest, actor, query.reason)
+            .forget_fence(&key, if_highest, actor, query.reason)
             .await
     })
     .await;
-    match written {
-        Ok(Ok(FenceWritten { previous, .. })) => {
+    written.map_or_else(
+        |response| response,
+        |FenceWritten { previous, .. }| {
             Json(json!({ "resource": key, "previous": previous })).into_response()
-        }
-        Ok(Err(e)) => write_error(e),
-        Err(e) => error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal_error",
-            &e.to_string(),
-        ),
-    }
+        },
+    )
 }
 
 #[derive(Debug, Deserialize)]
