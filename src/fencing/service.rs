@@ -283,13 +283,17 @@ fn log_refusal<B>(refusal: &Refusal, request: &Request<B>) {
                 "refused bad request"
             )
         }
-        Refusal::StoreUnavailable { detail } => tracing::error!(
-            error = refusal.code(),
-            method,
-            path,
-            detail = detail.as_str(),
-            "refused: fence store unavailable"
-        ),
+        // What fencing depends on (the store, the issuer) is down: an error,
+        // whichever it is (`error` says).
+        Refusal::StoreUnavailable { detail } | Refusal::IssuerUnavailable { detail } => {
+            tracing::error!(
+                error = refusal.code(),
+                method,
+                path,
+                detail = detail.as_str(),
+                "refused: a service fencing depends on is unavailable"
+            )
+        }
         Refusal::TokenNotIssued {
             resource,
             token,
@@ -302,13 +306,6 @@ fn log_refusal<B>(refusal: &Refusal, request: &Request<B>) {
             token,
             issued,
             "refused a token its issuer never handed out"
-        ),
-        Refusal::IssuerUnavailable { detail } => tracing::error!(
-            error = refusal.code(),
-            method,
-            path,
-            detail = detail.as_str(),
-            "refused: token issuer unavailable"
         ),
     }
 }

@@ -39,12 +39,9 @@ pub(super) async fn put_fence(
     uri: Uri,
     body: Bytes,
 ) -> Response {
-    if !admin.writes_enabled {
-        return writes_disabled();
-    }
-    let key = match admin_key(&admin, &uri) {
+    let key = match write_key(&admin, &uri) {
         Ok(key) => key,
-        Err(detail) => return invalid_request(&detail),
+        Err(refusal) => return refusal.answer(),
     };
     let body: PutBody = match serde_json::from_slice(&body) {
         Ok(body) => body,
@@ -111,12 +108,9 @@ pub(super) async fn delete_fence(
     uri: Uri,
     query: Result<Query<DeleteQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
-    if !admin.writes_enabled {
-        return writes_disabled();
-    }
-    let key = match admin_key(&admin, &uri) {
+    let key = match write_key(&admin, &uri) {
         Ok(key) => key,
-        Err(detail) => return invalid_request(&detail),
+        Err(refusal) => return refusal.answer(),
     };
     let Ok(Query(query)) = query else {
         return invalid_request("expected ?if_highest=N, optionally &reason=...");
@@ -200,10 +194,31 @@ fn entry_json(entry: &AuditEntry) -> serde_json::Value {
     })
 }
 
-/// The key of an admin write, checked against the gateway's scope.
-fn admin_key(admin: &Admin, uri: &Uri) -> Result<String, String> {
-    let key = key_of(uri)?;
-    crate::key::check_key(&key, admin.scope)?;
+/// Why an admin write is refused before it starts.
+enum WriteRefusal {
+    /// No `--admin-token-file`: 403.
+    Disabled,
+    /// A key no request maps to: 400.
+    InvalidKey(String),
+}
+
+impl WriteRefusal {
+    fn answer(self) -> Response {
+        match self {
+            WriteRefusal::Disabled => writes_disabled(),
+            WriteRefusal::InvalidKey(detail) => invalid_request(&detail),
+        }
+    }
+}
+
+/// The key of an admin write, checked against the gateway's scope, if
+/// admin writes are enabled at all.
+fn write_key(admin: &Admin, uri: &Uri) -> Result<String, WriteRefusal> {
+    if !admin.writes_enabled {
+        return Err(WriteRefusal::Disabled);
+    }
+    let key = key_of(uri).map_err(WriteRefusal::InvalidKey)?;
+    crate::key::check_key(&key, admin.scope).map_err(WriteRefusal::InvalidKey)?;
     Ok(key)
 }
 
