@@ -6,6 +6,7 @@
 //!   ([`Backend`]);
 //! - `http`: a raw HTTP/1.1 client ([`http`], [`send_raw`]) that sends
 //!   exactly the bytes a test asks for;
+//! - `relay`: a fault-injecting TCP relay ([`Relay`], [`Fault`]);
 //! - `tls`: certificates made for a run, and a TLS client;
 //! - `rng`: a seeded random generator whose seed is printed.
 //!
@@ -23,6 +24,8 @@ mod gateway;
 #[cfg(feature = "gateway")]
 mod http;
 #[cfg(feature = "gateway")]
+mod relay;
+#[cfg(feature = "gateway")]
 pub mod tls;
 
 #[cfg(feature = "gateway")]
@@ -31,6 +34,8 @@ pub use self::backend::*;
 pub use self::gateway::*;
 #[cfg(feature = "gateway")]
 pub use self::http::*;
+#[cfg(feature = "gateway")]
+pub use self::relay::*;
 
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
