@@ -221,11 +221,12 @@ fn connection_builder() -> auto::Builder<TokioExecutor> {
         // The header timeout is ours (activity.rs): hyper's would also
         // close keep-alive connections idle for that long.
         .header_read_timeout(None)
-        // A client that half-closes after its request (`nc -N`, some
-        // scripted clients) still gets its answer: hyper's default closes
-        // the connection at the read side's EOF, before the response is
-        // written. Idle and header timeouts still end such connections.
-        .half_close(true)
+        // hyper's default, kept on purpose: the read side's EOF ends the
+        // connection and cancels its request. A client that half-closes
+        // after its request (`nc -N`) gets no answer, but a client that
+        // went away stops holding its key at once; the two cannot be told
+        // apart until a response is written (README, "Forwarding").
+        .half_close(false)
         // A head that does not fit is answered 431. Bodies are read in
         // chunks of at most this size too, which costs nothing measurable.
         .max_buf_size(MAX_HEAD);
