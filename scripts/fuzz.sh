@@ -12,7 +12,7 @@ cd "$(dirname "$0")/../fuzz"
 
 runs=${FUZZ_RUNS:-10000000}
 targets=("$@")
-[ "${#targets[@]}" -gt 0 ] || targets=(token key)
+[ "${#targets[@]}" -gt 0 ] || targets=(token key admission)
 
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 for target in "${targets[@]}"; do
