@@ -62,7 +62,10 @@ struct Model {
 impl Model {
     fn let_through(&mut self, key: &'static str, token: u64) {
         let others = self.in_flight.entry(key).or_default();
-        assert!(others.iter().all(|t| *t == token), "{key}: {token} with {others:?} in flight");
+        assert!(
+            others.iter().all(|t| *t == token),
+            "{key}: {token} with {others:?} in flight"
+        );
         others.push(token);
         let floor = self.floor.entry(key).or_insert(0);
         assert!(token >= *floor, "{key}: {token} let through below {floor}");
@@ -86,67 +89,73 @@ thread_local! {
 }
 
 fuzz_target!(|ops: &[u8]| {
-    RUNTIME.with(|runtime| runtime.block_on(async {
-        let store = FlakyStore::default();
-        let fences = Fences::with_store(store.clone()).unwrap();
-        let model = Arc::new(Mutex::new(Model::default()));
-        let held: Arc<Mutex<Vec<(&'static str, InFlight)>>> = Arc::default();
-        let local = tokio::task::LocalSet::new();
-        local
-            .run_until(async {
-                for op in ops.chunks(3) {
-                    let (a, b) = (op.get(1).copied().unwrap_or(0), op.get(2).copied().unwrap_or(0));
-                    match op[0] % 5 {
-                        0 | 1 => {
-                            let key = KEYS[usize::from(a) % KEYS.len()];
-                            let token = u64::from(b % 24);
-                            let (fences, model, held) = (fences.clone(), model.clone(), held.clone());
-                            let admission: Admission = Box::pin(async move {
-                                if let Ok(guard) = fences.admit(key, token).await {
-                                    model.lock().unwrap().let_through(key, token);
-                                    held.lock().unwrap().push((key, guard));
-                                }
-                            });
-                            tokio::task::spawn_local(admission);
-                        }
-                        2 => {
-                            let mut held = held.lock().unwrap();
-                            if !held.is_empty() {
-                                let at = usize::from(a) % held.len();
-                                let (key, guard) = held.swap_remove(at);
-                                model.lock().unwrap().finished(key, guard.token());
-                                drop(guard);
+    RUNTIME.with(|runtime| {
+        runtime.block_on(async {
+            let store = FlakyStore::default();
+            let fences = Fences::with_store(store.clone()).unwrap();
+            let model = Arc::new(Mutex::new(Model::default()));
+            let held: Arc<Mutex<Vec<(&'static str, InFlight)>>> = Arc::default();
+            let local = tokio::task::LocalSet::new();
+            local
+                .run_until(async {
+                    for op in ops.chunks(3) {
+                        let (a, b) = (
+                            op.get(1).copied().unwrap_or(0),
+                            op.get(2).copied().unwrap_or(0),
+                        );
+                        match op[0] % 5 {
+                            0 | 1 => {
+                                let key = KEYS[usize::from(a) % KEYS.len()];
+                                let token = u64::from(b % 24);
+                                let (fences, model, held) =
+                                    (fences.clone(), model.clone(), held.clone());
+                                let admission: Admission = Box::pin(async move {
+                                    if let Ok(guard) = fences.admit(key, token).await {
+                                        model.lock().unwrap().let_through(key, token);
+                                        held.lock().unwrap().push((key, guard));
+                                    }
+                                });
+                                tokio::task::spawn_local(admission);
                             }
-                        }
-                        3 => store.failing.store(a % 2 == 1, Ordering::SeqCst),
-                        _ => {
-                            let key = KEYS[usize::from(a) % KEYS.len()];
-                            if let Some(highest) = fences.highest(key) {
-                                let lowered = fences
-                                    .set_fence(
-                                        key,
-                                        SetFence {
-                                            highest: u64::from(b % 24),
-                                            force: true,
-                                            if_highest: Some(highest),
-                                            actor: "fuzz".into(),
-                                            reason: "fuzz".into(),
-                                        },
-                                    )
-                                    .await;
-                                if let Ok(written) = lowered {
-                                    let mut model = model.lock().unwrap();
-                                    let floor = model.floor.entry(key).or_insert(0);
-                                    *floor = (*floor).min(written.highest.unwrap_or(0));
+                            2 => {
+                                let mut held = held.lock().unwrap();
+                                if !held.is_empty() {
+                                    let at = usize::from(a) % held.len();
+                                    let (key, guard) = held.swap_remove(at);
+                                    model.lock().unwrap().finished(key, guard.token());
+                                    drop(guard);
                                 }
                             }
+                            3 => store.failing.store(a % 2 == 1, Ordering::SeqCst),
+                            _ => {
+                                let key = KEYS[usize::from(a) % KEYS.len()];
+                                if let Some(highest) = fences.highest(key) {
+                                    let lowered = fences
+                                        .set_fence(
+                                            key,
+                                            SetFence {
+                                                highest: u64::from(b % 24),
+                                                force: true,
+                                                if_highest: Some(highest),
+                                                actor: "fuzz".into(),
+                                                reason: "fuzz".into(),
+                                            },
+                                        )
+                                        .await;
+                                    if let Ok(written) = lowered {
+                                        let mut model = model.lock().unwrap();
+                                        let floor = model.floor.entry(key).or_insert(0);
+                                        *floor = (*floor).min(written.highest.unwrap_or(0));
+                                    }
+                                }
+                            }
+                        }
+                        for _ in 0..4 {
+                            tokio::task::yield_now().await;
                         }
                     }
-                    for _ in 0..4 {
-                        tokio::task::yield_now().await;
-                    }
-                }
-            })
-            .await;
-    }));
+                })
+                .await;
+        })
+    });
 });
