@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fencegate::fences::{AdminWriteError, SetFence};
-use fencegate::store::{FenceChange, FenceStore, PersistFuture, Setting, StoreError};
+use fencegate::store::{
+    Claim, ClaimFuture, FenceChange, FenceStore, PersistFuture, Setting, StoreError,
+};
 use fencegate::Fences;
 
 mod support;
@@ -135,8 +137,8 @@ impl FenceStore for GatedRecords {
         Ok(())
     }
 
-    fn persist(&self, _key: &str, _token: u64) -> PersistFuture {
-        Box::pin(std::future::ready(Ok(())))
+    fn claim(&self, _key: &str, token: u64) -> ClaimFuture {
+        Box::pin(std::future::ready(Ok(Claim::granted(token))))
     }
 
     fn record(&self, change: FenceChange) -> PersistFuture {

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use fencegate::store::{FenceStore, PersistFuture, StoreError};
+use fencegate::store::{Claim, ClaimFuture, FenceStore, StoreError};
 use fencegate::{AdmitError, Fences, InFlight, Stale, StaleReason};
 use proptest::prelude::*;
 use tokio::time::{sleep, Instant};
@@ -444,13 +444,16 @@ impl FenceStore for GatedStore {
         Ok(())
     }
 
-    fn persist(&self, key: &str, token: u64) -> PersistFuture {
+    fn claim(&self, key: &str, token: u64) -> ClaimFuture {
         let (done, answer) = tokio::sync::oneshot::channel();
         self.pending
             .lock()
             .unwrap()
             .push((key.to_owned(), token, done));
-        Box::pin(async move { answer.await.unwrap_or(Err(StoreError::Closed)) })
+        Box::pin(async move {
+            answer.await.unwrap_or(Err(StoreError::Closed))?;
+            Ok(Claim::granted(token))
+        })
     }
 
     fn is_durable(&self) -> bool {

@@ -237,15 +237,15 @@ async fn the_store_never_lowers_a_fence() {
     {
         let store = RedbStore::open(dir.path()).unwrap();
         // One after the other, in separate commits.
-        store.persist("/a", 10).await.unwrap();
-        store.persist("/a", 5).await.unwrap();
+        store.claim("/a", 10).await.unwrap();
+        store.claim("/a", 5).await.unwrap();
         // Queued together (likely one commit), lower last.
-        let (high, low) = (store.persist("/b", 10), store.persist("/b", 5));
+        let (high, low) = (store.claim("/b", 10), store.claim("/b", 5));
         high.await.unwrap();
         low.await.unwrap();
-        store.persist("/c", 0).await.unwrap();
-        store.persist("/c", u64::MAX).await.unwrap();
-        store.persist("/c", 1).await.unwrap();
+        store.claim("/c", 0).await.unwrap();
+        store.claim("/c", u64::MAX).await.unwrap();
+        store.claim("/c", 1).await.unwrap();
     }
     let store = RedbStore::open(dir.path()).unwrap();
     let mut loaded = BTreeMap::new();

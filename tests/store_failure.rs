@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use fencegate::store::{FenceStore, PersistFuture, StoreError};
+use fencegate::store::{Claim, ClaimFuture, FenceStore, StoreError};
 use fencegate::{AdmitError, Fences, FencingLayer};
 use http::{Request, Response, StatusCode};
 use tower::{service_fn, ServiceExt};
@@ -20,11 +20,11 @@ impl FenceStore for FlakyStore {
         Ok(())
     }
 
-    fn persist(&self, _key: &str, _token: u64) -> PersistFuture {
+    fn claim(&self, _key: &str, token: u64) -> ClaimFuture {
         let result = if self.failing.load(Ordering::SeqCst) {
             Err(StoreError::Write("disk full (simulated)".into()))
         } else {
-            Ok(())
+            Ok(Claim::granted(token))
         };
         Box::pin(std::future::ready(result))
     }

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use fencegate::fences::SetFence;
-use fencegate::store::{FenceChange, FenceStore, PersistFuture, StoreError};
+use fencegate::store::{Claim, ClaimFuture, FenceChange, FenceStore, PersistFuture, StoreError};
 use fencegate::{Fences, InFlight};
 use libfuzzer_sys::fuzz_target;
 
@@ -38,8 +38,12 @@ impl FenceStore for FlakyStore {
     fn load(&self, _each: &mut dyn FnMut(&str, u64)) -> Result<(), StoreError> {
         Ok(())
     }
-    fn persist(&self, _key: &str, _token: u64) -> PersistFuture {
-        self.result()
+    fn claim(&self, _key: &str, token: u64) -> ClaimFuture {
+        let result = self.result();
+        Box::pin(async move {
+            result.await?;
+            Ok(Claim::granted(token))
+        })
     }
     fn record(&self, _change: FenceChange) -> PersistFuture {
         self.result()

@@ -175,7 +175,8 @@ impl Fences {
             set: Setting::AtLeast(target),
             entry: entry.clone(),
         });
-        self.settle_raise(key, &fence, target, persisted).await?;
+        let persisted = persisted.await.map(|()| target);
+        self.settle_raise(key, &fence, target, persisted)?;
         entry.log();
         if previous < Some(target) {
             log_raise(key, previous, target, entry.actor.parse().ok());

@@ -41,17 +41,22 @@
 //! # }
 //! ```
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::Poll;
 
 use dashmap::DashMap;
 use tokio::sync::Notify;
 
 use crate::issuer::{IssuerError, TokenIssuer};
-use crate::store::{FenceStore, MemoryStore, PersistFuture, StoreError, StoreStats};
+use crate::store::{ClaimHold, FenceStore, Lease, MemoryStore, StoreError, StoreStats};
 
 mod admin;
+mod view;
+
+pub use self::view::FenceView;
 
 pub use self::admin::{AdminWriteError, FenceWritten, SetFence};
 
@@ -69,6 +74,8 @@ struct Table {
     fences: DashMap<Box<str>, Arc<Fence>>,
     store: Box<dyn FenceStore>,
     durable: bool,
+    /// Other holders share the store: every new request is claimed in it.
+    shared: bool,
     /// Admin writes, one at a time: they are rare, and serializing them
     /// means no fence is ever frozen by two of them at once.
     admin: tokio::sync::Mutex<()>,
@@ -233,12 +240,22 @@ impl AdmitError {
 pub struct InFlight {
     fence: Arc<Fence>,
     token: u64,
+    /// The claim in a shared store, released after the count above.
+    hold: Option<Box<dyn ClaimHold>>,
 }
 
 impl InFlight {
     /// The admitted token.
     pub fn token(&self) -> u64 {
         self.token
+    }
+
+    /// With a shared store, the lease the request was admitted under: once
+    /// it is no longer live, nothing more of the request may reach the
+    /// backend (see [`Lease`]). `None` when this process is the only
+    /// holder of its fences.
+    pub fn lease(&self) -> Option<&Lease> {
+        self.hold.as_ref().map(|hold| hold.lease())
     }
 }
 
@@ -302,14 +319,21 @@ impl Fences {
 
     fn from_parts(fences: DashMap<Box<str>, Arc<Fence>>, store: impl FenceStore) -> Self {
         let durable = store.is_durable();
-        Fences {
-            inner: Arc::new(Table {
-                fences,
-                store: Box::new(store),
-                durable,
-                admin: tokio::sync::Mutex::new(()),
-            }),
-        }
+        let shared = store.is_shared();
+        let table = Arc::new(Table {
+            fences,
+            store: Box::new(store),
+            durable,
+            shared,
+            admin: tokio::sync::Mutex::new(()),
+        });
+        table.store.attach(FenceView::new(Arc::downgrade(&table)));
+        Fences { inner: table }
+    }
+
+    /// Whether other holders (gateway instances) share these fences.
+    pub fn is_shared(&self) -> bool {
+        self.inner.shared
     }
 
     /// Whether fences survive a restart.
@@ -353,13 +377,14 @@ impl Fences {
     ) -> Result<InFlight, AdmitError> {
         let mut confirmed = issuer.is_none();
         let durable_store = self.inner.durable;
-        let (fence, raised_from, must_persist) = loop {
+        let shared = self.inner.shared;
+        let (fence, raised_from, must_claim) = loop {
             let (fence, step) = self
                 .with_live_fence(key, |fence, state| match state.highest() {
                     Some(highest) if token < highest => Step::Stale(highest),
                     Some(highest) if token == highest => Step::Go {
                         raised_from: None,
-                        must_persist: durable_store && state.durable() < Some(token),
+                        must_claim: shared || durable_store && state.durable() < Some(token),
                     },
                     // The issuer's cached bound answers most raises at once.
                     _ if !confirmed
@@ -372,7 +397,7 @@ impl Fences {
                         fence.changed.notify_waiters();
                         Step::Go {
                             raised_from: Some(previous),
-                            must_persist: durable_store && state.durable() < Some(token),
+                            must_claim: shared || durable_store && state.durable() < Some(token),
                         }
                     }
                 })
@@ -400,30 +425,55 @@ impl Fences {
                 }
                 Step::Go {
                     raised_from,
-                    must_persist,
-                } => break (fence, raised_from, must_persist),
+                    must_claim,
+                } => break (fence, raised_from, must_claim),
             }
         };
-        if must_persist {
-            let persisted = self.inner.store.persist(key, token);
-            self.settle_raise(key, &fence, token, persisted).await?;
+        let mut hold = None;
+        if must_claim {
+            let claim = self.inner.store.claim(key, token).await;
+            let stored = claim.as_ref().map(|claim| claim.highest);
+            let stored = self.settle_raise(key, &fence, token, stored.map_err(Clone::clone))?;
+            if stored > token {
+                // Another holder claimed a higher token first.
+                return Err(Stale {
+                    token,
+                    highest: stored,
+                    reason: StaleReason::BelowHighest,
+                }
+                .into());
+            }
+            hold = claim.ok().and_then(|claim| claim.hold);
         }
         if let Some(previous) = raised_from {
             log_raise(key, previous, token, client);
         }
         // The common case decides at once, without registering for wake-ups.
-        if let Some(decided) = Self::try_enter(&fence, token) {
+        if let Some(decided) = Self::try_enter(&fence, token, &mut hold) {
             return decided;
         }
+        let revoked = hold.as_ref().map(|hold| hold.lease().revoked());
+        let mut revoked = pin!(revoked);
         loop {
             // Register for wake-ups before looking again, so that a change
             // between the look and the await cannot be missed.
             let mut changed = pin!(fence.changed.notified());
             changed.as_mut().enable();
-            if let Some(decided) = Self::try_enter(&fence, token) {
+            if let Some(decided) = Self::try_enter(&fence, token, &mut hold) {
                 return decided;
             }
-            changed.await;
+            std::future::poll_fn(|cx| {
+                let lease_gone = match revoked.as_mut().as_pin_mut() {
+                    Some(revoked) => revoked.poll(cx).is_ready(),
+                    None => false,
+                };
+                if lease_gone || changed.as_mut().poll(cx).is_ready() {
+                    Poll::Ready(())
+                } else {
+                    Poll::Pending
+                }
+            })
+            .await;
         }
     }
 
@@ -460,29 +510,31 @@ impl Fences {
     }
 
     /// The durable half of a raise of `fence` to `token`, already made in
-    /// memory: waits for `persisted`, then records `token` as durable. On
-    /// failure the raise is given back (unless someone raised further
-    /// since), so that `highest` stays "the highest admitted".
-    async fn settle_raise(
+    /// memory: `stored` is what the store answered, the highest it holds
+    /// now (`token`, or more if another holder claimed more first), which
+    /// becomes the durable value and, if above, the highest. On failure the
+    /// raise is given back (unless someone raised further since), so that
+    /// `highest` stays "the highest admitted".
+    fn settle_raise(
         &self,
         key: &str,
         fence: &Arc<Fence>,
         token: u64,
-        persisted: PersistFuture,
-    ) -> Result<(), StoreError> {
-        let persisted = persisted.await;
+        stored: Result<u64, StoreError>,
+    ) -> Result<u64, StoreError> {
         let mut state = fence.lock();
-        match persisted {
-            Ok(()) => {
-                let durable = state.durable().max(Some(token));
+        match stored {
+            Ok(stored) => {
+                let stored = stored.max(token);
+                let durable = state.durable().max(Some(stored));
                 state.set_durable(durable);
                 // A failed raise of the same token by another request may
                 // have rolled `highest` back meanwhile: raise it again.
-                if state.highest() < Some(token) {
-                    state.set_highest(Some(token));
+                if state.highest() < Some(stored) {
+                    state.set_highest(Some(stored));
                     fence.changed.notify_waiters();
                 }
-                Ok(())
+                Ok(stored)
             }
             Err(error) => {
                 // Requests refused against the raise in the meantime were
@@ -502,8 +554,21 @@ impl Fences {
     }
 
     /// Step 2's wait condition and rule 3, checked once: `None` while a
-    /// lower token is still in flight.
-    fn try_enter(fence: &Arc<Fence>, token: u64) -> Option<Result<InFlight, AdmitError>> {
+    /// lower token is still in flight, here or (`hold`) at another holder.
+    /// On entry the hold moves into the guard.
+    fn try_enter(
+        fence: &Arc<Fence>,
+        token: u64,
+        hold: &mut Option<Box<dyn ClaimHold>>,
+    ) -> Option<Result<InFlight, AdmitError>> {
+        if let Some(claim) = hold {
+            if !claim.lease().is_live() {
+                return Some(Err(StoreError::Unavailable(
+                    "this instance's lease ended while the request waited".into(),
+                )
+                .into()));
+            }
+        }
         let mut state = fence.lock();
         let highest = state.highest().unwrap_or(token);
         if highest > token {
@@ -514,12 +579,14 @@ impl Fences {
             }
             .into()));
         }
-        if state.in_flight == 0 || state.in_flight_token == token {
+        let others_below = hold.as_ref().is_some_and(|claim| claim.waits());
+        if (state.in_flight == 0 || state.in_flight_token == token) && !others_below {
             state.in_flight_token = token;
             state.in_flight += 1;
             return Some(Ok(InFlight {
                 fence: Arc::clone(fence),
                 token,
+                hold: hold.take(),
             }));
         }
         None
@@ -610,11 +677,11 @@ enum Step {
     Stale(u64),
     /// Would raise the fence: ask the issuer first.
     Ask,
-    /// Admitted (raised, or equal to the highest): make durable if needed,
-    /// then wait for lower tokens in flight.
+    /// Admitted (raised, or equal to the highest): claim in the store if
+    /// needed, then wait for lower tokens in flight.
     Go {
         raised_from: Option<Option<u64>>,
-        must_persist: bool,
+        must_claim: bool,
     },
 }
 

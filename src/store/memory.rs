@@ -1,7 +1,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{AuditFuture, FenceChange, FenceStore, PersistFuture, StoreError};
+use super::{AuditFuture, Claim, ClaimFuture, FenceChange, FenceStore, PersistFuture, StoreError};
 use crate::audit::AuditEntry;
 
 /// The newest audit entries a memory store keeps; older ones are dropped
@@ -23,8 +23,8 @@ impl FenceStore for MemoryStore {
         Ok(())
     }
 
-    fn persist(&self, _key: &str, _token: u64) -> PersistFuture {
-        Box::pin(std::future::ready(Ok(())))
+    fn claim(&self, _key: &str, token: u64) -> ClaimFuture {
+        Box::pin(std::future::ready(Ok(Claim::granted(token))))
     }
 
     fn record(&self, change: FenceChange) -> PersistFuture {

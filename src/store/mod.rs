@@ -1,16 +1,26 @@
 //! Step 4 of the data path: making a new highest token durable before the
 //! request it admits is forwarded.
 //!
-//! The fence table ([`crate::Fences`]) keeps every fence in memory and asks a
-//! [`FenceStore`] to persist each *raise* of a fence's highest token, and
-//! each admin write ([`FenceChange`]) together with its audit entry. A store
-//! is small on purpose (load everything once, persist one raise, record one
-//! change) so that a shared store (etcd, PostgreSQL) can be added without
-//! touching the table or the middleware.
+//! The fence table ([`crate::Fences`]) is this process's view of the fences
+//! and of its own requests in flight. The [`FenceStore`] is where fences
+//! live for everyone who shares them: before a request with a new token is
+//! let through, the table *claims* the token in the store
+//! ([`FenceStore::claim`]), which is one idea with three implementations:
 //!
-//! - [`MemoryStore`]: persists nothing; every fence is forgotten on restart.
-//! - [`RedbStore`] (feature `disk`): an embedded [redb] database, fsynced on
-//!   every commit, with group commit so that concurrent raises share an fsync.
+//! - [`MemoryStore`]: the process is the only holder and nothing outlives
+//!   it, so a claim is granted at once.
+//! - [`RedbStore`] (feature `disk`): the process is the only holder; a claim
+//!   makes `highest >= token` durable in an embedded [redb] database
+//!   (fsynced, with group commit so that concurrent claims share an fsync).
+//! - `EtcdStore` (feature `etcd`): every gateway sharing an etcd prefix is a
+//!   holder; a claim is a compare-and-set of the shared highest plus an
+//!   in-flight record on the instance's lease, and answers the stored highest
+//!   and whether a lower claim of another instance must finish first
+//!   ([`ClaimHold::waits`]). Changes made by other instances reach the table
+//!   through the [`FenceView`] the store is attached to.
+//!
+//! Each admin write ([`FenceChange`]) is recorded together with its audit
+//! entry.
 //!
 //! [redb]: https://docs.rs/redb
 
@@ -20,17 +30,68 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::audit::AuditEntry;
+pub use crate::fences::FenceView;
 
+mod lease;
 mod memory;
 #[cfg(feature = "disk")]
 mod redb;
 
+pub use self::lease::{boot_clock, Lease};
 pub use self::memory::MemoryStore;
 #[cfg(feature = "disk")]
 pub use self::redb::RedbStore;
 
-/// The future returned by [`FenceStore::persist`].
+/// The future returned by [`FenceStore::claim`].
+pub type ClaimFuture = Pin<Box<dyn Future<Output = Result<Claim, StoreError>> + Send + 'static>>;
+
+/// The future returned by [`FenceStore::record`].
 pub type PersistFuture = Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send + 'static>>;
+
+/// What a store answered to a claim of a token on a key.
+pub struct Claim {
+    /// The store's highest for the key after the claim: the token claimed,
+    /// or a higher one claimed by another holder first (then the request is
+    /// stale, and nothing was registered for it).
+    pub highest: u64,
+    /// For a shared store, what keeps the claim registered with the other
+    /// holders while the request waits and is in flight. `None` for a store
+    /// with a single holder.
+    pub hold: Option<Box<dyn ClaimHold>>,
+}
+
+impl Claim {
+    /// The answer of a store whose only holder is this process: `token` is
+    /// the highest, and there is no one else to tell.
+    pub fn granted(token: u64) -> Self {
+        Claim {
+            highest: token,
+            hold: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Claim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Claim")
+            .field("highest", &self.highest)
+            .field("shared", &self.hold.is_some())
+            .finish()
+    }
+}
+
+/// A claim registered in a shared store. Dropped when the request that made
+/// it is no longer waiting or in flight.
+pub trait ClaimHold: Send + Sync + 'static {
+    /// Whether a lower-token claim of another holder is still in flight on
+    /// the key: the request must wait. When this changes the store wakes
+    /// the key's waiters through its [`FenceView`].
+    fn waits(&self) -> bool;
+
+    /// The lease the claim lives on: once it is revoked, the request must
+    /// not go on (or be forwarded any further).
+    fn lease(&self) -> &Lease;
+}
 
 /// The future returned by [`FenceStore::audit`].
 pub type AuditFuture =
@@ -59,23 +120,39 @@ pub enum Setting {
     Forget,
 }
 
-/// Durable storage for fences' highest tokens.
+/// Where fences' highest tokens live, for every holder that shares them.
 ///
 /// Implementations must guarantee that once the future returned by
-/// [`persist`](FenceStore::persist) resolves to `Ok`, a later
-/// [`load`](FenceStore::load), also after a crash, reports for `key` a value
-/// at least `token`. Persisting never decreases a value: persisting a lower
-/// token than the stored one keeps the stored one. Only
-/// [`record`](FenceStore::record) of a [`Setting::Exactly`] or
-/// [`Setting::Forget`] lowers or removes one, and changes are applied in the
-/// order they were submitted, raises and records alike.
+/// [`claim`](FenceStore::claim) resolves to `Ok` with a `highest` of
+/// `token`, a later [`load`](FenceStore::load) by any holder, also after a
+/// crash (for a durable store), reports for `key` a value at least `token`.
+/// A claim never decreases a value. Only [`record`](FenceStore::record) of a
+/// [`Setting::Exactly`] or [`Setting::Forget`] lowers or removes one, and
+/// one holder's changes are applied in the order they were submitted,
+/// claims and records alike.
 pub trait FenceStore: Send + Sync + 'static {
     /// Calls `each(key, highest)` once for every fence stored. Called once,
     /// when the table is built.
     fn load(&self, each: &mut dyn FnMut(&str, u64)) -> Result<(), StoreError>;
 
-    /// Makes `highest(key) >= token` durable.
-    fn persist(&self, key: &str, token: u64) -> PersistFuture;
+    /// Claims `token` on `key` for a request about to be let through: makes
+    /// `highest(key) >= token` hold in the store and, for a shared store,
+    /// registers the claim with the other holders (see [`Claim`]).
+    fn claim(&self, key: &str, token: u64) -> ClaimFuture;
+
+    /// Hands the store the table's view, through which a shared store
+    /// reports what other holders changed. Called once, when the table is
+    /// built; stores with a single holder ignore it.
+    fn attach(&self, view: FenceView) {
+        drop(view);
+    }
+
+    /// Whether other holders share the store: then every new request on a
+    /// key is claimed (the store answers locally when it can), not only
+    /// raises.
+    fn is_shared(&self) -> bool {
+        false
+    }
 
     /// Makes an admin write and its audit entry durable, in one step.
     /// Stores that do not support admin writes keep this default, which
@@ -95,16 +172,18 @@ pub trait FenceStore: Send + Sync + 'static {
         ))))
     }
 
-    /// Whether fences survive a restart. Used for the start-up warning and
-    /// for the table to skip persisting altogether when they do not.
+    /// Whether fences survive a restart. Used for the start-up warning and,
+    /// with [`is_shared`](FenceStore::is_shared), for the table to skip
+    /// claims altogether when neither holds.
     fn is_durable(&self) -> bool;
 
     /// Finishes pending writes and releases the store (file locks, threads).
-    /// Persisting after this fails with [`StoreError::Closed`].
+    /// Claiming after this fails with [`StoreError::Closed`].
     fn close(&self) {}
 
-    /// `Ok` while raises can be made durable; after a failed one, the error,
-    /// until a later write succeeds. Read by `/readyz`.
+    /// `Ok` while claims can be made; after a failed one (or, for a shared
+    /// store, while it holds no lease), the error, until a later one
+    /// succeeds. Read by `/readyz`.
     fn health(&self) -> Result<(), StoreError> {
         Ok(())
     }
@@ -118,10 +197,11 @@ pub trait FenceStore: Send + Sync + 'static {
 /// How much work a store has done since it was opened.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StoreStats {
-    /// Raises persisted (one per `persist` call that succeeded).
+    /// Claims committed (one per `claim` that reached the disk or the
+    /// cluster and succeeded).
     pub raises: u64,
-    /// Durable commits (fsyncs) those raises took. `raises / commits` is the
-    /// average group-commit size.
+    /// Commits (fsyncs, etcd transactions) those claims took.
+    /// `raises / commits` is the average group-commit size.
     pub commits: u64,
 }
 
@@ -138,12 +218,21 @@ pub enum StoreError {
         /// What went wrong.
         detail: Arc<str>,
     },
+    /// This holder's settings differ from those every holder of a shared
+    /// store must agree on (the fence key scope, the token header).
+    #[error("{0}")]
+    Mismatch(Arc<str>),
     /// A raise could not be made durable (disk full, I/O error).
     #[error("cannot make the fence durable: {0}")]
     Write(Arc<str>),
     /// The store has been shut down.
     #[error("the fence store is closed")]
     Closed,
+    /// A shared store is unreachable, or this holder holds no lease on it
+    /// (lost, expired, or not granted yet): nothing that needs the store
+    /// may go on.
+    #[error("shared fences unavailable: {0}")]
+    Unavailable(Arc<str>),
     /// The store cannot do what was asked (an admin write on a store
     /// without support for it).
     #[error("{0}")]

@@ -7,7 +7,10 @@ use std::thread::JoinHandle;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use tokio::sync::oneshot;
 
-use super::{AuditFuture, FenceChange, FenceStore, PersistFuture, Setting, StoreError, StoreStats};
+use super::{
+    AuditFuture, Claim, ClaimFuture, FenceChange, FenceStore, PersistFuture, Setting, StoreError,
+    StoreStats,
+};
 use crate::audit::AuditEntry;
 
 const FENCES: TableDefinition<'static, &str, u64> = TableDefinition::new("fences");
@@ -34,7 +37,7 @@ const MAX_BATCH: usize = 4096;
 ///
 /// # Group commit
 ///
-/// One writer thread owns the database. [`persist`](FenceStore::persist)
+/// One writer thread owns the database. [`claim`](FenceStore::claim)
 /// queues the raise and returns a future that resolves when the writer reports
 /// it committed. The writer takes the first raise in the queue plus every raise
 /// that queued up behind it (while the previous fsync was running), writes them
@@ -206,7 +209,7 @@ impl FenceStore for RedbStore {
         Ok(())
     }
 
-    fn persist(&self, key: &str, token: u64) -> PersistFuture {
+    fn claim(&self, key: &str, token: u64) -> ClaimFuture {
         let (done, answer) = oneshot::channel();
         let queued = self.submit(Op::Raise {
             key: key.into(),
@@ -215,7 +218,8 @@ impl FenceStore for RedbStore {
         });
         Box::pin(async move {
             queued?;
-            answer.await.map_err(|_| StoreError::Closed)?
+            answer.await.map_err(|_| StoreError::Closed)??;
+            Ok(Claim::granted(token))
         })
     }
 

@@ -1,0 +1,91 @@
+//! The table as a shared store sees it: where changes made by other holders
+//! arrive.
+
+use std::sync::{Arc, Weak};
+
+use super::{Fence, Fences, Table};
+
+/// A handle on the fence table for the store it is built over
+/// ([`FenceStore::attach`](crate::store::FenceStore::attach)). A shared store
+/// reports through it what other holders changed, so that stale requests
+/// are refused from memory and waiters wake up. Holds the table weakly: a
+/// store's background tasks do not keep a dropped table alive.
+#[derive(Clone)]
+pub struct FenceView {
+    table: Weak<Table>,
+}
+
+impl std::fmt::Debug for FenceView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FenceView")
+            .field("live", &(self.table.strong_count() > 0))
+            .finish()
+    }
+}
+
+impl FenceView {
+    pub(super) fn new(table: Weak<Table>) -> Self {
+        FenceView { table }
+    }
+
+    /// Another holder made `highest` the key's highest (committed in the
+    /// store): raise this table's view to it, which refuses lower tokens
+    /// from now on and overtakes waiters below it. Never lowers.
+    pub fn raised(&self, key: &str, highest: u64) {
+        let Some(fences) = self.fences() else { return };
+        let fence = fences.fence(key);
+        let mut state = fence.lock();
+        let durable = state.durable().max(Some(highest));
+        state.set_durable(durable);
+        if state.highest() < Some(highest) {
+            state.set_highest(Some(highest));
+            drop(state);
+            fence.changed.notify_waiters();
+        }
+    }
+
+    /// Another holder set the key's highest to exactly `highest`, or
+    /// forgot the fence (`None`): an admin write, made while no request was
+    /// in flight on the key anywhere.
+    pub fn set(&self, key: &str, highest: Option<u64>) {
+        let Some(fences) = self.fences() else { return };
+        let fence = fences.fence(key);
+        {
+            let mut state = fence.lock();
+            state.set_highest(highest);
+            state.set_durable(highest);
+        }
+        fence.changed.notify_waiters();
+        if highest.is_none() {
+            fences.forget_if_unused(key, &fence);
+        }
+    }
+
+    /// Something another holder did on `key` may let its waiters go (a
+    /// lower claim ended): wake them to look again.
+    pub fn changed(&self, key: &str) {
+        let Some(fences) = self.fences() else { return };
+        let fence: Option<Arc<Fence>> = fences
+            .inner
+            .fences
+            .get(key)
+            .map(|fence| Arc::clone(fence.value()));
+        if let Some(fence) = fence {
+            fence.changed.notify_waiters();
+        }
+    }
+
+    /// The table's highest for `key`.
+    pub fn highest(&self, key: &str) -> Option<u64> {
+        self.fences()?.highest(key)
+    }
+
+    /// Whether the table is still there.
+    pub fn is_live(&self) -> bool {
+        self.table.strong_count() > 0
+    }
+
+    fn fences(&self) -> Option<Fences> {
+        self.table.upgrade().map(|inner| Fences { inner })
+    }
+}
