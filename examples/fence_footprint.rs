@@ -85,10 +85,10 @@ fn phase_build(dir: &Path, n: usize) -> Result<(), String> {
     let store = RedbStore::open(dir).map_err(|e| e.to_string())?;
     runtime().block_on(async {
         for chunk_start in (0..n).step_by(BUILD_CHUNK) {
-            // `persist` queues the raise when called; awaiting only collects
+            // `claim` queues the raise when called; awaiting only collects
             // the answers, so the writer sees the whole chunk at once.
             let pending: Vec<_> = (chunk_start..n.min(chunk_start + BUILD_CHUNK))
-                .map(|i| store.persist(&key(i), i as u64 + 1))
+                .map(|i| store.claim(&key(i), i as u64 + 1))
                 .collect();
             for raise in pending {
                 raise.await.map_err(|e| e.to_string())?;

@@ -308,6 +308,13 @@ impl Fences {
         Self::with_store(crate::store::RedbStore::open(dir)?)
     }
 
+    /// A table shared by every holder of an etcd prefix (feature `etcd`):
+    /// see [`EtcdStore`](crate::store::EtcdStore).
+    #[cfg(feature = "etcd")]
+    pub async fn etcd(options: crate::store::EtcdOptions) -> Result<Self, StoreError> {
+        Self::with_store(crate::store::EtcdStore::connect(options).await?)
+    }
+
     /// A table over any [`FenceStore`], loaded from it.
     pub fn with_store(store: impl FenceStore) -> Result<Self, StoreError> {
         let fences = DashMap::new();

@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 use http::HeaderName;
 
-use super::config::{AccessLogTarget, ClientLimits, Config, StateKind, TlsFiles};
+use super::config::{AccessLogTarget, ClientLimits, Config, EtcdConfig, StateKind, TlsFiles};
 use super::upstream::Upstream;
 use crate::key::Scope;
 
@@ -53,14 +53,41 @@ pub struct Cli {
     )]
     pub data_dir: PathBuf,
 
-    /// `disk` keeps fences across restarts; `memory` forgets them all.
+    /// `disk` keeps fences across restarts; `memory` forgets them all;
+    /// `etcd` shares them with every instance on the same etcd prefix.
     #[arg(
         long,
         env = "FENCEGATE_STATE",
         default_value = "disk",
-        value_name = "disk|memory"
+        value_name = "disk|memory|etcd"
     )]
     pub state: StateArg,
+
+    /// With --state etcd: the cluster's members, comma-separated http://host:port.
+    #[arg(
+        long,
+        env = "FENCEGATE_ETCD_ENDPOINTS",
+        value_name = "URLS",
+        value_delimiter = ','
+    )]
+    pub etcd_endpoints: Vec<String>,
+
+    /// With --state etcd: instances with the same prefix share fences.
+    #[arg(
+        long,
+        env = "FENCEGATE_ETCD_PREFIX",
+        default_value = "/fencegate/",
+        value_name = "P"
+    )]
+    pub etcd_prefix: String,
+
+    /// With --state etcd: this instance's lease, in whole seconds (at least 2).
+    #[arg(long, env = "FENCEGATE_ETCD_LEASE_TTL", default_value = "6", value_name = "SECS", value_parser = clap::value_parser!(u64).range(2..=3600))]
+    pub etcd_lease_ttl: u64,
+
+    /// With --state etcd: shown in etcd records, logs and /readyz (default: host name + pid).
+    #[arg(long, env = "FENCEGATE_INSTANCE_NAME", value_name = "NAME")]
+    pub instance_name: Option<String>,
 
     /// Header carrying the fencing token.
     #[arg(
@@ -167,6 +194,8 @@ pub enum StateArg {
     Disk,
     /// In memory, forgotten on restart.
     Memory,
+    /// Shared through etcd with every instance on the same prefix.
+    Etcd,
 }
 
 /// `--log-format`.
@@ -217,6 +246,13 @@ impl Cli {
             state: match self.state {
                 StateArg::Disk => StateKind::Disk,
                 StateArg::Memory => StateKind::Memory,
+                StateArg::Etcd => StateKind::Etcd,
+            },
+            etcd: EtcdConfig {
+                endpoints: self.etcd_endpoints.clone(),
+                prefix: self.etcd_prefix.clone(),
+                lease_ttl: Duration::from_secs(self.etcd_lease_ttl),
+                instance: self.instance_name.clone(),
             },
             token_header: self.token_header.clone(),
             scope: self.scope,

@@ -40,6 +40,8 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// Where fences live.
     pub state: StateKind,
+    /// With [`StateKind::Etcd`]: the cluster and how to share it.
+    pub etcd: EtcdConfig,
     /// The header carrying the fencing token.
     pub token_header: HeaderName,
     /// How a request maps to its fence key.
@@ -80,6 +82,7 @@ impl Default for Config {
             upstream: None,
             data_dir: PathBuf::from("./fencegate-data"),
             state: StateKind::Disk,
+            etcd: EtcdConfig::default(),
             token_header: TOKEN_HEADER,
             scope: Scope::Path,
             allow_unfenced_writes: false,
@@ -103,6 +106,44 @@ pub enum StateKind {
     Disk,
     /// In memory, forgotten on restart.
     Memory,
+    /// Shared through etcd ([`Config::etcd`]).
+    Etcd,
+}
+
+/// How to share fences through etcd (`--etcd-*`, `--instance-name`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdConfig {
+    /// `http://host:port` of the cluster's members.
+    pub endpoints: Vec<String>,
+    /// Instances with the same prefix share fences.
+    pub prefix: String,
+    /// This instance's lease.
+    pub lease_ttl: Duration,
+    /// Shown in etcd records, logs and `/readyz`; `None`: host name + pid.
+    pub instance: Option<String>,
+}
+
+impl Default for EtcdConfig {
+    fn default() -> Self {
+        EtcdConfig {
+            endpoints: Vec::new(),
+            prefix: "/fencegate/".to_owned(),
+            lease_ttl: Duration::from_secs(6),
+            instance: None,
+        }
+    }
+}
+
+impl EtcdConfig {
+    /// The instance name: the one given, else host name and pid.
+    pub fn instance_name(&self) -> String {
+        self.instance.clone().unwrap_or_else(|| {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_owned())
+                .unwrap_or_else(|_| "localhost".to_owned());
+            format!("{host}-{}", std::process::id())
+        })
+    }
 }
 
 /// A certificate chain and its private key, both PEM files, re-read on

@@ -83,6 +83,9 @@ pub enum StartError {
     /// The `--token-issuer` URL cannot be used.
     #[error(transparent)]
     Issuer(#[from] crate::issuer::IssuerUrlError),
+    /// `--state etcd` without what it needs.
+    #[error("--state etcd: {0}")]
+    Etcd(String),
     /// The embedded backend's address did not form an upstream URL.
     #[error("embedded backend: {0}")]
     Embedded(String),
@@ -196,6 +199,7 @@ impl Gateway {
                 );
                 Fences::in_memory()
             }
+            StateKind::Etcd => Fences::etcd(etcd_options(&config)?).await?,
         };
         let (stop_data, data_stopped) = watch::channel(false);
         let (stop_rest, rest_stopped) = watch::channel(false);
@@ -368,6 +372,44 @@ impl Gateway {
 /// few operators.
 const ADMIN_MAX_CONNECTIONS: usize = 1024;
 
+/// The etcd store's options from `config`. The settings every instance on
+/// the prefix must share are the two that decide which fence a request
+/// lands on and which token it carries.
+fn etcd_options(config: &Config) -> Result<crate::store::EtcdOptions, StartError> {
+    let etcd = &config.etcd;
+    if etcd.endpoints.is_empty() {
+        return Err(StartError::Etcd(
+            "--etcd-endpoints is required (comma-separated http://host:port)".into(),
+        ));
+    }
+    for endpoint in &etcd.endpoints {
+        let uri: http::Uri = endpoint
+            .parse()
+            .map_err(|e| StartError::Etcd(format!("bad etcd endpoint {endpoint:?}: {e}")))?;
+        if uri.scheme_str() != Some("http") || uri.host().is_none() {
+            return Err(StartError::Etcd(format!(
+                "bad etcd endpoint {endpoint:?}: expected http://host:port"
+            )));
+        }
+    }
+    if !etcd.prefix.starts_with('/') || !etcd.prefix.ends_with('/') || !etcd.prefix.is_ascii() {
+        return Err(StartError::Etcd(format!(
+            "--etcd-prefix must be ASCII, start and end with '/': {:?}",
+            etcd.prefix
+        )));
+    }
+    Ok(crate::store::EtcdOptions {
+        endpoints: etcd.endpoints.clone(),
+        prefix: etcd.prefix.clone(),
+        lease_ttl: etcd.lease_ttl,
+        instance: etcd.instance_name(),
+        settings: serde_json::json!({
+            "scope": config.scope.to_string(),
+            "token_header": config.token_header.as_str(),
+        }),
+    })
+}
+
 /// Starts the embedded object store on a loopback port of its own, reached
 /// through the same proxy path as any real backend.
 async fn start_embedded(
@@ -375,7 +417,9 @@ async fn start_embedded(
     stopped: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(Upstream, JoinHandle<()>), StartError> {
     let objects = match config.state {
-        StateKind::Disk => {
+        // The embedded backend is a demo backend: with shared fences too,
+        // each instance has its own, on disk.
+        StateKind::Disk | StateKind::Etcd => {
             ObjectStore::on_disk(&config.data_dir).map_err(|source| StartError::DataDir {
                 path: config.data_dir.clone(),
                 source,

@@ -32,10 +32,15 @@ use std::sync::Arc;
 use crate::audit::AuditEntry;
 pub use crate::fences::FenceView;
 
+#[cfg(feature = "etcd")]
+mod etcd;
 mod lease;
 mod memory;
 #[cfg(feature = "disk")]
 mod redb;
+
+#[cfg(feature = "etcd")]
+pub use self::etcd::{EtcdOptions, EtcdStore};
 
 pub use self::lease::{boot_clock, Lease};
 pub use self::memory::MemoryStore;
@@ -195,7 +200,7 @@ pub trait FenceStore: Send + Sync + 'static {
 }
 
 /// How much work a store has done since it was opened.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct StoreStats {
     /// Claims committed (one per `claim` that reached the disk or the
     /// cluster and succeeded).
@@ -203,6 +208,32 @@ pub struct StoreStats {
     /// Commits (fsyncs, etcd transactions) those claims took.
     /// `raises / commits` is the average group-commit size.
     pub commits: u64,
+    /// For a shared store, how sharing goes.
+    pub shared: Option<SharedStats>,
+}
+
+/// How a shared store is doing, for metrics and benchmarks.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SharedStats {
+    /// Whether this holder holds a live lease now.
+    pub lease_held: bool,
+    /// Leases lost (deadline passed, or the store said it was gone).
+    pub lease_losses: u64,
+    /// Claims answered from this holder's own record, without a round trip.
+    pub claims_local: u64,
+    /// Calls to the store (claims, renewals, deletions, reads).
+    pub round_trips: u64,
+    /// Of which failed.
+    pub round_trip_failures: u64,
+    /// Time spent in them.
+    pub round_trip_seconds: f64,
+    /// Claims that had to wait for a lower claim of another holder.
+    pub waits: u64,
+    /// Records deleted after their last request.
+    pub records_deleted: u64,
+    /// Revisions between the newest one a claim saw and the one the local
+    /// view has caught up to.
+    pub view_lag: u64,
 }
 
 /// A fence store failure. Cheap to clone, so that one failed group commit can

@@ -265,6 +265,7 @@ impl FenceStore for RedbStore {
         StoreStats {
             raises: self.stats.raises.load(Ordering::Relaxed),
             commits: self.stats.commits.load(Ordering::Relaxed),
+            shared: None,
         }
     }
 }

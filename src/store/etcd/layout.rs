@@ -55,18 +55,14 @@ impl Layout {
         format!("{}hw/{}", self.prefix, escape(key))
     }
 
-    /// All highest keys: `[start, end)`.
-    pub(super) fn highest_range(&self) -> (String, String) {
-        (format!("{}hw/", self.prefix), format!("{}hw0", self.prefix))
-    }
-
-    /// All records: `[start, end)`.
-    pub(super) fn record_range(&self) -> (String, String) {
-        (format!("{}fl/", self.prefix), format!("{}fl0", self.prefix))
-    }
-
     pub(super) fn record(&self, key: &str, token: u64, holder: &str) -> String {
-        format!("{}fl/{}/{}/{}", self.prefix, escape(key), pad(token), holder)
+        format!(
+            "{}fl/{}/{}/{}",
+            self.prefix,
+            escape(key),
+            pad(token),
+            holder
+        )
     }
 
     /// The records of `key` with a token below `token`: `[start, end)`.
@@ -164,7 +160,10 @@ mod tests {
         let holder = Layout::holder("gw/1", 0xabc);
         assert_eq!(holder, "gw%2F1.abc");
         let record = layout.record("/a/b%c", 33, &holder);
-        assert_eq!(record, "/fg/fl/%2Fa%2Fb%25c/00000000000000000033/gw%2F1.abc");
+        assert_eq!(
+            record,
+            "/fg/fl/%2Fa%2Fb%25c/00000000000000000033/gw%2F1.abc"
+        );
         assert_eq!(
             layout.parse(&record),
             Entry::Record(RecordKey {

@@ -46,11 +46,6 @@ impl Replica {
                 .any(|(_, other)| other != holder)
         })
     }
-
-    /// How many records the replica holds (for metrics).
-    pub(super) fn len(&self) -> usize {
-        self.records.values().map(BTreeSet::len).sum()
-    }
 }
 
 #[cfg(test)]
@@ -70,6 +65,5 @@ mod tests {
         replica.remove("/k", 33, "a.1");
         assert!(!replica.blocks("/k", 34, "b.2", 10));
         assert!(!replica.blocks("/other", 1, "b.2", 10));
-        assert_eq!(replica.len(), 1);
     }
 }
