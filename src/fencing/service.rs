@@ -1,3 +1,4 @@
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -211,6 +212,7 @@ impl<S> Fencing<S> {
     {
         let config = Arc::clone(&self.config);
         let client = self.client;
+        let mut request = request;
         ResponseFuture::admitting(Box::pin(async move {
             let admitted = config
                 .fences
@@ -246,8 +248,39 @@ impl<S> Fencing<S> {
                     return Ok(refusal_response(&refusal));
                 }
             };
-            let response = inner.call(request).await?;
-            Ok(response.map(|body| ResponseBody::inner(body, Some(in_flight))))
+            let Some(lease) = in_flight.lease().cloned() else {
+                let response = inner.call(request).await?;
+                return Ok(response.map(|body| ResponseBody::inner(body, Some(in_flight))));
+            };
+            // Shared fences: the inner service finds the lease among the
+            // request's extensions, to stop streaming the body to the
+            // backend the moment it ends; and the call itself is dropped
+            // (cutting the request towards the backend) once it is revoked.
+            request.extensions_mut().insert(lease.clone());
+            let mut head = Request::new(());
+            *head.method_mut() = request.method().clone();
+            *head.uri_mut() = request.uri().clone();
+            let mut call = std::pin::pin!(inner.call(request));
+            let mut revoked = std::pin::pin!(lease.revoked());
+            let answered = std::future::poll_fn(|cx| {
+                if let Poll::Ready(answer) = call.as_mut().poll(cx) {
+                    return Poll::Ready(Some(answer));
+                }
+                revoked.as_mut().poll(cx).map(|()| None)
+            })
+            .await;
+            match answered {
+                Some(response) => {
+                    Ok(response?.map(|body| ResponseBody::inner(body, Some(in_flight))))
+                }
+                None => {
+                    let refusal = Refusal::StoreUnavailable {
+                        detail: "this instance lost its lease on the shared fences while the request was in flight: the request was cut before the backend answered, and may or may not have been applied".into(),
+                    };
+                    log_refusal(&refusal, &head);
+                    Ok(refusal_response(&refusal))
+                }
+            }
         }))
     }
 }

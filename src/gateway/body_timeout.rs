@@ -42,15 +42,23 @@ pub(crate) struct BodyStalled {
 impl BodyStalled {
     /// The stall at the root of `error`, if that is what it is.
     pub(crate) fn find(error: &(dyn std::error::Error + 'static)) -> Option<BodyStalled> {
-        let mut current = Some(error);
-        while let Some(error) = current {
-            if let Some(stalled) = error.downcast_ref::<BodyStalled>() {
-                return Some(*stalled);
-            }
-            current = error.source();
-        }
-        None
+        find_cause::<BodyStalled>(error).copied()
     }
+}
+
+/// The error of type `T` in `error`'s chain of sources, if there is one:
+/// hyper hides what a body failed with behind its own error.
+pub(crate) fn find_cause<'a, T: std::error::Error + 'static>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a T> {
+    let mut current = Some(error);
+    while let Some(error) = current {
+        if let Some(found) = error.downcast_ref::<T>() {
+            return Some(found);
+        }
+        current = error.source();
+    }
+    None
 }
 
 pin_project! {

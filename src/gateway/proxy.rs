@@ -34,12 +34,13 @@ use pin_project_lite::pin_project;
 use tokio_rustls::TlsConnector;
 use tower_service::Service;
 
-use super::body_timeout::{BodyStalled, Side};
+use super::body_timeout::{find_cause, BodyStalled, Side};
 use super::hop::strip_hop_by_hop;
 use super::outcome::Outcome;
 use super::pool::Pool;
 use super::upstream::Upstream;
 use crate::refusal::error_response;
+use crate::store::Lease;
 
 const X_FORWARDED_FOR: http::HeaderName = http::HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: http::HeaderName = http::HeaderName::from_static("x-forwarded-proto");
@@ -241,6 +242,15 @@ impl Shared {
         };
         let detail = error_chain(&error);
         if let UpstreamError::Send(hyper_error) = &error {
+            if find_cause::<LeaseEnded>(hyper_error).is_some() {
+                tracing::error!(upstream = %self.upstream, "lease ended during the request body; aborted towards the backend");
+                return close_after(gateway_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "fence_store_unavailable",
+                    &LeaseEnded.to_string(),
+                    Outcome::FenceStoreUnavailable,
+                ));
+            }
             // The request body failed: that is the client's doing, not the
             // backend's. The backend saw a cut-off body.
             if let Some(stalled) = BodyStalled::find(hyper_error).filter(|s| s.side == Side::Client)
@@ -458,6 +468,9 @@ pin_project! {
         started: Instant,
         // `None` for a request without a body: nothing to wait for.
         sent: Option<Arc<SentAt>>,
+        // With shared fences, the lease the request was admitted under: no
+        // chunk goes to the backend once it has ended.
+        lease: Option<Lease>,
     }
 
     impl PinnedDrop for UpstreamBody {
@@ -479,10 +492,12 @@ impl UpstreamBody {
     ) -> (Request<UpstreamBody>, Option<Arc<SentAt>>) {
         let sent =
             (!http_body::Body::is_end_stream(request.body())).then(|| Arc::new(SentAt::default()));
+        let lease = request.extensions().get::<Lease>().cloned();
         let request = request.map(|body| UpstreamBody {
             body,
             started,
             sent: sent.clone(),
+            lease,
         });
         (request, sent)
     }
@@ -498,6 +513,12 @@ impl http_body::Body for UpstreamBody {
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
         let this = self.project();
         let frame = std::task::ready!(this.body.poll_frame(cx));
+        if this.lease.as_ref().is_some_and(|lease| !lease.is_live()) {
+            if let Some(sent) = this.sent {
+                sent.mark(*this.started);
+            }
+            return Poll::Ready(Some(Err(axum::Error::new(LeaseEnded))));
+        }
         if !matches!(frame, Some(Ok(_))) {
             if let Some(sent) = this.sent {
                 sent.mark(*this.started);
@@ -516,6 +537,12 @@ impl http_body::Body for UpstreamBody {
         self.body.size_hint()
     }
 }
+
+/// A request body cut towards the backend because the lease it was admitted
+/// under ended (shared fences).
+#[derive(Debug, thiserror::Error)]
+#[error("this instance's lease on the shared fences ended while the request body was being sent; the backend received it cut off")]
+struct LeaseEnded;
 
 /// hyper's errors hide the cause (connection refused, reset) in `source()`.
 fn error_chain(error: &dyn std::error::Error) -> String {

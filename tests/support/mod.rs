@@ -7,6 +7,7 @@
 //! - `http`: a raw HTTP/1.1 client ([`http`], [`send_raw`]) that sends
 //!   exactly the bytes a test asks for;
 //! - `relay`: a fault-injecting TCP relay ([`Relay`], [`Fault`]);
+//! - `etcd`: a real etcd cluster on loopback ([`EtcdCluster`]);
 //! - `tls`: certificates made for a run, and a TLS client;
 //! - `rng`: a seeded random generator whose seed is printed.
 //!
@@ -20,6 +21,8 @@ pub mod rng;
 #[cfg(feature = "gateway")]
 mod backend;
 #[cfg(feature = "gateway")]
+mod etcd;
+#[cfg(feature = "gateway")]
 mod gateway;
 #[cfg(feature = "gateway")]
 mod http;
@@ -30,6 +33,8 @@ pub mod tls;
 
 #[cfg(feature = "gateway")]
 pub use self::backend::*;
+#[cfg(feature = "gateway")]
+pub use self::etcd::*;
 #[cfg(feature = "gateway")]
 pub use self::gateway::*;
 #[cfg(feature = "gateway")]

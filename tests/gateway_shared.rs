@@ -1,0 +1,350 @@
+//! Shared fences (`--state etcd`, README "Several gateways"): real gateway
+//! processes on one etcd prefix, over a real 3-member etcd cluster, in front
+//! of one recording backend. Each test uses a prefix of its own on a
+//! cluster shared by the test binary; the test that takes the cluster's
+//! majority down starts its own.
+
+mod support;
+
+use std::sync::OnceLock;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use support::*;
+
+fn cluster() -> &'static EtcdCluster {
+    static CLUSTER: OnceLock<EtcdCluster> = OnceLock::new();
+    CLUSTER.get_or_init(|| EtcdCluster::start(3))
+}
+
+/// A gateway named `name` on `prefix` of `etcd`, in front of `backend`.
+fn instance(
+    etcd: &EtcdCluster,
+    backend: &Backend,
+    prefix: &str,
+    name: &str,
+    extra: &[&str],
+) -> Gateway {
+    let endpoints = etcd.endpoints();
+    let mut args = vec![
+        "--state",
+        "etcd",
+        "--etcd-endpoints",
+        &endpoints,
+        "--etcd-prefix",
+        prefix,
+        "--instance-name",
+        name,
+    ];
+    args.extend_from_slice(extra);
+    Gateway::in_front_of(backend, &args)
+}
+
+/// A fenced PUT of `target` with `token`, held at the backend until
+/// `Backend::release(hold)`.
+fn held_put(gateway: &Gateway, target: &str, token: u64, hold: &str) -> Resp {
+    gateway.req(
+        "PUT",
+        target,
+        &[
+            ("X-Fencing-Token", &token.to_string()),
+            ("X-Test-Hold", hold),
+        ],
+        b"data",
+    )
+}
+
+/// The tokens that reached the backend for `target`, in arrival order.
+fn tokens_at(backend: &Backend, target: &str) -> Vec<u64> {
+    backend
+        .records_for(target)
+        .iter()
+        .filter_map(|r| r.token_u64())
+        .collect()
+}
+
+/// Waits until `token` has reached the backend for `target`.
+fn wait_arrived(backend: &Backend, target: &str, token: u64) {
+    assert!(
+        backend.wait_for(HANG_GUARD, |records| records
+            .iter()
+            .any(|r| r.target == target && r.token_u64() == Some(token))),
+        "token {token} never reached the backend for {target}"
+    );
+}
+
+/// Waits until etcd holds an in-flight record of `token` on `key` under
+/// `prefix` (the claim of a request now waiting).
+fn wait_record(etcd: &EtcdCluster, prefix: &str, key: &str, token: u64) {
+    let needle = format!("{}/{token:020}/", pct_slash(key));
+    assert!(
+        wait_until(HANG_GUARD, || etcd
+            .keys(&format!("{prefix}fl/"))
+            .iter()
+            .any(|k| k.contains(&needle))),
+        "no in-flight record of {token} on {key} appeared"
+    );
+}
+
+/// A fence key as the etcd layout escapes it (`/` and `%`).
+fn pct_slash(key: &str) -> String {
+    key.replace('%', "%25").replace('/', "%2F")
+}
+
+#[test]
+fn a_stale_token_via_b_after_a_raise_via_a_is_409_and_never_reaches_the_backend() {
+    let backend = Backend::start();
+    let a = instance(cluster(), &backend, "/t-stale/", "a", &[]);
+    let b = instance(cluster(), &backend, "/t-stale/", "b", &[]);
+
+    assert_eq!(a.put("/r1", 34).status, 200);
+    // No wait for B's watch: the claim's compare-and-set finds 34 in etcd
+    // even if B's local view has not seen it yet.
+    let stale = b.put("/r1", 33);
+    assert_eq!(stale.status, 409, "{}", stale.text());
+    let json = stale.json();
+    assert_eq!(json["error"], "stale_token");
+    assert_eq!(json["highest"], 34);
+    assert_eq!(json["reason"], "below_highest");
+    assert_eq!(tokens_at(&backend, "/r1"), vec![34]);
+    // Once B's view caught up, the refusal needs no etcd at all.
+    assert!(wait_until(HANG_GUARD, || b.fence("/r1") == Some(34)));
+    assert_eq!(b.put("/r1", 33).status, 409);
+    assert_eq!(b.put("/r1", 34).status, 200);
+    assert_eq!(tokens_at(&backend, "/r1"), vec![34, 34]);
+}
+
+#[test]
+fn a_slow_lower_request_on_a_holds_a_higher_token_on_b_until_it_finishes() {
+    let backend = Backend::start();
+    let a = instance(cluster(), &backend, "/t-order/", "a", &[]);
+    let b = instance(cluster(), &backend, "/t-order/", "b", &[]);
+
+    thread::scope(|s| {
+        let first = s.spawn(|| held_put(&a, "/r2", 33, "r2-33"));
+        wait_arrived(&backend, "/r2", 33);
+        let second = s.spawn(|| b.put("/r2", 34));
+        wait_record(cluster(), "/t-order/", "/r2", 34);
+        // B has claimed 34 and waits for A's 33: a broken fence would let
+        // it reach the backend now. Give it every chance to.
+        thread::sleep(Duration::from_millis(500));
+        assert_eq!(tokens_at(&backend, "/r2"), vec![33], "34 overtook 33");
+        backend.release("r2-33");
+        assert_eq!(first.join().unwrap().status, 200);
+        assert_eq!(second.join().unwrap().status, 200);
+    });
+    assert_eq!(tokens_at(&backend, "/r2"), vec![33, 34]);
+    let records = backend.records_for("/r2");
+    let events = backend.events();
+    let responded_33 = events
+        .iter()
+        .position(|e| *e == Event::Responded(records[0].seq))
+        .unwrap();
+    let arrived_34 = events
+        .iter()
+        .position(|e| *e == Event::Arrived(records[1].seq))
+        .unwrap();
+    assert!(
+        responded_33 < arrived_34,
+        "34 arrived before 33 was answered: {events:?}"
+    );
+}
+
+#[test]
+fn a_waiter_on_b_overtaken_by_a_higher_token_on_c_gets_409_overtaken() {
+    let backend = Backend::start();
+    let a = instance(cluster(), &backend, "/t-overtaken/", "a", &[]);
+    let b = instance(cluster(), &backend, "/t-overtaken/", "b", &[]);
+    let c = instance(cluster(), &backend, "/t-overtaken/", "c", &[]);
+
+    thread::scope(|s| {
+        let first = s.spawn(|| held_put(&a, "/r3", 33, "r3-33"));
+        wait_arrived(&backend, "/r3", 33);
+        let waiter = s.spawn(|| b.put("/r3", 34));
+        wait_record(cluster(), "/t-overtaken/", "/r3", 34);
+        let newest = s.spawn(|| c.put("/r3", 35));
+        let overtaken = waiter.join().unwrap();
+        assert_eq!(overtaken.status, 409, "{}", overtaken.text());
+        assert_eq!(overtaken.json()["reason"], "overtaken");
+        assert_eq!(overtaken.json()["highest"], 35);
+        // 35 still waits for A's 33.
+        assert_eq!(tokens_at(&backend, "/r3"), vec![33]);
+        backend.release("r3-33");
+        assert_eq!(first.join().unwrap().status, 200);
+        assert_eq!(newest.join().unwrap().status, 200);
+    });
+    assert_eq!(tokens_at(&backend, "/r3"), vec![33, 35]);
+}
+
+#[test]
+fn kill_9_of_a_lets_b_go_after_a_deadline_and_within_the_lease_ttl() {
+    let backend = Backend::start();
+    // TTL 2 s: A renews every 333 ms, and its deadline is at most 2 s -
+    // 500 ms after its last renewal was sent.
+    let a = instance(
+        cluster(),
+        &backend,
+        "/t-kill/",
+        "a",
+        &["--etcd-lease-ttl", "2"],
+    );
+    let b = instance(cluster(), &backend, "/t-kill/", "b", &[]);
+
+    thread::scope(|s| {
+        let addr = a.data_addr();
+        // Its gateway dies under it: an I/O error, not an answer.
+        s.spawn(move || {
+            let headers = [("X-Fencing-Token", "33"), ("X-Test-Hold", "r4-33")];
+            try_http(addr, "PUT", "/r4", &headers, b"data").ok()
+        });
+        wait_arrived(&backend, "/r4", 33);
+        let killed = Instant::now();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(a.pid() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        let second = b.put("/r4", 34);
+        let waited = killed.elapsed();
+        assert_eq!(second.status, 200, "{}", second.text());
+        // A's own deadline came at the earliest 2 s - 333 ms - 500 ms
+        // after the kill: B must not have gone before it (a safety bound,
+        // not a speed one: etcd expires the lease no sooner than 2 s after
+        // A's last renewal, 1.67 s after the kill at the earliest).
+        assert!(
+            waited >= Duration::from_millis(1160),
+            "B went {waited:?} after A was killed, before A's deadline"
+        );
+        // And it did go once the lease expired (a hang guard, generous).
+        assert!(waited < Duration::from_secs(15), "B waited {waited:?}");
+        backend.release("r4-33");
+    });
+    assert_eq!(tokens_at(&backend, "/r4"), vec![33, 34]);
+}
+
+#[test]
+fn restarting_every_instance_keeps_every_fence() {
+    let backend = Backend::start();
+    let mut a = instance(cluster(), &backend, "/t-restart/", "a", &[]);
+    let mut b = instance(cluster(), &backend, "/t-restart/", "b", &[]);
+    assert_eq!(a.put("/r5/x", 40).status, 200);
+    assert_eq!(b.put("/r5/y", 41).status, 200);
+
+    a.kill9();
+    b.kill9();
+    a.restart();
+    b.restart();
+
+    for gateway in [&a, &b] {
+        assert_eq!(gateway.fence("/r5/x"), Some(40));
+        assert_eq!(gateway.fence("/r5/y"), Some(41));
+    }
+    assert_eq!(b.put("/r5/x", 39).status, 409);
+    assert_eq!(a.put("/r5/y", 40).status, 409);
+    assert_eq!(a.put("/r5/x", 40).status, 200);
+    assert_eq!(tokens_at(&backend, "/r5/x"), vec![40, 40]);
+    assert_eq!(tokens_at(&backend, "/r5/y"), vec![41]);
+}
+
+#[test]
+fn an_instance_with_other_settings_refuses_to_start() {
+    let backend = Backend::start();
+    let _a = instance(cluster(), &backend, "/t-settings/", "a", &[]);
+    let endpoints = cluster().endpoints();
+    let upstream = backend.url();
+    for (flag, value) in [("--scope", "prefix:1"), ("--token-header", "X-Lock-Token")] {
+        let finished = run_on_free_ports(&[
+            "--upstream",
+            &upstream,
+            "--state",
+            "etcd",
+            "--etcd-endpoints",
+            &endpoints,
+            "--etcd-prefix",
+            "/t-settings/",
+            flag,
+            value,
+        ]);
+        assert!(!finished.status.success(), "started with {flag} {value}");
+        assert!(
+            finished
+                .stderr
+                .contains("every instance must use the same settings"),
+            "{flag}: {}",
+            finished.stderr
+        );
+        assert_eq!(
+            finished.stderr.trim().lines().count(),
+            1,
+            "{}",
+            finished.stderr
+        );
+    }
+}
+
+#[test]
+fn state_etcd_without_endpoints_is_one_clear_line() {
+    let finished = run_on_free_ports(&["--state", "etcd"]);
+    assert!(!finished.status.success());
+    assert!(
+        finished.stderr.contains("--etcd-endpoints is required"),
+        "{}",
+        finished.stderr
+    );
+    let unreachable = format!("http://127.0.0.1:{}", dead_port());
+    let finished = run_on_free_ports(&["--state", "etcd", "--etcd-endpoints", &unreachable]);
+    assert!(!finished.status.success());
+    assert!(
+        finished.stderr.contains("cannot reach etcd"),
+        "{}",
+        finished.stderr
+    );
+}
+
+#[test]
+fn with_the_etcd_majority_down_every_instance_refuses_and_is_not_ready() {
+    let mut etcd = EtcdCluster::start(3);
+    let backend = Backend::start();
+    let ttl = ["--etcd-lease-ttl", "2"];
+    let a = instance(&etcd, &backend, "/t-down/", "a", &ttl);
+    let b = instance(&etcd, &backend, "/t-down/", "b", &ttl);
+    assert_eq!(a.put("/r6", 50).status, 200);
+    assert!(wait_until(HANG_GUARD, || b.fence("/r6") == Some(50)));
+
+    let leader = etcd.leader().expect("a leader");
+    let other = (leader + 1) % 3;
+    etcd.kill(leader);
+    etcd.kill(other);
+
+    // A new token needs etcd: 503, and nothing reaches the backend.
+    let refused = a.put("/r6", 51);
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    assert_eq!(refused.json()["error"], "fence_store_unavailable");
+    let refused = b.put("/r7", 1);
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    // Both lose their lease at their deadline: not ready.
+    for gateway in [&a, &b] {
+        assert!(
+            wait_until(HANG_GUARD, || gateway.admin_get("/readyz").status == 503),
+            "still ready with the etcd majority down"
+        );
+    }
+    // A stale token is still refused from the local view.
+    let stale = b.put("/r6", 49);
+    assert_eq!(stale.status, 409, "{}", stale.text());
+    assert_eq!(a.put("/r6", 50).status, 503);
+    assert_eq!(tokens_at(&backend, "/r6"), vec![50]);
+    assert!(tokens_at(&backend, "/r7").is_empty());
+
+    etcd.restart(leader);
+    etcd.restart(other);
+    for gateway in [&a, &b] {
+        assert!(
+            wait_until(HANG_GUARD, || gateway.admin_get("/readyz").status == 200),
+            "not ready again after etcd came back"
+        );
+    }
+    assert_eq!(b.put("/r6", 51).status, 200);
+    assert_eq!(a.put("/r6", 50).status, 409);
+    assert_eq!(tokens_at(&backend, "/r6"), vec![50, 51]);
+}

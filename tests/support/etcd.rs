@@ -1,0 +1,273 @@
+//! A real etcd cluster on loopback: three members (or one), each a child
+//! process with its own data dir, which a test can kill, restart, pause
+//! and resume.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use super::*;
+
+/// One member: its ports, its data dir, its process (`None` while killed).
+struct Member {
+    name: String,
+    client: SocketAddr,
+    peer: SocketAddr,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+/// An etcd cluster on 127.0.0.1. Killed, and its data removed, on drop.
+pub struct EtcdCluster {
+    members: Vec<Member>,
+    initial_cluster: String,
+    _tmp: tempfile::TempDir,
+}
+
+/// The etcd binary, or a panic that names the install script.
+fn etcd_binary() -> &'static str {
+    let found = Command::new("etcd")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        found,
+        "etcd is not installed: run scripts/install-deps.sh (Debian's etcd-server)"
+    );
+    "etcd"
+}
+
+impl EtcdCluster {
+    /// Starts `size` members and waits until the cluster serves a write.
+    pub fn start(size: usize) -> EtcdCluster {
+        etcd_binary();
+        let tmp = tempfile::tempdir().unwrap();
+        let members: Vec<Member> = (0..size)
+            .map(|i| Member {
+                name: format!("m{i}"),
+                client: SocketAddr::from(([127, 0, 0, 1], free_port())),
+                peer: SocketAddr::from(([127, 0, 0, 1], free_port())),
+                dir: tmp.path().join(format!("m{i}")),
+                child: None,
+            })
+            .collect();
+        let initial_cluster = members
+            .iter()
+            .map(|m| format!("{}=http://{}", m.name, m.peer))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut cluster = EtcdCluster {
+            members,
+            initial_cluster,
+            _tmp: tmp,
+        };
+        // Members must not outlive the test binary, also when the cluster
+        // sits in a static (whose destructor never runs): a watchdog kills
+        // them, and removes their data, once this process is gone.
+        let _ = Command::new("sh")
+            .args([
+                "-c",
+                r#"while kill -0 "$0" 2>/dev/null; do sleep 1; done; pkill -9 -f "$1"; rm -rf "$1""#,
+            ])
+            .arg(std::process::id().to_string())
+            .arg(cluster._tmp.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        for i in 0..size {
+            cluster.spawn(i);
+        }
+        assert!(
+            cluster.wait_writable(HANG_GUARD),
+            "etcd cluster did not come up"
+        );
+        cluster
+    }
+
+    fn spawn(&mut self, i: usize) {
+        let initial_cluster = self.initial_cluster.clone();
+        let member = &mut self.members[i];
+        let state = if member.dir.exists() {
+            "existing"
+        } else {
+            "new"
+        };
+        let mut command = Command::new(etcd_binary());
+        command
+            .args(["--name", &member.name])
+            .arg("--data-dir")
+            .arg(&member.dir)
+            .args(["--listen-client-urls", &format!("http://{}", member.client)])
+            .args([
+                "--advertise-client-urls",
+                &format!("http://{}", member.client),
+            ])
+            .args(["--listen-peer-urls", &format!("http://{}", member.peer)])
+            .args([
+                "--initial-advertise-peer-urls",
+                &format!("http://{}", member.peer),
+            ])
+            .args(["--initial-cluster", &initial_cluster])
+            .args(["--initial-cluster-state", state])
+            .args(["--logger", "zap", "--log-level", "error"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // ETCD_* variables would override the flags above.
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("ETCD_") {
+                command.env_remove(key);
+            }
+        }
+        member.child = Some(command.spawn().expect("spawn etcd"));
+    }
+
+    /// `--etcd-endpoints`: every member's client URL.
+    pub fn endpoints(&self) -> String {
+        self.members
+            .iter()
+            .map(|m| format!("http://{}", m.client))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The keys under `prefix` (raw, as stored), read through member `i`.
+    pub fn keys(&self, prefix: &str) -> Vec<String> {
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let mut end = prefix.as_bytes().to_vec();
+        *end.last_mut().unwrap() += 1;
+        let body = serde_json::json!({
+            "key": b64.encode(prefix),
+            "range_end": b64.encode(&end),
+            "keys_only": true,
+        });
+        for member in &self.members {
+            let Ok(resp) = try_http(
+                member.client,
+                "POST",
+                "/v3/kv/range",
+                &[("Content-Type", "application/json")],
+                body.to_string().as_bytes(),
+            ) else {
+                continue;
+            };
+            if resp.status != 200 {
+                continue;
+            }
+            let json = resp.json();
+            return json["kvs"]
+                .as_array()
+                .map(|kvs| {
+                    kvs.iter()
+                        .filter_map(|kv| b64.decode(kv["key"].as_str()?).ok())
+                        .map(|key| String::from_utf8_lossy(&key).into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+        }
+        panic!("no etcd member answered a read");
+    }
+
+    /// Member `i`'s client address.
+    pub fn client(&self, i: usize) -> SocketAddr {
+        self.members[i].client
+    }
+
+    /// Kills member `i` (SIGKILL); its data stays for [`restart`](Self::restart).
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut child) = self.members[i].child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts a killed member `i` again on its data.
+    pub fn restart(&mut self, i: usize) {
+        self.kill(i);
+        self.spawn(i);
+    }
+
+    /// SIGSTOP (`true`) or SIGCONT (`false`) member `i`.
+    pub fn pause(&self, i: usize, paused: bool) {
+        if let Some(child) = &self.members[i].child {
+            let signal = if paused {
+                Signal::SIGSTOP
+            } else {
+                Signal::SIGCONT
+            };
+            let _ = kill(Pid::from_raw(child.id() as i32), signal);
+        }
+    }
+
+    /// Whether a write through member `i` succeeds now.
+    pub fn writable_via(&self, i: usize) -> bool {
+        let body = r#"{"key":"X19wcm9iZV9f","value":"MQ=="}"#; // __probe__ = 1
+        try_http(
+            self.members[i].client,
+            "POST",
+            "/v3/kv/put",
+            &[("Content-Type", "application/json")],
+            body.as_bytes(),
+        )
+        .is_ok_and(|r| r.status == 200)
+    }
+
+    /// Waits until some member takes a write.
+    pub fn wait_writable(&self, timeout: Duration) -> bool {
+        wait_until(timeout, || {
+            (0..self.members.len()).any(|i| self.members[i].child.is_some() && self.writable_via(i))
+        })
+    }
+
+    /// The index of the current leader, from each live member's status.
+    pub fn leader(&self) -> Option<usize> {
+        for (i, member) in self.members.iter().enumerate() {
+            if member.child.is_none() {
+                continue;
+            }
+            let resp = try_http(
+                member.client,
+                "POST",
+                "/v3/maintenance/status",
+                &[("Content-Type", "application/json")],
+                b"{}",
+            );
+            let Ok(resp) = resp else { continue };
+            if resp.status != 200 {
+                continue;
+            }
+            let json = resp.json();
+            let leader = json["leader"].as_str().unwrap_or_default().to_owned();
+            let me = json["header"]["member_id"].as_str().unwrap_or_default();
+            if !leader.is_empty() && leader == me {
+                return Some(i);
+            }
+        }
+        None
+    }
+}
+
+impl Drop for EtcdCluster {
+    fn drop(&mut self) {
+        for i in 0..self.members.len() {
+            self.pause(i, false);
+            self.kill(i);
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
