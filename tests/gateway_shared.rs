@@ -348,3 +348,126 @@ fn with_the_etcd_majority_down_every_instance_refuses_and_is_not_ready() {
     assert_eq!(a.put("/r6", 50).status, 409);
     assert_eq!(tokens_at(&backend, "/r6"), vec![50, 51]);
 }
+
+/// An admin request on `gateway`'s admin plane, with bearer token `token`.
+fn admin(gateway: &Gateway, token: &str, method: &str, target: &str, body: &str) -> Resp {
+    http(
+        gateway.admin_addr(),
+        method,
+        target,
+        &[
+            ("Authorization", &format!("Bearer {token}")),
+            ("Content-Type", "application/json"),
+        ],
+        body.as_bytes(),
+    )
+}
+
+/// The highest of `key` on `gateway`, read with bearer token "tok".
+fn fence_with_token(gateway: &Gateway, key: &str) -> Option<u64> {
+    let resp = admin(gateway, "tok", "GET", &format!("/fences/{}", pct(key)), "");
+    match resp.status {
+        200 => resp.json()["highest"].as_u64(),
+        404 => None,
+        other => panic!("GET /fences/{key}: {other} {}", resp.text()),
+    }
+}
+
+#[test]
+fn admin_writes_on_one_instance_apply_to_every_instance() {
+    let backend = Backend::start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("admin-token");
+    std::fs::write(&file, "tok").unwrap();
+    let token_file = file.to_str().unwrap();
+    let a = instance(
+        cluster(),
+        &backend,
+        "/t-admin/",
+        "a",
+        &["--admin-token-file", token_file],
+    );
+    let b = instance(
+        cluster(),
+        &backend,
+        "/t-admin/",
+        "b",
+        &["--admin-token-file", token_file],
+    );
+
+    // A forged huge token, through B.
+    assert_eq!(b.put("/r8", u64::MAX).status, 200);
+    let raise = admin(
+        &a,
+        "tok",
+        "PUT",
+        "/fences/%2Fr8x",
+        r#"{"highest":60,"reason":"seed"}"#,
+    );
+    assert_eq!(raise.status, 200, "{}", raise.text());
+    assert!(wait_until(HANG_GUARD, || fence_with_token(&b, "/r8x") == Some(60)));
+    assert_eq!(b.put("/r8x", 59).status, 409);
+
+    // Lowering while a request is in flight on the key at B: busy.
+    let lower = format!(
+        r#"{{"highest":41,"force":true,"if_highest":{},"reason":"forged"}}"#,
+        u64::MAX
+    );
+    assert!(wait_until(HANG_GUARD, || fence_with_token(&a, "/r8") == Some(u64::MAX)));
+    thread::scope(|s| {
+        let held = s.spawn(|| held_put(&b, "/r8", u64::MAX, "r8-max"));
+        wait_arrived(&backend, "/r8", u64::MAX);
+        wait_record(cluster(), "/t-admin/", "/r8", u64::MAX);
+        let busy = admin(&a, "tok", "PUT", "/fences/%2Fr8", &lower);
+        assert_eq!(busy.status, 409, "{}", busy.text());
+        assert_eq!(busy.json()["error"], "fence_busy");
+        backend.release("r8-max");
+        assert_eq!(held.join().unwrap().status, 200);
+    });
+    // Once B's request is done (and its record gone), the lowering goes
+    // through, and B applies it.
+    assert!(wait_until(HANG_GUARD, || admin(
+        &a,
+        "tok",
+        "PUT",
+        "/fences/%2Fr8",
+        &lower
+    )
+    .status
+        == 200));
+    assert!(wait_until(HANG_GUARD, || fence_with_token(&b, "/r8") == Some(41)));
+    assert_eq!(b.put("/r8", 42).status, 200);
+    assert_eq!(a.put("/r8", 41).status, 409);
+
+    // Forgetting, and the audit log of both instances' view.
+    let forget = admin(
+        &a,
+        "tok",
+        "DELETE",
+        "/fences/%2Fr8x?if_highest=60&reason=test",
+        "",
+    );
+    assert_eq!(forget.status, 200, "{}", forget.text());
+    assert!(wait_until(HANG_GUARD, || fence_with_token(&b, "/r8x").is_none()));
+    assert_eq!(b.put("/r8x", 1).status, 200);
+    let audit = admin(&b, "tok", "GET", "/audit?limit=10", "");
+    assert_eq!(audit.status, 200, "{}", audit.text());
+    let actions: Vec<String> = audit.json()["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["action"].as_str().unwrap(),
+                e["resource"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        actions,
+        ["delete /r8x", "lower /r8", "raise /r8x"],
+        "{}",
+        audit.text()
+    );
+}

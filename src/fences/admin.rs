@@ -89,7 +89,17 @@ pub enum AdminWriteError {
     Unknown,
     /// The change could not be made durable (503).
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(StoreError),
+}
+
+impl From<StoreError> for AdminWriteError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            // Another holder of a shared store has the fence in use.
+            StoreError::Busy(_) => AdminWriteError::Busy,
+            error => AdminWriteError::Store(error),
+        }
+    }
 }
 
 impl Fences {

@@ -253,6 +253,10 @@ pub enum StoreError {
     /// store must agree on (the fence key scope, the token header).
     #[error("{0}")]
     Mismatch(Arc<str>),
+    /// An admin write found the fence in use by another holder (a request
+    /// in flight on it, or a raise since the admin looked): retry.
+    #[error("{0}")]
+    Busy(Arc<str>),
     /// A raise could not be made durable (disk full, I/O error).
     #[error("cannot make the fence durable: {0}")]
     Write(Arc<str>),

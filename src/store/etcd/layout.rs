@@ -8,6 +8,8 @@
 //!   order, so "every record of the key below t" is one range.
 //! - `P members/<instance>`: on the lease, for operators.
 //! - `P config`: the settings every instance must share.
+//! - `P audit/<unix ms, 20 digits>-<instance>-<n>`: admin writes' audit
+//!   entries (JSON), in time order.
 //!
 //! `<key>` and `<instance>` are escaped (`%` and `/` percent-encoded) so
 //! that a `/` inside a fence key cannot be taken for a separator. A holder
@@ -37,6 +39,7 @@ pub(super) struct RecordKey {
 pub(super) enum Entry {
     Highest(String),
     Record(RecordKey),
+    Audit,
     Other,
 }
 
@@ -65,11 +68,39 @@ impl Layout {
         )
     }
 
+    /// Every record of `key`: `[start, end)`.
+    pub(super) fn records_of(&self, key: &str) -> (String, String) {
+        let base = format!("{}fl/{}/", self.prefix, escape(key));
+        let end = prefix_end(&base);
+        (base, end)
+    }
+
+    pub(super) fn audit(&self, millis: u128, instance: &str, n: u64) -> String {
+        format!("{}audit/{millis:020}-{}-{n}", self.prefix, escape(instance))
+    }
+
+    /// Every audit entry: `[start, end)`.
+    pub(super) fn audit_range(&self) -> (String, String) {
+        (
+            format!("{}audit/", self.prefix),
+            format!("{}audit0", self.prefix),
+        )
+    }
+
     /// The records of `key` with a token below `token`: `[start, end)`.
     pub(super) fn records_below(&self, key: &str, token: u64) -> (String, String) {
         let base = format!("{}fl/{}/", self.prefix, escape(key));
         let end = format!("{base}{}", pad(token));
         (base, end)
+    }
+
+    /// What is read at start, each `[start, end)`: every highest, every
+    /// in-flight record.
+    pub(super) fn loaded_ranges(&self) -> [(String, String); 2] {
+        [
+            (format!("{}hw/", self.prefix), format!("{}hw0", self.prefix)),
+            (format!("{}fl/", self.prefix), format!("{}fl0", self.prefix)),
+        ]
     }
 
     /// Every key of the prefix: `[start, end)`.
@@ -97,6 +128,9 @@ impl Layout {
         };
         if let Some(key) = rest.strip_prefix("hw/") {
             return unescape(key).map_or(Entry::Other, Entry::Highest);
+        }
+        if rest.starts_with("audit/") {
+            return Entry::Audit;
         }
         let Some(record) = rest.strip_prefix("fl/") else {
             return Entry::Other;

@@ -1,0 +1,210 @@
+//! Claims, committed many to an etcd transaction (group commit).
+
+use super::*;
+
+pub(super) struct Pending {
+    pub(super) key: String,
+    pub(super) token: u64,
+    pub(super) reply: oneshot::Sender<Result<Claim, StoreError>>,
+}
+
+/// What one claim's nested transaction came to.
+enum ClaimOutcome {
+    /// Registered; the keys of the records of the key below the token.
+    Granted(Vec<String>),
+    /// A higher highest was there: nothing written.
+    Stale(u64),
+    Malformed,
+}
+
+impl Shared {
+    /// Commits claims as they come, many per transaction.
+    pub(super) async fn commit_claims(
+        self: Arc<Self>,
+        mut queue: mpsc::UnboundedReceiver<Pending>,
+    ) {
+        let mut deferred: VecDeque<Pending> = VecDeque::new();
+        loop {
+            if deferred.is_empty() {
+                match queue.recv().await {
+                    Some(first) => deferred.push_back(first),
+                    None => return,
+                }
+            }
+            while let Ok(more) = queue.try_recv() {
+                deferred.push_back(more);
+            }
+            let batch = self.take_batch(&mut deferred);
+            if !batch.is_empty() {
+                self.commit(batch).await;
+            }
+        }
+    }
+
+    /// Up to [`MAX_BATCH`] claims on distinct keys (etcd refuses a
+    /// transaction that puts one key twice); claims that can be answered
+    /// from a record made meanwhile are answered at once.
+    pub(super) fn take_batch(self: &Arc<Self>, deferred: &mut VecDeque<Pending>) -> Vec<Pending> {
+        let lease = self.current_lease().filter(Lease::is_live);
+        let mut batch: Vec<Pending> = Vec::new();
+        let mut later = VecDeque::new();
+        while let Some(pending) = deferred.pop_front() {
+            let Some(lease) = &lease else {
+                let _ = pending.reply.send(Err(self.no_lease()));
+                continue;
+            };
+            if let Some(hold) = self.reuse(&pending.key, pending.token, lease) {
+                self.counters.claims_local.fetch_add(1, Ordering::Relaxed);
+                let _ = pending.reply.send(Ok(Claim {
+                    highest: pending.token,
+                    hold: Some(Box::new(hold)),
+                }));
+            } else if batch.len() < MAX_BATCH && batch.iter().all(|b| b.key != pending.key) {
+                batch.push(pending);
+            } else {
+                later.push_back(pending);
+            }
+        }
+        *deferred = later;
+        batch
+    }
+
+    pub(super) async fn commit(self: &Arc<Self>, batch: Vec<Pending>) {
+        let Some(lease) = self.current_lease().filter(Lease::is_live) else {
+            for pending in batch {
+                let _ = pending.reply.send(Err(self.no_lease()));
+            }
+            return;
+        };
+        let holder = self.holder(&lease);
+        let claims: Vec<Value> = batch
+            .iter()
+            .map(|p| self.claim_txn(&p.key, p.token, &lease, &holder))
+            .collect();
+        let answer = self
+            .client
+            .call("/v3/kv/txn", &json!({ "success": claims }))
+            .await;
+        self.counters.transactions.fetch_add(1, Ordering::Relaxed);
+        let answer = match answer {
+            Ok(answer) => answer,
+            Err(error) => {
+                if error.lease_gone() {
+                    lease.revoke();
+                }
+                let error = unavailable(error);
+                for pending in batch {
+                    let _ = pending.reply.send(Err(error.clone()));
+                }
+                return;
+            }
+        };
+        let revision = int(&answer["header"]["revision"]);
+        self.counters
+            .seen_revision
+            .fetch_max(u64::try_from(revision).unwrap_or(0), Ordering::Relaxed);
+        for (index, pending) in batch.into_iter().enumerate() {
+            let outcome = ClaimOutcome::parse(&answer["responses"][index]);
+            let reply = match outcome {
+                ClaimOutcome::Stale(highest) => Ok(Claim {
+                    highest,
+                    hold: None,
+                }),
+                ClaimOutcome::Granted(lower) => {
+                    self.counters
+                        .claims_committed
+                        .fetch_add(1, Ordering::Relaxed);
+                    let blocked = lower.iter().any(|key| match self.layout.parse(key) {
+                        Entry::Record(record) => record.holder != holder,
+                        _ => false,
+                    });
+                    if blocked {
+                        self.counters.waits.fetch_add(1, Ordering::Relaxed);
+                    }
+                    let hold = self.granted(&pending.key, pending.token, &lease, revision, blocked);
+                    Ok(Claim {
+                        highest: pending.token,
+                        hold: Some(Box::new(hold)),
+                    })
+                }
+                ClaimOutcome::Malformed => Err(unavailable(format!(
+                    "etcd answered a claim in an unexpected shape: {}",
+                    answer["responses"][index]
+                ))),
+            };
+            let _ = pending.reply.send(reply);
+        }
+    }
+
+    /// One claim as a nested transaction (see the module docs):
+    /// `hw < t`: raise, put the record, list lower records;
+    /// `hw == t`: put the record, list lower records;
+    /// no `hw`: as `hw < t`; `hw > t`: read `hw` (stale).
+    pub(super) fn claim_txn(&self, key: &str, token: u64, lease: &Lease, holder: &str) -> Value {
+        let hw = b64(&self.layout.highest(key));
+        let value = b64(&pad(token));
+        let put_hw = json!({ "request_put": { "key": hw, "value": value } });
+        let put_record = json!({ "request_put": {
+            "key": b64(&self.layout.record(key, token, holder)),
+            "lease": lease.id().to_string(),
+        }});
+        let (from, below) = self.layout.records_below(key, token);
+        let lower = json!({ "request_range": {
+            "key": b64(&from), "range_end": b64(&below), "keys_only": true,
+        }});
+        let compare = |target: &str, result: &str| {
+            let mut compare = json!({ "key": hw, "target": target, "result": result });
+            if target == "VALUE" {
+                compare["value"] = json!(value);
+            } else {
+                compare["version"] = json!("0");
+            }
+            compare
+        };
+        let missing_or_stale = json!({ "request_txn": {
+            "compare": [compare("VERSION", "EQUAL")],
+            "success": [put_hw, put_record, lower],
+            "failure": [{ "request_range": { "key": hw } }],
+        }});
+        let equal_or_above = json!({ "request_txn": {
+            "compare": [compare("VALUE", "EQUAL")],
+            "success": [put_record, lower],
+            "failure": [missing_or_stale],
+        }});
+        json!({ "request_txn": {
+            "compare": [compare("VALUE", "LESS")],
+            "success": [put_hw, put_record, lower],
+            "failure": [equal_or_above],
+        }})
+    }
+}
+
+impl ClaimOutcome {
+    fn parse(response: &Value) -> Self {
+        let outer = &response["response_txn"];
+        if outer["succeeded"] == Value::Bool(true) {
+            return Self::granted(&outer["responses"][2]);
+        }
+        let equal = &outer["responses"][0]["response_txn"];
+        if equal["succeeded"] == Value::Bool(true) {
+            return Self::granted(&equal["responses"][1]);
+        }
+        let missing = &equal["responses"][0]["response_txn"];
+        if missing["succeeded"] == Value::Bool(true) {
+            return Self::granted(&missing["responses"][2]);
+        }
+        let kv = &missing["responses"][0]["response_range"]["kvs"][0];
+        match text(&kv["value"]).and_then(|v| v.parse().ok()) {
+            Some(highest) => Self::Stale(highest),
+            None => Self::Malformed,
+        }
+    }
+
+    fn granted(range: &Value) -> Self {
+        let keys = range["response_range"]["kvs"]
+            .as_array()
+            .map(|kvs| kvs.iter().filter_map(|kv| text(&kv["key"])).collect())
+            .unwrap_or_default();
+        Self::Granted(keys)
+    }
+}

@@ -1,0 +1,148 @@
+//! This holder's lease: granted, kept alive every TTL/6, and revoked at
+//! its deadline, after which a fresh one is taken.
+
+use super::*;
+
+/// Seconds since the Unix epoch: when an instance started, in its member
+/// record.
+fn unix_seconds(time: SystemTime) -> u64 {
+    time.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl Shared {
+    /// Grants a fresh lease and announces this holder under `members/`.
+    pub(super) async fn grant(&self) -> Result<Lease, CallError> {
+        let sent = boot_clock();
+        let answer = self
+            .client
+            .call("/v3/lease/grant", &json!({ "TTL": self.ttl.as_secs() }))
+            .await?;
+        let id = int(&answer["ID"]);
+        let ttl = int(&answer["TTL"]);
+        if id == 0 || ttl <= 0 {
+            return Err(CallError::Refused(format!("lease not granted: {answer}")));
+        }
+        let lease = Lease::new(id, self.deadline(sent, ttl));
+        let member = json!({
+            "instance": self.instance,
+            "lease": format!("{id:x}"),
+            "since": unix_seconds(SystemTime::now()),
+        });
+        self.client
+            .call(
+                "/v3/kv/put",
+                &json!({
+                    "key": b64(&self.layout.member(&self.instance)),
+                    "value": b64(&member.to_string()),
+                    "lease": id.to_string(),
+                }),
+            )
+            .await?;
+        *lock(&self.lease) = Some(lease.clone());
+        *lock(&self.failure) = None;
+        Ok(lease)
+    }
+
+    /// The deadline of a lease whose keep-alive (or grant) was sent at
+    /// `sent` and answered with `ttl` seconds: the lease lives at least
+    /// until `sent + ttl` in etcd's eyes; a margin of a quarter of the TTL
+    /// (at least 250 ms) covers clock drift within the TTL, a pause between
+    /// a check and a write, and the time the backend may still apply a
+    /// request whose connection was cut (docs/SHARED.md).
+    pub(super) fn deadline(&self, sent: Duration, ttl: i64) -> Duration {
+        let ttl = Duration::from_secs(u64::try_from(ttl).unwrap_or(0));
+        let margin = (ttl / 4).max(Duration::from_millis(250));
+        (sent + ttl).saturating_sub(margin)
+    }
+
+    /// Keeps `lease` alive; at its deadline (or when etcd says it is gone)
+    /// revokes it, then takes a fresh one. Runs for the store's life.
+    pub(super) async fn keep_lease(self: Arc<Self>, mut lease: Lease) {
+        let interval = (self.ttl / 6).max(Duration::from_millis(100));
+        loop {
+            self.renew_until_lost(&lease, interval).await;
+            lease.revoke();
+            self.counters.lease_losses.fetch_add(1, Ordering::Relaxed);
+            *lock(&self.lease) = None;
+            lock(&self.own).clear();
+            tracing::error!(
+                instance = self.instance.as_str(),
+                lease = format!("{:x}", lease.id()),
+                "lost the lease on the shared fences: requests in flight cut, new ones refused (503) until a new lease is held"
+            );
+            // Best effort: the records of the old lease vanish now rather
+            // than at its expiry, so the other instances go on sooner.
+            let _ = self
+                .client
+                .call("/v3/lease/revoke", &json!({ "ID": lease.id().to_string() }))
+                .await;
+            lease = loop {
+                if self.closed.load(Ordering::Acquire) {
+                    return;
+                }
+                match self.grant().await {
+                    Ok(fresh) => break fresh,
+                    Err(error) => {
+                        *lock(&self.failure) = Some(error.to_string().into());
+                        tokio::time::sleep(interval).await;
+                    }
+                }
+            };
+            tracing::warn!(
+                instance = self.instance.as_str(),
+                lease = format!("{:x}", lease.id()),
+                "holds a lease on the shared fences again"
+            );
+        }
+    }
+
+    /// Renews `lease` every `interval` until it is past its deadline or
+    /// revoked (by etcd's word or a failed claim).
+    pub(super) async fn renew_until_lost(&self, lease: &Lease, interval: Duration) {
+        let id = lease.id().to_string();
+        let mut failing = false;
+        loop {
+            let left = lease.deadline().saturating_sub(boot_clock());
+            if left.is_zero() || lease.is_revoked() {
+                return;
+            }
+            // Also wakes at the deadline, to cut what is in flight on time.
+            tokio::time::sleep(interval.min(left)).await;
+            if !lease.is_live() {
+                return;
+            }
+            let sent = boot_clock();
+            match self
+                .client
+                .call("/v3/lease/keepalive", &json!({ "ID": id }))
+                .await
+            {
+                Ok(answer) => {
+                    let ttl = int(&answer["result"]["TTL"]);
+                    if ttl <= 0 {
+                        *lock(&self.failure) = Some("etcd expired the lease".into());
+                        return;
+                    }
+                    lease.extend(self.deadline(sent, ttl));
+                    if failing {
+                        tracing::warn!(instance = self.instance.as_str(), "reaches etcd again");
+                        failing = false;
+                    }
+                    *lock(&self.failure) = None;
+                }
+                Err(error) => {
+                    if !failing {
+                        tracing::warn!(
+                            instance = self.instance.as_str(),
+                            %error,
+                            "cannot renew the lease on the shared fences; retrying until its deadline"
+                        );
+                        failing = true;
+                    }
+                    *lock(&self.failure) = Some(error.to_string().into());
+                }
+            }
+        }
+    }
+}
