@@ -471,3 +471,34 @@ fn admin_writes_on_one_instance_apply_to_every_instance() {
         audit.text()
     );
 }
+
+#[test]
+fn a_steady_token_and_stale_refusals_are_decided_without_etcd() {
+    let backend = Backend::start();
+    let a = instance(cluster(), &backend, "/t-steady/", "a", &[]);
+    let ready = a.admin_get("/readyz");
+    assert_eq!(ready.status, 200);
+    assert_eq!(ready.json()["instance"], "a");
+    assert_eq!(a.put("/r9", 7).status, 200);
+    assert_eq!(a.put("/r9", 8).status, 200);
+    let round_trips = |gateway: &Gateway| {
+        metric(
+            &gateway.metrics(),
+            "fencegate_shared_etcd_round_trips_total",
+        )
+        .unwrap()
+    };
+    let before = round_trips(&a);
+    let local_before = metric(&a.metrics(), "fencegate_shared_claims_local_total").unwrap();
+    for _ in 0..100 {
+        assert_eq!(a.put("/r9", 8).status, 200);
+        assert_eq!(a.put("/r9", 7).status, 409);
+    }
+    let local = metric(&a.metrics(), "fencegate_shared_claims_local_total").unwrap() - local_before;
+    let calls = round_trips(&a) - before;
+    // Lease renewals (one a second) go on meanwhile; claims and refusals
+    // must not add a call each.
+    assert_eq!(local, 100.0, "steady claims answered locally");
+    assert!(calls < 30.0, "{calls} etcd calls for 200 requests");
+    assert_eq!(tokens_at(&backend, "/r9").len(), 102);
+}

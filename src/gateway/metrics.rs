@@ -54,15 +54,25 @@ fn encode_counter(
     counter.encode(encoder.encode_descriptor(name, help, None, counter.metric_type())?)
 }
 
+/// One gauge of the exposition, read at scrape time.
+fn encode_gauge(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: i64,
+) -> Result<(), std::fmt::Error> {
+    let gauge = ConstGauge::new(value);
+    gauge.encode(encoder.encode_descriptor(name, help, None, gauge.metric_type())?)
+}
+
 impl Collector for FenceCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let fences = ConstGauge::new(self.0.len() as i64);
-        fences.encode(encoder.encode_descriptor(
+        encode_gauge(
+            &mut encoder,
             "fencegate_fences",
             "Fences (keys with a highest token) in the table",
-            None,
-            fences.metric_type(),
-        )?)?;
+            i64::try_from(self.0.len()).unwrap_or(i64::MAX),
+        )?;
         let stats = self.0.store_stats();
         encode_counter(
             &mut encoder,
@@ -76,6 +86,61 @@ impl Collector for FenceCollector {
             "Durable commits (fsyncs) of the fence store; raises/commits is the group-commit size",
             stats.commits,
         )?;
+        if let Some(shared) = stats.shared {
+            encode_gauge(
+                &mut encoder,
+                "fencegate_shared_lease_held",
+                "1 while this instance holds a live lease on the shared fences, else 0",
+                i64::from(shared.lease_held),
+            )?;
+            encode_gauge(
+                &mut encoder,
+                "fencegate_shared_view_lag_revisions",
+                "etcd revisions between the newest a claim saw and the one the local view caught up to",
+                i64::try_from(shared.view_lag).unwrap_or(i64::MAX),
+            )?;
+            for (name, help, value) in [
+                (
+                    "fencegate_shared_lease_losses",
+                    "Leases lost (deadline passed or etcd expired them); each cut the requests in flight",
+                    shared.lease_losses,
+                ),
+                (
+                    "fencegate_shared_claims_local",
+                    "Claims answered from this instance's own in-flight record, with no etcd round trip",
+                    shared.claims_local,
+                ),
+                (
+                    "fencegate_shared_etcd_round_trips",
+                    "Calls to etcd (claim transactions, renewals, record deletions, reads)",
+                    shared.round_trips,
+                ),
+                (
+                    "fencegate_shared_etcd_failures",
+                    "Calls to etcd that failed",
+                    shared.round_trip_failures,
+                ),
+                (
+                    "fencegate_shared_waits",
+                    "Claims that waited for a lower-token request in flight on another instance",
+                    shared.waits,
+                ),
+                (
+                    "fencegate_shared_records_deleted",
+                    "In-flight records deleted after their last request",
+                    shared.records_deleted,
+                ),
+            ] {
+                encode_counter(&mut encoder, name, help, value)?;
+            }
+            let seconds = ConstCounter::new(shared.round_trip_seconds);
+            seconds.encode(encoder.encode_descriptor(
+                "fencegate_shared_etcd_seconds",
+                "Time spent in calls to etcd",
+                None,
+                seconds.metric_type(),
+            )?)?;
+        }
         if let Some(log) = &self.1 {
             encode_counter(
                 &mut encoder,

@@ -247,7 +247,8 @@ impl Gateway {
             data_connections.clone(),
         ));
 
-        let readiness = Readiness::new(fences.clone());
+        let instance = (config.state == StateKind::Etcd).then(|| config.etcd.instance_name());
+        let readiness = Readiness::new(fences.clone(), instance);
         let admin_app = admin::router(
             fences.clone(),
             metrics,

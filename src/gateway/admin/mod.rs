@@ -41,15 +41,18 @@ struct Admin {
 pub(crate) struct Readiness {
     fences: Fences,
     draining: Arc<AtomicBool>,
+    /// With shared fences, this instance's name, in every answer.
+    instance: Option<Arc<str>>,
 }
 
 impl Readiness {
     /// Ready while the fence store of `fences` is healthy, until
     /// [`Readiness::set_draining`].
-    pub(crate) fn new(fences: Fences) -> Self {
+    pub(crate) fn new(fences: Fences, instance: Option<String>) -> Self {
         Readiness {
             fences,
             draining: Arc::new(AtomicBool::new(false)),
+            instance: instance.map(Into::into),
         }
     }
 
@@ -116,14 +119,17 @@ pub(crate) fn router(
 
 /// `GET /readyz`: 200 `{"status":"ready"}`, or 503 with the reason.
 async fn ready(State(admin): State<Admin>) -> Response {
-    match admin.readiness.check() {
-        Ok(()) => Json(json!({ "status": "ready" })).into_response(),
+    let (status, mut body) = match admin.readiness.check() {
+        Ok(()) => (StatusCode::OK, json!({ "status": "ready" })),
         Err(detail) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({ "status": "not_ready", "detail": detail })),
-        )
-            .into_response(),
+            json!({ "status": "not_ready", "detail": detail }),
+        ),
+    };
+    if let Some(instance) = &admin.readiness.instance {
+        body["instance"] = json!(instance.as_ref());
     }
+    (status, Json(body)).into_response()
 }
 
 /// The fence key of a `/fences/{key}` URI, percent-decoded.
