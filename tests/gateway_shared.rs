@@ -502,3 +502,116 @@ fn a_steady_token_and_stale_refusals_are_decided_without_etcd() {
     assert!(calls < 30.0, "{calls} etcd calls for 200 requests");
     assert_eq!(tokens_at(&backend, "/r9").len(), 102);
 }
+
+/// One relay per member of `etcd`, and the `--etcd-endpoints` through them.
+fn relays_to(etcd: &EtcdCluster) -> (Vec<Relay>, String) {
+    let relays: Vec<Relay> = (0..3)
+        .map(|i| Relay::start(etcd.client(i), Fault::None))
+        .collect();
+    let endpoints = relays.iter().map(Relay::url).collect::<Vec<_>>().join(",");
+    (relays, endpoints)
+}
+
+/// A gateway on `prefix` reaching etcd through `endpoints`.
+fn instance_via(
+    endpoints: &str,
+    backend: &Backend,
+    prefix: &str,
+    name: &str,
+    ttl: &str,
+) -> Gateway {
+    Gateway::in_front_of(
+        backend,
+        &[
+            "--state",
+            "etcd",
+            "--etcd-endpoints",
+            endpoints,
+            "--etcd-prefix",
+            prefix,
+            "--instance-name",
+            name,
+            "--etcd-lease-ttl",
+            ttl,
+        ],
+    )
+}
+
+#[test]
+fn an_instance_cut_off_from_etcd_cuts_its_requests_at_its_deadline_and_the_others_go_on() {
+    let backend = Backend::start();
+    let (relays, endpoints) = relays_to(cluster());
+    let a = instance_via(&endpoints, &backend, "/t-cut/", "a", "3");
+    let b = instance(cluster(), &backend, "/t-cut/", "b", &[]);
+
+    let (cut_at, done_at) = thread::scope(|s| {
+        let first = s.spawn(|| {
+            let answer = held_put(&a, "/r10", 33, "r10-33");
+            (answer, Instant::now())
+        });
+        wait_arrived(&backend, "/r10", 33);
+        for relay in &relays {
+            relay.set(Fault::Blackhole);
+        }
+        let second = s.spawn(|| {
+            let answer = b.put("/r10", 34);
+            (answer, Instant::now())
+        });
+        // A cannot renew: at its deadline it cuts the request still held
+        // at the backend, answers 503, and is not ready.
+        let (cut, cut_at) = first.join().unwrap();
+        assert_eq!(cut.status, 503, "{}", cut.text());
+        assert_eq!(cut.json()["error"], "fence_store_unavailable");
+        assert_eq!(a.admin_get("/readyz").status, 503);
+        assert_eq!(a.put("/r10", 35).status, 503);
+        // B goes on once A's lease expired in etcd.
+        let (done, done_at) = second.join().unwrap();
+        assert_eq!(done.status, 200, "{}", done.text());
+        (cut_at, done_at)
+    });
+    assert!(cut_at < done_at, "B's 34 was answered before A cut its 33");
+    assert_eq!(tokens_at(&backend, "/r10"), vec![33, 34]);
+    backend.release("r10-33");
+
+    for relay in &relays {
+        relay.set(Fault::None);
+    }
+    assert!(
+        wait_until(HANG_GUARD, || a.admin_get("/readyz").status == 200),
+        "A did not take a new lease once etcd was reachable again"
+    );
+    assert_eq!(a.put("/r10", 33).status, 409);
+    assert_eq!(a.put("/r10", 34).status, 200);
+}
+
+#[test]
+fn a_claim_whose_answer_was_lost_leaves_no_record_that_blocks_others() {
+    let backend = Backend::start();
+    let (relays, endpoints) = relays_to(cluster());
+    // A long lease: without cleanup, the record would block B for as long
+    // as A lives.
+    let a = instance_via(&endpoints, &backend, "/t-orphan/", "a", "60");
+    let b = instance(cluster(), &backend, "/t-orphan/", "b", &[]);
+
+    // Requests reach etcd, answers do not.
+    for relay in &relays {
+        relay.set(Fault::StallAt(0));
+    }
+    let lost = a.put("/r11", 33);
+    assert_eq!(lost.status, 503, "{}", lost.text());
+    wait_record(cluster(), "/t-orphan/", "/r11", 33);
+    assert!(tokens_at(&backend, "/r11").is_empty());
+    for relay in &relays {
+        relay.set(Fault::None);
+    }
+    let record = format!("{}/{:020}/", pct_slash("/r11"), 33);
+    assert!(
+        wait_until(HANG_GUARD, || !cluster()
+            .keys("/t-orphan/fl/")
+            .iter()
+            .any(|k| k.contains(&record))),
+        "the record of the unanswered claim stayed"
+    );
+    assert_eq!(b.put("/r11", 34).status, 200);
+    assert_eq!(tokens_at(&backend, "/r11"), vec![34]);
+}

@@ -33,6 +33,11 @@ pub enum Fault {
     /// Relay everything, then half-close the client side right after the
     /// first response's bytes (shutdown of writing, reading still open).
     HalfCloseAt(usize),
+    /// A network partition: nothing is relayed in either direction (bytes
+    /// are read and dropped, connections stay open, new ones are accepted
+    /// and never reach the server). Connections that lived through it stay
+    /// dead after it heals; new ones work.
+    Blackhole,
 }
 
 /// A running relay on `127.0.0.1:0`, in its own runtime. Stopped on drop.
@@ -102,10 +107,24 @@ impl Drop for Relay {
     }
 }
 
+/// Reads and drops everything `client` sends until it hangs up.
+async fn swallow(mut client: TcpStream) {
+    let mut buf = vec![0u8; 16 * 1024];
+    while let Ok(n) = client.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+    }
+}
+
 async fn relay_one(client: TcpStream, target: SocketAddr, shared: Arc<Mutex<Fault>>) {
     let fault = *shared.lock().unwrap();
     if fault == Fault::Refuse {
         drop(client);
+        return;
+    }
+    if fault == Fault::Blackhole {
+        swallow(client).await;
         return;
     }
     let Ok(server) = TcpStream::connect(target).await else {
@@ -115,11 +134,25 @@ async fn relay_one(client: TcpStream, target: SocketAddr, shared: Arc<Mutex<Faul
     let _ = server.set_nodelay(true);
     let (mut client_read, mut client_write) = client.into_split();
     let (mut server_read, mut server_write) = server.into_split();
-    // Requests go through untouched; closing either way ends the other.
+    // Requests go through untouched but for a partition; closing either
+    // way ends the other.
+    let partition = Arc::clone(&shared);
     let upstream = tokio::spawn(async move {
-        let _ = tokio::io::copy(&mut client_read, &mut server_write).await;
+        let mut buf = vec![0u8; 16 * 1024];
+        let mut cut = false;
+        loop {
+            let n = match client_read.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            cut |= *partition.lock().unwrap() == Fault::Blackhole;
+            if !cut && server_write.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+        }
         let _ = server_write.shutdown().await;
     });
+    let mut cut = false;
     let mut sent = 0usize;
     let mut buf = vec![0u8; 16 * 1024];
     loop {
@@ -132,6 +165,10 @@ async fn relay_one(client: TcpStream, target: SocketAddr, shared: Arc<Mutex<Faul
             Fault::Refuse => Fault::CloseAt(0),
             fault => fault,
         };
+        cut |= fault == Fault::Blackhole;
+        if cut {
+            continue;
+        }
         let mut chunk = &buf[..n];
         let limit = match fault {
             Fault::ResetAt(at)

@@ -8,6 +8,18 @@ pub(super) struct Pending {
     pub(super) reply: oneshot::Sender<Result<Claim, StoreError>>,
 }
 
+/// A record a failed transaction may or may not have put (it timed out, or
+/// the connection broke after sending): nobody uses it, and left alone it
+/// would make other instances wait for as long as this lease lives.
+struct Orphan {
+    key: String,
+    token: u64,
+    lease: Lease,
+}
+
+/// How often orphan records are retried while no claim comes.
+const ORPHAN_RETRY: Duration = Duration::from_millis(200);
+
 /// What one claim's nested transaction came to.
 enum ClaimOutcome {
     /// Registered; the keys of the records of the key below the token.
@@ -24,20 +36,59 @@ impl Shared {
         mut queue: mpsc::UnboundedReceiver<Pending>,
     ) {
         let mut deferred: VecDeque<Pending> = VecDeque::new();
+        let mut orphans: Vec<Orphan> = Vec::new();
         loop {
             if deferred.is_empty() {
-                match queue.recv().await {
-                    Some(first) => deferred.push_back(first),
-                    None => return,
+                tokio::select! {
+                    first = queue.recv() => match first {
+                        Some(first) => deferred.push_back(first),
+                        None => return,
+                    },
+                    () = tokio::time::sleep(ORPHAN_RETRY), if !orphans.is_empty() => {}
                 }
             }
             while let Ok(more) = queue.try_recv() {
                 deferred.push_back(more);
             }
+            // Orphans go before any new claim: this task alone puts
+            // records, so a record deleted here cannot be one a claim
+            // after it put again.
+            if !orphans.is_empty() {
+                self.delete_orphans(&mut orphans).await;
+            }
             let batch = self.take_batch(&mut deferred);
             if !batch.is_empty() {
-                self.commit(batch).await;
+                orphans.extend(self.commit(batch).await);
             }
+        }
+    }
+
+    /// Deletes the orphan records that no claim has put again since;
+    /// those of a lease that ended are left to it. Keeps the ones that
+    /// could not be deleted now.
+    async fn delete_orphans(&self, orphans: &mut Vec<Orphan>) {
+        let current = self.current_lease().map(|lease| lease.id());
+        orphans.retain(|orphan| Some(orphan.lease.id()) == current);
+        let unused: Vec<String> = orphans
+            .iter()
+            .filter(|orphan| !self.has_record(&orphan.key, orphan.token, &orphan.lease))
+            .map(|orphan| {
+                let holder = self.holder(&orphan.lease);
+                self.layout.record(&orphan.key, orphan.token, &holder)
+            })
+            .collect();
+        let deletions: Vec<Value> = unused
+            .iter()
+            .map(|key| json!({ "request_delete_range": { "key": b64(key) } }))
+            .collect();
+        if deletions.is_empty()
+            || self
+                .client
+                .call("/v3/kv/txn", &json!({ "success": deletions }))
+                .await
+                .is_ok()
+        {
+            orphans.clear();
         }
     }
 
@@ -69,12 +120,14 @@ impl Shared {
         batch
     }
 
-    pub(super) async fn commit(self: &Arc<Self>, batch: Vec<Pending>) {
+    /// Commits `batch` in one transaction and answers each claim; returns
+    /// the records the transaction may have put if its outcome is unknown.
+    async fn commit(self: &Arc<Self>, batch: Vec<Pending>) -> Vec<Orphan> {
         let Some(lease) = self.current_lease().filter(Lease::is_live) else {
             for pending in batch {
                 let _ = pending.reply.send(Err(self.no_lease()));
             }
-            return;
+            return Vec::new();
         };
         let holder = self.holder(&lease);
         let claims: Vec<Value> = batch
@@ -92,17 +145,24 @@ impl Shared {
                 if error.lease_gone() {
                     lease.revoke();
                 }
+                // Refused: nothing was written. Unreachable: perhaps it was.
+                let ambiguous = matches!(error, CallError::Unreachable(_));
                 let error = unavailable(error);
+                let mut orphans = Vec::new();
                 for pending in batch {
                     let _ = pending.reply.send(Err(error.clone()));
+                    if ambiguous {
+                        orphans.push(Orphan {
+                            key: pending.key,
+                            token: pending.token,
+                            lease: lease.clone(),
+                        });
+                    }
                 }
-                return;
+                return orphans;
             }
         };
         let revision = int(&answer["header"]["revision"]);
-        self.counters
-            .seen_revision
-            .fetch_max(u64::try_from(revision).unwrap_or(0), Ordering::Relaxed);
         for (index, pending) in batch.into_iter().enumerate() {
             let outcome = ClaimOutcome::parse(&answer["responses"][index]);
             let reply = match outcome {
@@ -111,6 +171,11 @@ impl Shared {
                     hold: None,
                 }),
                 ClaimOutcome::Granted(lower) => {
+                    // The watch must bring this revision back (the record
+                    // put): how far behind it is shows from here.
+                    self.counters
+                        .seen_revision
+                        .fetch_max(u64::try_from(revision).unwrap_or(0), Ordering::Relaxed);
                     self.counters
                         .claims_committed
                         .fetch_add(1, Ordering::Relaxed);
@@ -134,6 +199,7 @@ impl Shared {
             };
             let _ = pending.reply.send(reply);
         }
+        Vec::new()
     }
 
     /// One claim as a nested transaction (see the module docs):

@@ -113,11 +113,15 @@ impl Shared {
                 return;
             }
             let sent = boot_clock();
-            match self
-                .client
-                .call("/v3/lease/keepalive", &json!({ "ID": id }))
-                .await
-            {
+            // The renewal may hang (a partition, a paused member): the
+            // deadline does not wait for it.
+            let left = lease.deadline().saturating_sub(sent);
+            let body = json!({ "ID": id });
+            let renewal = self.client.call("/v3/lease/keepalive", &body);
+            let Ok(renewed) = tokio::time::timeout(left, renewal).await else {
+                return;
+            };
+            match renewed {
                 Ok(answer) => {
                     let ttl = int(&answer["result"]["TTL"]);
                     if ttl <= 0 {

@@ -98,6 +98,15 @@ impl Shared {
         }
     }
 
+    /// Whether this holder knows it has a record of `(key, token)` on `lease`.
+    pub(super) fn has_record(&self, key: &str, token: u64, lease: &Lease) -> bool {
+        lock(&self.own).get(key).is_some_and(|records| {
+            records
+                .iter()
+                .any(|r| r.token == token && r.lease == lease.id())
+        })
+    }
+
     /// Whether this holder has an idle record of `key` below `highest`.
     pub(super) fn idle_below(&self, key: &str, highest: u64) -> bool {
         lock(&self.own)

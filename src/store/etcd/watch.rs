@@ -3,6 +3,18 @@
 
 use super::*;
 
+/// A watch that brought nothing for this long is reopened (from where it
+/// was): a connection can die without a word (a partition, a member
+/// paused), and a quiet prefix cannot be told from a dead stream.
+const QUIET: Duration = Duration::from_secs(5);
+
+/// A watch that has not brought back this instance's own committed claim
+/// within this long is reopened: waiters depend on it.
+const BEHIND: Duration = Duration::from_secs(1);
+
+/// How often a watch is looked at while nothing comes.
+const LOOK: Duration = Duration::from_millis(250);
+
 impl Shared {
     /// Follows every change under the prefix from `from`, for the store's
     /// life: records into the replica, highest tokens into the table.
@@ -20,14 +32,25 @@ impl Shared {
                     continue;
                 }
             };
+            let mut last_message = Instant::now();
+            let mut behind_since: Option<Instant> = None;
             loop {
-                let message = match stream.next().await {
-                    Ok(message) => message,
-                    Err(error) => {
+                let message = match tokio::time::timeout(LOOK, stream.next()).await {
+                    Ok(Ok(message)) => message,
+                    Ok(Err(error)) => {
                         tracing::debug!(%error, "etcd watch broke; reopening");
                         break;
                     }
+                    Err(_) => {
+                        if self.watch_looks_dead(last_message, &mut behind_since) {
+                            tracing::debug!("etcd watch silent; reopening");
+                            break;
+                        }
+                        continue;
+                    }
                 };
+                last_message = Instant::now();
+                behind_since = None;
                 let result = &message["result"];
                 if int(&result["compact_revision"]) > 0 {
                     // Missed events were compacted away: start over.
@@ -48,6 +71,21 @@ impl Shared {
                 }
             }
         }
+    }
+
+    /// Whether a silent watch should be reopened: quiet for [`QUIET`], or
+    /// behind a revision this instance committed for [`BEHIND`].
+    fn watch_looks_dead(&self, last_message: Instant, behind_since: &mut Option<Instant>) -> bool {
+        if last_message.elapsed() >= QUIET {
+            return true;
+        }
+        let committed = self.counters.seen_revision.load(Ordering::Relaxed);
+        let applied = u64::try_from(lock(&self.replica).revision).unwrap_or(0);
+        if committed <= applied {
+            *behind_since = None;
+            return false;
+        }
+        behind_since.get_or_insert_with(Instant::now).elapsed() >= BEHIND
     }
 
     /// Reads everything again after the watch lost its place.
