@@ -4,7 +4,8 @@
 # checks first (formatting, then the lints, which also type-check every
 # target), one build of the test profile, every test (unit, property, doc,
 # black-box), every demo against real lock servers (scripts/demos.sh), the
-# library alone without the gateway's dependencies, and the benchmarks built.
+# library alone without the gateway's dependencies (and with shared fences
+# alone), and the benchmarks built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,5 +18,6 @@ cargo clippy --locked --all-targets -- -D warnings
 cargo test --locked
 scripts/demos.sh
 cargo build --locked --lib --no-default-features
+cargo build --locked --lib --no-default-features --features etcd
 # Compile the benchmarks (criterion) without running them; scripts/bench.sh runs them.
 cargo bench --no-run --locked

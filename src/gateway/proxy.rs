@@ -193,6 +193,20 @@ impl Proxy {
             }
         };
         let shared = &self.shared;
+        // Shared fences: the last look at the lease before the request
+        // leaves (its body is looked at chunk by chunk).
+        if request
+            .extensions()
+            .get::<Lease>()
+            .is_some_and(|lease| !lease.is_live())
+        {
+            return gateway_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "fence_store_unavailable",
+                "this instance's lease on the shared fences ended before the request was sent; it was not sent",
+                Outcome::FenceStoreUnavailable,
+            );
+        }
         let started = Instant::now();
         let (request, sent) = UpstreamBody::watch(request, started);
         let mut send = std::pin::pin!(shared.send(request));

@@ -59,6 +59,9 @@ impl Record {
 pub enum Event {
     /// Request `seq`'s head arrived.
     Arrived(usize),
+    /// Request `seq`'s body was read to its end, or failed (see its
+    /// `body_len`): for a write, the moment it would be applied.
+    BodyRead(usize),
     /// Request `seq`'s response was handed to the server (headers).
     Responded(usize),
 }
@@ -370,6 +373,7 @@ async fn handle(
         let mut log = state.log.lock().unwrap();
         log.records[seq].body_len = Some(body_len);
         log.records[seq].trailers = trailers;
+        log.events.push(Event::BodyRead(seq));
     }
     state.changed.notify_all();
 

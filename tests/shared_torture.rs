@@ -1,0 +1,504 @@
+//! Torture of shared fences (docs/SHARED.md, "Torture"): a 3-member etcd
+//! cluster on loopback, 3 gateway instances with `--state etcd` (each
+//! reaching etcd through relays a partition can cut), one recording
+//! backend, lock-holder clients writing through random instances (with
+//! slow bodies and stragglers that keep an old token past a pause), and a
+//! nemesis that SIGSTOPs the instance that forwarded the newest token past
+//! its lease, kill -9s and restarts instances, pauses and kills etcd
+//! members (the leader first), and cuts an instance off from etcd while it
+//! still reaches the backend. The checker reads the backend's own log.
+//!
+//! Then the same clients against 3 instances with `--state disk` (each its
+//! own fences) and no nemesis: the violations shared fences prevent.
+//!
+//! Size: `TORTURE_HANDOVERS` (default 1000) and `TORTURE_SECONDS` (a cap,
+//! default 240); `FENCEGATE_SEED` replays a run's random choices (not its
+//! timing). `scripts/torture-shared.sh` runs it long.
+
+mod support;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::{BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, RwLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use support::rng::Rng;
+use support::*;
+
+const KEYS: usize = 6;
+const CLIENTS: usize = 16;
+const TTL: &str = "2";
+const BODY: usize = 64;
+/// A client gives up on an answer after this long (a paused instance).
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(8);
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// What the clients saw.
+#[derive(Default)]
+struct Tally {
+    acked: AtomicUsize,
+    stale: AtomicUsize,
+    unavailable: AtomicUsize,
+    failed: AtomicUsize,
+    straggler_writes: AtomicUsize,
+    /// The backend's sequence numbers of the acknowledged writes (from its
+    /// echo).
+    acked_seqs: Mutex<HashSet<usize>>,
+}
+
+/// The gateways' data plane addresses (changed by restarts), and which
+/// instance forwarded the newest token (the nemesis pauses it).
+struct Routing {
+    addrs: RwLock<Vec<SocketAddr>>,
+    newest: Mutex<(u64, usize)>,
+}
+
+/// One write: head and body, the body optionally sent in two halves with a
+/// pause between (so that a pause of the instance can land mid-body).
+fn write(addr: SocketAddr, key: &str, token: u64, slow: bool) -> std::io::Result<Resp> {
+    let token = token.to_string();
+    let body = vec![b'x'; BODY];
+    let raw = build_request(addr, "PUT", key, &[("X-Fencing-Token", &token)], &body);
+    let mut stream = TcpStream::connect_timeout(&addr, CLIENT_TIMEOUT)?;
+    stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
+    stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
+    stream.set_nodelay(true)?;
+    if slow {
+        let split = raw.len() - BODY / 2;
+        stream.write_all(&raw[..split])?;
+        thread::sleep(Duration::from_millis(300));
+        stream.write_all(&raw[split..])?;
+    } else {
+        stream.write_all(&raw)?;
+    }
+    read_response(&mut BufReader::new(stream), false)
+}
+
+/// A lock holder: takes the next token of a key (the lock service's grant),
+/// writes with it through random instances until done or fenced; one time
+/// in eight it is a straggler that pauses and writes once more later.
+fn client(seed: u64, tokens: &[AtomicU64], routing: &Routing, tally: &Tally, stop: &AtomicBool) {
+    let mut rng = Rng(seed);
+    while !stop.load(Ordering::Relaxed) {
+        let k = rng.below(KEYS as u64) as usize;
+        let key = format!("/torture/k{k}");
+        let token = tokens[k].fetch_add(1, Ordering::SeqCst) + 1;
+        for _ in 0..=rng.below(3) {
+            let addrs = routing.addrs.read().unwrap().clone();
+            let i = rng.below(addrs.len() as u64) as usize;
+            let slow = rng.below(8) == 0;
+            match write(addrs[i], &key, token, slow) {
+                Ok(resp) if resp.status == 200 => {
+                    tally.acked.fetch_add(1, Ordering::Relaxed);
+                    if let Some(seq) = resp.json()["seq"].as_u64() {
+                        tally.acked_seqs.lock().unwrap().insert(seq as usize);
+                    }
+                    let mut newest = routing.newest.lock().unwrap();
+                    if token > newest.0 {
+                        *newest = (token, i);
+                    }
+                }
+                Ok(resp) if resp.status == 409 => {
+                    tally.stale.fetch_add(1, Ordering::Relaxed);
+                    break;
+                }
+                Ok(resp) if resp.status == 503 => {
+                    tally.unavailable.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(_) | Err(_) => {
+                    tally.failed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        if rng.below(8) == 0 {
+            // A GC pause: by the time it ends, the lock has moved on.
+            thread::sleep(Duration::from_millis(200 + rng.below(1500)));
+            let addrs = routing.addrs.read().unwrap().clone();
+            let i = rng.below(addrs.len() as u64) as usize;
+            tally.straggler_writes.fetch_add(1, Ordering::Relaxed);
+            let _ = write(addrs[i], &key, token, false);
+        }
+    }
+}
+
+/// What the backend's log shows.
+#[derive(Debug, Default)]
+struct Verdict {
+    applied: usize,
+    handovers: usize,
+    /// An applied write whose token is below one applied before it.
+    decreases: Vec<String>,
+    /// Of those, below a token whose write had been acknowledged.
+    below_acked: usize,
+}
+
+/// Reads the backend's log: the writes applied (body read in full), in the
+/// order their bodies completed, per key.
+fn check(backend: &Backend, acked: &Mutex<HashSet<usize>>) -> Verdict {
+    // Events first: every event names a record that exists by then.
+    let events = backend.events();
+    let records = backend.records();
+    let mut per_key: BTreeMap<String, Vec<(usize, u64)>> = BTreeMap::new();
+    for event in events {
+        let Event::BodyRead(seq) = event else {
+            continue;
+        };
+        let record = &records[seq];
+        if record.body_len != Some(BODY as u64) {
+            continue;
+        }
+        let Some(token) = record.token_u64() else {
+            continue;
+        };
+        per_key
+            .entry(record.target.clone())
+            .or_default()
+            .push((seq, token));
+    }
+    let acked_seqs = acked.lock().unwrap().clone();
+    let mut verdict = Verdict::default();
+    for (key, writes) in &per_key {
+        verdict.applied += writes.len();
+        let mut highest: Option<(usize, u64)> = None;
+        for &(seq, token) in writes {
+            match highest {
+                Some((at, top)) if token < top => {
+                    verdict.decreases.push(format!(
+                        "{key}: token {token} (#{seq}) applied after {top} (#{at})"
+                    ));
+                    if acked_seqs.contains(&at) {
+                        verdict.below_acked += 1;
+                    }
+                }
+                Some((_, top)) if token > top => {
+                    verdict.handovers += 1;
+                    highest = Some((seq, token));
+                }
+                None => highest = Some((seq, token)),
+                _ => {}
+            }
+        }
+    }
+    verdict
+}
+
+/// The last token applied per key.
+fn highest_applied(backend: &Backend) -> HashMap<String, u64> {
+    let mut highest = HashMap::new();
+    for record in backend.records() {
+        if record.body_len == Some(BODY as u64) {
+            if let Some(token) = record.token_u64() {
+                let entry = highest.entry(record.target.clone()).or_insert(0);
+                *entry = token.max(*entry);
+            }
+        }
+    }
+    highest
+}
+
+/// The nemesis' moves, done in turn (each at least once), then at random.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Move {
+    PauseNewestInstance,
+    KillInstance,
+    PauseEtcdLeader,
+    KillEtcdLeader,
+    CutInstanceOff,
+}
+
+const MOVES: [Move; 5] = [
+    Move::PauseNewestInstance,
+    Move::KillInstance,
+    Move::PauseEtcdLeader,
+    Move::KillEtcdLeader,
+    Move::CutInstanceOff,
+];
+
+fn signal(pid: u32, signal: Signal) {
+    let _ = kill(Pid::from_raw(pid as i32), signal);
+}
+
+struct Nemesis<'a> {
+    rng: Rng,
+    etcd: &'a mut EtcdCluster,
+    gateways: &'a mut [Gateway],
+    relays: &'a [Vec<Relay>],
+    routing: &'a Routing,
+    done: HashMap<Move, usize>,
+}
+
+impl Nemesis<'_> {
+    fn play(&mut self, round: usize) {
+        let step = if round < MOVES.len() {
+            MOVES[round]
+        } else {
+            MOVES[self.rng.below(MOVES.len() as u64) as usize]
+        };
+        let lease = Duration::from_secs(TTL.parse().unwrap());
+        match step {
+            Move::PauseNewestInstance => {
+                let i = self.routing.newest.lock().unwrap().1;
+                let pid = self.gateways[i].pid();
+                signal(pid, Signal::SIGSTOP);
+                thread::sleep(lease + Duration::from_millis(1000));
+                signal(pid, Signal::SIGCONT);
+            }
+            Move::KillInstance => {
+                let i = self.rng.below(self.gateways.len() as u64) as usize;
+                self.gateways[i].restart();
+                self.routing.addrs.write().unwrap()[i] = self.gateways[i].data_addr();
+            }
+            Move::PauseEtcdLeader => {
+                let member = self.etcd.leader().unwrap_or(0);
+                self.etcd.pause(member, true);
+                thread::sleep(Duration::from_secs(3));
+                self.etcd.pause(member, false);
+            }
+            Move::KillEtcdLeader => {
+                let member = self.etcd.leader().unwrap_or(0);
+                self.etcd.kill(member);
+                thread::sleep(Duration::from_secs(2));
+                self.etcd.restart(member);
+            }
+            Move::CutInstanceOff => {
+                let i = self.rng.below(self.gateways.len() as u64) as usize;
+                for relay in &self.relays[i] {
+                    relay.set(Fault::Blackhole);
+                }
+                thread::sleep(lease + Duration::from_millis(1500));
+                for relay in &self.relays[i] {
+                    relay.set(Fault::None);
+                }
+            }
+        }
+        *self.done.entry(step).or_default() += 1;
+        // Let the system settle a little between moves.
+        thread::sleep(Duration::from_millis(500 + self.rng.below(1000)));
+    }
+}
+
+/// Runs the clients against `routing` until `enough` says so or `limit`
+/// passes, with `nemesis` (if any) moving meanwhile.
+fn run_clients(
+    seed: u64,
+    routing: &Routing,
+    tokens: &[AtomicU64],
+    tally: &Tally,
+    limit: Duration,
+    mut nemesis: Option<Nemesis<'_>>,
+    enough: impl Fn(&HashMap<Move, usize>) -> bool,
+) -> HashMap<Move, usize> {
+    let stop = AtomicBool::new(false);
+    let started = Instant::now();
+    thread::scope(|s| {
+        for c in 0..CLIENTS {
+            let stop = &stop;
+            s.spawn(move || client(seed ^ (c as u64 + 1), tokens, routing, tally, stop));
+        }
+        let mut round = 0;
+        let mut done = HashMap::new();
+        while started.elapsed() < limit {
+            match &mut nemesis {
+                Some(nemesis) => {
+                    nemesis.play(round);
+                    done = nemesis.done.clone();
+                }
+                None => thread::sleep(Duration::from_millis(250)),
+            }
+            round += 1;
+            if enough(&done) {
+                break;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        done
+    })
+}
+
+#[test]
+fn shared_fences_hold_under_the_nemesis_and_independent_fences_do_not() {
+    let want_handovers = env_or("TORTURE_HANDOVERS", 1000) as usize;
+    let limit = Duration::from_secs(env_or("TORTURE_SECONDS", 240));
+    let mut rng = Rng::from_env_or_clock();
+    let seed = rng.next();
+
+    // --- Shared fences, with the nemesis.
+    let mut etcd = EtcdCluster::start(3);
+    let backend = Backend::start();
+    let relays: Vec<Vec<Relay>> = (0..3)
+        .map(|_| {
+            (0..3)
+                .map(|m| Relay::start(etcd.client(m), Fault::None))
+                .collect()
+        })
+        .collect();
+    let mut gateways: Vec<Gateway> = relays
+        .iter()
+        .enumerate()
+        .map(|(i, relays)| {
+            let endpoints = relays.iter().map(Relay::url).collect::<Vec<_>>().join(",");
+            let name = format!("gw{i}");
+            Gateway::in_front_of(
+                &backend,
+                &[
+                    "--state",
+                    "etcd",
+                    "--etcd-endpoints",
+                    &endpoints,
+                    "--etcd-prefix",
+                    "/torture/",
+                    "--etcd-lease-ttl",
+                    TTL,
+                    "--instance-name",
+                    &name,
+                    "--upstream-timeout",
+                    "5",
+                ],
+            )
+        })
+        .collect();
+    let routing = Routing {
+        addrs: RwLock::new(gateways.iter().map(Gateway::data_addr).collect()),
+        newest: Mutex::new((0, 0)),
+    };
+    let tokens: Vec<AtomicU64> = (0..KEYS).map(|_| AtomicU64::new(0)).collect();
+    let tally = Tally::default();
+    let started = Instant::now();
+    let nemesis = Nemesis {
+        rng: Rng(seed.rotate_left(17)),
+        etcd: &mut etcd,
+        gateways: &mut gateways,
+        relays: &relays,
+        routing: &routing,
+        done: HashMap::new(),
+    };
+    let moves = run_clients(
+        seed,
+        &routing,
+        &tokens,
+        &tally,
+        limit,
+        Some(nemesis),
+        |done| {
+            MOVES.iter().all(|m| done.contains_key(m))
+                && check(&backend, &tally.acked_seqs).handovers >= want_handovers
+        },
+    );
+    let verdict = check(&backend, &tally.acked_seqs);
+    let elapsed = started.elapsed();
+
+    // Every applied token is at most the shared highest (read through an
+    // instance once its view has caught up).
+    let highest = highest_applied(&backend);
+    let mut below_final = Vec::new();
+    for (key, top) in &highest {
+        let caught_up = wait_until(HANG_GUARD, || {
+            gateways[0].fence(key).is_some_and(|h| h >= *top)
+        });
+        if !caught_up {
+            below_final.push(format!(
+                "{key}: applied {top}, highest {:?}",
+                gateways[0].fence(key)
+            ));
+        }
+    }
+    eprintln!(
+        "shared (etcd {}): {:.0?}, {} applied writes, {} handovers, acked {}, refused stale {}, \
+         503 {}, failed or cut {}, straggler writes {}, nemesis {:?}; violations: {} decreases \
+         ({} below an acknowledged token), {} above the final highest",
+        etcd_version(),
+        elapsed,
+        verdict.applied,
+        verdict.handovers,
+        tally.acked.load(Ordering::Relaxed),
+        tally.stale.load(Ordering::Relaxed),
+        tally.unavailable.load(Ordering::Relaxed),
+        tally.failed.load(Ordering::Relaxed),
+        tally.straggler_writes.load(Ordering::Relaxed),
+        moves,
+        verdict.decreases.len(),
+        verdict.below_acked,
+        below_final.len(),
+    );
+    assert!(
+        verdict.decreases.is_empty(),
+        "shared fences let writes through out of order:\n{}",
+        verdict.decreases.join("\n")
+    );
+    assert!(below_final.is_empty(), "{below_final:?}");
+    assert!(
+        MOVES.iter().all(|m| moves.contains_key(m)),
+        "inconclusive: not every nemesis move was made: {moves:?}"
+    );
+    assert!(
+        verdict.handovers >= want_handovers,
+        "inconclusive: {} handovers, {want_handovers} wanted (raise TORTURE_SECONDS)",
+        verdict.handovers
+    );
+    drop(gateways);
+    drop(relays);
+    drop(etcd);
+
+    // --- Independent fences (`--state disk` on each instance).
+    let backend = Backend::start();
+    let gateways: Vec<Gateway> = (0..3)
+        .map(|_| Gateway::in_front_of(&backend, &["--state", "disk"]))
+        .collect();
+    let routing = Routing {
+        addrs: RwLock::new(gateways.iter().map(Gateway::data_addr).collect()),
+        newest: Mutex::new((0, 0)),
+    };
+    let tokens: Vec<AtomicU64> = (0..KEYS).map(|_| AtomicU64::new(0)).collect();
+    let tally = Tally::default();
+    run_clients(
+        seed,
+        &routing,
+        &tokens,
+        &tally,
+        Duration::from_secs(20),
+        None,
+        |_| {
+            let verdict = check(&backend, &tally.acked_seqs);
+            !verdict.decreases.is_empty() && verdict.handovers >= 200
+        },
+    );
+    let verdict = check(&backend, &tally.acked_seqs);
+    eprintln!(
+        "independent (--state disk x3): {} applied writes, {} handovers; violations: {} decreases \
+         ({} below an acknowledged token), e.g. {:?}",
+        verdict.applied,
+        verdict.handovers,
+        verdict.decreases.len(),
+        verdict.below_acked,
+        verdict.decreases.first(),
+    );
+    assert!(
+        !verdict.decreases.is_empty(),
+        "independent fences showed no violation: the clients do not exercise what sharing prevents"
+    );
+}
+
+fn etcd_version() -> String {
+    std::process::Command::new("etcd")
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|v| {
+            v.lines()
+                .next()
+                .map(|l| l.trim_start_matches("etcd Version: ").to_owned())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
