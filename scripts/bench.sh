@@ -19,6 +19,10 @@
 #               questions asked of the issuer per 1,000 raises; then the
 #               worst case, every request a token INCRed just before
 #               (examples/issuer_load.rs), with and without the issuer.
+# 7. shared:    W1 and W2 through fencegate --state etcd, one instance and
+#               three at once, next to --state disk on one instance, over a
+#               3-member etcd cluster; etcd round trips per request and
+#               claims per etcd transaction (scripts/bench/shared.sh).
 #
 # It installs what it needs (scripts/install-deps.sh: nginx and wrk from
 # Debian), builds the release binary, starts every process itself on
@@ -33,8 +37,8 @@
 #
 # Knobs (environment): BENCH_DURATION (s per run, 10), BENCH_REPEATS (5),
 # BENCH_WARMUP (s, 2), BENCH_CONNECTIONS (64), BENCH_PARTS
-# (proxy,footprint,upload,micro), BENCH_FENCES (1000000), BENCH_UPLOAD_MIB
-# (1024), BENCH_PORT (18700, and the 18 ports above it), BENCH_QUIET_WAIT (s to wait for an idle
+# (proxy,footprint,upload,micro,front,issuer,shared), BENCH_FENCES (1000000),
+# BENCH_UPLOAD_MIB (1024), BENCH_PORT (18700, and the 31 ports above it), BENCH_QUIET_WAIT (s to wait for an idle
 # machine before measuring, 60), BENCH_OUT (target/bench).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,7 +51,7 @@ duration=${BENCH_DURATION:-10}
 repeats=${BENCH_REPEATS:-5}
 warmup=${BENCH_WARMUP:-2}
 connections=${BENCH_CONNECTIONS:-64}
-parts=${BENCH_PARTS:-proxy,footprint,upload,micro,front,issuer}
+parts=${BENCH_PARTS:-proxy,footprint,upload,micro,front,issuer,shared}
 fences=${BENCH_FENCES:-1000000}
 upload_mib=${BENCH_UPLOAD_MIB:-1024}
 port=${BENCH_PORT:-18700}
@@ -117,7 +121,7 @@ report=$out/report.md
 cleanup_extra() { [ -z "${work:-}" ] || rm -rf "$work/dav" "$work/upload.bin"; }
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-for p in $(seq "$port" $((port + 17))); do
+for p in $(seq "$port" $((port + 31))); do
   port_free "$p" || { log "port $p is in use (set BENCH_PORT)"; exit 1; }
 done
 
@@ -497,6 +501,11 @@ front_report() {
   printf '| fencegate / nginx, plain (this part'"'"'s own baseline) | %s |\n' "$(ratio c b)"
 }
 
+# --- part 7: shared fences (scripts/bench/shared.sh) ---------------------------
+
+# shellcheck source=bench/shared.sh
+source scripts/bench/shared.sh
+
 # --- part 6: token trust ---------------------------------------------------------
 
 issuer_results=$out/issuer.tsv
@@ -646,6 +655,10 @@ fi
 if want issuer; then
   issuer_benchmark
   { echo "## Token trust: W2 with and without --token-issuer redis://"; echo; issuer_report; echo; } >>"$report"
+fi
+if want shared; then
+  shared_benchmark
+  { echo "## Shared fences on etcd: W1 and W2 through 1 and 3 instances"; echo; shared_report; echo; } >>"$report"
 fi
 if want micro; then
   micro

@@ -18,9 +18,12 @@
 //!    until no lower token is in flight on the key, let the request through
 //!    holding an [`InFlight`] guard. A token that would raise a fence is
 //!    first confirmed by its [`issuer`], if one is configured (token trust).
-//! 4. [`store`]: make each raise durable before the request it admits goes on
-//!    (redb with group commit in `disk` state, nothing in memory state);
-//!    admin writes too, each with its [`audit`] entry.
+//! 4. [`store`]: claim the token where fences live before the request it
+//!    admits goes on: a durable raise (redb with group commit in `disk`
+//!    state), nothing (memory state), or a compare-and-set plus an in-flight
+//!    record that every instance sharing an etcd prefix sees (feature
+//!    `etcd`, `docs/SHARED.md`); admin writes too, each with its [`audit`]
+//!    entry.
 //! 5. [`fencing`]: the tower middleware wiring steps 1 to 4 in front of any
 //!    `Service<http::Request<B>>`; [`refusal`] holds the JSON answers.
 //!
@@ -71,7 +74,10 @@
 //! order, each lower-token request having finished before a higher one starts;
 //! and (with a durable store) an admitted token is never forgotten, also
 //! across a crash. What it cannot do is recall a request that has already
-//! been handed on: see the README for the residual window.
+//! been handed on: see the README for the residual window. With fences
+//! shared through etcd (feature `etcd`) the same holds across every holder
+//! of a prefix; the ordering across holders rests on the timing assumptions
+//! stated in `docs/SHARED.md` (stale refusal and durability need none).
 
 #![deny(unsafe_code, unreachable_pub)]
 #![warn(missing_docs)]

@@ -1,7 +1,7 @@
 -- wrk script for scripts/bench.sh: one of three workloads, chosen by the
 -- script arguments.
 --
---   wrk -t T -c C ... -s scripts/bench/workload.lua URL -- w1|w2|w3 T [TOKEN_BASE]
+--   wrk -t T -c C ... -s scripts/bench/workload.lua URL -- w1|w2|w3 T [TOKEN_BASE [NAMESPACE]]
 --
 -- w1  1 KiB PUTs over 1,000 keys (/w1/k0 .. /w1/k999), each key always with
 --     the same token (1000 + k): after the first round no PUT raises a fence,
@@ -51,7 +51,9 @@ function init(args)
          prebuilt[k] = wrk.format("GET", "/w3/k" .. k, nil, nil)
       end
    elseif workload == "w2" then
-      prefix = "/w2/t" .. (thread_id or 0) .. "/k"
+      -- args[4]: a namespace, so that several wrk processes at once (one
+      -- per gateway instance) never share a W2 key.
+      prefix = "/w2/" .. (args[4] or "") .. "t" .. (thread_id or 0) .. "/k"
    else
       error("unknown workload " .. tostring(workload) .. " (w1, w2 or w3)")
    end

@@ -274,3 +274,58 @@ impl ClaimOutcome {
         Self::Granted(keys)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn range_of(keys: &[&str]) -> Value {
+        let kvs: Vec<Value> = keys.iter().map(|k| json!({ "key": b64(k) })).collect();
+        json!({ "response_range": { "kvs": kvs } })
+    }
+
+    #[test]
+    fn each_branch_of_a_claim_is_read_back() {
+        let put = json!({ "response_put": {} });
+        let lower = range_of(&["/p/fl/k/00000000000000000033/a.1"]);
+        // hw < t: raised.
+        let raised =
+            json!({ "response_txn": { "succeeded": true, "responses": [put, put, lower] } });
+        assert!(
+            matches!(ClaimOutcome::parse(&raised), ClaimOutcome::Granted(keys) if keys.len() == 1)
+        );
+        // hw == t.
+        let equal = json!({ "response_txn": { "responses": [
+            { "response_txn": { "succeeded": true, "responses": [put, range_of(&[])] } }
+        ] } });
+        assert!(
+            matches!(ClaimOutcome::parse(&equal), ClaimOutcome::Granted(keys) if keys.is_empty())
+        );
+        // No hw yet.
+        let missing = json!({ "response_txn": { "responses": [
+            { "response_txn": { "responses": [
+                { "response_txn": { "succeeded": true, "responses": [put, put, range_of(&[])] } }
+            ] } }
+        ] } });
+        assert!(matches!(
+            ClaimOutcome::parse(&missing),
+            ClaimOutcome::Granted(_)
+        ));
+        // hw > t: stale, with the stored highest.
+        let stale = json!({ "response_txn": { "responses": [
+            { "response_txn": { "responses": [
+                { "response_txn": { "responses": [
+                    { "response_range": { "kvs": [{ "key": b64("/p/hw/k"), "value": b64(&pad(35)) }] } }
+                ] } }
+            ] } }
+        ] } });
+        assert!(matches!(
+            ClaimOutcome::parse(&stale),
+            ClaimOutcome::Stale(35)
+        ));
+        assert!(matches!(
+            ClaimOutcome::parse(&json!({})),
+            ClaimOutcome::Malformed
+        ));
+    }
+}
