@@ -615,3 +615,46 @@ fn a_claim_whose_answer_was_lost_leaves_no_record_that_blocks_others() {
     assert_eq!(b.put("/r11", 34).status, 200);
     assert_eq!(tokens_at(&backend, "/r11"), vec![34]);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_services_sharing_fences_through_the_library_fence_as_one() {
+    use axum::{routing::put, Router};
+    use fencegate::store::EtcdOptions;
+    use fencegate::{Fences, FencingLayer};
+    use tower::ServiceExt;
+
+    let endpoints = tokio::task::spawn_blocking(|| cluster().endpoints())
+        .await
+        .unwrap();
+    let options = |instance: &str| EtcdOptions {
+        endpoints: endpoints.split(',').map(str::to_owned).collect(),
+        prefix: "/t-lib/".into(),
+        lease_ttl: Duration::from_secs(6),
+        instance: instance.into(),
+        settings: serde_json::json!({ "service": "reports" }),
+    };
+    let (a, b) = (
+        Fences::etcd(options("a")).await.unwrap(),
+        Fences::etcd(options("b")).await.unwrap(),
+    );
+    assert!(a.is_shared() && b.is_shared());
+    let service = |fences: Fences| {
+        Router::new()
+            .route("/{*path}", put(|| async { http::StatusCode::NO_CONTENT }))
+            .layer(FencingLayer::new(fences))
+    };
+    let write = |token: u64| {
+        http::Request::put("/reports/q3.csv")
+            .header("X-Fencing-Token", token)
+            .body(axum::body::Body::from("data"))
+            .unwrap()
+    };
+    let current = service(a.clone()).oneshot(write(34)).await.unwrap();
+    assert_eq!(current.status(), 204);
+    let stale = service(b.clone()).oneshot(write(33)).await.unwrap();
+    assert_eq!(stale.status(), 409);
+    assert_eq!(stale.headers()["x-fencing-highest"], "34");
+    // An admission holds the lease it was made under.
+    let in_flight = b.admit("/reports/q3.csv", 34).await.unwrap();
+    assert!(in_flight.lease().is_some_and(|lease| lease.is_live()));
+}
