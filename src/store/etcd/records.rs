@@ -66,7 +66,10 @@ impl Shared {
         let mut own = lock(&self.own);
         let records = own.entry(key.to_owned()).or_default();
         records.retain(|r| r.lease == lease.id() || r.users > 0);
-        let record = match records.iter_mut().position(|r| r.token == token) {
+        let record = match records
+            .iter_mut()
+            .position(|r| r.token == token && r.lease == lease.id())
+        {
             Some(index) => &mut records[index],
             None => {
                 records.push(Own {
@@ -81,7 +84,6 @@ impl Shared {
                 &mut records[last]
             }
         };
-        record.lease = lease.id();
         record.put_revision = revision;
         record.users += 1;
         record.idle_since = None;
