@@ -24,7 +24,10 @@ fn main() -> ExitCode {
 }
 
 async fn serve(config: Config) -> anyhow::Result<()> {
+    let max_connections = config.client.max_connections;
     let gateway = Gateway::start(config).await?;
+    // After the start: a start that fails says so in one line, alone.
+    raise_file_limit(max_connections);
     let data = gateway.data_addr();
     println!("data plane listening on {data}");
     println!("admin plane listening on {}", gateway.admin_addr());
@@ -97,6 +100,38 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = ctrl_c.await;
+    }
+}
+
+/// Raises the soft limit on open files to the hard limit, as far as the
+/// system allows: each client connection takes one descriptor, each
+/// upstream connection another. At the limit, accepting fails with EMFILE:
+/// the accept loop logs it and retries every 500 ms while the waiting
+/// connections queue in the kernel's backlog, and requests already
+/// accepted go on.
+fn raise_file_limit(max_connections: usize) {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return;
+    };
+    let limit = if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        tracing::info!(from = soft, to = hard, "raised the open files limit");
+        hard
+    } else {
+        soft
+    };
+    // One descriptor per client connection, plus room for the store, the
+    // admin plane and the logs (upstream connections need more: the README
+    // recommends twice --max-connections).
+    let needed = u64::try_from(max_connections)
+        .unwrap_or(u64::MAX)
+        .saturating_add(64);
+    if limit < needed {
+        tracing::warn!(
+            limit,
+            max_connections,
+            "the open files limit is below --max-connections: at the limit new connections wait in the kernel's queue until descriptors free up"
+        );
     }
 }
 

@@ -11,8 +11,9 @@
 //! Then the same clients against 3 instances with `--state disk` (each its
 //! own fences) and no nemesis: the violations shared fences prevent.
 //!
-//! Size: `TORTURE_HANDOVERS` (default 1000) and `TORTURE_SECONDS` (a cap,
-//! default 240); `FENCEGATE_SEED` replays a run's random choices (not its
+//! Size: `TORTURE_HANDOVERS` (default 300, the short form CI runs) and
+//! `TORTURE_SECONDS` (a cap,
+//! default 150); `FENCEGATE_SEED` replays a run's random choices (not its
 //! timing). `scripts/torture-shared.sh` runs it long.
 
 mod support;
@@ -328,8 +329,8 @@ fn run_clients(
 
 #[test]
 fn shared_fences_hold_under_the_nemesis_and_independent_fences_do_not() {
-    let want_handovers = env_or("TORTURE_HANDOVERS", 1000) as usize;
-    let limit = Duration::from_secs(env_or("TORTURE_SECONDS", 240));
+    let want_handovers = env_or("TORTURE_HANDOVERS", 300) as usize;
+    let limit = Duration::from_secs(env_or("TORTURE_SECONDS", 150));
     let mut rng = Rng::from_env_or_clock();
     let seed = rng.next();
 
