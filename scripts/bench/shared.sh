@@ -78,12 +78,15 @@ shared_wrk() {
     e3) for i in 0 1 2; do urls+=("http://127.0.0.1:$((shared_gw_port + 2 * i))"); done ;;
   esac
   n=${#urls[@]}
+  local wrks=()
   for i in $(seq 0 $((n - 1))); do
     "${client_pin[@]}" wrk -t1 -c"$((connections / n))" -d"${3}s" --timeout 10s \
       -s scripts/bench/workload.lua "${urls[$i]}" -- "$2" 1 "$base" "i$i" \
       >"$work/wrk-$i.out" 2>&1 &
+    wrks+=($!)
   done
-  wait
+  # Only the wrk processes: a bare `wait` would wait for the servers too.
+  wait "${wrks[@]}" || true
   line=$(cat "$work"/wrk-[0-9].out 2>/dev/null | grep '^RESULT' | awk -v n="$n" '
     { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
       req += v["requests"]; rps += v["rps"]; p50 += v["p50_us"]; err += v["errors"]

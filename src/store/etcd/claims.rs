@@ -1,5 +1,9 @@
 //! Claims, committed many to an etcd transaction (group commit).
 
+use std::collections::HashSet;
+
+use tokio::task::JoinSet;
+
 use super::*;
 
 pub(super) struct Pending {
@@ -17,6 +21,9 @@ struct Orphan {
     lease: Lease,
 }
 
+/// Claim transactions sent to etcd at once, at most.
+const IN_FLIGHT: usize = 4;
+
 /// How often orphan records are retried while no claim comes.
 const ORPHAN_RETRY: Duration = Duration::from_millis(200);
 
@@ -29,36 +36,79 @@ enum ClaimOutcome {
     Malformed,
 }
 
+/// A transaction came back: its keys are free again; the records it may
+/// have left behind become orphans (whose keys stay busy until deleted).
+fn finished(
+    done: Result<(Vec<String>, Vec<Orphan>), tokio::task::JoinError>,
+    flying: &mut HashSet<String>,
+    orphans: &mut Vec<Orphan>,
+) {
+    // A transaction task ends by returning: it is aborted only with the
+    // whole store, and nothing in it panics.
+    let Ok((keys, left)) = done else { return };
+    for key in keys {
+        flying.remove(&key);
+    }
+    orphans.extend(left);
+}
+
 impl Shared {
-    /// Commits claims as they come, many per transaction.
+    /// Commits claims as they come, many per transaction, with up to
+    /// [`IN_FLIGHT`] transactions at once (etcd commits concurrent
+    /// proposals together, so waiting for each answer before sending the
+    /// next would leave it idle). A key is in one transaction at a time:
+    /// claims of one key are committed in the order they came.
     pub(super) async fn commit_claims(
         self: Arc<Self>,
         mut queue: mpsc::UnboundedReceiver<Pending>,
     ) {
         let mut deferred: VecDeque<Pending> = VecDeque::new();
         let mut orphans: Vec<Orphan> = Vec::new();
+        // The keys of the transactions in flight.
+        let mut flying: HashSet<String> = HashSet::new();
+        let mut in_flight: JoinSet<(Vec<String>, Vec<Orphan>)> = JoinSet::new();
+        let mut open = true;
         loop {
-            if deferred.is_empty() {
-                tokio::select! {
-                    first = queue.recv() => match first {
-                        Some(first) => deferred.push_back(first),
-                        None => return,
-                    },
-                    () = tokio::time::sleep(ORPHAN_RETRY), if !orphans.is_empty() => {}
-                }
+            while let Some(done) = in_flight.try_join_next() {
+                finished(done, &mut flying, &mut orphans);
             }
             while let Ok(more) = queue.try_recv() {
                 deferred.push_back(more);
             }
-            // Orphans go before any new claim: this task alone puts
-            // records, so a record deleted here cannot be one a claim
-            // after it put again.
             if !orphans.is_empty() {
+                // This task alone puts records, and no claim of an
+                // orphan's key starts while it is one: a record deleted
+                // here cannot be one a claim put again.
                 self.delete_orphans(&mut orphans).await;
             }
-            let batch = self.take_batch(&mut deferred);
-            if !batch.is_empty() {
-                orphans.extend(self.commit(batch).await);
+            let mut started = false;
+            while in_flight.len() < IN_FLIGHT {
+                let busy = |key: &str| flying.contains(key) || orphans.iter().any(|o| o.key == key);
+                let batch = self.take_batch(&mut deferred, busy);
+                if batch.is_empty() {
+                    break;
+                }
+                let keys: Vec<String> = batch.iter().map(|p| p.key.clone()).collect();
+                flying.extend(keys.iter().cloned());
+                let this = Arc::clone(&self);
+                in_flight.spawn(async move { (keys, this.commit(batch).await) });
+                started = true;
+            }
+            if started {
+                continue;
+            }
+            if !open && in_flight.is_empty() {
+                return;
+            }
+            tokio::select! {
+                claim = queue.recv(), if open => match claim {
+                    Some(claim) => deferred.push_back(claim),
+                    None => open = false,
+                },
+                Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
+                    finished(done, &mut flying, &mut orphans);
+                }
+                () = tokio::time::sleep(ORPHAN_RETRY), if !orphans.is_empty() => {}
             }
         }
     }
@@ -95,7 +145,13 @@ impl Shared {
     /// Up to [`MAX_BATCH`] claims on distinct keys (etcd refuses a
     /// transaction that puts one key twice); claims that can be answered
     /// from a record made meanwhile are answered at once.
-    pub(super) fn take_batch(self: &Arc<Self>, deferred: &mut VecDeque<Pending>) -> Vec<Pending> {
+    /// Claims of a key that is `busy` (in a transaction already, or left
+    /// with an orphan record) wait for a later batch.
+    fn take_batch(
+        self: &Arc<Self>,
+        deferred: &mut VecDeque<Pending>,
+        busy: impl Fn(&str) -> bool,
+    ) -> Vec<Pending> {
         let lease = self.current_lease().filter(Lease::is_live);
         let mut batch: Vec<Pending> = Vec::new();
         let mut later = VecDeque::new();
@@ -110,7 +166,10 @@ impl Shared {
                     highest: pending.token,
                     hold: Some(Box::new(hold)),
                 }));
-            } else if batch.len() < MAX_BATCH && batch.iter().all(|b| b.key != pending.key) {
+            } else if batch.len() < MAX_BATCH
+                && !busy(&pending.key)
+                && batch.iter().all(|b| b.key != pending.key)
+            {
                 batch.push(pending);
             } else {
                 later.push_back(pending);
