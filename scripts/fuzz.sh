@@ -1,23 +1,44 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing of fencegate (fuzz/, libFuzzer through cargo fuzz,
-# nightly toolchain): each target runs RUNS executions (default 10 million)
-# from its corpus in fuzz/corpus/TARGET, which it grows. A crash stops the
-# run and leaves its input in fuzz/artifacts/TARGET/.
+# nightly toolchain; docs/RELIABILITY.md): each target runs from its corpus
+# in fuzz/corpus/TARGET, which it grows. A crash stops the run (non-zero
+# exit) and leaves its input in fuzz/artifacts/TARGET/.
 #
-#   scripts/fuzz.sh [TARGET...]        FUZZ_RUNS=10000000 by default
+#   scripts/fuzz.sh [TARGET...]              FUZZ_RUNS executions each (10 million)
+#   FUZZ_SECONDS=15 scripts/fuzz.sh          the short form CI runs: 15 s each
 #
 # Installs cargo-fuzz from crates.io if it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 
-runs=${FUZZ_RUNS:-10000000}
 targets=("$@")
-[ "${#targets[@]}" -gt 0 ] || targets=(token key admission)
+[ "${#targets[@]}" -gt 0 ] || targets=(token key admission layer)
+if [ -n "${FUZZ_SECONDS:-}" ]; then
+  limit=(-max_total_time="$FUZZ_SECONDS")
+  what="${FUZZ_SECONDS}s"
+else
+  limit=(-runs="${FUZZ_RUNS:-10000000}")
+  what="${FUZZ_RUNS:-10000000} runs"
+fi
 
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 for target in "${targets[@]}"; do
   mkdir -p "corpus/$target"
-  echo "== fuzz $target: $runs runs"
-  cargo +nightly fuzz run -O "$target" "corpus/$target" -- \
-    -runs="$runs" -print_final_stats=1 2>&1 | grep -E 'INITED|DONE|stat::|SUMMARY|panicked|Done'
+  echo "== fuzz $target: $what"
+  # The corpus grows only in long runs: CI replays and explores, then
+  # leaves the committed corpus as it was.
+  corpus="corpus/$target"
+  if [ -n "${FUZZ_SECONDS:-}" ]; then
+    corpus=$(mktemp -d)
+    cp -r "corpus/$target/." "$corpus/"
+  fi
+  log=$(mktemp)
+  status=0
+  cargo +nightly fuzz run -O "$target" "$corpus" -- \
+    "${limit[@]}" -max_len=4096 -print_final_stats=1 >"$log" 2>&1 || status=$?
+  grep -E 'INITED|DONE|stat::number_of_executed_units|SUMMARY|panicked|ERROR' "$log" || true
+  [ "$status" -eq 0 ] || tail -40 "$log"
+  rm -f "$log"
+  if [ -n "${FUZZ_SECONDS:-}" ]; then rm -rf "$corpus"; fi
+  [ "$status" -eq 0 ] || { echo "== fuzz $target: FAILED (exit $status)"; exit 1; }
 done

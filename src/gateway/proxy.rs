@@ -195,11 +195,8 @@ impl Proxy {
         let shared = &self.shared;
         // Shared fences: the last look at the lease before the request
         // leaves (its body is looked at chunk by chunk).
-        if request
-            .extensions()
-            .get::<Lease>()
-            .is_some_and(|lease| !lease.is_live())
-        {
+        let lease = request.extensions().get::<Lease>().cloned();
+        if lease.as_ref().is_some_and(|lease| !lease.is_live()) {
             return gateway_error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "fence_store_unavailable",
@@ -208,7 +205,7 @@ impl Proxy {
             );
         }
         let started = Instant::now();
-        let (request, sent) = UpstreamBody::watch(request, started);
+        let (request, sent) = UpstreamBody::watch(request, started, lease);
         let mut send = std::pin::pin!(shared.send(request));
         // The upstream timeout counts from the moment the body has been sent
         // in full (at once, for a request without a body); until then the
@@ -498,15 +495,16 @@ pin_project! {
 }
 
 impl UpstreamBody {
-    /// `request` with its body watched, and the record; `None` for a
+    /// `request` with its body watched (and, with shared fences, checked
+    /// against `lease` chunk by chunk), and the record; `None` for a
     /// request that has no body to send.
     fn watch(
         request: Request<Body>,
         started: Instant,
+        lease: Option<Lease>,
     ) -> (Request<UpstreamBody>, Option<Arc<SentAt>>) {
         let sent =
             (!http_body::Body::is_end_stream(request.body())).then(|| Arc::new(SentAt::default()));
-        let lease = request.extensions().get::<Lease>().cloned();
         let request = request.map(|body| UpstreamBody {
             body,
             started,
