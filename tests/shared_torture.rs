@@ -327,6 +327,17 @@ fn run_clients(
     })
 }
 
+/// What the clients of a run share: the gateways' addresses, the lock
+/// service's counters (one per key), the tally.
+fn clients_for(gateways: &[Gateway]) -> (Routing, Vec<AtomicU64>, Tally) {
+    let routing = Routing {
+        addrs: RwLock::new(gateways.iter().map(Gateway::data_addr).collect()),
+        newest: Mutex::new((0, 0)),
+    };
+    let tokens = (0..KEYS).map(|_| AtomicU64::new(0)).collect();
+    (routing, tokens, Tally::default())
+}
+
 #[test]
 fn shared_fences_hold_under_the_nemesis_and_independent_fences_do_not() {
     let want_handovers = env_or("TORTURE_HANDOVERS", 300) as usize;
@@ -369,12 +380,7 @@ fn shared_fences_hold_under_the_nemesis_and_independent_fences_do_not() {
             )
         })
         .collect();
-    let routing = Routing {
-        addrs: RwLock::new(gateways.iter().map(Gateway::data_addr).collect()),
-        newest: Mutex::new((0, 0)),
-    };
-    let tokens: Vec<AtomicU64> = (0..KEYS).map(|_| AtomicU64::new(0)).collect();
-    let tally = Tally::default();
+    let (routing, tokens, tally) = clients_for(&gateways);
     let started = Instant::now();
     let nemesis = Nemesis {
         rng: Rng(seed.rotate_left(17)),
@@ -456,12 +462,7 @@ fn shared_fences_hold_under_the_nemesis_and_independent_fences_do_not() {
     let gateways: Vec<Gateway> = (0..3)
         .map(|_| Gateway::in_front_of(&backend, &["--state", "disk"]))
         .collect();
-    let routing = Routing {
-        addrs: RwLock::new(gateways.iter().map(Gateway::data_addr).collect()),
-        newest: Mutex::new((0, 0)),
-    };
-    let tokens: Vec<AtomicU64> = (0..KEYS).map(|_| AtomicU64::new(0)).collect();
-    let tally = Tally::default();
+    let (routing, tokens, tally) = clients_for(&gateways);
     run_clients(
         seed,
         &routing,

@@ -44,14 +44,27 @@ impl Shared {
             .find(|r| r.token == token && r.lease == lease.id())?;
         record.users += 1;
         record.idle_since = None;
-        Some(Hold {
+        let blocked_at = record.blocked_at;
+        Some(self.hold(key, token, lease, blocked_at))
+    }
+
+    /// The hold of one more request under this holder's record of
+    /// `(key, token)` (already counted in its users).
+    fn hold(
+        self: &Arc<Self>,
+        key: &str,
+        token: u64,
+        lease: &Lease,
+        blocked_at: Option<i64>,
+    ) -> Hold {
+        Hold {
             shared: Arc::clone(self),
             key: key.to_owned(),
             token,
             lease: lease.clone(),
             holder: self.holder(lease),
-            blocked_at: record.blocked_at,
-        })
+            blocked_at,
+        }
     }
 
     /// Registers this holder's record of `(key, token)`, put at `revision`.
@@ -90,14 +103,9 @@ impl Shared {
         if blocked {
             record.blocked_at = Some(revision);
         }
-        Hold {
-            shared: Arc::clone(self),
-            key: key.to_owned(),
-            token,
-            lease: lease.clone(),
-            holder: self.holder(lease),
-            blocked_at: record.blocked_at,
-        }
+        let blocked_at = record.blocked_at;
+        drop(own);
+        self.hold(key, token, lease, blocked_at)
     }
 
     /// Whether this holder knows it has a record of `(key, token)` on `lease`.
