@@ -21,6 +21,8 @@ else
   what="${FUZZ_RUNS:-10000000} runs"
 fi
 
+rustup toolchain list | grep -q '^nightly' ||
+  { echo "fuzz: needs the nightly toolchain (rustup toolchain install nightly)" >&2; exit 1; }
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 for target in "${targets[@]}"; do
   mkdir -p "corpus/$target"

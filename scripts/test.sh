@@ -5,7 +5,7 @@
 # target), one build of the test profile, every test (unit, property, doc,
 # black-box), every demo against real lock servers (scripts/demos.sh), the
 # library alone without the gateway's dependencies (and with shared fences
-# alone), and the benchmarks built.
+# alone), and each fuzz target for a few seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,5 +19,8 @@ cargo test --locked
 scripts/demos.sh
 cargo build --locked --lib --no-default-features
 cargo build --locked --lib --no-default-features --features etcd
-# Compile the benchmarks (criterion) without running them; scripts/bench.sh runs them.
-cargo bench --no-run --locked
+# The fuzz targets, briefly (nightly; docs/RELIABILITY.md): each replays its
+# committed corpus and explores for 12 s. scripts/fuzz.sh runs them long.
+# (The benchmarks are type-checked by clippy --all-targets above;
+# scripts/bench.sh builds and runs them.)
+FUZZ_SECONDS=12 scripts/fuzz.sh
