@@ -3,28 +3,30 @@
 //! same example binary, re-executed) that a demo can freeze with SIGSTOP and
 //! resume with SIGCONT.
 //!
-//! Every process started here is registered, and killed when its guard drops,
-//! when the demo returns, and on Ctrl-C ([`install_ctrl_c_cleanup`]); so is
-//! every temporary dir made with [`temp_dir`], which Ctrl-C removes too.
+//! Every process started here is registered, and killed when its guard drops
+//! and on Ctrl-C ([`install_ctrl_c_cleanup`]); so is every temporary dir made
+//! with [`temp_dir`], which Ctrl-C removes too.
 
+use std::future::Future;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver};
-use std::sync::Mutex;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-/// The one line printed when a server binary is missing.
+use super::Result;
+
+/// The script that installs the lock servers, named when one is missing.
 pub const INSTALL_HINT: &str = "scripts/install-deps.sh";
 
-/// A server that shuts down cleanly on a signal: sent it, then wait (for a
-/// while) until `gone_when_stopped` is gone, before it is killed.
+/// A server that shuts down cleanly on a signal: it is sent that, then given
+/// a while until `gone_when_stopped` is gone, before it is killed.
 #[derive(Debug, Clone)]
 struct Graceful {
     signal: Signal,
@@ -44,19 +46,39 @@ static DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 /// Set once Ctrl-C (or SIGTERM) arrived.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
-fn locked<T>(list: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+fn locked<T>(list: &Mutex<T>) -> MutexGuard<'_, T> {
     list.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn register(pid: u32) {
-    locked(&LIVE).push(Live {
-        pid,
-        graceful: None,
-    });
+fn signal(pid: u32, signal: Signal) {
+    // The process may be gone already: nothing left to do then.
+    _ = kill(Pid::from_raw(pid as i32), signal);
 }
 
-fn unregister(pid: u32) {
-    locked(&LIVE).retain(|live| live.pid != pid);
+/// Takes `pids` out of the registry and stops them: the graceful ones with
+/// their signal first, then (after `grace` at most) every one with SIGCONT,
+/// so that a frozen one can die, and SIGKILL.
+fn stop(pids: &[u32], grace: Duration) {
+    let live: Vec<Live> = {
+        let mut all = locked(&LIVE);
+        let (stopping, staying) = all.drain(..).partition(|l| pids.contains(&l.pid));
+        *all = staying;
+        stopping
+    };
+    let graceful: Vec<&Graceful> = live.iter().filter_map(|l| l.graceful.as_ref()).collect();
+    for l in &live {
+        if let Some(graceful) = &l.graceful {
+            signal(l.pid, graceful.signal);
+        }
+    }
+    let deadline = Instant::now() + grace;
+    while graceful.iter().any(|g| g.gone_when_stopped.exists()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for l in &live {
+        signal(l.pid, Signal::SIGCONT);
+        signal(l.pid, Signal::SIGKILL);
+    }
 }
 
 /// A temporary dir named `prefix...` (in `base`, or the system's temporary
@@ -71,52 +93,6 @@ pub fn temp_dir(prefix: &str, base: Option<&Path>) -> Result<tempfile::TempDir> 
     };
     locked(&DIRS).push(dir.path().to_owned());
     Ok(dir)
-}
-
-fn unregister_dir(path: &Path) {
-    locked(&DIRS).retain(|dir| dir != path);
-}
-
-/// Sends `graceful.signal` to `pid`, waits at most `timeout` for the server
-/// to stop.
-fn stop_gracefully(pid: u32, graceful: &Graceful, timeout: Duration) {
-    let _ = kill(Pid::from_raw(pid as i32), graceful.signal);
-    let deadline = Instant::now() + timeout;
-    while graceful.gone_when_stopped.exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Stops every registered process: the graceful ones first (signal, then
-/// 3 s at most for all of them), then SIGCONT (so a frozen one can die) and
-/// SIGKILL for all; then removes every registered dir.
-fn stop_all() {
-    let live = std::mem::take(&mut *locked(&LIVE));
-    let graceful: Vec<&Graceful> = live.iter().filter_map(|l| l.graceful.as_ref()).collect();
-    for l in &live {
-        if let Some(graceful) = &l.graceful {
-            let _ = kill(Pid::from_raw(l.pid as i32), graceful.signal);
-        }
-    }
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while graceful.iter().any(|g| g.gone_when_stopped.exists()) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    for l in &live {
-        let pid = Pid::from_raw(l.pid as i32);
-        let _ = kill(pid, Signal::SIGCONT);
-        let _ = kill(pid, Signal::SIGKILL);
-    }
-    let dirs = std::mem::take(&mut *locked(&DIRS));
-    for dir in dirs {
-        // A killed server may still be closing its files.
-        for _ in 0..20 {
-            if std::fs::remove_dir_all(&dir).is_ok() || !dir.exists() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
 }
 
 /// On Ctrl-C (or SIGTERM): stop every server and worker started here (the
@@ -134,7 +110,17 @@ pub fn install_ctrl_c_cleanup() {
             _ = term.recv() => {}
         }
         INTERRUPTED.store(true, Ordering::SeqCst);
-        stop_all();
+        let pids: Vec<u32> = locked(&LIVE).iter().map(|l| l.pid).collect();
+        stop(&pids, Duration::from_secs(3));
+        for dir in std::mem::take(&mut *locked(&DIRS)) {
+            // A killed server may still be closing its files.
+            for _ in 0..20 {
+                if std::fs::remove_dir_all(&dir).is_ok() || !dir.exists() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
         eprintln!("interrupted: servers and workers stopped, data dirs removed");
         std::process::exit(130);
     });
@@ -154,36 +140,19 @@ pub fn require_binary(name: &str) -> PathBuf {
     let found = if name.starts_with('/') {
         Path::new(name).is_file().then(|| PathBuf::from(name))
     } else {
-        std::env::var_os("PATH").and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|dir| dir.join(name))
-                .find(|candidate| candidate.is_file())
-        })
+        let paths = std::env::var_os("PATH").unwrap_or_default();
+        let mut candidates = std::env::split_paths(&paths).map(|dir| dir.join(name));
+        candidates.find(|candidate| candidate.is_file())
     };
-    match found {
-        Some(path) => path,
-        None => {
-            eprintln!("{name} is not installed: run {INSTALL_HINT}");
-            std::process::exit(2);
-        }
-    }
+    found.unwrap_or_else(|| {
+        eprintln!("{name} is not installed: run {INSTALL_HINT}");
+        std::process::exit(2);
+    })
 }
 
 /// A free loopback port (bound, then released; good enough on one machine).
 pub fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-/// Waits until something accepts TCP connections on `addr`.
-pub fn wait_for_port(addr: SocketAddr, timeout: Duration) -> Result<()> {
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    bail!("nothing listening on {addr} after {timeout:?}")
 }
 
 /// A server process (redis-server, etcd, ...) with a temporary data dir;
@@ -204,17 +173,17 @@ impl Server {
         let log = dir.path().join(format!("{name}.log"));
         let out = std::fs::File::create(&log)?;
         let err = out.try_clone()?;
-        let child = command
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .with_context(|| format!("starting {name}"))?;
-        register(child.id());
+        let child = command.stdin(Stdio::null()).stdout(out).stderr(err).spawn();
+        let child = child.map_err(|e| format!("starting {name}: {e}"))?;
+        locked(&LIVE).push(Live {
+            pid: child.id(),
+            graceful: None,
+        });
+        let (name, dir) = (name.to_owned(), Some(dir));
         Ok(Server {
-            name: name.to_owned(),
+            name,
             child,
-            dir: Some(dir),
+            dir,
             log,
         })
     }
@@ -245,37 +214,50 @@ impl Server {
         lines[lines.len().saturating_sub(15)..].join("\n")
     }
 
-    /// Waits for the server's port, with its log in the error if it never opens.
+    /// Waits until something accepts TCP connections on `addr`, with the
+    /// server's log in the error if nothing does within `timeout`.
     pub fn wait_ready(&mut self, addr: SocketAddr, timeout: Duration) -> Result<()> {
-        if let Err(error) = wait_for_port(addr, timeout) {
-            let exited = self.child.try_wait().ok().flatten();
-            bail!(
-                "{} did not start ({error}; exit status {exited:?}); log:\n{}",
-                self.name,
-                self.log_tail()
-            );
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
-        Ok(())
+        let exited = self.child.try_wait().ok().flatten();
+        let (name, log) = (&self.name, self.log_tail());
+        let error = format!("nothing listening on {addr} after {timeout:?}");
+        Err(format!("{name} did not start ({error}; exit status {exited:?}); log:\n{log}").into())
+    }
+
+    /// Retries `probe` (say, opening a session) every 50 ms until it
+    /// succeeds, for at most `timeout`, with the server's log in the error.
+    pub async fn serving<T, F>(&self, timeout: Duration, mut probe: impl FnMut() -> F) -> Result<T>
+    where
+        F: Future<Output = Result<T>>,
+    {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match probe().await {
+                Ok(value) => return Ok(value),
+                Err(e) if Instant::now() > deadline => {
+                    let (name, log) = (&self.name, self.log_tail());
+                    return Err(format!("{name} does not serve: {e}; log:\n{log}").into());
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let pid = self.child.id();
-        let graceful = locked(&LIVE)
-            .iter()
-            .find(|live| live.pid == pid)
-            .and_then(|live| live.graceful.clone());
-        if let Some(graceful) = graceful {
-            stop_gracefully(pid, &graceful, Duration::from_secs(5));
-        }
-        unregister(pid);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        stop(&[self.child.id()], Duration::from_secs(5));
+        // Killed already, unless Ctrl-C's cleanup took it off the registry.
+        _ = self.child.kill();
+        _ = self.child.wait();
         if let Some(dir) = self.dir.take() {
-            let path = dir.path().to_owned();
-            drop(dir);
-            unregister_dir(&path);
+            locked(&DIRS).retain(|d| d != dir.path());
         }
     }
 }
@@ -294,30 +276,31 @@ pub struct Worker {
 impl Worker {
     /// Starts `current_exe --worker role args...`.
     pub fn spawn(name: &str, role: &str, args: &[String]) -> Result<Worker> {
-        let exe = std::env::current_exe()?;
-        let mut child = Command::new(exe)
-            .arg("--worker")
-            .arg(role)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+        let mut command = Command::new(std::env::current_exe()?);
+        command.arg("--worker").arg(role).args(args);
+        command.stdin(Stdio::piped()).stdout(Stdio::piped());
+        let mut child = command
             .spawn()
-            .with_context(|| format!("starting worker {name}"))?;
-        register(child.id());
-        let stdin = child.stdin.take().context("worker stdin")?;
-        let stdout = child.stdout.take().context("worker stdout")?;
+            .map_err(|e| format!("starting {name}: {e}"))?;
+        locked(&LIVE).push(Live {
+            pid: child.id(),
+            graceful: None,
+        });
+        let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
+        let (Some(stdin), Some(stdout)) = (stdin, stdout) else {
+            return Err(format!("{name} has no stdin or stdout").into());
+        };
         let (send, lines) = mpsc::channel();
         std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
+            for line in BufReader::new(stdout).lines().map_while(|line| line.ok()) {
                 if send.send(line).is_err() {
                     break;
                 }
             }
         });
+        let name = name.to_owned();
         Ok(Worker {
-            name: name.to_owned(),
+            name,
             child,
             stdin,
             lines,
@@ -337,42 +320,50 @@ impl Worker {
     /// Sends one command line.
     pub fn send(&mut self, line: &str) -> Result<()> {
         writeln!(self.stdin, "{line}")?;
-        self.stdin.flush()?;
-        Ok(())
+        Ok(self.stdin.flush()?)
     }
 
-    /// The next line the worker printed, waiting at most `timeout`.
-    pub fn recv(&self, timeout: Duration) -> Result<String> {
-        self.lines
-            .recv_timeout(timeout)
-            .with_context(|| format!("worker {} said nothing for {timeout:?}", self.name))
+    /// The next line the worker printed, waiting at most `timeout`; `None`
+    /// once it has exited and every line was read.
+    pub fn recv(&self, timeout: Duration) -> Result<Option<String>> {
+        match self.lines.recv_timeout(timeout) {
+            Ok(line) => Ok(Some(line)),
+            Err(RecvTimeoutError::Disconnected) => Ok(None),
+            Err(RecvTimeoutError::Timeout) => {
+                Err(format!("{} said nothing for {timeout:?}", self.name).into())
+            }
+        }
     }
 
-    /// Every line already printed, without waiting.
-    pub fn drain(&self) -> Vec<String> {
-        self.lines.try_iter().collect()
+    /// Every line printed so far, without waiting, and whether the worker
+    /// has exited (its output is over).
+    pub fn drain(&self) -> (Vec<String>, bool) {
+        let mut lines = Vec::new();
+        loop {
+            match self.lines.try_recv() {
+                Ok(line) => lines.push(line),
+                Err(mpsc::TryRecvError::Empty) => return (lines, false),
+                Err(mpsc::TryRecvError::Disconnected) => return (lines, true),
+            }
+        }
     }
 
     /// SIGSTOP: the whole process stops, as in a long GC pause.
     pub fn freeze(&self) -> Result<()> {
-        kill(Pid::from_raw(self.pid() as i32), Signal::SIGSTOP)?;
-        Ok(())
+        Ok(kill(Pid::from_raw(self.pid() as i32), Signal::SIGSTOP)?)
     }
 
     /// SIGCONT: the process resumes where it was, unaware of the pause.
     pub fn resume(&self) -> Result<()> {
-        kill(Pid::from_raw(self.pid() as i32), Signal::SIGCONT)?;
-        Ok(())
+        Ok(kill(Pid::from_raw(self.pid() as i32), Signal::SIGCONT)?)
     }
 }
 
 impl Drop for Worker {
     fn drop(&mut self) {
-        unregister(self.child.id());
-        let pid = Pid::from_raw(self.child.id() as i32);
-        let _ = kill(pid, Signal::SIGCONT);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        stop(&[self.child.id()], Duration::ZERO);
+        _ = self.child.kill();
+        _ = self.child.wait();
     }
 }
 
@@ -384,6 +375,6 @@ pub fn worker_commands() -> impl Iterator<Item = String> {
 /// In a worker: prints one line to the parent, flushed at once.
 pub fn report(line: &str) {
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
+    // The parent gone means nobody is left to tell.
+    _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }
