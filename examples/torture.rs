@@ -270,7 +270,6 @@ fn run<const N: usize>(
     fenced: bool,
     length: Duration,
 ) -> Result<Run> {
-    runtime.block_on(redis.flush())?;
     let (storage, storage_task) = runtime.block_on(serve_storage())?;
     let seeded = runtime.block_on(http_call(storage, Method::PUT, KEY, None, Some("0")))?;
     if !seeded.ok() {
@@ -352,8 +351,7 @@ fn run<const N: usize>(
     for (i, worker) in workers.iter().enumerate() {
         loop {
             let line = worker.recv(Duration::from_secs(15))?;
-            let line =
-                line.ok_or_else(|| format!("{} exited before it was done", worker.name()))?;
+            let line = line.ok_or_else(|| format!("{} said nothing for 15 s", worker.name()))?;
             let report: Report = serde_json::from_str(&line)
                 .map_err(|e| format!("{} said {line:?}: {e}", worker.name()))?;
             match report.what {

@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
+use std::time::Instant;
 
 use bytes::Bytes;
 use http::{Method, StatusCode};
@@ -143,13 +144,8 @@ pub async fn call(
     tl.msg(who, route.via, label);
     match http(route.addr, method, path, token, body).await {
         Ok(reply) => {
-            tl.msg_at(
-                std::time::Instant::now(),
-                route.server,
-                who,
-                reply.label(),
-                reply.is_stale(),
-            );
+            let (now, stale) = (Instant::now(), reply.is_stale());
+            tl.msg_at(now, route.server, who, reply.label(), stale);
             Ok(reply)
         }
         Err(e) => {

@@ -63,8 +63,7 @@ impl Etcd {
         for (key, _) in etcd_vars {
             command.env_remove(key);
         }
-        let mut server = Server::start("etcd", command, dir)?;
-        tokio::task::block_in_place(|| server.wait_ready(addr, Duration::from_secs(20)))?;
+        let server = Server::start("etcd", &mut command, dir)?;
         // The port opens before the member has elected itself: wait for a read.
         let read = || {
             call(
@@ -73,7 +72,7 @@ impl Etcd {
                 serde_json::json!({ "key": b64(b"ping") }),
             )
         };
-        server.serving(Duration::from_secs(20), read).await?;
+        server.serving(Duration::from_secs(40), read).await?;
         Ok(Etcd {
             addr,
             _server: server,

@@ -32,19 +32,6 @@ impl Lease {
     }
 }
 
-/// The live grant, as the lock knows it.
-#[derive(Debug, Clone, Copy)]
-struct Held {
-    lease: Lease,
-    holder: Lane,
-}
-
-#[derive(Debug)]
-struct LockState {
-    next_token: u64,
-    held: Option<Held>,
-}
-
 /// An in-process lease lock: one holder at a time, a lease that ends by real
 /// elapsed time whatever the holder is doing, and a fencing token that grows
 /// with every grant. It stands in for etcd, ZooKeeper, Redis, Chubby...
@@ -52,35 +39,32 @@ struct LockState {
 pub struct LeaseLock {
     timeline: Timeline,
     lane: Lane,
-    state: Mutex<LockState>,
+    /// The next grant's token, and the live grant with its holder.
+    state: Mutex<(u64, Option<(Lease, Lane)>)>,
 }
 
 impl LeaseLock {
     /// A free lock, drawn on the `lock` lane, whose first grant carries
     /// `first_token`.
     pub fn new(timeline: &Timeline, first_token: u64) -> Arc<Self> {
-        let state = LockState {
-            next_token: first_token,
-            held: None,
-        };
+        let (timeline, lane) = (timeline.clone(), timeline.lane("lock"));
+        let state = Mutex::new((first_token, None));
         Arc::new(LeaseLock {
-            timeline: timeline.clone(),
-            lane: timeline.lane("lock"),
-            state: Mutex::new(state),
+            timeline,
+            lane,
+            state,
         })
     }
 
-    /// The state with a lease that has run out forgotten, and the moment it
+    /// The state, with a lease that has run out forgotten and the moment it
     /// ran out put on the timeline.
-    fn state(&self) -> MutexGuard<'_, LockState> {
+    fn state(&self) -> MutexGuard<'_, (u64, Option<(Lease, Lane)>)> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(Held { lease, holder }) = state.held {
-            if Instant::now() >= lease.expires {
-                let who = self.timeline.name(holder);
-                let text = format!("lease of token {} ({who}) expires", lease.token);
-                self.timeline.note_at(lease.expires, self.lane, text);
-                state.held = None;
-            }
+        if let Some((lease, holder)) = state.1.filter(|(lease, _)| lease.remaining().is_zero()) {
+            let (token, who) = (lease.token, self.timeline.name(holder));
+            let text = format!("lease of token {token} ({who}) expires");
+            self.timeline.note_at(lease.expires, self.lane, text);
+            state.1 = None;
         }
         state
     }
@@ -88,36 +72,32 @@ impl LeaseLock {
     /// Asks for the lock and waits (polling) until it is granted; the
     /// request, the first "busy" and the grant go on the timeline.
     pub async fn acquire(&self, who: Lane, ttl: Duration) -> Lease {
-        let tl = &self.timeline;
+        let (tl, ms) = (&self.timeline, ttl.as_millis());
         tl.msg(who, self.lane, "acquire");
         let mut told_busy = false;
         loop {
-            let granted = {
+            let busy = {
                 let mut state = self.state();
-                match state.held {
-                    Some(Held { lease, holder }) => Err((holder, lease.remaining())),
+                match state.1 {
+                    Some((lease, holder)) => (tl.name(holder).to_owned(), lease.remaining()),
                     None => {
-                        let token = state.next_token;
-                        state.next_token += 1;
-                        let expires = Instant::now() + ttl;
-                        let lease = Lease { token, expires };
-                        state.held = Some(Held { lease, holder: who });
-                        Ok(lease)
+                        let lease = Lease {
+                            token: state.0,
+                            expires: Instant::now() + ttl,
+                        };
+                        *state = (lease.token + 1, Some((lease, who)));
+                        tl.msg(
+                            self.lane,
+                            who,
+                            format!("token {} (lease {ms} ms)", lease.token),
+                        );
+                        return lease;
                     }
                 }
             };
-            match granted {
-                Ok(lease) => {
-                    let text = format!("token {} (lease {} ms)", lease.token, ttl.as_millis());
-                    tl.msg(self.lane, who, text);
-                    return lease;
-                }
-                Err((holder, left)) if !told_busy => {
-                    told_busy = true;
-                    let text = format!("busy ({}, {} ms left)", tl.name(holder), left.as_millis());
-                    tl.msg(self.lane, who, text);
-                }
-                Err(_) => {}
+            if !std::mem::replace(&mut told_busy, true) {
+                let (holder, left) = (busy.0, busy.1.as_millis());
+                tl.msg(self.lane, who, format!("busy ({holder}, {left} ms left)"));
             }
             tokio::time::sleep(POLL).await;
         }
@@ -127,9 +107,9 @@ impl LeaseLock {
     /// is no longer the live one.
     pub fn release(&self, who: Lane, lease: &Lease) -> bool {
         let mut state = self.state();
-        let live = state.held.is_some_and(|h| h.lease.token == lease.token);
+        let live = state.1.is_some_and(|(held, _)| held.token == lease.token);
         if live {
-            state.held = None;
+            state.1 = None;
         }
         drop(state);
         let ignored = if live { "" } else { " (ignored: not live)" };

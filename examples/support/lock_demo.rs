@@ -1,26 +1,19 @@
-//! The scenario of the lock-provider demos (`redis_lock`, `redlock`,
-//! `etcd_lock`, `zookeeper_lock`, `postgres_lock`), played by real processes
-//! against a real lock service:
+//! The lock-provider demos' scenario, played by real processes against a
+//! real lock service, straight to the storage and then through fencegate:
 //!
-//! 1. worker 1 (a process: this example re-executed) takes the lock with the
-//!    provider's own recipe, gets the provider's fencing token, keeps its
-//!    lease alive in the background if the recipe does, checks that the
-//!    lease is good and starts preparing its write;
-//! 2. the demo freezes worker 1 with SIGSTOP: every thread of it stops, the
-//!    lease keep-alive included, as in a long stop-the-world pause;
-//! 3. worker 2 (another process) asks for the lock and waits; the lock service
-//!    lets worker 1's lease run out and grants worker 2 a higher token;
-//!    worker 2 writes and releases the lock;
-//! 4. the demo resumes worker 1 with SIGCONT; it finishes its write with its
-//!    old token, unaware of the pause.
+//! 1. worker 1 (this example re-executed) takes the lock with the provider's
+//!    recipe and token, checks its lease and starts preparing its write;
+//! 2. the demo freezes it with SIGSTOP: every thread stops, any lease
+//!    keep-alive too, as in a long stop-the-world pause;
+//! 3. worker 2 asks for the lock; the service lets worker 1's lease run out
+//!    and grants worker 2 a higher token; worker 2 writes and releases;
+//! 4. SIGCONT: worker 1 finishes its write with its old token, unaware.
 //!
-//! The scenario runs twice: straight to the storage, then through fencegate.
-//! Workers do the lock calls and the HTTP writes themselves and report what
-//! they do ([`super::worker`]); the parent draws their reports, the storage
-//! tap, the pause and the service's end of the grant on one [`Timeline`].
-//!
-//! A provider is a [`LockClient`] (how a worker takes the lock and where its
-//! token comes from) and a [`Service`] (its server, started by the parent).
+//! A provider is a [`LockClient`] (how a worker takes the lock, and where its
+//! token comes from) and a [`Service`] (its server, as the demo runs it).
+//! Workers report what they do ([`super::worker`]); the demo draws their
+//! reports, the storage tap, the pause and the end of the grant on one
+//! [`Timeline`].
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -35,13 +28,11 @@ use super::{Timeline, TwoClients, TwoClientsText};
 
 /// The object both workers write.
 pub const KEY: &str = "/demo/report";
-/// What worker 1 writes.
-pub const FROM_1: &str = "from worker 1";
-/// What worker 2 writes.
-pub const FROM_2: &str = "from worker 2";
-/// How long worker 1 spends preparing its write after checking its lease.
-/// The demo freezes it within a few milliseconds of the check, and resumes
-/// it no earlier than this after the check, so that it writes at once.
+/// What each worker writes.
+const VALUES: [&str; 2] = ["from worker 1", "from worker 2"];
+/// How long worker 1 prepares its write after checking its lease. It is
+/// frozen within milliseconds of the check and resumed no earlier than this
+/// after it, so that it writes as soon as it runs again.
 const PREPARE: Duration = Duration::from_millis(1500);
 /// A run that takes longer than this has gone wrong.
 const RUN_TIMEOUT: Duration = Duration::from_secs(45);
@@ -52,17 +43,15 @@ pub trait LockClient: Sized {
     /// What the holder keeps to check and release its grant.
     type Held;
 
-    /// Connects; `args` are the `key=value` pairs of [`Service::worker_args`]
-    /// (and the demo's own: `name`, `target`, ...).
+    /// Connects, with the arguments of [`Service::worker_args`] and the demo's.
     async fn connect(args: &Args, rep: &Reporter) -> Result<Self>;
 
-    /// Takes the lock (waiting as the recipe says) and starts keeping the
-    /// lease alive. Returns the fencing token, a detail for the parent's
-    /// watch ([`Service::released`]) and the holder's state.
+    /// Takes the lock (waiting as the recipe says), keeping the lease alive
+    /// if the recipe does: the token, a detail for [`Service::released`],
+    /// and what the holder keeps.
     async fn acquire(&mut self, rep: &Reporter) -> Result<(u64, String, Self::Held)>;
 
-    /// What a careful holder does right before writing: asks whether its
-    /// lease is still good (and says so on the timeline).
+    /// A careful holder's last look at its lease before it writes.
     async fn check(&mut self, rep: &Reporter, held: &Self::Held) -> Result<()>;
 
     /// Gives the lock back, or finds out it was lost.
@@ -72,24 +61,22 @@ pub trait LockClient: Sized {
 /// Parent side: the running lock service.
 #[allow(async_fn_in_trait)]
 pub trait Service: Sized {
-    /// Exits with one line naming the install script if the server is not
-    /// installed.
+    /// Exits with one line naming the install script if the server is missing.
     fn require();
 
-    /// Starts the server on loopback with a temporary data dir, and waits
-    /// until it serves.
+    /// Starts the server on loopback with a temporary data dir; once it serves.
     async fn start() -> Result<Self>;
 
     /// `key=value` arguments every worker needs to reach the service.
     fn worker_args(&self) -> Vec<String>;
 
-    /// Resolves once the service has let go of the grant `token` (`detail`
-    /// from [`LockClient::acquire`]) while its holder is frozen: when that
-    /// happened and what to write on the service's lane.
+    /// Once the service let go of grant `token` (`detail` from
+    /// [`LockClient::acquire`]) of the frozen worker: when, and what to
+    /// write on the service's lane.
     async fn released(&self, token: u64, detail: String) -> Result<(Instant, String)>;
 }
 
-/// What each demo says about itself.
+/// What a demo says about itself.
 pub struct Demo {
     /// Example name (`etcd_lock`).
     pub name: &'static str,
@@ -97,19 +84,18 @@ pub struct Demo {
     pub service: &'static str,
     /// The first line: what the demo shows.
     pub title: &'static str,
-    /// Lines printed under the title: recipe, token, what is real.
+    /// Printed under the title: recipe, token, what is real.
     pub intro: &'static [&'static str],
-    /// Lines printed after both runs: what the token guarantees.
+    /// Printed after both runs: what the token guarantees.
     pub outro: &'static [&'static str],
     /// What a pass showed, for the verdict line.
     pub claim: &'static str,
 }
 
-/// A worker's part: take the lock, check it (worker 1, then prepare its
-/// write, which is where it is frozen), write, release.
+/// A worker's part: take the lock, check it (worker 1, which then prepares
+/// its write and is frozen meanwhile), write, release.
 async fn worker<L: LockClient>(role: String, args: Args) -> Result<()> {
-    let rep = Reporter::new(&args)?;
-    let target = args.parse_as("target")?;
+    let (rep, target) = (Reporter::new(&args)?, args.parse_as("target")?);
     let first = role == "first";
     let mut lock = L::connect(&args, &rep).await?;
     let began = now_micros();
@@ -124,15 +110,15 @@ async fn worker<L: LockClient>(role: String, args: Args) -> Result<()> {
         rep.emit(What::Checked);
         tokio::time::sleep(PREPARE).await;
     }
-    let value = Some(if first { FROM_1 } else { FROM_2 });
-    let reply = rep.request(target, Method::PUT, KEY, Some(token), value);
+    let value = VALUES[usize::from(!first)];
+    let reply = rep.request(target, Method::PUT, KEY, Some(token), Some(value));
     reply.await.ok_or("its write got no answer")?;
     lock.release(&rep, held).await?;
     rep.emit(What::Done);
     Ok(())
 }
 
-/// What the parent learned from one worker's reports.
+/// What the demo learned from one worker's reports.
 #[derive(Debug, Default)]
 struct Seen {
     granted: Option<(u64, String)>,
@@ -142,25 +128,37 @@ struct Seen {
     done: bool,
 }
 
-/// Draws every report `worker` printed so far and notes it in `seen`.
-fn pump(tl: &Timeline, worker: &Worker, seen: &mut Seen) -> Result<()> {
+/// Draws what `worker` reported until `until(seen)`; fails at `deadline`.
+async fn pump(
+    tl: &Timeline,
+    worker: &Worker,
+    seen: &mut Seen,
+    deadline: Instant,
+    until: impl Fn(&Seen) -> bool,
+) -> Result<()> {
     let me = tl.lane(worker.name());
     let lane = |name: &str| tl.find_lane(name).unwrap_or(me);
-    let (lines, exited) = worker.drain();
-    for line in lines {
+    while !until(seen) {
+        if Instant::now() > deadline {
+            return Err(format!("the run took longer than {RUN_TIMEOUT:?}").into());
+        }
+        let Some(line) = worker.recv(Duration::ZERO)? else {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            continue;
+        };
         let Ok(Report { t, what }) = serde_json::from_str(&line) else {
             tl.note(me, line);
             continue;
         };
         let at = instant_of(t);
         match what {
-            What::Note { lane: on, text } => tl.note_at(at, lane(&on), text),
-            What::Msg {
+            What::Draw {
                 from,
-                to,
+                to: Some(to),
                 text,
                 refused,
             } => tl.msg_at(at, lane(&from), lane(&to), text, refused),
+            What::Draw { from, text, .. } => tl.note_at(at, lane(&from), text),
             What::Granted { token, detail, .. } => seen.granted = Some((token, detail)),
             What::Checked => seen.checked = Some(at),
             What::SawFree => seen.saw_free = seen.saw_free.or(Some(at)),
@@ -172,15 +170,14 @@ fn pump(tl: &Timeline, worker: &Worker, seen: &mut Seen) -> Result<()> {
                 ..
             } => {
                 // Status 0 (no answer) is followed by the worker's failure.
-                if let Ok(status) = StatusCode::from_u16(status) {
-                    let reply = Reply {
-                        status,
-                        highest,
-                        error,
-                        body,
-                    };
-                    seen.wrote = Some(reply);
-                }
+                let status = StatusCode::from_u16(status).ok();
+                let reply = |status| Reply {
+                    status,
+                    highest,
+                    error,
+                    body,
+                };
+                seen.wrote = status.map(reply);
             }
             What::Done => seen.done = true,
             What::Ready => {}
@@ -189,30 +186,7 @@ fn pump(tl: &Timeline, worker: &Worker, seen: &mut Seen) -> Result<()> {
             }
         }
     }
-    if exited && !seen.done {
-        return Err(format!("{} exited before it finished", worker.name()).into());
-    }
     Ok(())
-}
-
-/// Pumps `worker` until `until(seen)`, or fails at `deadline`.
-async fn pump_until(
-    tl: &Timeline,
-    worker: &Worker,
-    seen: &mut Seen,
-    deadline: Instant,
-    until: impl Fn(&Seen) -> bool,
-) -> Result<()> {
-    loop {
-        pump(tl, worker, seen)?;
-        if until(seen) {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            return Err(format!("the run took longer than {RUN_TIMEOUT:?}").into());
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
 }
 
 /// What a run showed: the writes, each worker's token, worker 1's pause.
@@ -240,16 +214,12 @@ async fn run<S: Service>(demo: &Demo, service: &S, fenced: bool) -> Result<Outco
     let (mut seen_1, mut seen_2) = (Seen::default(), Seen::default());
 
     let worker_1 = Worker::spawn("worker 1", "first", &args("worker 1"))?;
-    pump_until(&tl, &worker_1, &mut seen_1, deadline, |s| {
+    pump(&tl, &worker_1, &mut seen_1, deadline, |s| {
         s.checked.is_some()
     })
     .await?;
-    if seen_1.wrote.is_some() {
-        return Err("worker 1 wrote before it could be frozen (machine too slow?)".into());
-    }
     worker_1.freeze()?;
-    let frozen = Instant::now();
-    let pid = worker_1.pid();
+    let (frozen, pid) = (Instant::now(), worker_1.pid());
     tl.pause_begin(
         lane_1,
         format!("~~ SIGSTOP: pid {pid} frozen (all its threads) ~~"),
@@ -260,9 +230,13 @@ async fn run<S: Service>(demo: &Demo, service: &S, fenced: bool) -> Result<Outco
         .ok_or("worker 1 checked before a grant")?;
 
     let worker_2 = Worker::spawn("worker 2", "second", &args("worker 2"))?;
-    let watch =
-        async { Ok(tokio::time::timeout(RUN_TIMEOUT, service.released(token, detail)).await) };
-    let worker_2_done = pump_until(&tl, &worker_2, &mut seen_2, deadline, |s| s.done);
+    let watch = async {
+        let released = tokio::time::timeout_at(deadline.into(), service.released(token, detail));
+        Ok(released
+            .await
+            .unwrap_or_else(|_| Err("it saw no release".into())))
+    };
+    let worker_2_done = pump(&tl, &worker_2, &mut seen_2, deadline, |s| s.done);
     let (released, ()) = tokio::try_join!(watch, worker_2_done)?;
     let checked = seen_1.checked.unwrap_or(frozen);
     tokio::time::sleep(PREPARE.saturating_sub(checked.elapsed())).await;
@@ -274,41 +248,34 @@ async fn run<S: Service>(demo: &Demo, service: &S, fenced: bool) -> Result<Outco
         format!("~~ SIGCONT after {ms} ms: resumes, unaware ~~"),
     );
     worker_1.resume()?;
-    pump_until(&tl, &worker_1, &mut seen_1, deadline, |s| s.done).await?;
+    pump(&tl, &worker_1, &mut seen_1, deadline, |s| s.done).await?;
 
     match released {
-        Ok(Ok((seen, text))) => {
+        Ok((seen, text)) => {
             // The demo's watch and worker 2's wait may learn of the release
             // in either order; it happened before both.
             let free = seen_2.saw_free.filter(|&free| free <= seen);
             let before = |free: Instant| free.checked_sub(Duration::from_micros(1));
-            let at = free.and_then(before).unwrap_or(seen);
-            tl.note_at(at, service_lane, text);
+            tl.note_at(free.and_then(before).unwrap_or(seen), service_lane, text);
         }
-        Ok(Err(e)) => tl.note(service_lane, format!("watch failed: {e}")),
-        Err(_) => tl.note(service_lane, "watch: saw no release"),
+        Err(e) => tl.note(service_lane, format!("watch failed: {e}")),
     }
     let (stored, highest) = end_run(storage, gateway, KEY).await?;
-    let missing = |what: &str| format!("{what} missing from the workers' reports");
-    let token = |seen: &Seen, who| {
-        seen.granted
-            .as_ref()
-            .map(|g| g.0)
-            .ok_or_else(|| missing(who))
-    };
-    let tokens = [
-        token(&seen_1, "worker 1's token")?,
-        token(&seen_2, "worker 2's token")?,
-    ];
+    let outcome = |seen: Seen| Some((seen.granted?.0, seen.wrote?));
+    let missing = "a token or a write missing from the workers' reports";
+    let (token_1, client_1) = outcome(seen_1).ok_or(missing)?;
+    let (token_2, client_2) = outcome(seen_2).ok_or(missing)?;
+    let (key, values, diagram) = (KEY, VALUES, tl.render());
     let writes = TwoClients {
-        key: KEY,
-        values: [FROM_1, FROM_2],
-        diagram: tl.render(),
-        client_1: seen_1.wrote.ok_or_else(|| missing("worker 1's write"))?,
-        client_2: seen_2.wrote.ok_or_else(|| missing("worker 2's write"))?,
+        key,
+        values,
+        diagram,
+        client_1,
+        client_2,
         stored,
         highest,
     };
+    let tokens = [token_1, token_2];
     Ok(Outcome {
         writes,
         tokens,
@@ -324,12 +291,11 @@ impl Shown for Outcome {
 
 /// Prints what a run showed; whether it is what the demo claims.
 fn judge(fenced: bool, outcome: &Outcome) -> bool {
-    let [t1, t2] = outcome.tokens;
+    let ([t1, t2], ms) = (outcome.tokens, outcome.pause.as_millis());
     if t2 <= t1 {
         println!("=> worker 2's token {t2} is not above worker 1's {t1}");
         return false;
     }
-    let ms = outcome.pause.as_millis();
     let corrupted = [
         format!("=> CORRUPTED: worker 2's acknowledged write (token {t2}) was silently replaced by worker 1's"),
         format!("   (token {t1}), sent {ms} ms after it was frozen, long after its lease had run out."),
@@ -340,15 +306,16 @@ fn judge(fenced: bool, outcome: &Outcome) -> bool {
     ];
     let corrupted: Vec<&str> = corrupted.iter().map(String::as_str).collect();
     let safe: Vec<&str> = safe.iter().map(String::as_str).collect();
+    let (corrupted, safe, write) = (&corrupted[..], &safe[..], "stale");
     let text = TwoClientsText {
-        corrupted: &corrupted,
-        write: "stale",
-        safe: &safe,
+        corrupted,
+        write,
+        safe,
     };
     outcome.writes.judge(fenced, &text)
 }
 
-/// The parent: starts the service, runs the scenario twice, judges.
+/// The demo's own part: starts the service, runs the scenario twice, judges.
 fn parent<S: Service>(demo: &Demo, runtime: &tokio::runtime::Runtime) -> ExitCode {
     let started = Instant::now();
     // The service's clients and servers start, run and stop in the runtime.
@@ -356,44 +323,39 @@ fn parent<S: Service>(demo: &Demo, runtime: &tokio::runtime::Runtime) -> ExitCod
     process::install_ctrl_c_cleanup();
     println!("{}: {}", demo.name, demo.title);
     demo.intro.iter().for_each(|line| println!("{line}"));
-    println!();
     let service = match runtime.block_on(S::start()) {
         Ok(service) => service,
         Err(e) => {
-            println!("could not start {}: {e}", demo.service);
+            println!("\ncould not start {}: {e}", demo.service);
             return ExitCode::FAILURE;
         }
     };
     let secs = started.elapsed().as_secs_f64();
-    println!("{} started on loopback ({secs:.1} s)\n", demo.service);
-    let runs = direct_then_fenced(
-        |fenced| {
-            let outcome = runtime.block_on(run(demo, &service, fenced));
-            outcome.map_err(|e| e.to_string())
-        },
-        judge,
-    );
-    let Some(pass) = runs else {
+    println!("\n{} started on loopback ({secs:.1} s)\n", demo.service);
+    let run = |fenced| runtime.block_on(run(demo, &service, fenced));
+    let Some(pass) = direct_then_fenced(|fenced| run(fenced).map_err(|e| e.to_string()), judge)
+    else {
         return ExitCode::FAILURE;
     };
     drop(service);
     if !demo.outro.is_empty() {
-        demo.outro.iter().for_each(|line| println!("{line}"));
-        println!();
+        println!("{}\n", demo.outro.join("\n"));
     }
     verdict(pass, started, demo.claim)
 }
 
-/// The whole demo: `main` of each lock-provider example. As a worker
-/// (`--worker ROLE key=value...`) it plays one client; otherwise it starts the
-/// service and runs the scenario twice.
+/// The whole demo, `main` of each lock-provider example: as a worker
+/// (`--worker ROLE key=value...`) it plays one client; otherwise it starts
+/// the service and runs the scenario twice.
 pub fn main<S: Service, L: LockClient>(demo: &Demo) -> ExitCode {
     if let Some(exit) = as_worker(worker::<L>) {
         return exit;
     }
     if std::env::args().any(|a| a == "-h" || a == "--help") {
-        println!("{}: {}", demo.name, demo.title);
-        println!("usage: cargo run --example {}", demo.name);
+        println!(
+            "{}: {}\nusage: cargo run --example {}",
+            demo.name, demo.title, demo.name
+        );
         return ExitCode::SUCCESS;
     }
     S::require();

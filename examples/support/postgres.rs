@@ -132,11 +132,10 @@ impl Postgres {
             // the data dir, so that nothing outlives the temporary dir.
             .args(["-c", "fsync=off"])
             .args(["-c", "dynamic_shared_memory_type=mmap"]);
-        let mut server = Server::start("postgres", command, dir)?;
+        let mut server = Server::start("postgres", &mut command, dir)?;
         // Fast shutdown (SIGINT) first, on drop and on Ctrl-C, so that the
         // server removes its shared memory; whatever is left is killed.
         server.graceful(Signal::SIGINT, data.join("postmaster.pid"));
-        tokio::task::block_in_place(|| server.wait_ready(addr, Duration::from_secs(30)))?;
         server
             .serving(Duration::from_secs(30), || connect(addr))
             .await?;

@@ -1,33 +1,14 @@
 //! Redis as a lock provider (`redis_lock`, `redlock`, `torture`): real
 //! `redis-server`s on loopback, and the seeds' recipes as a [`LockClient`].
 //!
-//! **One instance.** One Lua script does `SET lock owner NX PX ttl` and, if
-//! the key was set, `INCR` of a token counter, so every grant gets the next
-//! number: tokens grow in grant order for as long as the counter is not lost
-//! (no restart without persistence, no failover to a replica that missed it).
-//!
-//! **Redlock** has no token; it is derived here:
-//!
-//! 1. t0; on each instance in turn (each call bounded by a timeout far below
-//!    the TTL), the same script. Granting instances return their counter.
-//! 2. With a majority granted, the token is the **maximum** of their
-//!    counters, and a second script **raises** each granting instance's
-//!    counter to it, only while our lock key is still there.
-//! 3. The grant stands only if the raise succeeded on a majority and t0..now
-//!    is below `ttl - drift`, drift = `ttl / 100 + 2 ms`. Otherwise release
-//!    everywhere and retry after a random delay.
-//!
-//! The maximum alone is not enough: counters drift apart, so a later majority
-//! can hold only low ones (r1=10, r2=0, r3=0: A gets {r1,r2}, token 11; B
-//! then {r2,r3}, token 2). With the raise, any later majority shares an
-//! instance whose counter already holds A's token, and B's `SET NX` there
-//! came after the raise: if A's acquisition completed before B's began, B's
-//! token is larger, whatever the clocks do. This holds only while instances
-//! never forget a counter (as above); acquisitions that overlap in time are
-//! ordered only under Redlock's own timing assumptions.
-//!
-//! Release, on every instance, deletes the key only if it still holds our
-//! owner value.
+//! One instance: a Lua script does `SET lock owner NX PX ttl` and, if it
+//! set the key, `INCR`s a counter, so the token comes with the grant.
+//! Redlock: t0; the same script on each instance in turn, each call bounded
+//! by a timeout far below the TTL; with a majority granted, the token is the
+//! maximum of their counters, raised on each granting instance while our key
+//! is still there; the grant stands if the raise reached a majority and
+//! t0..now is below the TTL less a drift allowance. Why the raise, and what
+//! the derived token guarantees: the README, "Redlock's token, derived".
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -49,10 +30,6 @@ pub const LOCK_KEY: &str = "fencegate-demo:lock";
 pub const TOKEN_KEY: &str = "fencegate-demo:lock:token";
 /// The lease of every grant in the two-worker demos.
 pub const TTL: Duration = Duration::from_millis(500);
-/// Redlock's per-instance timeout ("5 to 50 ms for a 10 s lock").
-pub const INSTANCE_TIMEOUT: Duration = Duration::from_millis(50);
-/// One instance's timeout, where there is no majority to fall back on.
-const SINGLE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Takes the lock and, in the same atomic script, a token. Answers
 /// `{1, token, ""}` on a grant, `{0, ms left, holder}` when it is held.
@@ -74,8 +51,8 @@ static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     )
 });
 
-/// Redlock's step 2: while this instance still holds our lock key, raises
-/// its counter to at least the token. Answers 1 if so, 0 if our key is gone.
+/// While this instance still holds our lock key, raises its counter to at
+/// least the token. Answers 1 if so, 0 if our key is gone.
 static RAISE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
@@ -120,17 +97,14 @@ impl Instance {
             };
             call(self.con.insert(con)).await
         });
-        match answer.await {
-            Ok(Ok(value)) => Ok(value),
-            failed => {
-                // A connection that failed or hung is opened anew next time.
-                self.con = None;
-                let why = failed.map_or(format!("no answer within {timeout:?}"), |e| {
-                    e.err().map(|e| e.to_string()).unwrap_or_default()
-                });
-                Err(format!("{addr}: {why}").into())
-            }
-        }
+        let why = match answer.await {
+            Ok(Ok(value)) => return Ok(value),
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!("no answer within {timeout:?}"),
+        };
+        // A connection that failed or hung is opened anew next time.
+        self.con = None;
+        Err(format!("{addr}: {why}").into())
     }
 
     async fn script<T: FromRedisValue>(&mut self, script: &Script, args: &[&str]) -> Result<T> {
@@ -140,8 +114,8 @@ impl Instance {
             .await
     }
 
-    async fn get(&mut self, key: &str) -> Result<Option<String>> {
-        self.call(async |con| cmd("GET").arg(key).query_async(con).await)
+    async fn owner(&mut self) -> Result<Option<String>> {
+        self.call(async |con| cmd("GET").arg(LOCK_KEY).query_async(con).await)
             .await
     }
 }
@@ -161,40 +135,34 @@ pub struct Redis<const N: usize> {
 impl<const N: usize> Redis<N> {
     /// Their addresses as one worker argument value (`a,b,c`).
     pub fn addrs(&self) -> String {
-        let addrs: Vec<String> = self.servers.iter().map(|(a, _)| a.to_string()).collect();
+        let addrs: Vec<String> = self.servers.iter().map(|s| s.0.to_string()).collect();
         addrs.join(",")
     }
 
     fn instances(&self) -> Vec<Instance> {
-        let instance = |(addr, _): &(SocketAddr, Server)| Instance::new(*addr, SINGLE_TIMEOUT);
+        let instance = |server: &(SocketAddr, Server)| Instance::new(server.0, SECOND);
         self.servers.iter().map(instance).collect()
-    }
-
-    /// Empties every instance: no lock, token counters back to 0.
-    pub async fn flush(&self) -> Result<()> {
-        for mut instance in self.instances() {
-            instance
-                .call(async |con| cmd("FLUSHALL").query_async::<()>(con).await)
-                .await?;
-        }
-        Ok(())
     }
 
     /// Who holds the lock on a majority of the instances (the worker name
     /// of the owner value), if anyone.
     pub async fn holder(&self) -> Option<String> {
-        let mut votes: HashMap<String, usize> = HashMap::new();
+        let mut owners = Vec::new();
         for mut instance in self.instances() {
-            if let Ok(Some(owner)) = instance.get(LOCK_KEY).await {
-                *votes.entry(owner_name(&owner).to_owned()).or_default() += 1;
-            }
+            owners.extend(instance.owner().await.ok().flatten());
         }
-        votes
+        let holders = |name: &&str| owners.iter().filter(|o| owner_name(o) == *name).count();
+        let names: Vec<&str> = owners.iter().map(|o| owner_name(o)).collect();
+        names
             .into_iter()
-            .find(|&(_, n)| n > N / 2)
-            .map(|(name, _)| name)
+            .find(|name| holders(name) > N / 2)
+            .map(str::to_owned)
     }
 }
+
+/// The timeout of the parent's calls, and of a client of one instance
+/// (which has no majority to fall back on).
+const SECOND: Duration = Duration::from_secs(1);
 
 impl<const N: usize> Service for Redis<N> {
     fn require() {
@@ -204,25 +172,22 @@ impl<const N: usize> Service for Redis<N> {
     async fn start() -> Result<Self> {
         let mut servers = Vec::new();
         for i in 1..=N {
-            let name = if N == 1 {
-                "redis".into()
-            } else {
-                format!("r{i}")
+            let name = match N {
+                1 => "redis".to_owned(),
+                _ => format!("r{i}"),
             };
             let (dir, port) = (temp_dir("fencegate-redis-", None)?, free_port()?);
             let addr = SocketAddr::from(([127, 0, 0, 1], port));
             let mut command = Command::new(require_binary("redis-server"));
             command.args(["--port", &port.to_string(), "--bind", "127.0.0.1"]);
-            command
-                .args(["--save", "", "--appendonly", "no", "--dir"])
-                .arg(dir.path());
-            let mut server = Server::start(&name, command, dir)?;
-            server.wait_ready(addr, Duration::from_secs(10))?;
+            command.args(["--save", "", "--appendonly", "no", "--dir"]);
+            let server = Server::start(&name, command.arg(dir.path()), dir)?;
+            let info = async || {
+                let info = async |con: &mut _| cmd("INFO").arg("server").query_async(con).await;
+                Instance::new(addr, SECOND).call(info).await
+            };
+            let info: String = server.serving(Duration::from_secs(10), info).await?;
             // The free port may have been taken by another redis in between.
-            let mut instance = Instance::new(addr, SINGLE_TIMEOUT);
-            let info: String = instance
-                .call(async |con| cmd("INFO").arg("server").query_async(con).await)
-                .await?;
             let pid = info
                 .lines()
                 .find_map(|line| line.strip_prefix("process_id:"));
@@ -246,8 +211,7 @@ impl<const N: usize> Service for Redis<N> {
         loop {
             let mut holding = 0;
             for instance in &mut instances {
-                let value = instance.get(LOCK_KEY).await?;
-                holding += usize::from(value.as_deref() == Some(&owner));
+                holding += usize::from(instance.owner().await?.as_deref() == Some(&*owner));
             }
             if holding <= N / 2 {
                 let keys = if N == 1 { "key expires" } else { "keys expire" };
@@ -275,26 +239,20 @@ pub struct Held {
     pub owner: String,
     /// When the attempt that got the grant began (Redlock's t0).
     pub began: Instant,
-    /// Until when the holder may take the lock for its own: `began + ttl`,
-    /// less Redlock's drift allowance.
+    /// Until when the holder may take the lock for its own.
     pub valid_until: Instant,
 }
 
+/// One attempt's answer: the grant and, for Redlock, how it was made; or
+/// why not.
+type Attempt = std::result::Result<(Held, Option<String>), String>;
+
 impl RedisLock {
-    /// One attempt: the grant and, for Redlock, how it was made; or why not.
-    async fn try_acquire(&mut self) -> std::result::Result<(Held, Option<String>), String> {
+    async fn try_acquire(&mut self) -> Attempt {
         self.attempts += 1;
-        let owner = format!(
-            "{}/pid {}/#{}",
-            self.owner,
-            std::process::id(),
-            self.attempts
-        );
-        let (ttl, n, began) = (
-            self.ttl.as_millis().to_string(),
-            self.instances.len(),
-            Instant::now(),
-        );
+        let (pid, n, began) = (std::process::id(), self.instances.len(), Instant::now());
+        let owner = format!("{}/pid {pid}/#{}", self.owner, self.attempts);
+        let ttl = self.ttl.as_millis().to_string();
         let mut counters: Vec<Option<u64>> = vec![None; n];
         let mut busy = Vec::new();
         for (i, instance) in self.instances.iter_mut().enumerate() {
@@ -314,14 +272,10 @@ impl RedisLock {
             Some(busy) if n == 1 => format!("busy: {busy}"),
             _ => format!("{}/{n} granted", granted.len()),
         };
-        if let Some(token) = counters
-            .iter()
-            .flatten()
-            .copied()
-            .max()
-            .filter(|_| granted.len() > n / 2)
-        {
-            let mut raised = 0;
+        let token = counters.iter().flatten().copied().max();
+        if let Some(token) = token.filter(|_| granted.len() > n / 2) {
+            // One instance's counter is the token already.
+            let mut raised = if n == 1 { 1 } else { 0 };
             for &i in granted.iter().filter(|_| n > 1) {
                 let answer = self.instances[i]
                     .script(&RAISE, &[&owner, &token.to_string()])
@@ -329,15 +283,13 @@ impl RedisLock {
                 raised += usize::from(matches!(answer, Ok(1)));
             }
             let (elapsed, drift) = (began.elapsed(), drift(self.ttl, n));
-            if (n == 1 || raised > n / 2) && elapsed + drift < self.ttl {
-                let shown: Vec<String> = counters
+            if raised > n / 2 && elapsed + drift < self.ttl {
+                let counters: Vec<String> = counters
                     .iter()
                     .map(|c| c.map_or("-".into(), |c| c.to_string()))
                     .collect();
-                let detail = (n > 1).then(|| {
-                    let (g, ms, shown) = (granted.len(), elapsed.as_millis(), shown.join(","));
-                    format!("{g}/{n} granted in {ms} ms: token = max({shown}) = {token}, raised on {raised}")
-                });
+                let (g, ms, counters) = (granted.len(), elapsed.as_millis(), counters.join(","));
+                let detail = format!("{g}/{n} granted in {ms} ms: token = max({counters}) = {token}, raised on {raised}");
                 let valid_until = began + self.ttl - drift;
                 let held = Held {
                     token,
@@ -345,25 +297,28 @@ impl RedisLock {
                     began,
                     valid_until,
                 };
-                return Ok((held, detail));
+                return Ok((held, (n > 1).then_some(detail)));
             }
             why = format!(
                 "{why}, {raised} raised, {} ms spent of {ttl} ms: too slow",
                 elapsed.as_millis()
             );
         }
-        if n > 1 || !granted.is_empty() {
-            // Redlock's last step: unlock everywhere, even where it said no.
-            for instance in &mut self.instances {
-                _ = instance.script::<i64>(&RELEASE, &[&owner]).await;
-            }
+        // Redlock's last step: unlock everywhere, even where it said no (a
+        // call that timed out may have set the key).
+        for instance in self
+            .instances
+            .iter_mut()
+            .filter(|_| n > 1 || !granted.is_empty())
+        {
+            _ = instance.script::<i64>(&RELEASE, &[&owner]).await;
         }
         Err(why)
     }
 }
 
-/// Redlock's clock drift allowance for a TTL: 1 % plus 2 ms (none for one
-/// instance, whose lease is judged by its own single clock).
+/// Redlock's clock drift allowance for a TTL: 1 % plus 2 ms; none for one
+/// instance, whose lease is judged by its own single clock.
 pub fn drift(ttl: Duration, instances: usize) -> Duration {
     match instances {
         1 => Duration::ZERO,
@@ -377,10 +332,11 @@ impl LockClient for RedisLock {
     async fn connect(args: &Args, rep: &Reporter) -> Result<Self> {
         let addrs = args.get("redis")?.split(',').map(str::parse);
         let addrs: Vec<SocketAddr> = addrs.collect::<std::result::Result<_, _>>()?;
+        // Redlock's per-instance timeout: "5 to 50 ms for a 10 s lock".
         let timeout = if addrs.len() == 1 {
-            SINGLE_TIMEOUT
+            SECOND
         } else {
-            INSTANCE_TIMEOUT
+            Duration::from_millis(50)
         };
         let instances = addrs
             .iter()
@@ -413,7 +369,9 @@ impl LockClient for RedisLock {
                     }
                     let ok = if detail.is_some() { "" } else { "OK, " };
                     rep.answer(format!("{ok}token {} (lease {ttl} ms)", held.token));
-                    detail.map(|detail| rep.service_note(detail));
+                    if let Some(detail) = detail {
+                        rep.service_note(detail);
+                    }
                     return Ok((held.token, held.owner.clone(), held));
                 }
                 Err(why) if !told_busy => {
@@ -422,8 +380,8 @@ impl LockClient for RedisLock {
                 }
                 Err(_) => {}
             }
-            // Retry after a random delay (Redlock's advice), so that
-            // contenders that collided do not keep colliding.
+            // A random delay (Redlock's advice), so that contenders that
+            // collided do not keep colliding.
             let now = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .unwrap_or_default();

@@ -19,94 +19,73 @@ pub struct Lane(usize);
 /// How an event is drawn on its lane.
 #[derive(Debug)]
 enum Mark {
-    /// Something the lane did or saw on its own: `o`.
+    /// `o`: something the lane did or saw on its own.
     Note,
-    /// A message to another lane; a refusal has an `X` on the sender.
-    Msg { to: Lane, refused: bool },
-    /// `#`: from here on the lifeline is frozen (`~`), or runs again.
-    Pause { frozen: bool },
+    /// An arrow to another lane; a refusal (`true`) has an `X` at its start.
+    Msg(Lane, bool),
+    /// `#`: the lifeline is frozen (`~`) from here on (`true`), or runs again.
+    Pause(bool),
 }
 
-#[derive(Debug)]
-struct Event {
-    at: Duration,
-    seq: usize,
-    lane: Lane,
-    mark: Mark,
-    text: String,
-}
-
-#[derive(Debug)]
-struct Inner {
-    start: Instant,
-    lanes: Vec<String>,
-    events: Mutex<Vec<Event>>,
-}
+/// When (since the start), in which order it was recorded, on which lane,
+/// how it is drawn, and its text.
+type Event = (Duration, usize, Lane, Mark, String);
 
 /// Collects events from every actor (any thread) and renders them.
 #[derive(Debug, Clone)]
 pub struct Timeline {
-    inner: Arc<Inner>,
+    start: Instant,
+    lanes: Arc<Vec<String>>,
+    events: Arc<Mutex<Vec<Event>>>,
 }
 
 impl Timeline {
     /// A timeline with these lanes, left to right; time 0 is now.
     pub fn new(lanes: &[&str]) -> Self {
-        let lanes = lanes.iter().map(|l| (*l).to_owned()).collect();
-        let events = Mutex::new(Vec::new());
-        let inner = Inner {
-            start: Instant::now(),
+        let lanes = Arc::new(lanes.iter().map(|l| (*l).to_owned()).collect());
+        let (start, events) = (Instant::now(), Arc::default());
+        Timeline {
+            start,
             lanes,
             events,
-        };
-        Timeline {
-            inner: Arc::new(inner),
         }
     }
 
     /// The lane named `name`, if the timeline has one.
     pub fn find_lane(&self, name: &str) -> Option<Lane> {
-        self.inner.lanes.iter().position(|l| l == name).map(Lane)
+        self.lanes.iter().position(|l| l == name).map(Lane)
     }
 
     /// The lane named `name`; panics if there is none (the names are the
     /// demo's own constants, so that is a bug in the demo).
     pub fn lane(&self, name: &str) -> Lane {
-        self.find_lane(name)
-            .unwrap_or_else(|| panic!("timeline has no lane {name:?}"))
+        let lane = self.find_lane(name);
+        lane.unwrap_or_else(|| panic!("timeline has no lane {name:?}"))
     }
 
     /// A lane's name.
     pub fn name(&self, lane: Lane) -> &str {
-        &self.inner.lanes[lane.0]
+        &self.lanes[lane.0]
     }
 
     fn events(&self) -> MutexGuard<'_, Vec<Event>> {
         // A panicking actor must not hide the rest of the timeline.
-        let events = self.inner.events.lock();
-        events.unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.events.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn push(&self, at: Instant, lane: Lane, mark: Mark, text: impl Into<String>) {
-        let at = at.saturating_duration_since(self.inner.start);
+        let at = at.saturating_duration_since(self.start);
         let mut events = self.events();
         let seq = events.len();
-        let text = text.into();
-        events.push(Event {
-            at,
-            seq,
-            lane,
-            mark,
-            text,
-        });
+        events.push((at, seq, lane, mark, text.into()));
     }
 
     /// Something `lane` did or saw, now.
     pub fn note(&self, lane: Lane, text: impl Into<String>) {
-        self.note_at(Instant::now(), lane, text);
+        self.push(Instant::now(), lane, Mark::Note, text);
     }
 
-    /// Something that happened at `at`, possibly noticed only later (a lease
+    /// Something that happened at `at`, possibly learned only later (a lease
     /// running out, a worker process's report).
     pub fn note_at(&self, at: Instant, lane: Lane, text: impl Into<String>) {
         self.push(at, lane, Mark::Note, text);
@@ -114,45 +93,32 @@ impl Timeline {
 
     /// A message from one actor to another, now.
     pub fn msg(&self, from: Lane, to: Lane, text: impl Into<String>) {
-        self.msg_at(Instant::now(), from, to, text, false);
-    }
-
-    /// A refusal sent by `from`, now.
-    pub fn refused(&self, from: Lane, to: Lane, text: impl Into<String>) {
-        self.msg_at(Instant::now(), from, to, text, true);
+        self.push(Instant::now(), from, Mark::Msg(to, false), text);
     }
 
     /// A message (a refusal, if `refused`) that was sent at `at`.
-    pub fn msg_at(
-        &self,
-        at: Instant,
-        from: Lane,
-        to: Lane,
-        text: impl Into<String>,
-        refused: bool,
-    ) {
-        self.push(at, from, Mark::Msg { to, refused }, text);
+    pub fn msg_at(&self, at: Instant, from: Lane, to: Lane, text: String, refused: bool) {
+        self.push(at, from, Mark::Msg(to, refused), text);
     }
 
     /// `lane` freezes: its lifeline is drawn `~` until [`Timeline::pause_end`].
     pub fn pause_begin(&self, lane: Lane, text: impl Into<String>) {
-        self.push(Instant::now(), lane, Mark::Pause { frozen: true }, text);
+        self.push(Instant::now(), lane, Mark::Pause(true), text);
     }
 
     /// `lane` runs again.
     pub fn pause_end(&self, lane: Lane, text: impl Into<String>) {
-        self.push(Instant::now(), lane, Mark::Pause { frozen: false }, text);
+        self.push(Instant::now(), lane, Mark::Pause(false), text);
     }
 
     /// The ASCII sequence diagram.
     pub fn render(&self) -> String {
-        let n = self.inner.lanes.len();
-        let lane_width = (WIDTH - TIME_COL) / n.max(1);
+        let lane_width = (WIDTH - TIME_COL) / self.lanes.len().max(1);
         let center = |lane: Lane| TIME_COL + lane.0 * lane_width + lane_width / 2;
         let mut out = String::new();
         let (mut header, mut rule) = (blank(), blank());
         put(&mut header, 0, "   t (ms)");
-        for (i, name) in self.inner.lanes.iter().enumerate() {
+        for (i, name) in self.lanes.iter().enumerate() {
             let start = center(Lane(i)).saturating_sub(name.len() / 2);
             put(&mut header, start, name);
             put(&mut rule, start, &"=".repeat(name.len()));
@@ -160,9 +126,7 @@ impl Timeline {
         push_row(&mut out, header);
         push_row(&mut out, rule);
 
-        let mut events = self.events();
-        events.sort_by_key(|e| (e.at, e.seq));
-        let mut frozen = vec![false; n];
+        let mut frozen = vec![false; self.lanes.len()];
         let lifelines = |frozen: &[bool]| {
             let mut row = blank();
             for (i, &frozen) in frozen.iter().enumerate() {
@@ -170,30 +134,28 @@ impl Timeline {
             }
             row
         };
+        let mut events = self.events();
+        events.sort_by_key(|e| (e.0, e.1));
         let mut last: Option<Duration> = None;
-        for event in events.iter() {
-            if last.is_some_and(|last| event.at.saturating_sub(last) > GAP) {
+        for (at, _, lane, mark, text) in events.iter() {
+            if last.is_some_and(|last| at.saturating_sub(last) > GAP) {
                 let mut row = lifelines(&frozen);
                 put(&mut row, 0, "      .");
                 push_row(&mut out, row);
             }
-            last = Some(event.at);
+            last = Some(*at);
             let mut row = lifelines(&frozen);
-            put(&mut row, 0, &format!("{:>7}  ", event.at.as_millis()));
-            let x = center(event.lane);
-            match event.mark {
-                Mark::Note => {
-                    row[x] = 'o';
-                    place_note(&mut row, x, &event.text);
+            put(&mut row, 0, &format!("{:>7}  ", at.as_millis()));
+            let x = center(*lane);
+            match *mark {
+                Mark::Msg(to, refused) => place_arrow(&mut row, x, center(to), text, refused),
+                Mark::Note | Mark::Pause(_) => {
+                    row[x] = if matches!(mark, Mark::Note) { 'o' } else { '#' };
+                    place_note(&mut row, x, text);
                 }
-                Mark::Pause { frozen: now } => {
-                    row[x] = '#';
-                    place_note(&mut row, x, &event.text);
-                    frozen[event.lane.0] = now;
-                }
-                Mark::Msg { to, refused } => {
-                    place_arrow(&mut row, x, center(to), &event.text, refused)
-                }
+            }
+            if let Mark::Pause(now) = *mark {
+                frozen[lane.0] = now;
             }
             push_row(&mut out, row);
         }
@@ -212,11 +174,10 @@ fn blank() -> Vec<char> {
 
 fn put(row: &mut Vec<char>, start: usize, text: &str) {
     for (i, c) in text.chars().enumerate() {
-        let x = start + i;
-        if x >= row.len() {
-            row.resize(x + 1, ' ');
+        if start + i >= row.len() {
+            row.resize(start + i + 1, ' ');
         }
-        row[x] = c;
+        row[start + i] = c;
     }
 }
 
@@ -242,13 +203,10 @@ fn place_note(row: &mut Vec<char>, center: usize, text: &str) {
 /// An arrow between two lanes, its label on it if it fits, else beside it.
 fn place_arrow(row: &mut Vec<char>, from: usize, to: usize, text: &str, refused: bool) {
     let (lo, hi) = (from.min(to), from.max(to));
-    for cell in &mut row[lo + 1..hi] {
-        *cell = '-';
-    }
-    if to > from {
-        row[hi - 1] = '>';
-    } else {
-        row[lo + 1] = '<';
+    row[lo + 1..hi].fill('-');
+    match to > from {
+        true => row[hi - 1] = '>',
+        false => row[lo + 1] = '<',
     }
     if refused {
         row[from] = 'X';
@@ -257,15 +215,15 @@ fn place_arrow(row: &mut Vec<char>, from: usize, to: usize, text: &str, refused:
     let label = format!(" {text} ");
     let len = label.chars().count();
     if len + 4 <= interior {
-        put(row, lo + 1 + (interior - len) / 2, &label);
-        return;
+        return put(row, lo + 1 + (interior - len) / 2, &label);
     }
     let len = text.chars().count();
-    if hi + 2 + len <= WIDTH {
-        put(row, hi + 2, text);
+    let start = if hi + 2 + len <= WIDTH {
+        hi + 2
     } else if lo >= TIME_COL + len + 2 {
-        put(row, lo - 1 - len, text);
+        lo - 1 - len
     } else {
-        put(row, lo + 2, text);
-    }
+        lo + 2
+    };
+    put(row, start, text);
 }

@@ -3,6 +3,7 @@
 //! reports it prints for the parent, one JSON line each, stamped with the
 //! wall clock (the one clock the processes on this machine share).
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -13,13 +14,14 @@ use serde::{Deserialize, Serialize};
 
 use super::{http, process, request_label, Reply, Result};
 
-/// How long a worker waits for an answer to one HTTP request.
+/// How long a worker waits for the answer to one HTTP request.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// One line on a worker's stdout.
+/// One line on a worker's stdout: when (microseconds since the UNIX epoch)
+/// and what.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Report {
-    /// When it happened: microseconds since the UNIX epoch.
+    /// When it happened.
     pub t: u64,
     /// What happened.
     #[serde(flatten)]
@@ -32,18 +34,16 @@ pub struct Report {
 pub enum What {
     /// Started and connected.
     Ready,
-    /// Something seen on `lane` (the worker's own, or the lock service's).
-    Note { lane: String, text: String },
-    /// A message between two lanes.
-    Msg {
+    /// Something to draw: a message from lane `from` to lane `to` (a
+    /// refusal, if `refused`), or without `to`, a note on `from`.
+    Draw {
         from: String,
-        to: String,
+        to: Option<String>,
         text: String,
         refused: bool,
     },
     /// The lock is held with `token`; `detail` is what the parent needs to
-    /// watch the grant (a key, a node path, a row id); the attempt that got
-    /// it began at `began` (a wall-clock stamp).
+    /// watch the grant; the attempt that got it began at `began`.
     Granted {
         token: u64,
         detail: String,
@@ -53,8 +53,8 @@ pub enum What {
     Checked,
     /// A waiting worker just learned that the lock is free.
     SawFree,
-    /// A request sent at `sent` and its answer (`status` 0: none; then
-    /// `error` says why). `value` is what the request carried.
+    /// A request carrying `value`, sent at `sent`, and its answer (`status`
+    /// 0: none, and `error` says why).
     Reply {
         method: String,
         token: Option<u64>,
@@ -73,12 +73,8 @@ pub enum What {
 
 /// Microseconds since the UNIX epoch, now.
 pub fn now_micros() -> u64 {
-    micros(SystemTime::now())
-}
-
-fn micros(at: SystemTime) -> u64 {
-    let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
-    since.as_micros() as u64
+    let since = SystemTime::now().duration_since(UNIX_EPOCH);
+    since.unwrap_or_default().as_micros() as u64
 }
 
 /// The wall-clock stamp of an [`Instant`] of this process.
@@ -97,7 +93,6 @@ pub fn instant_of(micros: u64) -> Instant {
     }
 }
 
-/// Prints one report, stamped now.
 fn emit(what: What) {
     let t = now_micros();
     if let Ok(line) = serde_json::to_string(&Report { t, what }) {
@@ -121,18 +116,16 @@ where
         return None;
     }
     let result = Args::parse(words).and_then(|args| {
-        let mut runtime = tokio::runtime::Builder::new_current_thread();
-        runtime
+        let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
-            .build()?
-            .block_on(play(role.clone(), args))
+            .build()?;
+        runtime.block_on(play(role.clone(), args))
     });
     Some(match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            emit(What::Failed {
-                error: e.to_string(),
-            });
+            let error = e.to_string();
+            emit(What::Failed { error });
             ExitCode::FAILURE
         }
     })
@@ -140,26 +133,24 @@ where
 
 /// A worker's `key=value` arguments.
 #[derive(Debug, Clone)]
-pub struct Args(Vec<(String, String)>);
+pub struct Args(HashMap<String, String>);
 
 impl Args {
     /// Parses `key=value` words.
     pub fn parse(words: &[String]) -> Result<Args> {
-        let pair = |word: &String| match word.split_once('=') {
-            Some((key, value)) => Ok((key.to_owned(), value.to_owned())),
-            None => Err(format!("worker argument {word:?} is not key=value")),
+        let pair = |word: &String| -> Result<(String, String)> {
+            let (key, value) = word
+                .split_once('=')
+                .ok_or(format!("{word:?} is not key=value"))?;
+            Ok((key.to_owned(), value.to_owned()))
         };
-        Ok(Args(words.iter().map(pair).collect::<Result<_, _>>()?))
+        Ok(Args(words.iter().map(pair).collect::<Result<_>>()?))
     }
 
     /// The value of `key`.
     pub fn get(&self, key: &str) -> Result<&str> {
-        let found = self
-            .0
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str());
-        found.ok_or_else(|| format!("worker argument {key}= missing").into())
+        let value = self.0.get(key).map(String::as_str);
+        value.ok_or_else(|| format!("worker argument {key}= missing").into())
     }
 
     /// The value of `key`, parsed.
@@ -176,31 +167,21 @@ impl Args {
 /// A worker's voice: stamps and prints what it does, for the parent to draw.
 #[derive(Debug, Clone)]
 pub struct Reporter {
-    me: String,
-    service: String,
-    /// The lane the worker's requests go to (`fencegate` or `storage`).
-    via: String,
-    /// Whether to report messages and notes, or only what the parent counts.
-    draw: bool,
+    /// Lanes: this worker's, the lock service's, and the one its requests
+    /// go to (`fencegate` or `storage`).
+    lanes: [String; 3],
+    /// Reports only what the parent counts, nothing to draw.
+    quiet: bool,
 }
 
 impl Reporter {
     /// The reporter of the worker named `name=`, a client of `service=`
-    /// that sends its requests `via=`; quiet (nothing to draw) with
-    /// `quiet=1`.
+    /// that sends its requests `via=`; quiet with `quiet=1`.
     pub fn new(args: &Args) -> Result<Reporter> {
-        let (me, service) = (
-            args.get("name")?.to_owned(),
-            args.get("service")?.to_owned(),
-        );
-        let via = args.get("via")?.to_owned();
-        let draw = !matches!(args.get("quiet"), Ok("1"));
-        Ok(Reporter {
-            me,
-            service,
-            via,
-            draw,
-        })
+        let lane = |key| Ok::<_, super::Error>(args.get(key)?.to_owned());
+        let lanes = [lane("name")?, lane("service")?, lane("via")?];
+        let quiet = args.get("quiet").is_ok_and(|quiet| quiet == "1");
+        Ok(Reporter { lanes, quiet })
     }
 
     /// Prints one report, stamped now.
@@ -210,13 +191,14 @@ impl Reporter {
 
     /// This worker's lane name (`worker 1`).
     pub fn me(&self) -> &str {
-        &self.me
+        &self.lanes[0]
     }
 
-    fn msg(&self, from: &str, to: &str, text: String, refused: bool) {
-        let (from, to) = (from.to_owned(), to.to_owned());
-        if self.draw {
-            self.emit(What::Msg {
+    fn draw(&self, from: usize, to: Option<usize>, text: String, refused: bool) {
+        let from = self.lanes[from].clone();
+        let to = to.map(|to| self.lanes[to].clone());
+        if !self.quiet {
+            emit(What::Draw {
                 from,
                 to,
                 text,
@@ -225,41 +207,34 @@ impl Reporter {
         }
     }
 
-    fn note_on(&self, lane: &str, text: String) {
-        if self.draw {
-            let lane = lane.to_owned();
-            self.emit(What::Note { lane, text });
-        }
-    }
-
     /// Something the worker did or saw on its own.
     pub fn note(&self, text: impl Into<String>) {
-        self.note_on(&self.me, text.into());
+        self.draw(0, None, text.into(), false);
     }
 
     /// Something seen on the lock service's lane.
     pub fn service_note(&self, text: impl Into<String>) {
-        self.note_on(&self.service, text.into());
+        self.draw(1, None, text.into(), false);
     }
 
     /// A request from this worker to the lock service.
     pub fn ask(&self, text: impl Into<String>) {
-        self.msg(&self.me, &self.service, text.into(), false);
+        self.draw(0, Some(1), text.into(), false);
     }
 
     /// An answer from the lock service to this worker.
     pub fn answer(&self, text: impl Into<String>) {
-        self.msg(&self.service, &self.me, text.into(), false);
+        self.draw(1, Some(0), text.into(), false);
     }
 
     /// A waiting worker learns, now, that the lock is free: the lock service
     /// had let the previous grant go by then at the latest.
     pub fn saw_free(&self) {
-        self.emit(What::SawFree);
+        emit(What::SawFree);
     }
 
-    /// Sends one HTTP request to `target` (drawn as going `via=`) and
-    /// reports it with its answer; `None` if there was none.
+    /// Sends one HTTP request to `target` and reports it with its answer;
+    /// `None` if there was none.
     pub async fn request(
         &self,
         target: SocketAddr,
@@ -269,33 +244,47 @@ impl Reporter {
         value: Option<&str>,
     ) -> Option<Reply> {
         let token_text = token.map(|t| t.to_string());
-        let label = request_label(&method, token_text.as_deref(), value);
-        self.msg(&self.me, &self.via, label, false);
+        self.draw(
+            0,
+            Some(2),
+            request_label(&method, token_text.as_deref(), value),
+            false,
+        );
         let sent = now_micros();
-        let answer = http(target, method.clone(), path, token, value);
-        let answer = match tokio::time::timeout(ANSWER_TIMEOUT, answer).await {
-            Ok(answer) => answer.map_err(|e| e.to_string()),
-            Err(_) => Err(format!("no answer within {ANSWER_TIMEOUT:?}")),
+        let answer = tokio::time::timeout(
+            ANSWER_TIMEOUT,
+            http(target, method.clone(), path, token, value),
+        );
+        let (reply, error) = match answer.await {
+            Ok(Ok(reply)) => (Some(reply), None),
+            Ok(Err(e)) => (None, Some(e.to_string())),
+            Err(_) => (None, Some(format!("no answer within {ANSWER_TIMEOUT:?}"))),
         };
-        match &answer {
-            Ok(reply) => self.msg(&self.via, &self.me, reply.label(), reply.is_stale()),
-            Err(e) => self.note(format!("request failed: {e}")),
+        match (&reply, &error) {
+            (Some(reply), _) => self.draw(2, Some(0), reply.label(), reply.is_stale()),
+            (None, error) => self.note(format!(
+                "request failed: {}",
+                error.as_deref().unwrap_or("?")
+            )),
         }
-        let reply = answer.as_ref().ok();
-        self.emit(What::Reply {
-            method: method.to_string(),
+        let (method, value) = (method.to_string(), value.map(str::to_owned));
+        let status = reply.as_ref().map_or(0, |r| r.status.as_u16());
+        let error = error.or_else(|| reply.as_ref()?.error.clone());
+        let highest = reply.as_ref().and_then(|r| r.highest);
+        let body = reply
+            .as_ref()
+            .map(|r| r.body.chars().take(200).collect())
+            .unwrap_or_default();
+        emit(What::Reply {
+            method,
             token,
-            value: value.map(str::to_owned),
+            value,
             sent,
-            status: reply.map_or(0, |r| r.status.as_u16()),
-            error: answer
-                .as_ref()
-                .map_or_else(|e| Some(e.clone()), |r| r.error.clone()),
-            highest: reply.and_then(|r| r.highest),
-            body: reply
-                .map(|r| r.body.chars().take(200).collect())
-                .unwrap_or_default(),
+            status,
+            error,
+            highest,
+            body,
         });
-        answer.ok()
+        reply
     }
 }

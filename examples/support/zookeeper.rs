@@ -81,10 +81,9 @@ impl ZooKeeper {
             .arg(classpath)
             .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
             .arg(&config);
-        let mut server = Server::start("zookeeper", command, dir)?;
-        tokio::task::block_in_place(|| server.wait_ready(addr, Duration::from_secs(60)))?;
+        let server = Server::start("zookeeper", &mut command, dir)?;
         let session = || connect(addr, Duration::from_secs(4));
-        server.serving(Duration::from_secs(30), session).await?;
+        server.serving(Duration::from_secs(60), session).await?;
         Ok(ZooKeeper {
             addr,
             _server: server,
