@@ -28,13 +28,13 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use fencegate::gateway::embedded::{self, ObjectStore};
+use fencegate::gateway::Gateway;
 use http::Method;
 use support::lock_demo::{LockClient, Service};
 use support::process::{self, Worker};
 use support::redis::{Redis, RedisLock};
 use support::worker::{as_worker, instant_of, micros_of, now_micros, Args, Report, Reporter, What};
-use support::{http as http_call, start_gateway, verdict, Result};
+use support::{end_run, http as http_call, start_backend, verdict, Result, Timeline};
 use tokio::runtime::Runtime;
 
 /// The counter.
@@ -248,14 +248,6 @@ struct Stats {
     pauses_on_holder: usize,
 }
 
-async fn serve_storage() -> Result<(SocketAddr, tokio::task::JoinHandle<std::io::Result<()>>)> {
-    let app = embedded::router(ObjectStore::in_memory());
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
-    let addr = listener.local_addr()?;
-    let task = tokio::spawn(async move { axum::serve(listener, app).await });
-    Ok((addr, task))
-}
-
 /// The worker that holds the lock now, as the lock servers say.
 fn holder<const N: usize>(runtime: &Runtime, redis: &Redis<N>, workers: usize) -> Option<usize> {
     let name = runtime.block_on(redis.holder())?;
@@ -270,17 +262,11 @@ fn run<const N: usize>(
     fenced: bool,
     length: Duration,
 ) -> Result<Run> {
-    let (storage, storage_task) = runtime.block_on(serve_storage())?;
-    let seeded = runtime.block_on(http_call(storage, Method::PUT, KEY, None, Some("0")))?;
-    if !seeded.ok() {
-        return Err(format!("seeding the counter: {}", seeded.status).into());
-    }
-    let gateway = match fenced {
-        true => Some(runtime.block_on(start_gateway(storage))?),
-        false => None,
-    };
-    let target = gateway.as_ref().map_or(storage, |g| g.data_addr());
-    let via = if fenced { "fencegate" } else { "storage" };
+    // The timeline is not drawn: it is where the storage's tap writes.
+    let tl = Timeline::new(&["fencegate", "storage"]);
+    let (storage, gateway, target, via) = runtime.block_on(start_backend(&tl, fenced))?;
+    runtime.block_on(storage.seed(KEY, "0"))?;
+    let via = tl.name(via).to_owned();
     let until = now_micros() + length.as_micros() as u64;
     let mut workers = Vec::new();
     for i in 1..=args.workers {
@@ -365,27 +351,11 @@ fn run<const N: usize>(
     }
     drop(workers);
 
-    let final_counter = runtime
-        .block_on(http_call(storage, Method::GET, KEY, None, None))
-        .ok()
-        .and_then(|r| r.body.trim().parse().ok());
-    let gateway_stale = match &gateway {
-        Some(gateway) => runtime
-            .block_on(http_call(
-                gateway.admin_addr(),
-                Method::GET,
-                "/metrics",
-                None,
-                None,
-            ))
-            .ok()
-            .and_then(|r| stale_from_metrics(&r.body)),
-        None => None,
-    };
-    if let Some(gateway) = gateway {
-        runtime.block_on(gateway.shutdown());
-    }
-    storage_task.abort();
+    let metrics = |g: &Gateway| http_call(g.admin_addr(), Method::GET, "/metrics", None, None);
+    let metrics = gateway.as_ref().map(|g| runtime.block_on(metrics(g)));
+    let gateway_stale = metrics.and_then(|m| stale_from_metrics(&m.ok()?.body));
+    let (stored, _) = runtime.block_on(end_run(storage, gateway, KEY))?;
+    let final_counter = stored.and_then(|value| value.trim().parse().ok());
     Ok(Run {
         fenced,
         elapsed,
