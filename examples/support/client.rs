@@ -1,7 +1,7 @@
 //! A tiny HTTP/1.1 client (one TCP connection per request) that can put
 //! each request and its answer on a [`Timeline`].
 
-use std::fmt::Write as _;
+use std::fmt::{Display, Write as _};
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -116,7 +116,7 @@ impl Route {
 }
 
 /// The label of a request: method, token, body.
-pub fn request_label(method: &Method, token: Option<&str>, body: Option<&str>) -> String {
+pub fn request_label(method: &Method, token: Option<impl Display>, body: Option<&str>) -> String {
     let mut label = method.to_string();
     match token {
         Some(token) => _ = write!(label, " t={token}"),
@@ -139,9 +139,7 @@ pub async fn call(
     token: Option<u64>,
     body: Option<&str>,
 ) -> Result<Reply> {
-    let token_text = token.map(|t| t.to_string());
-    let label = request_label(&method, token_text.as_deref(), body);
-    tl.msg(who, route.via, label);
+    tl.msg(who, route.via, request_label(&method, token, body));
     match http(route.addr, method, path, token, body).await {
         Ok(reply) => {
             let (now, stale) = (Instant::now(), reply.is_stale());

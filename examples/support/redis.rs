@@ -248,46 +248,72 @@ pub struct Held {
 type Attempt = std::result::Result<(Held, Option<String>), String>;
 
 impl RedisLock {
-    async fn try_acquire(&mut self) -> Attempt {
+    /// A fresh owner value per attempt, so that a late answer to an old
+    /// attempt can never be taken for the current one.
+    fn next_owner(&mut self) -> (String, String, Instant) {
         self.attempts += 1;
-        let (pid, n, began) = (std::process::id(), self.instances.len(), Instant::now());
+        let (pid, ttl) = (std::process::id(), self.ttl.as_millis().to_string());
         let owner = format!("{}/pid {pid}/#{}", self.owner, self.attempts);
-        let ttl = self.ttl.as_millis().to_string();
-        let mut counters: Vec<Option<u64>> = vec![None; n];
-        let mut busy = Vec::new();
+        (owner, ttl, Instant::now())
+    }
+
+    /// One instance: the script's answer is the grant, or who holds the lock.
+    async fn try_single(&mut self) -> Attempt {
+        let (owner, ttl, began) = self.next_owner();
+        let instance = &mut self.instances[0];
+        let answer = instance
+            .script::<(i64, i64, String)>(&ACQUIRE, &[&owner, &ttl])
+            .await;
+        match answer.map_err(|e| format!("error: {e}"))? {
+            (1, token, _) => {
+                let (token, valid_until) = (token as u64, began + self.ttl);
+                let held = Held {
+                    token,
+                    owner,
+                    began,
+                    valid_until,
+                };
+                Ok((held, None))
+            }
+            (_, left, holder) => Err(format!(
+                "busy: {} holds it, {left} ms left",
+                owner_name(&holder)
+            )),
+        }
+    }
+
+    /// Redlock: the script on each instance in turn; with a majority, the
+    /// token is the highest of their counters, raised on each of them; the
+    /// grant stands if the raise reached a majority within the validity
+    /// time (the TTL less 1 % + 2 ms for clock drift). Otherwise, unlock.
+    async fn try_redlock(&mut self) -> Attempt {
+        let (owner, ttl, began) = self.next_owner();
+        let n = self.instances.len();
+        let (mut counters, mut holders) = (vec![None; n], Vec::new());
         for (i, instance) in self.instances.iter_mut().enumerate() {
             match instance
                 .script::<(i64, i64, String)>(&ACQUIRE, &[&owner, &ttl])
                 .await
             {
                 Ok((1, counter, _)) => counters[i] = Some(counter as u64),
-                Ok((_, left, holder)) => {
-                    busy.push(format!("{} holds it, {left} ms left", owner_name(&holder)))
-                }
-                Err(e) => busy.push(format!("error: {e}")),
+                Ok((_, _, holder)) => holders.push(owner_name(&holder).to_owned()),
+                Err(_) => {}
             }
         }
         let granted: Vec<usize> = (0..n).filter(|&i| counters[i].is_some()).collect();
-        let mut why = match busy.first() {
-            Some(busy) if n == 1 => format!("busy: {busy}"),
-            _ => format!("{}/{n} granted", granted.len()),
-        };
-        let token = counters.iter().flatten().copied().max();
+        let mut why = format!("{}/{n} granted", granted.len());
+        let token = counters.iter().flatten().max().copied();
         if let Some(token) = token.filter(|_| granted.len() > n / 2) {
-            // One instance's counter is the token already.
-            let mut raised = if n == 1 { 1 } else { 0 };
-            for &i in granted.iter().filter(|_| n > 1) {
-                let answer = self.instances[i]
-                    .script(&RAISE, &[&owner, &token.to_string()])
-                    .await;
+            let mut raised = 0;
+            for &i in &granted {
+                let token = token.to_string();
+                let answer = self.instances[i].script(&RAISE, &[&owner, &token]).await;
                 raised += usize::from(matches!(answer, Ok(1)));
             }
-            let (elapsed, drift) = (began.elapsed(), drift(self.ttl, n));
+            let (elapsed, drift) = (began.elapsed(), self.ttl / 100 + Duration::from_millis(2));
             if raised > n / 2 && elapsed + drift < self.ttl {
-                let counters: Vec<String> = counters
-                    .iter()
-                    .map(|c| c.map_or("-".into(), |c| c.to_string()))
-                    .collect();
+                let shown = |c: &Option<u64>| c.map_or("-".into(), |c| c.to_string());
+                let counters: Vec<String> = counters.iter().map(shown).collect();
                 let (g, ms, counters) = (granted.len(), elapsed.as_millis(), counters.join(","));
                 let detail = format!("{g}/{n} granted in {ms} ms: token = max({counters}) = {token}, raised on {raised}");
                 let valid_until = began + self.ttl - drift;
@@ -297,32 +323,20 @@ impl RedisLock {
                     began,
                     valid_until,
                 };
-                return Ok((held, (n > 1).then_some(detail)));
+                return Ok((held, Some(detail)));
             }
-            why = format!(
-                "{why}, {raised} raised, {} ms spent of {ttl} ms: too slow",
-                elapsed.as_millis()
-            );
+            let ms = elapsed.as_millis();
+            why = format!("{why}, {raised} raised, {ms} ms spent of {ttl} ms: too slow");
+        } else if !holders.is_empty() {
+            holders.dedup();
+            why = format!("{why} (held by {})", holders.join(", "));
         }
-        // Redlock's last step: unlock everywhere, even where it said no (a
-        // call that timed out may have set the key).
-        for instance in self
-            .instances
-            .iter_mut()
-            .filter(|_| n > 1 || !granted.is_empty())
-        {
+        // Unlock everywhere, even where it said no: a call that timed out
+        // may have set the key.
+        for instance in &mut self.instances {
             _ = instance.script::<i64>(&RELEASE, &[&owner]).await;
         }
         Err(why)
-    }
-}
-
-/// Redlock's clock drift allowance for a TTL: 1 % plus 2 ms; none for one
-/// instance, whose lease is judged by its own single clock.
-pub fn drift(ttl: Duration, instances: usize) -> Duration {
-    match instances {
-        1 => Duration::ZERO,
-        _ => ttl / 100 + Duration::from_millis(2),
     }
 }
 
@@ -362,7 +376,11 @@ impl LockClient for RedisLock {
         rep.ask(format!("SET NX PX {ttl} + INCR{on}"));
         let mut told_busy = false;
         loop {
-            match self.try_acquire().await {
+            let attempt = match self.instances.len() {
+                1 => self.try_single().await,
+                _ => self.try_redlock().await,
+            };
+            match attempt {
                 Ok((held, detail)) => {
                     if told_busy {
                         rep.saw_free();

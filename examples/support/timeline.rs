@@ -187,16 +187,22 @@ fn push_row(out: &mut String, row: Vec<char>) {
     out.push('\n');
 }
 
-/// Text next to a lane: to its right if it fits, else to its left.
+/// Where text of `len` characters starts beside a span: right of
+/// `right_of` if it fits, else left of `left_of`, else at `otherwise`.
+fn beside(right_of: usize, left_of: usize, len: usize, otherwise: usize) -> usize {
+    if right_of + 2 + len <= WIDTH {
+        right_of + 2
+    } else if left_of >= TIME_COL + len + 2 {
+        left_of - 1 - len
+    } else {
+        otherwise
+    }
+}
+
+/// Text next to a lane.
 fn place_note(row: &mut Vec<char>, center: usize, text: &str) {
     let len = text.chars().count();
-    let start = if center + 2 + len <= WIDTH {
-        center + 2
-    } else if center >= TIME_COL + len + 2 {
-        center - 1 - len
-    } else {
-        WIDTH.saturating_sub(len).max(TIME_COL)
-    };
+    let start = beside(center, center, len, WIDTH.saturating_sub(len).max(TIME_COL));
     put(row, start, text);
 }
 
@@ -217,13 +223,5 @@ fn place_arrow(row: &mut Vec<char>, from: usize, to: usize, text: &str, refused:
     if len + 4 <= interior {
         return put(row, lo + 1 + (interior - len) / 2, &label);
     }
-    let len = text.chars().count();
-    let start = if hi + 2 + len <= WIDTH {
-        hi + 2
-    } else if lo >= TIME_COL + len + 2 {
-        lo - 1 - len
-    } else {
-        lo + 2
-    };
-    put(row, start, text);
+    put(row, beside(hi, lo, text.chars().count(), lo + 2), text);
 }

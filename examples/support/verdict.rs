@@ -53,21 +53,20 @@ pub fn direct_then_fenced<O: Shown>(
     mut judge: impl FnMut(bool, &O) -> bool,
 ) -> Option<bool> {
     let mut pass = true;
-    for fenced in [false, true] {
-        let outcome = match run(fenced) {
-            Ok(outcome) => outcome,
-            Err(e) => {
-                process::wait_if_interrupted();
-                let which = if fenced { "fenced" } else { "direct" };
-                println!("{which} run failed: {e}");
-                return None;
-            }
-        };
-        outcome.show(if fenced {
-            "run 2 of 2: through fencegate"
-        } else {
-            "run 1 of 2: straight to the storage, nothing checks tokens"
+    let titles = [
+        "run 1 of 2: straight to the storage, nothing checks tokens",
+        "run 2 of 2: through fencegate",
+    ];
+    for (fenced, title) in [false, true].into_iter().zip(titles) {
+        let outcome = run(fenced).map_err(|e| {
+            process::wait_if_interrupted();
+            println!(
+                "{} run failed: {e}",
+                if fenced { "fenced" } else { "direct" }
+            );
         });
+        let outcome = outcome.ok()?;
+        outcome.show(title);
         pass &= judge(fenced, &outcome);
         println!();
     }

@@ -243,13 +243,8 @@ impl Reporter {
         token: Option<u64>,
         value: Option<&str>,
     ) -> Option<Reply> {
-        let token_text = token.map(|t| t.to_string());
-        self.draw(
-            0,
-            Some(2),
-            request_label(&method, token_text.as_deref(), value),
-            false,
-        );
+        let label = request_label(&method, token, value);
+        self.draw(0, Some(2), label, false);
         let sent = now_micros();
         let answer = tokio::time::timeout(
             ANSWER_TIMEOUT,
