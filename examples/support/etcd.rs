@@ -32,36 +32,26 @@ impl Etcd {
     /// temporary data dir and waits until it answers a read.
     pub async fn start() -> Result<Etcd> {
         let dir = temp_dir("fencegate-etcd-", None)?;
-        let (client_port, peer_port) = (free_port()?, free_port()?);
-        let addr = SocketAddr::from(([127, 0, 0, 1], client_port));
-        let (client, peer) = (
-            format!("http://{addr}"),
-            format!("http://127.0.0.1:{peer_port}"),
-        );
+        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
+        let client = format!("http://{addr}");
+        let peer = format!("http://127.0.0.1:{}", free_port()?);
         let mut command = Command::new(require_binary("etcd"));
         command
-            .args(["--name", "default", "--data-dir"])
-            .arg(dir.path().join("data"));
-        command.args([
-            "--listen-client-urls",
-            &client,
-            "--advertise-client-urls",
-            &client,
-        ]);
-        command.args([
-            "--listen-peer-urls",
-            &peer,
-            "--initial-advertise-peer-urls",
-            &peer,
-        ]);
-        command.args(["--initial-cluster", &format!("default={peer}")]);
-        command.args(["--initial-cluster-state", "new"]);
-        command.args(["--logger", "zap", "--log-outputs", "stderr"]);
+            .args(["--name", "default"])
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .args(["--listen-client-urls", &client])
+            .args(["--advertise-client-urls", &client])
+            .args(["--listen-peer-urls", &peer])
+            .args(["--initial-advertise-peer-urls", &peer])
+            .args(["--initial-cluster", &format!("default={peer}")])
+            .args(["--initial-cluster-state", "new"])
+            .args(["--logger", "zap", "--log-outputs", "stderr"]);
         // ETCD_* variables would override the flags above.
-        let etcd_vars =
-            std::env::vars_os().filter(|(k, _)| k.to_string_lossy().starts_with("ETCD_"));
-        for (key, _) in etcd_vars {
-            command.env_remove(key);
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("ETCD_") {
+                command.env_remove(key);
+            }
         }
         let server = Server::start("etcd", &mut command, dir)?;
         // The port opens before the member has elected itself: wait for a read.

@@ -137,7 +137,7 @@ impl Postgres {
         // server removes its shared memory; whatever is left is killed.
         server.graceful(Signal::SIGINT, data.join("postmaster.pid"));
         server
-            .serving(Duration::from_secs(30), || connect(addr))
+            .serving(Duration::from_secs(60), || connect(addr))
             .await?;
         Ok(Postgres { addr, server })
     }
