@@ -13,8 +13,8 @@
 //!   processes against a real lock service; [`redis`], [`etcd`],
 //!   [`zookeeper`], [`postgres`]: the services.
 
-// Each example uses a part of the harness, and re-exports only some of it.
-#![allow(dead_code, unused_imports)]
+// Each example uses a part of the harness.
+#![allow(dead_code)]
 
 pub mod client;
 pub mod etcd;
@@ -29,12 +29,15 @@ pub mod verdict;
 pub mod worker;
 pub mod zookeeper;
 
-pub use client::{call, http, request_label, Reply, Route};
-pub use lease_lock::{freeze, spawn_client_2, spawn_process, LeaseLock};
-pub use storage::{end_run, fence_path, shown, start_backend, start_gateway, Storage};
-pub use timeline::{Lane, Timeline};
-pub use verdict::{direct_then_fenced, heading, show_run, verdict, Shown};
-pub use verdict::{TwoClients, TwoClientsText};
+// What the examples use most, at the top; each uses only some of it.
+#[allow(unused_imports)]
+pub use {
+    client::{call, http, request_label, Reply, Route},
+    lease_lock::{freeze, spawn_client_2, spawn_process, LeaseLock},
+    storage::{end_run, fence_path, shown, start_backend, start_gateway, Storage},
+    timeline::{Lane, Timeline},
+    verdict::{direct_then_fenced, heading, show_run, verdict, Shown, TwoClients, TwoClientsText},
+};
 
 /// Any error, with a message fit for one line.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;

@@ -10,7 +10,6 @@
 //! t0..now is below the TTL less a drift allowance. Why the raise, and what
 //! the derived token guarantees: the README, "Redlock's token, derived".
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::process::Command;
 use std::sync::LazyLock;
