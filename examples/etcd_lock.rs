@@ -52,7 +52,8 @@ const DEMO: Demo = Demo {
         "real:   etcd 3.4 on loopback (JSON gateway), two worker processes, SIGSTOP/SIGCONT,",
         "        fencegate in-process in front of its embedded object store.",
     ],
-    token_name: "create revision of the lock key",
+    outro: &[],
+    claim: "etcd tokens (create revision of the lock key) only grow; the direct run lost worker 2's write, fencegate refused the stale one",
 };
 
 struct EtcdService(Etcd);

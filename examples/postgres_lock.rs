@@ -80,7 +80,8 @@ const DEMO: Demo = Demo {
         "real:   PostgreSQL (Debian's) on loopback, two worker processes, SIGSTOP/SIGCONT, fencegate",
         "        in-process in front of its embedded object store.",
     ],
-    token_name: "lock table id from a sequence",
+    outro: &[],
+    claim: "postgres tokens (lock table id from a sequence) only grow; the direct run lost worker 2's write, fencegate refused the stale one",
 };
 
 const SCHEMA: &str = "CREATE TABLE locks (

@@ -25,12 +25,10 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use fencegate::gateway::upstream::Upstream;
-use fencegate::gateway::{Config, Gateway, StateKind};
 use http::Method;
 use support::{
-    call, fence_path, freeze, heading, show_run, spawn_process, verdict, LeaseLock, Reply, Result,
-    Route, Storage, Timeline,
+    call, fence_path, freeze, heading, show_run, spawn_process, start_gateway, verdict, LeaseLock,
+    Reply, Result, Route, Storage, Timeline,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -50,21 +48,6 @@ const ADMIN_TOKEN: &str = "demo-admin-token";
 const DRAFT_1: &str = "[c1 draft]";
 const LATE_1: &str = "[c1 late]";
 const FROM_2: &str = "[c2]";
-
-/// fencegate in this process, in front of `storage`, with an admin token
-/// (admin writes enabled).
-async fn start_gateway(storage: SocketAddr, token_file: &std::path::Path) -> Result<Gateway> {
-    let config = Config {
-        listen: "127.0.0.1:0".parse()?,
-        admin_listen: "127.0.0.1:0".parse()?,
-        state: StateKind::Memory,
-        upstream: Some(Upstream::from_addr(storage)?),
-        admin_token_file: Some(token_file.to_owned()),
-        shutdown_timeout: Duration::from_secs(2),
-        ..Config::default()
-    };
-    Ok(Gateway::start(config).await?)
-}
 
 /// The lock service's seal: `PUT /fences/{key}` with the new token, on the
 /// admin plane. Returns the status line's code.
@@ -109,7 +92,7 @@ async fn run(sealed: bool) -> Result<Run> {
     let dir = tempfile::tempdir()?;
     let token_file = dir.path().join("admin-token");
     std::fs::write(&token_file, ADMIN_TOKEN)?;
-    let gateway = start_gateway(storage.addr, &token_file).await?;
+    let gateway = start_gateway(storage.addr, Some(token_file)).await?;
     let route = Route::direct(gateway.data_addr(), gateway_lane);
     let admin = gateway.admin_addr();
     let lock = LeaseLock::new(&tl, 33);

@@ -24,22 +24,17 @@
 
 mod support;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context, Result};
-use fencegate::gateway::embedded::{self, ObjectStore};
+use fencegate::gateway::Gateway;
 use http::Method;
+use support::lock_demo::{LockClient, Service};
 use support::process::{self, Worker};
-use support::redis::{
-    as_worker, emit, micros_of, now_micros, owner_name, start_parent, worker_exit, worker_http,
-    worker_lock, Attempt, Event, Opts, Provider, RedisServer, WallClock,
-};
-use support::{http as http_call, start_gateway, verdict};
+use support::redis::{Redis, RedisLock};
+use support::worker::{as_worker, instant_of, micros_of, now_micros, Args, Report, Reporter, What};
+use support::{end_run, http as http_call, start_backend, verdict, Result, Timeline};
 use tokio::runtime::Runtime;
 
 /// The counter.
@@ -93,81 +88,46 @@ impl Rng {
 // Worker
 // ---------------------------------------------------------------------------
 
-fn torture_worker(opts: &Opts) -> ExitCode {
-    worker_exit(torture_worker_inner(opts))
-}
-
-fn torture_worker_inner(opts: &Opts) -> Result<()> {
-    let (runtime, mut lock, target, path) = worker_lock(opts)?;
-    let fenced_reads = opts.get("fenced-reads")? == "1";
-    let seed: u64 = opts.get("seed")?.parse()?;
-    // "stop" on stdin (or the parent gone) ends the loop.
-    let stop = Arc::new(AtomicBool::new(false));
-    std::thread::spawn({
-        let stop = stop.clone();
-        move || {
-            for line in process::worker_commands() {
-                if line == "stop" {
-                    break;
-                }
-            }
-            stop.store(true, Ordering::SeqCst);
-        }
-    });
-    emit(&Event::Ready {
-        pid: std::process::id(),
-    });
+/// One worker, until the run's end (`until=`, a wall-clock stamp): take the
+/// lock, read the counter, work, write it + 1 with the token, release.
+async fn torture_worker(_role: String, args: Args) -> Result<()> {
+    let rep = Reporter::new(&args)?;
+    let target: SocketAddr = args.parse_as("target")?;
+    let fenced_reads = args.get("fenced_reads")? == "1";
+    let (seed, until): (u64, u64) = (args.parse_as("seed")?, args.parse_as("until")?);
+    let mut lock = RedisLock::connect(&args, &rep).await?;
+    rep.emit(What::Ready);
     let mut rng = Rng::new(seed ^ (u64::from(std::process::id()) << 20) ^ now_micros());
-    runtime.block_on(async {
-        while !stop.load(Ordering::SeqCst) {
-            let grant = loop {
-                if stop.load(Ordering::SeqCst) {
-                    return;
-                }
-                match lock.try_acquire().await {
-                    Attempt::Granted(grant) => break grant,
-                    Attempt::Busy(_) => {
-                        let wait = rng.range((3, 10));
-                        tokio::time::sleep(Duration::from_millis(wait)).await;
-                    }
-                }
-            };
-            emit(&Event::Granted {
-                at: now_micros(),
-                started: micros_of(grant.started),
-                token: grant.token,
-                lease_ms: lock.ttl().as_millis() as u64,
-                detail: None,
-            });
-            let read_token = fenced_reads.then_some(grant.token);
-            let read = worker_http(target, Method::GET, &path, read_token, None, false).await;
-            let value = match &read {
-                Event::Reply {
-                    status: 200, body, ..
-                } => body.trim().parse::<u64>().ok(),
-                Event::Reply { status: 404, .. } => Some(0),
-                _ => None,
-            };
-            if let Some(value) = value {
-                let work = rng.range(WORK_MS);
-                tokio::time::sleep(Duration::from_millis(work)).await;
-                let next = (value + 1).to_string();
-                worker_http(
-                    target,
-                    Method::PUT,
-                    &path,
-                    Some(grant.token),
-                    Some(&next),
-                    false,
-                )
+    while now_micros() < until {
+        let (token, _, held) = lock.acquire(&rep).await?;
+        let began = micros_of(held.began);
+        let detail = String::new();
+        rep.emit(What::Granted {
+            token,
+            detail,
+            began,
+        });
+        let read_token = fenced_reads.then_some(token);
+        let read = rep
+            .request(target, Method::GET, KEY, read_token, None)
+            .await;
+        let value = match read.map(|r| (r.status.as_u16(), r.body)) {
+            Some((200, body)) => body.trim().parse::<u64>().ok(),
+            Some((404, _)) => Some(0),
+            _ => None,
+        };
+        if let Some(value) = value {
+            let work = rng.range(WORK_MS);
+            tokio::time::sleep(Duration::from_millis(work)).await;
+            let next = (value + 1).to_string();
+            rep.request(target, Method::PUT, KEY, Some(token), Some(&next))
                 .await;
-            }
-            lock.release(&grant).await;
-            let think = rng.range((0, 5));
-            tokio::time::sleep(Duration::from_millis(think)).await;
         }
-    });
-    emit(&Event::Done);
+        lock.release(&rep, held).await?;
+        let think = rng.range((0, 5));
+        tokio::time::sleep(Duration::from_millis(think)).await;
+    }
+    rep.emit(What::Done);
     Ok(())
 }
 
@@ -175,7 +135,16 @@ fn torture_worker_inner(opts: &Opts) -> Result<()> {
 // Parent: command line
 // ---------------------------------------------------------------------------
 
-struct Args {
+/// Which lock the workers take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Provider {
+    /// One redis-server.
+    Redis,
+    /// Redlock over several independent redis-servers.
+    Redlock,
+}
+
+struct Options {
     /// Total, both runs.
     duration: Duration,
     workers: usize,
@@ -185,8 +154,8 @@ struct Args {
 
 const USAGE: &str = "usage: torture [--duration SECS (both runs, default 30)] [--workers N (default 5)] [--provider redis|redlock] [--seed N]";
 
-fn parse_args() -> Result<Args, String> {
-    let mut args = Args {
+fn parse_args() -> Result<Options, String> {
+    let mut args = Options {
         duration: Duration::from_secs(30),
         workers: 5,
         provider: Provider::Redis,
@@ -217,11 +186,15 @@ fn parse_args() -> Result<Args, String> {
             }
             "--provider" => {
                 let name = value()?;
-                args.provider = Provider::parse(&name).ok_or_else(|| {
-                    format!(
+                args.provider = match name.as_str() {
+                    "redis" => Provider::Redis,
+                    "redlock" => Provider::Redlock,
+                    _ => {
+                        return Err(format!(
                         "torture: unknown provider {name:?}; supported providers: redis, redlock"
-                    )
-                })?;
+                    ))
+                    }
+                };
             }
             "--seed" => {
                 args.seed = value()?
@@ -251,13 +224,12 @@ struct Pause {
 struct Run {
     fenced: bool,
     elapsed: Duration,
-    /// (worker, event), in arrival order per worker.
-    events: Vec<(usize, Event)>,
+    /// (worker, report), in the order each worker made them.
+    events: Vec<(usize, Report)>,
     pauses: Vec<Pause>,
     final_counter: Option<u64>,
     /// The gateway's own count of stale-token refusals (`/metrics`).
     gateway_stale: Option<u64>,
-    clock: WallClock,
     started: Instant,
 }
 
@@ -276,91 +248,57 @@ struct Stats {
     pauses_on_holder: usize,
 }
 
-async fn serve_storage() -> Result<(SocketAddr, tokio::task::JoinHandle<std::io::Result<()>>)> {
-    let app = embedded::router(ObjectStore::in_memory());
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
-    let addr = listener.local_addr()?;
-    let task = tokio::spawn(async move { axum::serve(listener, app).await });
-    Ok((addr, task))
-}
-
-/// The worker that holds the lock now, as the lock servers say (the owner
-/// value seen on most instances).
-fn holder(servers: &[RedisServer], workers: usize) -> Option<usize> {
-    let mut votes: HashMap<String, usize> = HashMap::new();
-    for server in servers {
-        if let Ok(Some(owner)) = server.holder() {
-            *votes.entry(owner_name(&owner).to_owned()).or_default() += 1;
-        }
-    }
-    let (name, count) = votes.into_iter().max_by_key(|(_, c)| *c)?;
-    if count < servers.len() / 2 + 1 {
-        return None;
-    }
+/// The worker that holds the lock now, as the lock servers say.
+fn holder<const N: usize>(runtime: &Runtime, redis: &Redis<N>, workers: usize) -> Option<usize> {
+    let name = runtime.block_on(redis.holder())?;
     let index: usize = name.strip_prefix('w')?.parse().ok()?;
     (1..=workers).contains(&index).then(|| index - 1)
 }
 
-fn run(
+fn run<const N: usize>(
     runtime: &Runtime,
-    servers: &[RedisServer],
-    args: &Args,
+    redis: &Redis<N>,
+    args: &Options,
     fenced: bool,
     length: Duration,
 ) -> Result<Run> {
-    for server in servers {
-        server.flush()?;
-    }
-    let (storage, storage_task) = runtime.block_on(serve_storage())?;
-    let seeded = runtime
-        .block_on(http_call(storage, Method::PUT, KEY, None, Some("0")))
-        .map_err(|e| anyhow!(e))?;
-    if !seeded.ok() {
-        bail!("seeding the counter: {}", seeded.status);
-    }
-    let gateway = match fenced {
-        true => Some(
-            runtime
-                .block_on(start_gateway(storage))
-                .map_err(|e| anyhow!(e))?,
-        ),
-        false => None,
-    };
-    let target = gateway.as_ref().map_or(storage, |g| g.data_addr());
-    let addrs = servers
-        .iter()
-        .map(|s| s.addr.to_string())
-        .collect::<Vec<_>>()
-        .join(",");
+    // The timeline is not drawn: it is where the storage's tap writes.
+    let tl = Timeline::new(&["fencegate", "storage"]);
+    let (storage, gateway, target, via) = runtime.block_on(start_backend(&tl, fenced))?;
+    runtime.block_on(storage.seed(KEY, "0"))?;
+    let via = tl.name(via).to_owned();
+    let until = now_micros() + length.as_micros() as u64;
     let mut workers = Vec::new();
     for i in 1..=args.workers {
-        let worker_args: Vec<String> = [
-            ("--name", format!("w{i}")),
-            ("--provider", args.provider.name().to_owned()),
-            ("--redis", addrs.clone()),
-            ("--target", target.to_string()),
-            ("--path", KEY.to_owned()),
-            ("--ttl-ms", LEASE.as_millis().to_string()),
-            ("--fenced-reads", if fenced { "1" } else { "0" }.to_owned()),
-            (
-                "--seed",
-                (args.seed.wrapping_mul(31).wrapping_add(i as u64)).to_string(),
-            ),
-        ]
-        .into_iter()
-        .flat_map(|(k, v)| [k.to_owned(), v])
-        .collect();
+        let seed = args.seed.wrapping_mul(31).wrapping_add(i as u64);
+        let worker_args = [
+            format!("name=w{i}"),
+            "service=redis".to_owned(),
+            format!("via={via}"),
+            "quiet=1".to_owned(),
+            format!("redis={}", redis.addrs()),
+            format!("target={target}"),
+            format!("ttl_ms={}", LEASE.as_millis()),
+            format!("fenced_reads={}", u8::from(fenced)),
+            format!("seed={seed}"),
+            format!("until={until}"),
+        ];
         workers.push(Worker::spawn(&format!("w{i}"), "torture", &worker_args)?);
     }
     for worker in &workers {
-        let line = worker.recv(Duration::from_secs(10))?;
-        if !matches!(serde_json::from_str(&line), Ok(Event::Ready { .. })) {
-            bail!("{} did not start: {line}", worker.name());
+        let line = worker.recv(Duration::from_secs(10))?.unwrap_or_default();
+        if !matches!(
+            serde_json::from_str(&line),
+            Ok(Report {
+                what: What::Ready,
+                ..
+            })
+        ) {
+            return Err(format!("{} did not start: {line}", worker.name()).into());
         }
     }
 
     // The nemesis, until the run's time is up.
-    let clock = WallClock::now();
     let started = Instant::now();
     let mut rng = Rng::new(args.seed ^ if fenced { 0x5eed } else { 0xd1ec7 });
     let mut pauses = Vec::new();
@@ -370,7 +308,7 @@ fn run(
         if started.elapsed() + pause > length {
             break;
         }
-        let holder = holder(servers, workers.len());
+        let holder = holder(runtime, redis, workers.len());
         let (victim, on_holder) = match holder {
             Some(h) if rng.chance(HOLDER_BIAS) => (h, true),
             _ => (rng.range((0, workers.len() as u64 - 1)) as usize, false),
@@ -389,49 +327,35 @@ fn run(
     }
     let sleep_left = length.saturating_sub(started.elapsed());
     std::thread::sleep(sleep_left);
-    for worker in &mut workers {
+    for worker in &workers {
         worker.resume()?;
-        worker.send("stop")?;
     }
     let elapsed = started.elapsed();
 
-    // Every event, until each worker says it is done.
+    // Every report, until each worker says it is done.
     let mut events = Vec::new();
     for (i, worker) in workers.iter().enumerate() {
         loop {
             let line = worker.recv(Duration::from_secs(15))?;
-            let event: Event = serde_json::from_str(&line)
-                .with_context(|| format!("{} said {line:?}", worker.name()))?;
-            match event {
-                Event::Done => break,
-                Event::Failed { text, .. } => bail!("{} failed: {text}", worker.name()),
-                event => events.push((i, event)),
+            let line = line.ok_or_else(|| format!("{} said nothing for 15 s", worker.name()))?;
+            let report: Report = serde_json::from_str(&line)
+                .map_err(|e| format!("{} said {line:?}: {e}", worker.name()))?;
+            match report.what {
+                What::Done => break,
+                What::Failed { error } => {
+                    return Err(format!("{} failed: {error}", worker.name()).into())
+                }
+                _ => events.push((i, report)),
             }
         }
     }
     drop(workers);
 
-    let final_counter = runtime
-        .block_on(http_call(storage, Method::GET, KEY, None, None))
-        .ok()
-        .and_then(|r| r.body.trim().parse().ok());
-    let gateway_stale = match &gateway {
-        Some(gateway) => runtime
-            .block_on(http_call(
-                gateway.admin_addr(),
-                Method::GET,
-                "/metrics",
-                None,
-                None,
-            ))
-            .ok()
-            .and_then(|r| stale_from_metrics(&r.body)),
-        None => None,
-    };
-    if let Some(gateway) = gateway {
-        runtime.block_on(gateway.shutdown());
-    }
-    storage_task.abort();
+    let metrics = |g: &Gateway| http_call(g.admin_addr(), Method::GET, "/metrics", None, None);
+    let metrics = gateway.as_ref().map(|g| runtime.block_on(metrics(g)));
+    let gateway_stale = metrics.and_then(|m| stale_from_metrics(&m.ok()?.body));
+    let (stored, _) = runtime.block_on(end_run(storage, gateway, KEY))?;
+    let final_counter = stored.and_then(|value| value.trim().parse().ok());
     Ok(Run {
         fenced,
         elapsed,
@@ -439,7 +363,6 @@ fn run(
         pauses,
         final_counter,
         gateway_stale,
-        clock,
         started,
     })
 }
@@ -468,10 +391,8 @@ impl Run {
         let mut grants: Vec<_> = self
             .events
             .iter()
-            .filter_map(|(w, e)| match e {
-                Event::Granted {
-                    token, at, started, ..
-                } => Some((*token, *w, *at, *started)),
+            .filter_map(|(w, report)| match report.what {
+                What::Granted { token, began, .. } => Some((token, *w, report.t, began)),
                 _ => None,
             })
             .collect();
@@ -505,15 +426,15 @@ impl Run {
         let mut refused_reads = 0;
         let mut refused_writes = 0;
         let mut superseded_stored = 0;
-        for (_, event) in &self.events {
-            let Event::Reply {
+        for (_, report) in &self.events {
+            let What::Reply {
                 method,
                 status,
                 error,
                 token,
                 sent,
                 ..
-            } = event
+            } = &report.what
             else {
                 continue;
             };
@@ -559,16 +480,16 @@ impl Run {
     fn episode(&self) -> Option<String> {
         let grants = self.grants();
         let mut best: Option<(u64, String)> = None;
-        for (i, (w, event)) in self.events.iter().enumerate() {
-            let Event::Reply {
+        for (i, (w, report)) in self.events.iter().enumerate() {
+            let What::Reply {
                 method,
                 status,
                 token: Some(token),
                 sent,
                 highest,
-                sent_body,
+                value,
                 ..
-            } = event
+            } = &report.what
             else {
                 continue;
             };
@@ -585,24 +506,26 @@ impl Run {
                 continue;
             };
             // What this worker read just before (its events are in order).
-            let read = self.events[..i].iter().rev().find_map(|(w2, e)| match e {
-                Event::Reply {
-                    method,
-                    status: 200,
-                    body,
-                    at,
-                    ..
-                } if w2 == w && method == "GET" => body
-                    .trim()
-                    .parse::<u64>()
-                    .ok()
-                    .map(|r| (r, self.clock.instant(*at))),
-                _ => None,
-            });
+            let read = self.events[..i]
+                .iter()
+                .rev()
+                .find_map(|(w2, r)| match &r.what {
+                    What::Reply {
+                        method,
+                        status: 200,
+                        body,
+                        ..
+                    } if w2 == w && method == "GET" => body
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                        .map(|v| (v, instant_of(r.t))),
+                    _ => None,
+                });
             let Some((read, read_at)) = read else {
                 continue;
             };
-            let sent_at = self.clock.instant(*sent);
+            let sent_at = instant_of(*sent);
             let Some(pause) = self
                 .pauses
                 .iter()
@@ -626,15 +549,14 @@ impl Run {
                 let before = self
                     .events
                     .iter()
-                    .filter_map(|(_, e)| match e {
-                        Event::Reply {
+                    .filter_map(|(_, r)| match &r.what {
+                        What::Reply {
                             method,
                             status,
-                            at,
-                            sent_body: Some(v),
+                            value: Some(v),
                             ..
-                        } if method == "PUT" && is_2xx(*status) && at < sent => {
-                            Some((*at, v.parse::<u64>().ok()?))
+                        } if method == "PUT" && is_2xx(*status) && r.t < *sent => {
+                            Some((r.t, v.parse::<u64>().ok()?))
                         }
                         _ => None,
                     })
@@ -643,7 +565,7 @@ impl Run {
                 let wiped = before.saturating_sub(read);
                 text.push_str(&format!(
                     "After SIGCONT it wrote {} (its read + 1) over {before}: 204, {wiped} acknowledged increments gone.",
-                    sent_body.as_deref().unwrap_or("?"),
+                    value.as_deref().unwrap_or("?"),
                 ));
                 if best.as_ref().is_none_or(|(w, _)| wiped > *w) {
                     best = Some((wiped, text));
@@ -758,8 +680,44 @@ fn table(direct: &Stats, fenced: &Stats, runs: [&Run; 2]) {
     println!("    grant had completed, yet got a token not above the first one's.");
 }
 
+/// Both runs, straight to the storage then through fencegate, against `N`
+/// redis-servers; on failure, says why.
+fn runs<const N: usize>(args: &Options, length: Duration) -> Option<Vec<Run>> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build();
+    let runtime = runtime
+        .map_err(|e| println!("torture: no tokio runtime: {e}"))
+        .ok()?;
+    let _runtime = runtime.enter();
+    process::install_ctrl_c_cleanup();
+    let redis = runtime.block_on(Redis::<N>::start());
+    let redis = redis
+        .map_err(|e| println!("torture: could not start redis-server: {e}"))
+        .ok()?;
+    let mut runs = Vec::new();
+    for fenced in [false, true] {
+        let title = if fenced {
+            "through fencegate"
+        } else {
+            "straight to the storage"
+        };
+        println!("running {title} ...");
+        match run(&runtime, &redis, args, fenced, length) {
+            Ok(run) => runs.push(run),
+            Err(e) => {
+                process::wait_if_interrupted();
+                println!("torture: the run {title} failed: {e}");
+                return None;
+            }
+        }
+    }
+    Some(runs)
+}
+
 fn main() -> ExitCode {
-    if let Some(exit) = as_worker("torture", torture_worker) {
+    if let Some(exit) = as_worker(torture_worker) {
         return exit;
     }
     let args = match parse_args() {
@@ -770,14 +728,7 @@ fn main() -> ExitCode {
         }
     };
     let started = Instant::now();
-    let start = || match args.provider {
-        Provider::Redis => RedisServer::start("redis").map(|s| vec![s]),
-        Provider::Redlock => RedisServer::start_many(REDLOCK_INSTANCES),
-    };
-    let (runtime, servers) = match start_parent("torture", start) {
-        Ok(started) => started,
-        Err(exit) => return exit,
-    };
+    Redis::<1>::require();
     let length = args.duration / 2;
     let lock = match args.provider {
         Provider::Redis => "Redis SET NX PX + INCR token (one instance)".to_owned(),
@@ -814,23 +765,13 @@ fn main() -> ExitCode {
     );
     println!();
 
-    let mut runs = Vec::new();
-    for fenced in [false, true] {
-        let title = if fenced {
-            "through fencegate"
-        } else {
-            "straight to the storage"
-        };
-        println!("running {title} ...");
-        match run(&runtime, &servers, &args, fenced, length) {
-            Ok(run) => runs.push(run),
-            Err(e) => {
-                println!("torture: the run {title} failed: {e:#}");
-                return ExitCode::FAILURE;
-            }
-        }
-    }
-    drop(servers);
+    let runs = match args.provider {
+        Provider::Redis => runs::<1>(&args, length),
+        Provider::Redlock => runs::<REDLOCK_INSTANCES>(&args, length),
+    };
+    let Some(runs) = runs else {
+        return ExitCode::FAILURE;
+    };
     let direct = runs[0].stats();
     let fenced = runs[1].stats();
     println!();

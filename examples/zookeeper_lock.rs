@@ -59,7 +59,8 @@ const DEMO: Demo = Demo {
         "real:   ZooKeeper 3.8 on loopback, two worker processes, SIGSTOP/SIGCONT, fencegate",
         "        in-process in front of its embedded object store.",
     ],
-    token_name: "czxid of the lock node",
+    outro: &[],
+    claim: "zookeeper tokens (czxid of the lock node) only grow; the direct run lost worker 2's write, fencegate refused the stale one",
 };
 
 struct ZkService {

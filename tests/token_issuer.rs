@@ -57,9 +57,12 @@ fn check_issuer(gw: &Gateway, backend: &Backend, issued: u64, forged: u64, stop:
 }
 
 /// A Redis server and a way to set its counters, as a lock service would.
-fn redis_with_setter() -> (demo::redis::RedisServer, impl FnMut(&str, u64)) {
-    let redis = demo::redis::RedisServer::start("redis").unwrap();
-    let mut con = redis::Client::open(format!("redis://{}", redis.addr))
+fn redis_with_setter() -> (demo::redis::Redis<1>, impl FnMut(&str, u64)) {
+    use demo::lock_demo::Service;
+    let redis = runtime()
+        .block_on(demo::redis::Redis::<1>::start())
+        .unwrap();
+    let mut con = redis::Client::open(format!("redis://{}", redis.addrs()))
         .unwrap()
         .get_connection()
         .unwrap();
@@ -78,7 +81,7 @@ fn redis_counter() {
     let (redis, mut set) = redis_with_setter();
     set("grants", 40);
     let backend = Backend::start();
-    let gw = gateway(&backend, &format!("redis://{}/grants", redis.addr));
+    let gw = gateway(&backend, &format!("redis://{}/grants", redis.addrs()));
     check_issuer(&gw, &backend, 40, 41, move || drop(redis));
 }
 
@@ -86,7 +89,10 @@ fn redis_counter() {
 fn redis_counter_per_lock_and_merged_questions() {
     let (redis, mut set) = redis_with_setter();
     let backend = Backend::start();
-    let gw = gateway(&backend, &format!("redis://{}/lock:%7Bkey%7D", redis.addr));
+    let gw = gateway(
+        &backend,
+        &format!("redis://{}/lock:%7Bkey%7D", redis.addrs()),
+    );
     set("lock:/p/1", 7);
     assert_eq!(gw.put("/p/1", 7).status, 200);
     // Another lock's counter: never incremented, nothing issued.

@@ -5,8 +5,10 @@
 
 use std::net::SocketAddr;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
 use http::{Method, StatusCode};
 use serde_json::Value;
 
@@ -29,12 +31,11 @@ impl Etcd {
     /// Starts `etcd` on two free loopback ports (clients, peers) with a
     /// temporary data dir and waits until it answers a read.
     pub async fn start() -> Result<Etcd> {
-        let binary = require_binary("etcd");
         let dir = temp_dir("fencegate-etcd-", None)?;
-        let client = format!("http://127.0.0.1:{}", free_port()?);
+        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
+        let client = format!("http://{addr}");
         let peer = format!("http://127.0.0.1:{}", free_port()?);
-        let addr: SocketAddr = client.trim_start_matches("http://").parse()?;
-        let mut command = Command::new(binary);
+        let mut command = Command::new(require_binary("etcd"));
         command
             .args(["--name", "default"])
             .arg("--data-dir")
@@ -52,29 +53,16 @@ impl Etcd {
                 command.env_remove(key);
             }
         }
-        let mut server = Server::start("etcd", command, dir)?;
-        tokio::task::block_in_place(|| server.wait_ready(addr, Duration::from_secs(20)))?;
+        let server = Server::start("etcd", &mut command, dir)?;
         // The port opens before the member has elected itself: wait for a read.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            match call(
+        let read = || {
+            call(
                 addr,
                 "/v3/kv/range",
                 serde_json::json!({ "key": b64(b"ping") }),
             )
-            .await
-            {
-                Ok(_) => break,
-                Err(e) if Instant::now() > deadline => {
-                    return Err(format!(
-                        "etcd does not serve reads: {e}; log:\n{}",
-                        server.log_tail()
-                    )
-                    .into())
-                }
-                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-            }
-        }
+        };
+        server.serving(Duration::from_secs(40), read).await?;
         Ok(Etcd {
             addr,
             _server: server,
@@ -102,42 +90,12 @@ pub fn int(value: &Value) -> i64 {
     }
 }
 
-const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
 /// Standard base64 with padding (how the gateway wants keys).
 pub fn b64(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i)) as usize & 63] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    STANDARD.encode(bytes)
 }
 
-/// Decodes standard base64 (padding optional); `None` if malformed.
+/// Decodes standard base64; `None` if malformed.
 pub fn unb64(text: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(text.len() / 4 * 3);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for c in text.bytes().filter(|&c| c != b'=') {
-        let v = ALPHABET.iter().position(|&a| a == c)? as u32;
-        acc = (acc << 6) | v;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    Some(out)
+    STANDARD.decode(text).ok()
 }

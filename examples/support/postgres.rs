@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
@@ -132,25 +132,13 @@ impl Postgres {
             // the data dir, so that nothing outlives the temporary dir.
             .args(["-c", "fsync=off"])
             .args(["-c", "dynamic_shared_memory_type=mmap"]);
-        let mut server = Server::start("postgres", command, dir)?;
+        let mut server = Server::start("postgres", &mut command, dir)?;
         // Fast shutdown (SIGINT) first, on drop and on Ctrl-C, so that the
         // server removes its shared memory; whatever is left is killed.
         server.graceful(Signal::SIGINT, data.join("postmaster.pid"));
-        tokio::task::block_in_place(|| server.wait_ready(addr, Duration::from_secs(30)))?;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            match connect(addr).await {
-                Ok(_) => break,
-                Err(e) if Instant::now() > deadline => {
-                    return Err(format!(
-                        "postgres accepts no session: {e}; log:\n{}",
-                        server.log_tail()
-                    )
-                    .into())
-                }
-                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-            }
-        }
+        server
+            .serving(Duration::from_secs(60), || connect(addr))
+            .await?;
         Ok(Postgres { addr, server })
     }
 }

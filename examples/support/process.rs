@@ -1,67 +1,79 @@
-//! Real processes for the lock-provider demos: lock servers started on
-//! loopback with their own temporary data dirs, and worker processes (this
-//! same example binary, re-executed) that a demo can freeze with SIGSTOP and
-//! resume with SIGCONT.
+//! Real processes for the lock-provider demos: lock servers on loopback with
+//! their own temporary data dirs, and workers (this same example binary,
+//! re-executed) that a demo can freeze with SIGSTOP and resume with SIGCONT.
 //!
-//! Every process started here is registered, and killed when its guard drops,
-//! when the demo returns, and on Ctrl-C ([`install_ctrl_c_cleanup`]); so is
-//! every temporary dir made with [`temp_dir`], which Ctrl-C removes too.
+//! Every process started here is registered, and killed when its guard drops
+//! and on Ctrl-C ([`install_ctrl_c_cleanup`]), which also removes every
+//! temporary dir made with [`temp_dir`].
 
+use std::future::Future;
 use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver};
-use std::sync::Mutex;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-/// The one line printed when a server binary is missing.
-pub const INSTALL_HINT: &str = "scripts/install-deps.sh";
+use super::Result;
 
-/// A server that shuts down cleanly on a signal: sent it, then wait (for a
-/// while) until `gone_when_stopped` is gone, before it is killed.
-#[derive(Debug, Clone)]
-struct Graceful {
-    signal: Signal,
-    gone_when_stopped: PathBuf,
-}
-
-/// A live process started here, for the Ctrl-C handler.
+/// A live process started here. One that must clean up after itself is
+/// stopped with `graceful`'s signal first, and given a while until its file
+/// is gone, before it is killed.
 struct Live {
     pid: u32,
-    graceful: Option<Graceful>,
+    graceful: Option<(Signal, PathBuf)>,
 }
 
 /// Every live process started here.
 static LIVE: Mutex<Vec<Live>> = Mutex::new(Vec::new());
-/// Temporary dirs of the servers, removed on Ctrl-C too.
+/// The servers' temporary dirs, removed on Ctrl-C too.
 static DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 /// Set once Ctrl-C (or SIGTERM) arrived.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
-fn locked<T>(list: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+fn locked<T>(list: &Mutex<T>) -> MutexGuard<'_, T> {
     list.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn register(pid: u32) {
-    locked(&LIVE).push(Live {
-        pid,
-        graceful: None,
-    });
+fn signal(pid: u32, signal: Signal) {
+    // A process that is gone already needs nothing more.
+    _ = kill(Pid::from_raw(pid as i32), signal);
 }
 
-fn unregister(pid: u32) {
-    locked(&LIVE).retain(|live| live.pid != pid);
+/// Takes `pids` off the registry and stops them: the graceful ones with
+/// their signal, then (after `grace` at most) all with SIGCONT, so that a
+/// frozen one can die, and SIGKILL.
+fn stop(pids: &[u32], grace: Duration) {
+    let live: Vec<Live> = {
+        let mut all = locked(&LIVE);
+        let (stopping, staying) = all.drain(..).partition(|l| pids.contains(&l.pid));
+        *all = staying;
+        stopping
+    };
+    let graceful: Vec<_> = live
+        .iter()
+        .filter_map(|l| Some((l.pid, l.graceful.as_ref()?)))
+        .collect();
+    graceful
+        .iter()
+        .for_each(|(pid, (sig, _))| signal(*pid, *sig));
+    let deadline = Instant::now() + grace;
+    while graceful.iter().any(|(_, (_, file))| file.exists()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for l in &live {
+        signal(l.pid, Signal::SIGCONT);
+        signal(l.pid, Signal::SIGKILL);
+    }
 }
 
 /// A temporary dir named `prefix...` (in `base`, or the system's temporary
-/// dir), registered so that Ctrl-C removes it; a [`Server`] given it removes
-/// it when it stops.
+/// dir), registered so that Ctrl-C removes it too.
 pub fn temp_dir(prefix: &str, base: Option<&Path>) -> Result<tempfile::TempDir> {
     let mut builder = tempfile::Builder::new();
     builder.prefix(prefix);
@@ -73,56 +85,9 @@ pub fn temp_dir(prefix: &str, base: Option<&Path>) -> Result<tempfile::TempDir> 
     Ok(dir)
 }
 
-fn unregister_dir(path: &Path) {
-    locked(&DIRS).retain(|dir| dir != path);
-}
-
-/// Sends `graceful.signal` to `pid`, waits at most `timeout` for the server
-/// to stop.
-fn stop_gracefully(pid: u32, graceful: &Graceful, timeout: Duration) {
-    let _ = kill(Pid::from_raw(pid as i32), graceful.signal);
-    let deadline = Instant::now() + timeout;
-    while graceful.gone_when_stopped.exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Stops every registered process: the graceful ones first (signal, then
-/// 3 s at most for all of them), then SIGCONT (so a frozen one can die) and
-/// SIGKILL for all; then removes every registered dir.
-fn stop_all() {
-    let live = std::mem::take(&mut *locked(&LIVE));
-    let graceful: Vec<&Graceful> = live.iter().filter_map(|l| l.graceful.as_ref()).collect();
-    for l in &live {
-        if let Some(graceful) = &l.graceful {
-            let _ = kill(Pid::from_raw(l.pid as i32), graceful.signal);
-        }
-    }
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while graceful.iter().any(|g| g.gone_when_stopped.exists()) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    for l in &live {
-        let pid = Pid::from_raw(l.pid as i32);
-        let _ = kill(pid, Signal::SIGCONT);
-        let _ = kill(pid, Signal::SIGKILL);
-    }
-    let dirs = std::mem::take(&mut *locked(&DIRS));
-    for dir in dirs {
-        // A killed server may still be closing its files.
-        for _ in 0..20 {
-            if std::fs::remove_dir_all(&dir).is_ok() || !dir.exists() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-/// On Ctrl-C (or SIGTERM): stop every server and worker started here (the
-/// ones with a graceful stop, such as PostgreSQL, with their signal first),
-/// remove the registered temporary dirs, exit 130. Call once, inside a
-/// multi-threaded tokio runtime, at the start of a demo.
+/// On Ctrl-C (or SIGTERM): stop every server and worker started here,
+/// remove the temporary dirs, exit 130. Call once, inside a multi-threaded
+/// tokio runtime, at the start of a demo.
 pub fn install_ctrl_c_cleanup() {
     tokio::spawn(async {
         use tokio::signal::unix::{signal, SignalKind};
@@ -134,7 +99,17 @@ pub fn install_ctrl_c_cleanup() {
             _ = term.recv() => {}
         }
         INTERRUPTED.store(true, Ordering::SeqCst);
-        stop_all();
+        let pids: Vec<u32> = locked(&LIVE).iter().map(|l| l.pid).collect();
+        stop(&pids, Duration::from_secs(3));
+        for dir in std::mem::take(&mut *locked(&DIRS)) {
+            // A killed server may still be closing its files.
+            for _ in 0..20 {
+                if std::fs::remove_dir_all(&dir).is_ok() || !dir.exists() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
         eprintln!("interrupted: servers and workers stopped, data dirs removed");
         std::process::exit(130);
     });
@@ -151,22 +126,16 @@ pub fn wait_if_interrupted() {
 /// Finds a server binary (a name on PATH or an absolute path); when it is
 /// missing, prints one line naming the install script and exits 2.
 pub fn require_binary(name: &str) -> PathBuf {
-    let found = if name.starts_with('/') {
-        Path::new(name).is_file().then(|| PathBuf::from(name))
-    } else {
-        std::env::var_os("PATH").and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|dir| dir.join(name))
-                .find(|candidate| candidate.is_file())
-        })
+    let paths = std::env::var_os("PATH").unwrap_or_default();
+    let mut candidates = std::env::split_paths(&paths).map(|dir| dir.join(name));
+    let found = match name.starts_with('/') {
+        true => Some(PathBuf::from(name)).filter(|path| path.is_file()),
+        false => candidates.find(|candidate| candidate.is_file()),
     };
-    match found {
-        Some(path) => path,
-        None => {
-            eprintln!("{name} is not installed: run {INSTALL_HINT}");
-            std::process::exit(2);
-        }
-    }
+    found.unwrap_or_else(|| {
+        eprintln!("{name} is not installed: run scripts/install-deps.sh");
+        std::process::exit(2);
+    })
 }
 
 /// A free loopback port (bound, then released; good enough on one machine).
@@ -174,216 +143,155 @@ pub fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-/// Waits until something accepts TCP connections on `addr`.
-pub fn wait_for_port(addr: SocketAddr, timeout: Duration) -> Result<()> {
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(50));
+/// A child process started here: registered for Ctrl-C's cleanup, stopped
+/// (gracefully first, if it was set up for that) and killed on drop.
+struct Proc {
+    name: String,
+    child: Child,
+}
+
+impl Proc {
+    fn spawn(name: &str, command: &mut Command) -> Result<Proc> {
+        let child = command
+            .spawn()
+            .map_err(|e| format!("starting {name}: {e}"))?;
+        locked(&LIVE).push(Live {
+            pid: child.id(),
+            graceful: None,
+        });
+        let name = name.to_owned();
+        Ok(Proc { name, child })
     }
-    bail!("nothing listening on {addr} after {timeout:?}")
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        stop(&[self.child.id()], Duration::from_secs(5));
+        // Killed already, unless Ctrl-C's cleanup took it off the registry.
+        _ = self.child.kill();
+        _ = self.child.wait();
+    }
 }
 
 /// A server process (redis-server, etcd, ...) with a temporary data dir;
-/// stopped (gracefully first, if it was set up with [`Server::graceful`]),
-/// killed, and its data dir removed, on drop.
+/// stopped, and then its dir removed, on drop.
 pub struct Server {
-    name: String,
-    child: Child,
-    /// Removed on drop, once the server is gone.
-    dir: Option<tempfile::TempDir>,
-    log: PathBuf,
+    proc: Proc,
+    dir: tempfile::TempDir,
 }
 
 impl Server {
-    /// Starts `command` (its stdout and stderr go to a log file in `dir`,
-    /// best made with [`temp_dir`]).
-    pub fn start(name: &str, mut command: Command, dir: tempfile::TempDir) -> Result<Server> {
-        let log = dir.path().join(format!("{name}.log"));
-        let out = std::fs::File::create(&log)?;
-        let err = out.try_clone()?;
-        let child = command
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .with_context(|| format!("starting {name}"))?;
-        register(child.id());
-        Ok(Server {
-            name: name.to_owned(),
-            child,
-            dir: Some(dir),
-            log,
-        })
+    /// Starts `command`, its output going to a log file in `dir` (best made
+    /// with [`temp_dir`]).
+    pub fn start(name: &str, command: &mut Command, dir: tempfile::TempDir) -> Result<Server> {
+        let log = std::fs::File::create(dir.path().join("server.log"))?;
+        let command = command.stdin(Stdio::null()).stdout(log.try_clone()?);
+        let proc = Proc::spawn(name, command.stderr(log))?;
+        Ok(Server { proc, dir })
     }
 
-    /// Stop this server with `signal`, then wait until `gone_when_stopped`
-    /// is gone (at most 5 s on drop, 3 s on Ctrl-C), before it is killed:
-    /// for servers that must clean up after themselves (PostgreSQL removes
-    /// its shared memory only when it shuts down itself).
-    pub fn graceful(&mut self, signal: Signal, gone_when_stopped: PathBuf) {
-        let pid = self.child.id();
+    /// Stops this server with `signal` first, then waits until `file` is
+    /// gone (at most 5 s on drop, 3 s on Ctrl-C) before it is killed: for
+    /// servers that must clean up after themselves (PostgreSQL removes its
+    /// shared memory only when it shuts down itself).
+    pub fn graceful(&mut self, signal: Signal, file: PathBuf) {
+        let pid = self.pid();
         if let Some(live) = locked(&LIVE).iter_mut().find(|live| live.pid == pid) {
-            live.graceful = Some(Graceful {
-                signal,
-                gone_when_stopped,
-            });
+            live.graceful = Some((signal, file));
         }
     }
 
     /// The server's pid.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.proc.child.id()
     }
 
-    /// The last lines of the server's log, for error messages.
-    pub fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(15)..].join("\n")
-    }
-
-    /// Waits for the server's port, with its log in the error if it never opens.
-    pub fn wait_ready(&mut self, addr: SocketAddr, timeout: Duration) -> Result<()> {
-        if let Err(error) = wait_for_port(addr, timeout) {
-            let exited = self.child.try_wait().ok().flatten();
-            bail!(
-                "{} did not start ({error}; exit status {exited:?}); log:\n{}",
-                self.name,
-                self.log_tail()
-            );
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let pid = self.child.id();
-        let graceful = locked(&LIVE)
-            .iter()
-            .find(|live| live.pid == pid)
-            .and_then(|live| live.graceful.clone());
-        if let Some(graceful) = graceful {
-            stop_gracefully(pid, &graceful, Duration::from_secs(5));
-        }
-        unregister(pid);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if let Some(dir) = self.dir.take() {
-            let path = dir.path().to_owned();
-            drop(dir);
-            unregister_dir(&path);
+    /// Retries `probe` (a connection, a read) every 50 ms until it succeeds,
+    /// for at most `timeout`; the error has the end of the server's log.
+    pub async fn serving<T, F>(&self, timeout: Duration, mut probe: impl FnMut() -> F) -> Result<T>
+    where
+        F: Future<Output = Result<T>>,
+    {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match probe().await {
+                Ok(value) => return Ok(value),
+                Err(e) if Instant::now() > deadline => {
+                    let log = std::fs::read_to_string(self.dir.path().join("server.log"));
+                    let log = log.unwrap_or_default();
+                    let lines: Vec<&str> = log.lines().collect();
+                    let tail = lines[lines.len().saturating_sub(15)..].join("\n");
+                    let name = &self.proc.name;
+                    return Err(format!("{name} does not serve: {e}; log:\n{tail}").into());
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
         }
     }
 }
 
-/// A worker: this example re-executed with `--worker ROLE ARGS...`. It talks
-/// over stdin/stdout lines, and can be frozen with SIGSTOP (a real
-/// stop-the-world pause: every thread of the process stops) and resumed with
+/// A worker: this example re-executed with `--worker ROLE ARGS...`, which
+/// reports on its stdout, one line at a time. It can be frozen with SIGSTOP
+/// (a real stop-the-world pause: every thread stops) and resumed with
 /// SIGCONT. Killed on drop.
 pub struct Worker {
-    name: String,
-    child: Child,
-    stdin: ChildStdin,
+    proc: Proc,
     lines: Receiver<String>,
 }
 
 impl Worker {
     /// Starts `current_exe --worker role args...`.
     pub fn spawn(name: &str, role: &str, args: &[String]) -> Result<Worker> {
-        let exe = std::env::current_exe()?;
-        let mut child = Command::new(exe)
-            .arg("--worker")
-            .arg(role)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .with_context(|| format!("starting worker {name}"))?;
-        register(child.id());
-        let stdin = child.stdin.take().context("worker stdin")?;
-        let stdout = child.stdout.take().context("worker stdout")?;
+        let mut command = Command::new(std::env::current_exe()?);
+        command.arg("--worker").arg(role).args(args);
+        let mut proc = Proc::spawn(name, command.stdin(Stdio::null()).stdout(Stdio::piped()))?;
+        let stdout = proc.child.stdout.take().ok_or("a worker without stdout")?;
         let (send, lines) = mpsc::channel();
         std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
+            // Ends when the worker exits or the demo stops listening.
+            for line in BufReader::new(stdout).lines().map_while(|line| line.ok()) {
                 if send.send(line).is_err() {
                     break;
                 }
             }
         });
-        Ok(Worker {
-            name: name.to_owned(),
-            child,
-            stdin,
-            lines,
-        })
+        Ok(Worker { proc, lines })
     }
 
     /// The worker's name in the demo.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.proc.name
     }
 
     /// The worker's pid.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.proc.child.id()
     }
 
-    /// Sends one command line.
-    pub fn send(&mut self, line: &str) -> Result<()> {
-        writeln!(self.stdin, "{line}")?;
-        self.stdin.flush()?;
-        Ok(())
-    }
-
-    /// The next line the worker printed, waiting at most `timeout`.
-    pub fn recv(&self, timeout: Duration) -> Result<String> {
-        self.lines
-            .recv_timeout(timeout)
-            .with_context(|| format!("worker {} said nothing for {timeout:?}", self.name))
-    }
-
-    /// Every line already printed, without waiting.
-    pub fn drain(&self) -> Vec<String> {
-        self.lines.try_iter().collect()
+    /// The next line the worker printed, waiting at most `timeout`: `None`
+    /// if there was none by then, an error once the worker has exited.
+    pub fn recv(&self, timeout: Duration) -> Result<Option<String>> {
+        match self.lines.recv_timeout(timeout) {
+            Ok(line) => Ok(Some(line)),
+            Err(RecvTimeoutError::Timeout) => Ok(None),
+            Err(RecvTimeoutError::Disconnected) => Err(format!("{} exited", self.name()).into()),
+        }
     }
 
     /// SIGSTOP: the whole process stops, as in a long GC pause.
     pub fn freeze(&self) -> Result<()> {
-        kill(Pid::from_raw(self.pid() as i32), Signal::SIGSTOP)?;
-        Ok(())
+        Ok(kill(Pid::from_raw(self.pid() as i32), Signal::SIGSTOP)?)
     }
 
     /// SIGCONT: the process resumes where it was, unaware of the pause.
     pub fn resume(&self) -> Result<()> {
-        kill(Pid::from_raw(self.pid() as i32), Signal::SIGCONT)?;
-        Ok(())
+        Ok(kill(Pid::from_raw(self.pid() as i32), Signal::SIGCONT)?)
     }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        unregister(self.child.id());
-        let pid = Pid::from_raw(self.child.id() as i32);
-        let _ = kill(pid, Signal::SIGCONT);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// In a worker: reads command lines from stdin.
-pub fn worker_commands() -> impl Iterator<Item = String> {
-    std::io::stdin().lines().map_while(|line| line.ok())
 }
 
 /// In a worker: prints one line to the parent, flushed at once.
 pub fn report(line: &str) {
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
+    // The parent gone means nobody is left to tell.
+    _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }

@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use zookeeper_client as zk;
 
@@ -81,25 +81,9 @@ impl ZooKeeper {
             .arg(classpath)
             .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
             .arg(&config);
-        let mut server = Server::start("zookeeper", command, dir)?;
-        tokio::task::block_in_place(|| server.wait_ready(addr, Duration::from_secs(60)))?;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            match connect(addr, Duration::from_secs(4)).await {
-                Ok(client) => {
-                    drop(client);
-                    break;
-                }
-                Err(e) if Instant::now() > deadline => {
-                    return Err(format!(
-                        "zookeeper opens no session: {e}; log:\n{}",
-                        server.log_tail()
-                    )
-                    .into())
-                }
-                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-            }
-        }
+        let server = Server::start("zookeeper", &mut command, dir)?;
+        let session = || connect(addr, Duration::from_secs(4));
+        server.serving(Duration::from_secs(60), session).await?;
         Ok(ZooKeeper {
             addr,
             _server: server,

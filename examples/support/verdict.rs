@@ -1,0 +1,152 @@
+//! How a demo reports: each run under a heading with its diagram and final
+//! value, the `=>` lines saying what it showed, and the verdict line whose
+//! outcome is the exit status.
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use super::storage::{fence_path, shown};
+use super::timeline::{legend, WIDTH};
+use super::{process, Reply};
+
+/// A heading line for one run.
+pub fn heading(text: &str) -> String {
+    let line = format!("== {text} ");
+    let pad = WIDTH.saturating_sub(line.chars().count());
+    format!("{line}{}", "=".repeat(pad))
+}
+
+/// Prints one run: its heading, diagram and legend, the final stored value
+/// of `key` (followed by `more` on the same line), and the fence's highest
+/// token when the run went through fencegate.
+pub fn show_run(
+    title: &str,
+    diagram: &str,
+    key: &str,
+    stored: &Option<String>,
+    more: &str,
+    highest: Option<u64>,
+) {
+    println!("{}", heading(title));
+    print!("{diagram}");
+    println!("{}\n", legend());
+    println!("final stored value of {key}: {}{more}", shown(stored));
+    if let Some(highest) = highest {
+        let path = fence_path(key);
+        println!("fencegate admin plane: GET {path} -> highest {highest}");
+    }
+}
+
+/// What one run of a demo showed, printed with [`show_run`].
+pub trait Shown {
+    /// Prints the run under `title`.
+    fn show(&self, title: &str);
+}
+
+/// The two runs of a pause demo: straight to the storage, then through
+/// fencegate. `run(fenced)` plays one; `judge(fenced, outcome)` prints what
+/// it showed (the `=>` lines) and says whether that is what the demo claims.
+/// `None` if a run failed (said so already); else whether both runs showed
+/// what they should.
+pub fn direct_then_fenced<O: Shown>(
+    mut run: impl FnMut(bool) -> Result<O, String>,
+    mut judge: impl FnMut(bool, &O) -> bool,
+) -> Option<bool> {
+    let mut pass = true;
+    let titles = [
+        "run 1 of 2: straight to the storage, nothing checks tokens",
+        "run 2 of 2: through fencegate",
+    ];
+    for (fenced, title) in [false, true].into_iter().zip(titles) {
+        let outcome = run(fenced).map_err(|e| {
+            process::wait_if_interrupted();
+            println!(
+                "{} run failed: {e}",
+                if fenced { "fenced" } else { "direct" }
+            );
+        });
+        let outcome = outcome.ok()?;
+        outcome.show(title);
+        pass &= judge(fenced, &outcome);
+        println!();
+    }
+    Some(pass)
+}
+
+/// Prints the verdict line (`claim` is what a pass showed) with the time
+/// since `started`; the demo's exit status.
+pub fn verdict(pass: bool, started: Instant, claim: &str) -> ExitCode {
+    let elapsed = started.elapsed().as_secs_f64();
+    if pass {
+        println!("VERDICT: PASS: {claim} ({elapsed:.1} s)");
+        ExitCode::SUCCESS
+    } else {
+        println!("VERDICT: FAIL: the runs did not show what this demo claims ({elapsed:.1} s)");
+        ExitCode::FAILURE
+    }
+}
+
+/// What a run of the two-writer scenario showed: client 1 (the older
+/// token) writes `values[0]` after its lease is over, client 2 (the newer
+/// token) writes `values[1]`.
+pub struct TwoClients {
+    /// The object both write.
+    pub key: &'static str,
+    /// What each writes.
+    pub values: [&'static str; 2],
+    /// The rendered timeline.
+    pub diagram: String,
+    /// The answer to client 1's write.
+    pub client_1: Reply,
+    /// The answer to client 2's write.
+    pub client_2: Reply,
+    /// What the storage holds at the end.
+    pub stored: Option<String>,
+    /// The fence's highest token for `key` (fenced run).
+    pub highest: Option<u64>,
+}
+
+/// What a two-writer demo says about a run that showed what it should.
+pub struct TwoClientsText<'a> {
+    /// The direct run: client 1's write replaced client 2's.
+    pub corrupted: &'a [&'a str],
+    /// Client 1's write, as the direct run's failure calls it (`stale`).
+    pub write: &'a str,
+    /// The fenced run: client 1's write was refused.
+    pub safe: &'a [&'a str],
+}
+
+impl Shown for TwoClients {
+    fn show(&self, title: &str) {
+        let (diagram, stored) = (&self.diagram, &self.stored);
+        show_run(title, diagram, self.key, stored, "", self.highest);
+    }
+}
+
+impl TwoClients {
+    /// Prints what the run showed (`text`); whether it is what the demo
+    /// claims: direct, client 1's write replaced client 2's; fenced, it was
+    /// refused as stale and client 2's stands.
+    pub fn judge(&self, fenced: bool, text: &TwoClientsText) -> bool {
+        let stored = self.stored.as_deref();
+        let (shown, lines) = if fenced {
+            let refused = self.client_1.is_stale() && stored == Some(self.values[1]);
+            (refused && self.client_2.ok(), text.safe)
+        } else {
+            let both = self.client_1.ok() && self.client_2.ok();
+            (both && stored == Some(self.values[0]), text.corrupted)
+        };
+        match (shown, fenced) {
+            (true, _) => lines.iter().for_each(|line| println!("{line}")),
+            (false, false) => println!(
+                "=> expected the {} write to replace the newer holder's, but it did not",
+                text.write
+            ),
+            (false, true) => println!(
+                "=> expected 409 for the {} write and the newer holder's value stored; it got {}",
+                text.write, self.client_1.status
+            ),
+        }
+        shown
+    }
+}
