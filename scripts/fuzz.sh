@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 
 targets=("$@")
-[ "${#targets[@]}" -gt 0 ] || targets=(token key admission layer)
+[ "${#targets[@]}" -gt 0 ] || targets=(token key admin admission layer)
 if [ -n "${FUZZ_SECONDS:-}" ]; then
   limit=(-max_total_time="$FUZZ_SECONDS")
   what="${FUZZ_SECONDS}s"
@@ -39,8 +39,15 @@ for target in "${targets[@]}"; do
   # An admission schedule of 100 steps (3 bytes each) reaches every state
   # a longer one does, at a fraction of the cost per run.
   max_len=4096
-  [ "$target" = admission ] && max_len=300
-  cargo +nightly fuzz run -O "$target" "$corpus" -- \
+  sanitizer=address
+  if [ "$target" = admission ]; then
+    max_len=300
+    # The admission target is safe Rust over safe Rust (the crate denies
+    # unsafe code): AddressSanitizer finds nothing there and costs 4x the
+    # executions (2,000/s against 7,300/s here).
+    sanitizer=none
+  fi
+  cargo +nightly fuzz run -O -s "$sanitizer" "$target" "$corpus" -- \
     "${limit[@]}" -max_len="$max_len" -print_final_stats=1 >"$log" 2>&1 || status=$?
   grep -E 'INITED|DONE|stat::number_of_executed_units|SUMMARY|panicked|ERROR' "$log" || true
   [ "$status" -eq 0 ] || tail -40 "$log"

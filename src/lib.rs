@@ -27,6 +27,9 @@
 //! 5. [`fencing`]: the tower middleware wiring steps 1 to 4 in front of any
 //!    `Service<http::Request<B>>`; [`refusal`] holds the JSON answers.
 //!
+//! Beside the path, [`admin_input`] parses the admin plane's keys, queries
+//! and bodies, for the gateway's admin routes or an admin plane of your own.
+//!
 //! The gateway binary (feature `gateway`) adds the reverse proxy, the embedded
 //! backend, the admin plane and the CLI on top; the library does not depend on
 //! any of it: `cargo build --lib --no-default-features` builds steps 1 to 5
@@ -94,6 +97,8 @@ pub mod issuer;
 pub mod store;
 
 pub mod audit;
+
+pub mod admin_input;
 
 pub mod fencing;
 

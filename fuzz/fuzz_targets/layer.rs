@@ -56,7 +56,11 @@ fn request(data: &[u8]) -> Option<Request<String>> {
     let mut fields = data.split(|b| *b == 0);
     let method = Method::from_bytes(fields.next()?).ok()?;
     let uri = Uri::try_from(fields.next()?).ok()?;
-    let mut request = Request::builder().method(method).uri(uri).body(String::new()).ok()?;
+    let mut request = Request::builder()
+        .method(method)
+        .uri(uri)
+        .body(String::new())
+        .ok()?;
     while let (Some(name), Some(value)) = (fields.next(), fields.next()) {
         let name = HeaderName::from_bytes(name).ok()?;
         let value = HeaderValue::from_bytes(value).ok()?;
@@ -82,12 +86,20 @@ fuzz_target!(|data: &[u8]| {
                 request.method().as_str(),
                 "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PROPFIND"
             );
-            let described = format!("{:?} {:?} {:?}", request.method(), request.uri(), request.headers());
+            let described = format!(
+                "{:?} {:?} {:?}",
+                request.method(),
+                request.uri(),
+                request.headers()
+            );
 
             let response = service.call(request).await.unwrap();
             let forwarded = called.load(Ordering::SeqCst);
             if !forwarded {
-                assert!(!response.status().is_success(), "refused with 2xx: {described}");
+                assert!(
+                    !response.status().is_success(),
+                    "refused with 2xx: {described}"
+                );
                 return;
             }
             match token {

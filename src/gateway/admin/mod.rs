@@ -5,15 +5,15 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use axum::extract::{Query, State};
+use axum::extract::{RawQuery, State};
 use axum::http::{header, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use serde::Deserialize;
 use serde_json::json;
 
 use super::metrics::Metrics;
+use crate::admin_input::{fence_key, InvalidInput, ListQuery};
 use crate::key::Scope;
 use crate::Fences;
 
@@ -22,9 +22,6 @@ mod writes;
 
 pub(crate) use self::auth::AdminToken;
 pub use self::auth::AdminTokenError;
-
-/// The default and largest page of `GET /fences`.
-const DEFAULT_LIMIT: usize = 1000;
 
 #[derive(Clone)]
 struct Admin {
@@ -132,14 +129,14 @@ async fn ready(State(admin): State<Admin>) -> Response {
     (status, Json(body)).into_response()
 }
 
-/// The fence key of a `/fences/{key}` URI, percent-decoded.
-fn key_of(uri: &Uri) -> Result<String, String> {
-    let raw = uri.path().strip_prefix("/fences/").unwrap_or_default();
-    match percent_encoding::percent_decode_str(raw).decode_utf8() {
-        Ok(key) if key.is_empty() => Err("no key after /fences/".to_owned()),
-        Ok(key) => Ok(key.into_owned()),
-        Err(_) => Err("the key is not UTF-8".to_owned()),
-    }
+/// What follows `/fences/` in `uri`'s path, still percent-encoded.
+fn encoded_key(uri: &Uri) -> &str {
+    uri.path().strip_prefix("/fences/").unwrap_or_default()
+}
+
+/// The 400 answer to an admin input refused.
+fn invalid(input: &InvalidInput) -> Response {
+    error(StatusCode::BAD_REQUEST, input.code(), &input.to_string())
 }
 
 /// An admin answer in the gateway's one error shape.
@@ -160,9 +157,9 @@ fn json_error(status: StatusCode, body: &serde_json::Value) -> Response {
 /// than a path extractor: an encoded key starts with `%2F`, an unencoded one
 /// with `/`, and both must find the same fence.
 async fn one_fence(State(admin): State<Admin>, uri: Uri) -> Response {
-    let key = match key_of(&uri) {
+    let key = match fence_key(encoded_key(&uri)) {
         Ok(key) => key,
-        Err(detail) => return error(StatusCode::BAD_REQUEST, "invalid_key", &detail),
+        Err(e) => return invalid(&e),
     };
     match admin.fences.highest(&key) {
         Some(highest) => Json(json!({ "resource": key, "highest": highest })).into_response(),
@@ -174,39 +171,15 @@ async fn one_fence(State(admin): State<Admin>, uri: Uri) -> Response {
     }
 }
 
-#[derive(Debug, Deserialize)]
-struct ListQuery {
-    #[serde(default)]
-    prefix: String,
-    limit: Option<String>,
-}
-
 /// `GET /fences?prefix=P&limit=N`, sorted by key.
-async fn list_fences(
-    State(admin): State<Admin>,
-    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
-) -> Response {
-    let Ok(Query(query)) = query else {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "invalid_query",
-            "expected ?prefix=P&limit=N",
-        );
-    };
-    let limit = match query.limit.as_deref().map(str::parse::<usize>) {
-        None => DEFAULT_LIMIT,
-        Some(Ok(limit)) => limit,
-        Some(Err(_)) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "invalid_query",
-                "limit must be a non-negative integer",
-            )
-        }
+async fn list_fences(State(admin): State<Admin>, RawQuery(query): RawQuery) -> Response {
+    let query = match ListQuery::parse(query.as_deref()) {
+        Ok(query) => query,
+        Err(e) => return invalid(&e),
     };
     let fences: Vec<_> = admin
         .fences
-        .list(&query.prefix, limit)
+        .list(&query.prefix, query.limit)
         .into_iter()
         .map(|(resource, highest)| json!({ "resource": resource, "highest": highest }))
         .collect();

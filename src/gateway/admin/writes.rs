@@ -4,33 +4,16 @@
 use std::net::SocketAddr;
 
 use axum::body::Bytes;
-use axum::extract::{Query, State};
+use axum::extract::{RawQuery, State};
 use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use serde::Deserialize;
 use serde_json::json;
 
-use super::{error, json_error, key_of, Admin};
+use super::{encoded_key, error, invalid, json_error, Admin};
+use crate::admin_input::{self, audit_limit, DeleteFence, InvalidInput, PutFence};
 use crate::audit::AuditEntry;
-use crate::fences::{AdminWriteError, FenceWritten, SetFence};
-
-/// The longest `reason` of an admin write, in characters.
-const MAX_REASON: usize = 200;
-
-/// The default page of `GET /audit`.
-const DEFAULT_AUDIT_LIMIT: usize = 100;
-
-/// The body of `PUT /fences/{key}`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct PutBody {
-    highest: u64,
-    reason: String,
-    #[serde(default)]
-    force: bool,
-    if_highest: Option<u64>,
-}
+use crate::fences::{AdminWriteError, FenceWritten};
 
 /// `PUT /fences/{key}`: raise, or force lower.
 pub(super) async fn put_fence(
@@ -43,23 +26,9 @@ pub(super) async fn put_fence(
         Ok(key) => key,
         Err(refusal) => return refusal.answer(),
     };
-    let body: PutBody = match serde_json::from_slice(&body) {
-        Ok(body) => body,
-        Err(e) => {
-            return invalid_request(&format!(
-                "expected {{\"highest\": n, \"reason\": \"...\"}} (plus \"force\" and \"if_highest\" to lower): {e}"
-            ))
-        }
-    };
-    if let Err(detail) = check_reason(&body.reason) {
-        return invalid_request(&detail);
-    }
-    let request = SetFence {
-        highest: body.highest,
-        force: body.force,
-        if_highest: body.if_highest,
-        actor: peer.to_string(),
-        reason: body.reason,
+    let request = match PutFence::parse(&body) {
+        Ok(put) => put.into_set_fence(peer.to_string()),
+        Err(e) => return invalid(&e),
     };
     let written = run_write(&admin, &key, move |fences, key| async move {
         fences.set_fence(&key, request).await
@@ -94,45 +63,24 @@ where
     }
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct DeleteQuery {
-    if_highest: Option<String>,
-    reason: Option<String>,
-}
-
 /// `DELETE /fences/{key}?if_highest=N[&reason=...]`: forget.
 pub(super) async fn delete_fence(
     State(admin): State<Admin>,
     Extension(peer): Extension<SocketAddr>,
     uri: Uri,
-    query: Result<Query<DeleteQuery>, axum::extract::rejection::QueryRejection>,
+    RawQuery(query): RawQuery,
 ) -> Response {
     let key = match write_key(&admin, &uri) {
         Ok(key) => key,
         Err(refusal) => return refusal.answer(),
     };
-    let Ok(Query(query)) = query else {
-        return invalid_request("expected ?if_highest=N, optionally &reason=...");
+    let DeleteFence { if_highest, reason } = match DeleteFence::parse(query.as_deref()) {
+        Ok(delete) => delete,
+        Err(e) => return invalid(&e),
     };
-    let Some(if_highest) = query.if_highest else {
-        return invalid_request(
-            "if_highest=N is required: the highest you saw, which must still be current",
-        );
-    };
-    let Ok(if_highest) = if_highest.parse::<u64>() else {
-        return invalid_request("if_highest must be a token (0 to 18446744073709551615)");
-    };
-    if let Some(reason) = &query.reason {
-        if let Err(detail) = check_reason(reason) {
-            return invalid_request(&detail);
-        }
-    }
     let actor = peer.to_string();
     let written = run_write(&admin, &key, move |fences, key| async move {
-        fences
-            .forget_fence(&key, if_highest, actor, query.reason)
-            .await
+        fences.forget_fence(&key, if_highest, actor, reason).await
     })
     .await;
     written.map_or_else(
@@ -143,23 +91,11 @@ pub(super) async fn delete_fence(
     )
 }
 
-#[derive(Debug, Deserialize)]
-pub(super) struct AuditQuery {
-    limit: Option<String>,
-}
-
 /// `GET /audit?limit=N`, newest first.
-pub(super) async fn audit(
-    State(admin): State<Admin>,
-    query: Result<Query<AuditQuery>, axum::extract::rejection::QueryRejection>,
-) -> Response {
-    let limit = match query.ok().map(|Query(q)| q.limit) {
-        Some(None) => DEFAULT_AUDIT_LIMIT,
-        Some(Some(limit)) => match limit.parse::<usize>() {
-            Ok(limit) => limit,
-            Err(_) => return invalid_query(),
-        },
-        None => return invalid_query(),
+pub(super) async fn audit(State(admin): State<Admin>, RawQuery(query): RawQuery) -> Response {
+    let limit = match audit_limit(query.as_deref()) {
+        Ok(limit) => limit,
+        Err(e) => return invalid(&e),
     };
     match admin.fences.audit(limit).await {
         Ok(entries) => {
@@ -172,14 +108,6 @@ pub(super) async fn audit(
             &e.to_string(),
         ),
     }
-}
-
-fn invalid_query() -> Response {
-    error(
-        StatusCode::BAD_REQUEST,
-        "invalid_query",
-        "limit must be a non-negative integer",
-    )
 }
 
 fn entry_json(entry: &AuditEntry) -> serde_json::Value {
@@ -199,14 +127,14 @@ enum WriteRefusal {
     /// No `--admin-token-file`: 403.
     Disabled,
     /// A key no request maps to: 400.
-    InvalidKey(String),
+    InvalidKey(InvalidInput),
 }
 
 impl WriteRefusal {
     fn answer(self) -> Response {
         match self {
             WriteRefusal::Disabled => writes_disabled(),
-            WriteRefusal::InvalidKey(detail) => invalid_request(&detail),
+            WriteRefusal::InvalidKey(e) => invalid(&e),
         }
     }
 }
@@ -217,26 +145,7 @@ fn write_key(admin: &Admin, uri: &Uri) -> Result<String, WriteRefusal> {
     if !admin.writes_enabled {
         return Err(WriteRefusal::Disabled);
     }
-    let key = key_of(uri).map_err(WriteRefusal::InvalidKey)?;
-    crate::key::check_key(&key, admin.scope).map_err(WriteRefusal::InvalidKey)?;
-    Ok(key)
-}
-
-fn check_reason(reason: &str) -> Result<(), String> {
-    let chars = reason.chars().count();
-    if !(1..=MAX_REASON).contains(&chars) {
-        return Err(format!(
-            "reason must be 1 to {MAX_REASON} characters, not {chars}"
-        ));
-    }
-    if reason.chars().any(char::is_control) {
-        return Err("reason must not hold control characters".to_owned());
-    }
-    Ok(())
-}
-
-fn invalid_request(detail: &str) -> Response {
-    error(StatusCode::BAD_REQUEST, "invalid_request", detail)
+    admin_input::write_key(encoded_key(uri), admin.scope).map_err(WriteRefusal::InvalidKey)
 }
 
 fn writes_disabled() -> Response {
