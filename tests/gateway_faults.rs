@@ -9,7 +9,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{http, try_http, wait_until, Backend, Fault, Gateway, Relay, HANG_GUARD};
+use support::{http, metric, try_http, wait_until, Backend, Fault, Gateway, Relay, HANG_GUARD};
 
 /// The gateway in front of `relay`, which is in front of `backend`.
 fn through_relay(backend: &Backend, fault: Fault, extra: &[&str]) -> (Relay, Gateway) {
@@ -69,7 +69,9 @@ fn a_reset_before_the_response_head_is_502() {
 fn a_response_cut_mid_body_cuts_the_client_and_the_pool_recovers() {
     let backend = Backend::start();
     for fault in [Fault::CloseAt(4_000), Fault::ResetAt(4_000)] {
-        let (relay, gw) = through_relay(&backend, fault, &[]);
+        let tmp = tempfile::tempdir().unwrap();
+        let log = tmp.path().join("access.log");
+        let (relay, gw) = through_relay(&backend, fault, &["--access-log", log.to_str().unwrap()]);
         let resp = try_http(
             gw.data_addr(),
             "PUT",
@@ -92,7 +94,32 @@ fn a_response_cut_mid_body_cuts_the_client_and_the_pool_recovers() {
             ),
         }
         assert_eq!(gw.fence("/big"), Some(3));
+        // The gateway knows: a cut response in the metrics, and an
+        // `upstream_error` line with the status the client already had.
+        let cut = || metric(&gw.metrics(), "fencegate_responses_cut_total");
+        assert!(
+            wait_until(HANG_GUARD, || cut() == Some(1.0)),
+            "{fault:?}: {:?}",
+            cut()
+        );
+        let line = || {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            text.lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .find(|l| l["path"] == "/big")
+        };
+        assert!(
+            wait_until(HANG_GUARD, || line().is_some()),
+            "{fault:?}: no log line"
+        );
+        let line = line().unwrap();
+        assert_eq!(line["outcome"], "upstream_error", "{fault:?}: {line}");
+        assert_eq!(
+            (&line["status"], &line["upstream_status"]),
+            (&200.into(), &200.into())
+        );
         heals(&gw, &relay, &backend, 3);
+        assert_eq!(cut(), Some(1.0), "{fault:?}: a whole response is not cut");
     }
 }
 

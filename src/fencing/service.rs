@@ -13,7 +13,9 @@ use crate::fences::{AdmitError, Fences};
 use crate::issuer::IssuerError;
 use crate::key::{lock_name_from_headers, normalize_path, Scope};
 use crate::refusal::Refusal;
+use crate::store::Lease;
 use crate::token::token_from_headers;
+use crate::InFlight;
 
 /// The fencing middleware: checks each request's token against its fence
 /// before the inner service sees it. Built by [`FencingLayer`](super::FencingLayer).
@@ -212,7 +214,6 @@ impl<S> Fencing<S> {
     {
         let config = Arc::clone(&self.config);
         let client = self.client;
-        let mut request = request;
         ResponseFuture::admitting(Box::pin(async move {
             let admitted = config
                 .fences
@@ -252,36 +253,48 @@ impl<S> Fencing<S> {
                 let response = inner.call(request).await?;
                 return Ok(response.map(|body| ResponseBody::inner(body, Some(in_flight))));
             };
-            // Shared fences: the inner service finds the lease among the
-            // request's extensions, to stop streaming the body to the
-            // backend the moment it ends; and the call itself is dropped
-            // (cutting the request towards the backend) once it is revoked.
-            request.extensions_mut().insert(lease.clone());
-            let mut head = Request::new(());
-            *head.method_mut() = request.method().clone();
-            *head.uri_mut() = request.uri().clone();
-            let mut call = std::pin::pin!(inner.call(request));
-            let mut revoked = std::pin::pin!(lease.revoked());
-            let answered = std::future::poll_fn(|cx| {
-                if let Poll::Ready(answer) = call.as_mut().poll(cx) {
-                    return Poll::Ready(Some(answer));
-                }
-                revoked.as_mut().poll(cx).map(|()| None)
-            })
-            .await;
-            match answered {
-                Some(response) => {
-                    Ok(response?.map(|body| ResponseBody::inner(body, Some(in_flight))))
-                }
-                None => {
-                    let refusal = Refusal::StoreUnavailable {
-                        detail: "this instance lost its lease on the shared fences while the request was in flight: the request was cut before the backend answered, and may or may not have been applied".into(),
-                    };
-                    log_refusal(&refusal, &head);
-                    Ok(refusal_response(&refusal))
-                }
-            }
+            // Boxed, so that the plain path's future (every request without
+            // shared fences) does not carry this one's state in its size.
+            Box::pin(call_under_lease(inner, request, lease, in_flight)).await
         }))
+    }
+}
+
+/// Shared fences: calls `inner` while this instance's `lease` lives. The
+/// inner service finds the lease among the request's extensions, to stop
+/// streaming the body to the backend the moment it ends; and the call itself
+/// is dropped (cutting the request towards the backend) once it is revoked.
+async fn call_under_lease<S, ReqBody, ResBody>(
+    mut inner: S,
+    mut request: Request<ReqBody>,
+    lease: Lease,
+    in_flight: InFlight,
+) -> Result<Response<ResponseBody<ResBody>>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+{
+    request.extensions_mut().insert(lease.clone());
+    let mut head = Request::new(());
+    *head.method_mut() = request.method().clone();
+    *head.uri_mut() = request.uri().clone();
+    let mut call = std::pin::pin!(inner.call(request));
+    let mut revoked = std::pin::pin!(lease.revoked());
+    let answered = std::future::poll_fn(|cx| {
+        if let Poll::Ready(answer) = call.as_mut().poll(cx) {
+            return Poll::Ready(Some(answer));
+        }
+        revoked.as_mut().poll(cx).map(|()| None)
+    })
+    .await;
+    match answered {
+        Some(response) => Ok(response?.map(|body| ResponseBody::inner(body, Some(in_flight)))),
+        None => {
+            let refusal = Refusal::StoreUnavailable {
+                detail: "this instance lost its lease on the shared fences while the request was in flight: the request was cut before the backend answered, and may or may not have been applied".into(),
+            };
+            log_refusal(&refusal, &head);
+            Ok(refusal_response(&refusal))
+        }
     }
 }
 

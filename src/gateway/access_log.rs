@@ -174,6 +174,8 @@ pub(crate) struct Entry {
     key: Option<String>,
     token: Option<u64>,
     answered: Option<(Outcome, StatusCode)>,
+    /// The response body failed after its head was out.
+    cut: bool,
     pub(crate) bytes_in: Arc<AtomicU64>,
     pub(crate) bytes_out: u64,
 }
@@ -213,6 +215,7 @@ impl Entry {
             key: fence.0,
             token: fence.1,
             answered: None,
+            cut: false,
             bytes_in: Arc::new(AtomicU64::new(0)),
             bytes_out: 0,
         }
@@ -222,13 +225,23 @@ impl Entry {
     pub(crate) fn answered(&mut self, outcome: Outcome, status: StatusCode) {
         self.answered = Some((outcome, status));
     }
+
+    /// The response body failed after its head was out: the line says
+    /// `upstream_error`, with the status the client already had.
+    pub(crate) fn cut(&mut self) {
+        self.cut = true;
+    }
 }
 
 impl Drop for Entry {
     fn drop(&mut self) {
         let (outcome, status, upstream_status) = match self.answered {
             Some((outcome, status)) => (
-                outcome,
+                if self.cut {
+                    Outcome::UpstreamError
+                } else {
+                    outcome
+                },
                 status.as_u16(),
                 (outcome == Outcome::Forwarded).then_some(status.as_u16()),
             ),

@@ -156,7 +156,7 @@ impl hyper::service::Service<Request<Incoming>> for Connection {
         };
         Metered {
             started: Instant::now(),
-            connection: Arc::clone(shared),
+            connection: Some(Arc::clone(shared)),
             busy: Some(busy),
             close_if_refused,
             entry,
@@ -252,8 +252,9 @@ pin_project! {
     pub struct Metered {
         started: Instant,
         // For its metrics: one reference count instead of the three a
-        // `Metrics` clone takes.
-        connection: Arc<ConnectionShared>,
+        // `Metrics` clone takes. Handed on to the response body, which
+        // counts a body cut after the head.
+        connection: Option<Arc<ConnectionShared>>,
         // An answer made by the gateway closes the connection (see `call`).
         close_if_refused: bool,
         // Both handed on to the response body; `busy` is `None` once the
@@ -267,10 +268,10 @@ pin_project! {
     impl PinnedDrop for Metered {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
-            if this.busy.is_some() {
+            if let (Some(_), Some(connection)) = (this.busy, this.connection) {
                 // Dropped before an answer: the client went away while the
                 // request waited (for admission, for the backend).
-                this.connection
+                connection
                     .metrics
                     .observe(Outcome::ClientError, this.started.elapsed());
             }
@@ -312,9 +313,10 @@ impl Future for Metered {
                 .headers_mut()
                 .insert(CONNECTION, HeaderValue::from_static("close"));
         }
-        this.connection
-            .metrics
-            .observe(outcome, this.started.elapsed());
+        let connection = this.connection.take();
+        if let Some(connection) = &connection {
+            connection.metrics.observe(outcome, this.started.elapsed());
+        }
         let busy = this.busy.take();
         let mut entry = this.entry.take();
         if let Some(entry) = &mut entry {
@@ -324,6 +326,7 @@ impl Future for Metered {
             body,
             _busy: busy,
             entry,
+            connection,
         })))
     }
 }
@@ -338,6 +341,7 @@ pin_project! {
         _busy: Option<Busy>,
         // Written when dropped, with the bytes counted here.
         entry: Option<Entry>,
+        connection: Option<Arc<ConnectionShared>>,
     }
 }
 
@@ -351,10 +355,23 @@ impl http_body::Body for Relayed {
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
         let this = self.project();
         let frame = std::task::ready!(this.body.poll_frame(cx));
-        if let (Some(entry), Some(Ok(frame))) = (this.entry.as_mut(), &frame) {
-            if let Some(data) = frame.data_ref() {
-                entry.bytes_out += data.len() as u64;
+        match (&frame, this.entry.as_mut()) {
+            (Some(Ok(frame)), Some(entry)) => {
+                if let Some(data) = frame.data_ref() {
+                    entry.bytes_out += data.len() as u64;
+                }
             }
+            (Some(Err(_)), entry) => {
+                // The head (and its status) is already out: the client sees
+                // a cut connection; the metrics and the log see the failure.
+                if let Some(connection) = this.connection.as_ref() {
+                    connection.metrics.response_cut();
+                }
+                if let Some(entry) = entry {
+                    entry.cut();
+                }
+            }
+            _ => {}
         }
         Poll::Ready(frame)
     }

@@ -29,6 +29,8 @@ pub(crate) struct Metrics {
     /// counting a request takes no lock on the family.
     requests: Arc<[Counter; Outcome::ALL.len()]>,
     latency: Histogram,
+    /// Responses whose body failed after their head was relayed.
+    responses_cut: Counter,
     registry: Arc<Registry>,
 }
 
@@ -228,10 +230,17 @@ impl Metrics {
             "Data plane latency, request received to response headers sent",
             latency.clone(),
         );
+        let responses_cut = Counter::default();
+        registry.register(
+            "fencegate_responses_cut",
+            "Forwarded requests whose response body failed (backend cut, reset or stalled) after its head was relayed: counted as forwarded in fencegate_requests, since the client already had the status",
+            responses_cut.clone(),
+        );
         registry.register_collector(Box::new(FenceCollector(fences, access_log, issuer)));
         Metrics {
             requests: Arc::new(requests),
             latency,
+            responses_cut,
             registry: Arc::new(registry),
         }
     }
@@ -241,6 +250,11 @@ impl Metrics {
         // `ALL` lists the variants in declaration order (a unit test checks).
         self.requests[outcome as usize].inc();
         self.latency.observe(elapsed.as_secs_f64());
+    }
+
+    /// Records a response body that failed after its head was relayed.
+    pub(crate) fn response_cut(&self) {
+        self.responses_cut.inc();
     }
 
     /// The Prometheus text exposition.
