@@ -106,11 +106,36 @@ async fn settle() {
     }
 }
 
+/// Spawns `admit(key, token)` as a request of its own.
+fn spawn_admit(
+    fences: &Fences,
+    key: &'static str,
+    token: u64,
+) -> tokio::task::JoinHandle<Result<InFlight, AdmitError>> {
+    let fences = fences.clone();
+    tokio::spawn(async move { fences.admit(key, token).await })
+}
+
+/// [`spawn_admit`], then [`settle`]: the request has been admitted, refused
+/// or is waiting by the time this returns.
+async fn admit_settled(
+    fences: &Fences,
+    key: &'static str,
+    token: u64,
+) -> tokio::task::JoinHandle<Result<InFlight, AdmitError>> {
+    let request = spawn_admit(fences, key, token);
+    settle().await;
+    request
+}
+
+/// A fresh in-memory fence set, an empty event log and the start time.
+fn timeline() -> (Fences, Events, Instant) {
+    (Fences::in_memory(), Events::default(), Instant::now())
+}
+
 #[tokio::test(start_paused = true)]
 async fn higher_token_waits_for_lower_in_flight() {
-    let fences = Fences::in_memory();
-    let events = Events::default();
-    let t0 = Instant::now();
+    let (fences, events, t0) = timeline();
     let slow = request(&fences, &events, "/k", 30, Duration::ZERO, secs(10));
     let next = request(&fences, &events, "/k", 31, secs(1), secs(1));
 
@@ -136,9 +161,7 @@ async fn higher_token_waits_for_lower_in_flight() {
 
 #[tokio::test(start_paused = true)]
 async fn waiter_overtaken_promptly_before_in_flight_finishes() {
-    let fences = Fences::in_memory();
-    let events = Events::default();
-    let t0 = Instant::now();
+    let (fences, events, t0) = timeline();
     let slow = request(&fences, &events, "/k", 30, Duration::ZERO, secs(10));
     let waiter = request(&fences, &events, "/k", 31, secs(1), secs(1));
     let winner = request(&fences, &events, "/k", 32, secs(2), secs(1));
@@ -164,13 +187,9 @@ async fn overtaken_waiter_is_refused_without_a_timer_firing() {
     // alone, not by some later wake-up.
     let fences = Fences::in_memory();
     let g30 = within(fences.admit("/k", 30)).await.unwrap();
-    let f = fences.clone();
-    let w31 = tokio::spawn(async move { f.admit("/k", 31).await.map(drop) });
-    settle().await;
+    let w31 = admit_settled(&fences, "/k", 31).await;
     assert!(!w31.is_finished());
-    let f = fences.clone();
-    let w32 = tokio::spawn(async move { f.admit("/k", 32).await });
-    settle().await;
+    let w32 = admit_settled(&fences, "/k", 32).await;
     assert!(w31.is_finished());
     assert!(!w32.is_finished());
     assert_eq!(
@@ -184,9 +203,7 @@ async fn overtaken_waiter_is_refused_without_a_timer_firing() {
 
 #[tokio::test(start_paused = true)]
 async fn equal_tokens_fly_together() {
-    let fences = Fences::in_memory();
-    let events = Events::default();
-    let t0 = Instant::now();
+    let (fences, events, t0) = timeline();
     let mut tasks = Vec::new();
     for i in 0..5 {
         // Five 40s, staggered by 1 s, each holding for 10 s.
@@ -209,12 +226,10 @@ async fn equal_tokens_fly_together() {
     assert_eq!(events.take(), ["40 done"; 5]);
 
     // 41 still waits for the late 40.
-    let f = fences.clone();
-    let w41 = tokio::spawn(async move { f.admit("/k", 41).await.map(drop) });
-    settle().await;
+    let w41 = admit_settled(&fences, "/k", 41).await;
     assert!(!w41.is_finished());
     drop(late);
-    within(w41).await.unwrap().unwrap();
+    drop(within(w41).await.unwrap().unwrap());
 }
 
 #[tokio::test(start_paused = true)]
@@ -225,8 +240,7 @@ async fn equal_token_joins_while_higher_waits() {
     let g30 = within(fences.admit("/k", 30)).await.unwrap();
     let mut waiters = Vec::new();
     for _ in 0..2 {
-        let f = fences.clone();
-        waiters.push(tokio::spawn(async move { f.admit("/k", 31).await }));
+        waiters.push(spawn_admit(&fences, "/k", 31));
     }
     settle().await;
     assert_eq!(stale(within(fences.admit("/k", 30)).await), below(30, 31));
@@ -255,9 +269,7 @@ async fn cancelled_waiter_leaves_fence_usable() {
     assert_eq!(stale(within(fences.admit("/k", 30)).await), below(30, 31));
 
     // Aborting a task that waits.
-    let f = fences.clone();
-    let aborted = tokio::spawn(async move { f.admit("/k", 32).await.map(drop) });
-    settle().await;
+    let aborted = admit_settled(&fences, "/k", 32).await;
     aborted.abort();
     assert!(within(aborted).await.unwrap_err().is_cancelled());
     assert_eq!(fences.highest("/k"), Some(32));
@@ -293,9 +305,7 @@ async fn cancelled_waiter_at_highest_then_same_token_goes() {
 
 #[tokio::test(start_paused = true)]
 async fn cancelled_in_flight_request_releases_waiters() {
-    let fences = Fences::in_memory();
-    let events = Events::default();
-    let t0 = Instant::now();
+    let (fences, events, t0) = timeline();
     // 30 would hold for an hour; it is aborted at t = 2 s.
     let slow = request(&fences, &events, "/k", 30, Duration::ZERO, secs(3600));
     let next = request(&fences, &events, "/k", 31, secs(1), secs(1));
@@ -354,9 +364,7 @@ async fn different_keys_never_wait_on_each_other() {
     let fences = Fences::in_memory();
     let _a = within(fences.admit("/a", 30)).await.unwrap();
     // A waiter on /a as well, to show it does not block /b either.
-    let f = fences.clone();
-    let wait_a = tokio::spawn(async move { f.admit("/a", 31).await.map(drop) });
-    settle().await;
+    let wait_a = admit_settled(&fences, "/a", 31).await;
     assert!(!wait_a.is_finished());
     let mut held = Vec::new();
     for (key, token) in [("/b", 100), ("/c", 31), ("/a/b", 32), ("/A", 0), ("/a/", 1)] {
@@ -384,9 +392,7 @@ async fn edge_tokens_zero_and_max() {
     let g0 = within(fences.admit("/z", 0)).await.unwrap();
     let g0b = within(fences.admit("/z", 0)).await.unwrap();
     // MAX waits for the 0s in flight.
-    let f = fences.clone();
-    let wmax = tokio::spawn(async move { f.admit("/z", u64::MAX).await });
-    settle().await;
+    let wmax = admit_settled(&fences, "/z", u64::MAX).await;
     assert!(!wmax.is_finished());
     assert_eq!(fences.highest("/z"), Some(u64::MAX));
     assert_eq!(
@@ -480,13 +486,10 @@ impl GatedStore {
     }
 }
 
-fn spawn_admit(
-    fences: &Fences,
-    key: &'static str,
-    token: u64,
-) -> tokio::task::JoinHandle<Result<InFlight, AdmitError>> {
-    let fences = fences.clone();
-    tokio::spawn(async move { fences.admit(key, token).await })
+/// A gated store and the fences over it.
+fn gated() -> (GatedStore, Fences) {
+    let store = GatedStore::default();
+    (store.clone(), Fences::with_store(store).unwrap())
 }
 
 fn q(key: &str, token: u64) -> (String, u64) {
@@ -495,11 +498,9 @@ fn q(key: &str, token: u64) -> (String, u64) {
 
 #[tokio::test(start_paused = true)]
 async fn nothing_is_let_through_before_the_raise_is_durable() {
-    let store = GatedStore::default();
-    let fences = Fences::with_store(store.clone()).unwrap();
+    let (store, fences) = gated();
     assert!(fences.is_durable());
-    let a = spawn_admit(&fences, "/k", 31);
-    settle().await;
+    let a = admit_settled(&fences, "/k", 31).await;
     assert!(!a.is_finished(), "31 must wait for its raise to be durable");
     assert_eq!(store.queued(), [q("/k", 31)]);
     // Raised in memory already: a lower token is refused meanwhile.
@@ -514,12 +515,9 @@ async fn nothing_is_let_through_before_the_raise_is_durable() {
 
 #[tokio::test(start_paused = true)]
 async fn an_equal_token_waits_for_durability_too() {
-    let store = GatedStore::default();
-    let fences = Fences::with_store(store.clone()).unwrap();
-    let a = spawn_admit(&fences, "/k", 31);
-    settle().await;
-    let b = spawn_admit(&fences, "/k", 31);
-    settle().await;
+    let (store, fences) = gated();
+    let a = admit_settled(&fences, "/k", 31).await;
+    let b = admit_settled(&fences, "/k", 31).await;
     // B must not ride on A's raise before it is durable.
     assert!(!b.is_finished());
     assert_eq!(store.queued(), [q("/k", 31), q("/k", 31)]);
@@ -536,12 +534,9 @@ async fn an_equal_token_waits_for_durability_too() {
 
 #[tokio::test(start_paused = true)]
 async fn overtaken_while_the_raise_is_being_written() {
-    let store = GatedStore::default();
-    let fences = Fences::with_store(store.clone()).unwrap();
-    let a = spawn_admit(&fences, "/k", 31);
-    settle().await;
-    let b = spawn_admit(&fences, "/k", 32);
-    settle().await;
+    let (store, fences) = gated();
+    let a = admit_settled(&fences, "/k", 31).await;
+    let b = admit_settled(&fences, "/k", 32).await;
     assert_eq!(store.queued(), [q("/k", 31), q("/k", 32)]);
     store.answer(31, Ok(()));
     // 31 is durable but 32 was admitted meanwhile: 31 is never let through.
@@ -554,16 +549,12 @@ async fn overtaken_while_the_raise_is_being_written() {
 
 #[tokio::test(start_paused = true)]
 async fn a_failed_raise_does_not_block_an_equal_one_that_succeeds() {
-    let store = GatedStore::default();
-    let fences = Fences::with_store(store.clone()).unwrap();
-    let first = spawn_admit(&fences, "/k", 30);
-    settle().await;
+    let (store, fences) = gated();
+    let first = admit_settled(&fences, "/k", 30).await;
     store.answer(30, Ok(()));
     drop(within(first).await.unwrap().unwrap());
-    let a = spawn_admit(&fences, "/k", 31);
-    settle().await;
-    let b = spawn_admit(&fences, "/k", 31);
-    settle().await;
+    let a = admit_settled(&fences, "/k", 31).await;
+    let b = admit_settled(&fences, "/k", 31).await;
     store.answer(31, Err(StoreError::Write("disk full (simulated)".into())));
     let error = within(a).await.unwrap().unwrap_err();
     assert!(matches!(error, AdmitError::Store(_)), "{error:?}");
@@ -581,12 +572,9 @@ async fn a_failed_raise_does_not_block_an_equal_one_that_succeeds() {
 
 #[tokio::test(start_paused = true)]
 async fn a_failed_raise_never_lowers_a_later_higher_one() {
-    let store = GatedStore::default();
-    let fences = Fences::with_store(store.clone()).unwrap();
-    let a = spawn_admit(&fences, "/k", 31);
-    settle().await;
-    let b = spawn_admit(&fences, "/k", 32);
-    settle().await;
+    let (store, fences) = gated();
+    let a = admit_settled(&fences, "/k", 31).await;
+    let b = admit_settled(&fences, "/k", 32).await;
     store.answer(31, Err(StoreError::Write("I/O error (simulated)".into())));
     assert!(matches!(
         within(a).await.unwrap().unwrap_err(),
@@ -600,10 +588,8 @@ async fn a_failed_raise_never_lowers_a_later_higher_one() {
 
 #[tokio::test(start_paused = true)]
 async fn a_failed_first_raise_leaves_no_fence_behind() {
-    let store = GatedStore::default();
-    let fences = Fences::with_store(store.clone()).unwrap();
-    let a = spawn_admit(&fences, "/new", 1);
-    settle().await;
+    let (store, fences) = gated();
+    let a = admit_settled(&fences, "/new", 1).await;
     store.answer(1, Err(StoreError::Write("disk full (simulated)".into())));
     assert!(within(a).await.unwrap().is_err());
     assert_eq!(fences.highest("/new"), None);
@@ -615,10 +601,8 @@ async fn a_failed_first_raise_leaves_no_fence_behind() {
 
 #[tokio::test(start_paused = true)]
 async fn cancelled_while_the_raise_is_being_written() {
-    let store = GatedStore::default();
-    let fences = Fences::with_store(store.clone()).unwrap();
-    let a = spawn_admit(&fences, "/k", 31);
-    settle().await;
+    let (store, fences) = gated();
+    let a = admit_settled(&fences, "/k", 31).await;
     a.abort();
     assert!(within(a).await.unwrap_err().is_cancelled());
     // Cancellation never rolls the raise back.
@@ -626,8 +610,7 @@ async fn cancelled_while_the_raise_is_being_written() {
     assert_eq!(stale(within(fences.admit("/k", 30)).await), below(30, 31));
     // A retry of 31 is not admitted on the strength of a write nobody saw
     // finish: it writes again.
-    let retry = spawn_admit(&fences, "/k", 31);
-    settle().await;
+    let retry = admit_settled(&fences, "/k", 31).await;
     assert!(!retry.is_finished());
     assert_eq!(store.queued(), [q("/k", 31), q("/k", 31)]);
     store.answer(31, Ok(()));
