@@ -59,6 +59,66 @@ impl Sampler {
     }
 }
 
+/// The gateway's resident memory and the time from a baseline on.
+struct Measure {
+    baseline: u64,
+    sampler: Sampler,
+    started: Instant,
+}
+
+impl Measure {
+    /// Warms `gw` up, then takes the baseline and starts sampling and the
+    /// clock.
+    fn start(gw: &Gateway) -> Measure {
+        warm_up(gw);
+        let pid = gw.pid();
+        let baseline = rss_of(pid).unwrap();
+        let sampler = Sampler::start(pid);
+        let started = Instant::now();
+        Measure {
+            baseline,
+            sampler,
+            started,
+        }
+    }
+
+    /// Stops both: the time taken, the highest RSS and its growth over the
+    /// baseline.
+    fn finish(self) -> (Duration, u64, u64) {
+        let elapsed = self.started.elapsed();
+        let max = self.sampler.finish();
+        (elapsed, max, max.saturating_sub(self.baseline))
+    }
+}
+
+/// Asserts that a `what` of `size` bytes grew the RSS by less than [`LIMIT`].
+fn assert_bounded(growth: u64, size: u64, what: &str) {
+    assert!(
+        growth < LIMIT,
+        "gateway RSS grew by {} MiB during a {} MiB {what}",
+        growth >> 20,
+        size >> 20
+    );
+}
+
+/// A connection to the gateway's data plane whose reads fail rather than hang.
+fn connect(gw: &Gateway) -> TcpStream {
+    let stream = TcpStream::connect(gw.data_addr()).unwrap();
+    stream.set_read_timeout(Some(HANG_GUARD)).unwrap();
+    stream
+}
+
+/// A gateway in front of a backend, warmed up and measured from now on, and
+/// a connection to it on which `head` has been sent.
+fn start(head: &str) -> (Backend, Gateway, Measure, TcpStream) {
+    let backend = Backend::start();
+    let gw = Gateway::in_front_of(&backend, &[]);
+    let measure = Measure::start(&gw);
+    let mut stream = connect(&gw);
+    stream.write_all(head.as_bytes()).unwrap();
+    (backend, gw, measure, stream)
+}
+
 fn warm_up(gw: &Gateway) {
     // One small request each way, so that the baseline includes the
     // connection pools, buffers and lazily allocated state.
@@ -79,21 +139,9 @@ fn warm_up(gw: &Gateway) {
 #[test]
 fn large_upload_streams_with_bounded_memory() {
     let size = size_bytes();
-    let backend = Backend::start();
-    let gw = Gateway::start(&["--upstream", &backend.url()]);
-    warm_up(&gw);
-    let pid = gw.pid();
-    let baseline = rss_of(pid).unwrap();
-    let sampler = Sampler::start(pid);
-    let started = Instant::now();
-
-    let mut stream = TcpStream::connect(gw.data_addr()).unwrap();
-    stream.set_read_timeout(Some(HANG_GUARD)).unwrap();
-    write!(
-        stream,
+    let (backend, _gw, measure, mut stream) = start(&format!(
         "PUT /big/upload HTTP/1.1\r\nHost: x\r\nX-Fencing-Token: 7\r\nContent-Length: {size}\r\n\r\n"
-    )
-    .unwrap();
+    ));
     let chunk = vec![0xA5u8; 256 * 1024];
     let mut sent = 0u64;
     while sent < size {
@@ -102,9 +150,8 @@ fn large_upload_streams_with_bounded_memory() {
         sent += n as u64;
     }
     let resp = read_response(&mut BufReader::new(stream), false).unwrap();
-    let elapsed = started.elapsed();
-    let max = sampler.finish();
-    let growth = max.saturating_sub(baseline);
+    let baseline = measure.baseline;
+    let (elapsed, max, growth) = measure.finish();
     eprintln!(
         "upload of {} MiB took {:.1?} ({:.0} MiB/s); gateway RSS baseline {:.1} MiB, max {:.1} MiB, growth {:.1} MiB",
         size >> 20,
@@ -118,32 +165,15 @@ fn large_upload_streams_with_bounded_memory() {
     assert_eq!(resp.json()["body_len"].as_u64(), Some(size));
     let record = backend.records_for("/big/upload");
     assert_eq!(record[0].body_len, Some(size), "the backend got every byte");
-    assert!(
-        growth < LIMIT,
-        "gateway RSS grew by {} MiB during a {} MiB upload",
-        growth >> 20,
-        size >> 20
-    );
+    assert_bounded(growth, size, "upload");
 }
 
 #[test]
 fn large_download_streams_with_bounded_memory() {
     let size = size_bytes();
-    let backend = Backend::start();
-    let gw = Gateway::start(&["--upstream", &backend.url()]);
-    warm_up(&gw);
-    let pid = gw.pid();
-    let baseline = rss_of(pid).unwrap();
-    let sampler = Sampler::start(pid);
-    let started = Instant::now();
-
-    let mut stream = TcpStream::connect(gw.data_addr()).unwrap();
-    stream.set_read_timeout(Some(HANG_GUARD)).unwrap();
-    write!(
-        stream,
+    let (_backend, _gw, measure, stream) = start(&format!(
         "GET /big/download HTTP/1.1\r\nHost: x\r\nX-Fencing-Token: 7\r\nX-Test-Response-Bytes: {size}\r\n\r\n"
-    )
-    .unwrap();
+    ));
     // Read the head, then drain the body without keeping it.
     let mut reader = BufReader::with_capacity(256 * 1024, stream);
     let mut head = Vec::new();
@@ -170,9 +200,7 @@ fn large_download_streams_with_bounded_memory() {
         assert!(n > 0, "connection closed after {got} bytes");
         got += n as u64;
     }
-    let elapsed = started.elapsed();
-    let max = sampler.finish();
-    let growth = max.saturating_sub(baseline);
+    let (elapsed, _, growth) = measure.finish();
     eprintln!(
         "download of {} MiB took {:.1?}; gateway RSS growth {:.1} MiB",
         size >> 20,
@@ -180,12 +208,7 @@ fn large_download_streams_with_bounded_memory() {
         growth as f64 / 1048576.0
     );
     assert_eq!(got, size);
-    assert!(
-        growth < LIMIT,
-        "gateway RSS grew by {} MiB during a {} MiB download",
-        growth >> 20,
-        size >> 20
-    );
+    assert_bounded(growth, size, "download");
 }
 
 #[test]
@@ -193,10 +216,9 @@ fn refused_upload_is_not_read_and_not_forwarded() {
     // A stale 1 GiB upload is answered at once, without the gateway reading
     // (let alone forwarding) its body.
     let backend = Backend::start();
-    let gw = Gateway::start(&["--upstream", &backend.url()]);
+    let gw = Gateway::in_front_of(&backend, &[]);
     assert_eq!(gw.put("/big/stale", 10).status, 200);
-    let mut stream = TcpStream::connect(gw.data_addr()).unwrap();
-    stream.set_read_timeout(Some(HANG_GUARD)).unwrap();
+    let mut stream = connect(&gw);
     write!(
         stream,
         "PUT /big/stale HTTP/1.1\r\nHost: x\r\nX-Fencing-Token: 9\r\nContent-Length: 1073741824\r\n\r\n"
