@@ -5,7 +5,7 @@ mod support;
 
 use std::net::TcpListener;
 
-use support::{run_to_exit, Finished, Gateway};
+use support::{run_on_free_ports, run_on_free_ports_with_env, run_to_exit, Finished, Gateway};
 
 fn assert_one_line_failure(what: &str, out: &Finished) {
     assert!(
@@ -34,20 +34,13 @@ fn assert_one_line_failure(what: &str, out: &Finished) {
     );
 }
 
-fn with_free_ports(extra: &[&str]) -> Vec<String> {
-    let mut args: Vec<String> = vec![
-        "--listen".into(),
-        "127.0.0.1:0".into(),
-        "--admin-listen".into(),
-        "127.0.0.1:0".into(),
-    ];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    args
-}
-
-fn run(args: &[String]) -> Finished {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    run_to_exit(&args, &[])
+/// The gateway with its data plane on `data`, admin plane on `admin` and
+/// data dir `dir`, run to its exit.
+fn run_on(data: &str, admin: &str, dir: &str) -> Finished {
+    run_to_exit(
+        &["--listen", data, "--admin-listen", admin, "--data-dir", dir],
+        &[],
+    )
 }
 
 #[test]
@@ -64,20 +57,11 @@ fn unparsable_upstream() {
         "http://127.0.0.1:1/base?x=1",
         "",
     ] {
-        let out = run(&with_free_ports(&["--upstream", url, "--data-dir", &dir]));
+        let out = run_on_free_ports(&["--upstream", url, "--data-dir", &dir]);
         assert_one_line_failure(&format!("--upstream {url:?}"), &out);
     }
-    let out = run_to_exit(
-        &[
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--data-dir",
-            &dir,
-        ],
-        &[("FENCEGATE_UPSTREAM", "ftp://x")],
-    );
+    let out =
+        run_on_free_ports_with_env(&["--data-dir", &dir], &[("FENCEGATE_UPSTREAM", "ftp://x")]);
     assert_one_line_failure("FENCEGATE_UPSTREAM=ftp://x", &out);
 }
 
@@ -103,7 +87,7 @@ fn bad_scope_state_timeout_header_and_addresses() {
     for case in cases {
         let mut args: Vec<&str> = case.to_vec();
         args.extend(["--data-dir", &dir]);
-        let out = run(&with_free_ports(&args));
+        let out = run_on_free_ports(&args);
         assert_one_line_failure(&format!("{case:?}"), &out);
     }
     for (flag, value) in [
@@ -113,17 +97,7 @@ fn bad_scope_state_timeout_header_and_addresses() {
         let out = run_to_exit(&[flag, value, "--data-dir", &dir], &[]);
         assert_one_line_failure(&format!("{flag} {value}"), &out);
     }
-    let out = run_to_exit(
-        &[
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--data-dir",
-            &dir,
-        ],
-        &[("FENCEGATE_SCOPE", "prefix:0")],
-    );
+    let out = run_on_free_ports_with_env(&["--data-dir", &dir], &[("FENCEGATE_SCOPE", "prefix:0")]);
     assert_one_line_failure("FENCEGATE_SCOPE=prefix:0", &out);
 }
 
@@ -133,49 +107,19 @@ fn port_in_use() {
     let dir = tmp.path().display().to_string();
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
-    let out = run_to_exit(
-        &[
-            "--listen",
-            &addr,
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--data-dir",
-            &dir,
-        ],
-        &[],
-    );
+    let out = run_on(&addr, "127.0.0.1:0", &dir);
     assert_one_line_failure("data port in use", &out);
     assert!(
         out.stderr.contains(&addr),
         "names the address: {}",
         out.stderr
     );
-    let out = run_to_exit(
-        &[
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            &addr,
-            "--data-dir",
-            &dir,
-        ],
-        &[],
-    );
+    let out = run_on("127.0.0.1:0", &addr, &dir);
     assert_one_line_failure("admin port in use", &out);
     // Both planes on one port.
     let port = support::dead_port();
     let same = format!("127.0.0.1:{port}");
-    let out = run_to_exit(
-        &[
-            "--listen",
-            &same,
-            "--admin-listen",
-            &same,
-            "--data-dir",
-            &dir,
-        ],
-        &[],
-    );
+    let out = run_on(&same, &same, &dir);
     assert_one_line_failure("data and admin on one port", &out);
 }
 
@@ -186,18 +130,13 @@ fn data_dir_that_is_a_regular_file() {
     std::fs::write(&file, b"not a directory").unwrap();
     let file = file.display().to_string();
     // With the embedded backend and with an upstream.
-    let out = run(&with_free_ports(&["--data-dir", &file]));
+    let out = run_on_free_ports(&["--data-dir", &file]);
     assert_one_line_failure("--data-dir is a file", &out);
-    let out = run(&with_free_ports(&[
-        "--data-dir",
-        &file,
-        "--upstream",
-        "http://127.0.0.1:9",
-    ]));
+    let out = run_on_free_ports(&["--data-dir", &file, "--upstream", "http://127.0.0.1:9"]);
     assert_one_line_failure("--data-dir is a file (upstream)", &out);
     // A data dir below a file.
     let below = format!("{file}/sub");
-    let out = run(&with_free_ports(&["--data-dir", &below]));
+    let out = run_on_free_ports(&["--data-dir", &below]);
     assert_one_line_failure("--data-dir below a file", &out);
 }
 
@@ -211,7 +150,7 @@ fn corrupt_fence_store() {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::write(tmp.path().join("fences.redb"), garbage).unwrap();
         let dir = tmp.path().display().to_string();
-        let out = run(&with_free_ports(&["--data-dir", &dir]));
+        let out = run_on_free_ports(&["--data-dir", &dir]);
         assert_one_line_failure("garbage fences.redb", &out);
         // Never silently reset: the file is still the garbage.
         assert_eq!(
@@ -224,7 +163,7 @@ fn corrupt_fence_store() {
     let tmp = tempfile::tempdir().unwrap();
     std::fs::create_dir(tmp.path().join("fences.redb")).unwrap();
     let dir = tmp.path().display().to_string();
-    let out = run(&with_free_ports(&["--data-dir", &dir]));
+    let out = run_on_free_ports(&["--data-dir", &dir]);
     assert_one_line_failure("fences.redb is a directory", &out);
 }
 
@@ -241,10 +180,7 @@ fn unreadable_data_dir() {
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         return;
     }
-    let out = run(&with_free_ports(&[
-        "--data-dir",
-        &dir.display().to_string(),
-    ]));
+    let out = run_on_free_ports(&["--data-dir", &dir.display().to_string()]);
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     assert_one_line_failure("unreadable data dir", &out);
 }

@@ -199,17 +199,7 @@ fn sigterm_when_idle_exits_0_promptly() {
 fn second_gateway_on_the_same_data_dir_is_refused() {
     let gw = Gateway::start(&[]);
     let dir = gw.data_dir().display().to_string();
-    let out = support::run_to_exit(
-        &[
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--data-dir",
-            &dir,
-        ],
-        &[],
-    );
+    let out = support::run_on_free_ports(&["--data-dir", &dir]);
     assert!(!out.status.success(), "{out:?}");
     let lines: Vec<_> = out
         .stderr

@@ -357,14 +357,19 @@ pub fn rss_of(pid: u32) -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// What a run of the binary to completion produced.
 /// [`run_to_exit`] with both planes on free ports, then `extra`.
 pub fn run_on_free_ports(extra: &[&str]) -> Finished {
-    let mut args = vec!["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"];
-    args.extend_from_slice(extra);
-    run_to_exit(&args, &[])
+    run_on_free_ports_with_env(extra, &[])
 }
 
+/// [`run_on_free_ports`] with `envs` as well.
+pub fn run_on_free_ports_with_env(extra: &[&str], envs: &[(&str, &str)]) -> Finished {
+    let mut args = vec!["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"];
+    args.extend_from_slice(extra);
+    run_to_exit(&args, envs)
+}
+
+/// What a run of the binary to completion produced.
 #[derive(Debug)]
 pub struct Finished {
     pub status: ExitStatus,
