@@ -44,6 +44,13 @@ fn admin(gw: &Gateway, method: &str, target: &str, body: &serde_json::Value) -> 
     )
 }
 
+/// A request to the admin plane of `gw` as it is sent: `auth`, if any, is
+/// its only header.
+fn admin_raw(gw: &Gateway, auth: Option<&str>, method: &str, target: &str, body: &[u8]) -> Resp {
+    let headers: Vec<(&str, &str)> = auth.map(|a| ("Authorization", a)).into_iter().collect();
+    http(gw.admin_addr(), method, target, &headers, body)
+}
+
 fn set(gw: &Gateway, key: &str, body: serde_json::Value) -> Resp {
     admin(gw, "PUT", &format!("/fences/{}", pct(key)), &body)
 }
@@ -109,22 +116,10 @@ fn the_token_guards_everything_but_the_probes() {
         let resp = gw.admin_get(target);
         resp.assert_gateway_error(401, "unauthorized");
         assert_eq!(resp.header("www-authenticate"), Some("Bearer"), "{target}");
-        let wrong = http(
-            gw.admin_addr(),
-            "GET",
-            target,
-            &[("Authorization", "Bearer s3cret-admin-tokem")],
-            b"",
-        );
+        let wrong = admin_raw(&gw, Some("Bearer s3cret-admin-tokem"), "GET", target, b"");
         wrong.assert_gateway_error(401, "unauthorized");
         let longer = format!("{} ", bearer()) + "x";
-        let wrong = http(
-            gw.admin_addr(),
-            "GET",
-            target,
-            &[("Authorization", &longer)],
-            b"",
-        );
+        let wrong = admin_raw(&gw, Some(&longer), "GET", target, b"");
         assert_eq!(wrong.status, 401, "{target}");
     }
     let ok = admin(&gw, "GET", "/fences", &serde_json::Value::Null);
@@ -137,11 +132,11 @@ fn the_token_guards_everything_but_the_probes() {
     assert_eq!(gw.admin_get("/healthz").status, 200);
     assert_eq!(gw.admin_get("/readyz").status, 200);
     // A write without the token is 401 too, and changes nothing.
-    let resp = http(
-        gw.admin_addr(),
+    let resp = admin_raw(
+        &gw,
+        None,
         "PUT",
         "/fences/%2Fa",
-        &[],
         br#"{"highest": 5, "reason": "x"}"#,
     );
     assert_eq!(resp.status, 401);
@@ -153,21 +148,15 @@ fn without_a_token_file_the_admin_plane_is_read_only() {
     let backend = Backend::start();
     let gw = Gateway::in_front_of(&backend, &[]);
     assert_eq!(gw.put("/a", 5).status, 200);
-    let put = http(
-        gw.admin_addr(),
+    let put = admin_raw(
+        &gw,
+        None,
         "PUT",
         "/fences/%2Fa",
-        &[],
         br#"{"highest": 9, "reason": "try"}"#,
     );
     put.assert_gateway_error(403, "admin_writes_disabled");
-    let delete = http(
-        gw.admin_addr(),
-        "DELETE",
-        "/fences/%2Fa?if_highest=5",
-        &[],
-        b"",
-    );
+    let delete = admin_raw(&gw, None, "DELETE", "/fences/%2Fa?if_highest=5", b"");
     delete.assert_gateway_error(403, "admin_writes_disabled");
     assert_eq!(gw.fence("/a"), Some(5));
     assert_eq!(gw.admin_get("/fences").status, 200);
@@ -388,19 +377,13 @@ fn malformed_admin_writes_are_400_and_change_nothing() {
         assert!(err["detail"].is_string(), "{body}: {err}");
     }
     let auth = bearer();
-    let not_json = http(
-        gw.admin_addr(),
-        "PUT",
-        "/fences/%2Fa",
-        &[("Authorization", &auth)],
-        b"highest=9",
-    );
+    let not_json = admin_raw(&gw, Some(&auth), "PUT", "/fences/%2Fa", b"highest=9");
     not_json.assert_gateway_error(400, "invalid_request");
-    let above_u64 = http(
-        gw.admin_addr(),
+    let above_u64 = admin_raw(
+        &gw,
+        Some(&auth),
         "PUT",
         "/fences/%2Fa",
-        &[("Authorization", &auth)],
         br#"{"highest": 18446744073709551616, "reason": "r"}"#,
     );
     above_u64.assert_gateway_error(400, "invalid_request");
