@@ -24,23 +24,14 @@ use std::time::{Duration, Instant};
 
 use http::Method;
 use support::{
-    call, direct_then_fenced, end_run, request_label, spawn_client_2, spawn_process, start_backend,
-    verdict, Lane, LeaseLock, Result, Route, Timeline, TwoClients, TwoClientsText,
+    judge_two_clients, request_label, run_timeline, start_backend, two_clients, Lane, Result,
+    Route, Timeline, TwoClients, TwoClientsText, LEASE,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-/// The object both clients write.
-const KEY: &str = "/demo/report";
-/// Lease of every grant.
-const LEASE: Duration = Duration::from_millis(500);
 /// How long the network holds client 1's request: well past its lease.
 const HOLD: Duration = Duration::from_millis(800);
-/// Client 2 shows up a little after client 1.
-const CLIENT_2_START: Duration = Duration::from_millis(50);
-
-const FROM_1: &str = "from client 1";
-const FROM_2: &str = "from client 2";
 
 /// A TCP relay that holds each connection's first bytes for `hold`, then
 /// connects to `target`, forwards them and relays both directions.
@@ -137,19 +128,7 @@ const TEXT: TwoClientsText = TwoClientsText {
 };
 
 async fn run(fenced: bool) -> Result<TwoClients> {
-    let lanes: &[&str] = if fenced {
-        &[
-            "client 1",
-            "client 2",
-            "lock",
-            "network",
-            "fencegate",
-            "storage",
-        ]
-    } else {
-        &["client 1", "client 2", "lock", "network", "storage"]
-    };
-    let tl = Timeline::new(lanes);
+    let tl = run_timeline(&["client 1", "client 2", "lock", "network"], fenced);
     // Where requests are answered: the gateway, or the storage itself.
     let (storage, gateway, server_addr, server_lane) = start_backend(&tl, fenced).await?;
     let relay_listener = TcpListener::bind(("127.0.0.1", 0)).await?;
@@ -168,51 +147,13 @@ async fn run(fenced: bool) -> Result<TwoClients> {
         server: server_lane,
     };
     let fast = Route::direct(server_addr, server_lane);
-    let lock = LeaseLock::new(&tl, 33);
-
-    let client_1 = spawn_process("client 1", {
-        let (tl, lock) = (tl.clone(), lock.clone());
-        move || async move {
-            let me = tl.lane("client 1");
-            let lease = lock.acquire(me, LEASE).await;
-            tl.note(
-                me,
-                format!(
-                    "checks its lease: {} ms left, sends its write",
-                    lease.remaining().as_millis()
-                ),
-            );
-            call(
-                &tl,
-                me,
-                &slow,
-                Method::PUT,
-                KEY,
-                Some(lease.token),
-                Some(FROM_1),
-            )
-            .await
-        }
-    });
-    let client_2 = spawn_client_2(&tl, &lock, fast, CLIENT_2_START, LEASE, KEY, FROM_2);
-    let client_1 = client_1.await.map_err(|_| "client 1 panicked")??;
-    let client_2 = client_2.await.map_err(|_| "client 2 panicked")??;
-
+    let then = "sends its write";
+    let run = two_clients(&tl, storage, gateway, [slow, fast], then, None).await;
     relay.abort();
-    let (stored, highest) = end_run(storage, gateway, KEY).await?;
-    Ok(TwoClients {
-        key: KEY,
-        values: [FROM_1, FROM_2],
-        diagram: tl.render(),
-        client_1,
-        client_2,
-        stored,
-        highest,
-    })
+    run
 }
 
 fn main() -> ExitCode {
-    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     let started = Instant::now();
     println!("delayed_write: a write sent in time, delivered after the lease moved on (Chubby's request R)");
     println!(
@@ -226,16 +167,6 @@ fn main() -> ExitCode {
     );
     println!();
 
-    let runs = direct_then_fenced(
-        |fenced| runtime.block_on(run(fenced)).map_err(|e| e.to_string()),
-        |fenced, outcome| outcome.judge(fenced, &TEXT),
-    );
-    let Some(pass) = runs else {
-        return ExitCode::FAILURE;
-    };
-    verdict(
-        pass,
-        started,
-        "the direct run let the late write win, fencegate refused it",
-    )
+    let claim = "the direct run let the late write win, fencegate refused it";
+    judge_two_clients(started, run, &TEXT, claim)
 }

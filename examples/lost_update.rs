@@ -30,21 +30,17 @@ use std::time::{Duration, Instant};
 
 use http::Method;
 use support::{
-    call, end_run, show_run, shown, spawn_process, start_backend, verdict, Lane, LeaseLock, Result,
-    Route, Timeline,
+    call, end_run, run_timeline, show_run, shown, spawn_client, start_backend, verdict, Lane,
+    LeaseLock, Result, Route, Timeline, CLIENT_2_START, LEASE,
 };
 
 /// The counter.
 const KEY: &str = "/demo/counter";
-/// Lease of every grant.
-const LEASE: Duration = Duration::from_millis(500);
 /// Client 1's pause between its read and its write: past its lease, and
 /// into client 2's read-compute-write.
 const PAUSE: Duration = Duration::from_millis(650);
 /// Client 2's (honest, unpaused) work between its read and its write.
 const WORK: Duration = Duration::from_millis(300);
-/// Client 2 shows up a little after client 1.
-const CLIENT_2_START: Duration = Duration::from_millis(50);
 /// A client that was refused starts over at most this many times.
 const ATTEMPTS: usize = 3;
 
@@ -158,41 +154,28 @@ impl Outcome {
 }
 
 async fn run(mode: Mode) -> Result<Outcome> {
-    let lanes: &[&str] = if mode.fenced() {
-        &["client 1", "client 2", "lock", "fencegate", "storage"]
-    } else {
-        &["client 1", "client 2", "lock", "storage"]
-    };
-    let tl = Timeline::new(lanes);
+    let tl = run_timeline(&["client 1", "client 2", "lock"], mode.fenced());
     let (storage, gateway, addr, lane) = start_backend(&tl, mode.fenced()).await?;
     storage.seed(KEY, "0").await?;
     tl.note(tl.lane("storage"), "counter seeded: \"0\"");
     let route = Route::direct(addr, lane);
     let lock = LeaseLock::new(&tl, 33);
 
-    let client_1 = spawn_process("client 1", {
-        let (tl, lock) = (tl.clone(), lock.clone());
-        move || async move {
-            let me = tl.lane("client 1");
-            let pause = |attempt: usize| {
-                if attempt == 0 {
-                    support::freeze(&tl, me, PAUSE, "GC");
-                }
-            };
-            increment(&tl, &lock, me, &route, mode, pause).await
-        }
+    let client_1 = spawn_client("client 1", &tl, &lock, move |tl, lock, me| async move {
+        let pause = |attempt: usize| {
+            if attempt == 0 {
+                support::freeze(&tl, me, PAUSE, "GC");
+            }
+        };
+        increment(&tl, &lock, me, &route, mode, pause).await
     });
-    let client_2 = spawn_process("client 2", {
-        let (tl, lock) = (tl.clone(), lock.clone());
-        move || async move {
-            let me = tl.lane("client 2");
-            tokio::time::sleep(CLIENT_2_START).await;
-            // Client 2 is not paused: it works for WORK between read and
-            // write, well within its lease. Blocking here is fine: client 2
-            // has a thread and a runtime of its own, and nothing else to do.
-            let work = |_: usize| std::thread::sleep(WORK);
-            increment(&tl, &lock, me, &route, mode, work).await
-        }
+    let client_2 = spawn_client("client 2", &tl, &lock, move |tl, lock, me| async move {
+        tokio::time::sleep(CLIENT_2_START).await;
+        // Client 2 is not paused: it works for WORK between read and
+        // write, well within its lease. Blocking here is fine: client 2
+        // has a thread and a runtime of its own, and nothing else to do.
+        let work = |_: usize| std::thread::sleep(WORK);
+        increment(&tl, &lock, me, &route, mode, work).await
     });
     let client_1 = client_1.await.map_err(|_| "client 1 panicked")??;
     let client_2 = client_2.await.map_err(|_| "client 2 panicked")??;

@@ -27,19 +27,15 @@ use std::time::{Duration, Instant};
 
 use http::Method;
 use support::{
-    call, fence_path, freeze, heading, show_run, spawn_process, start_gateway, verdict, LeaseLock,
-    Reply, Result, Route, Storage, Timeline,
+    call, fence_path, freeze, heading, show_run, spawn_client, start_gateway, verdict, LeaseLock,
+    Reply, Result, Route, Storage, Timeline, CLIENT_2_START, LEASE,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The log both clients append to (the embedded store appends on POST).
 const KEY: &str = "/demo/journal";
-/// Lease of every grant.
-const LEASE: Duration = Duration::from_millis(500);
 /// Client 1's pause: past its lease, but shorter than client 2's preparation.
 const PAUSE: Duration = Duration::from_millis(900);
-/// Client 2 shows up a little after client 1.
-const CLIENT_2_START: Duration = Duration::from_millis(50);
 /// How long client 2 works between taking the lock and writing.
 const PREPARE: Duration = Duration::from_millis(800);
 /// The admin plane's bearer token in this demo.
@@ -97,59 +93,51 @@ async fn run(sealed: bool) -> Result<Run> {
     let admin = gateway.admin_addr();
     let lock = LeaseLock::new(&tl, 33);
 
-    let client_1 = spawn_process("client 1", {
-        let (tl, lock) = (tl.clone(), lock.clone());
-        move || async move {
-            let me = tl.lane("client 1");
-            let lease = lock.acquire(me, LEASE).await;
-            let token = Some(lease.token);
-            call(&tl, me, &route, Method::POST, KEY, token, Some(DRAFT_1)).await?;
-            freeze(&tl, me, PAUSE, "GC");
-            let late = call(&tl, me, &route, Method::POST, KEY, token, Some(LATE_1)).await?;
-            Ok::<_, support::Error>((late, Instant::now()))
-        }
+    let client_1 = spawn_client("client 1", &tl, &lock, move |tl, lock, me| async move {
+        let lease = lock.acquire(me, LEASE).await;
+        let token = Some(lease.token);
+        call(&tl, me, &route, Method::POST, KEY, token, Some(DRAFT_1)).await?;
+        freeze(&tl, me, PAUSE, "GC");
+        let late = call(&tl, me, &route, Method::POST, KEY, token, Some(LATE_1)).await?;
+        Ok::<_, support::Error>((late, Instant::now()))
     });
-    let client_2 = spawn_process("client 2", {
-        let (tl, lock) = (tl.clone(), lock.clone());
-        move || async move {
-            let me = tl.lane("client 2");
-            tokio::time::sleep(CLIENT_2_START).await;
-            let lease = lock.acquire(me, LEASE * 4).await;
-            if sealed {
-                tl.msg(
-                    lock_lane,
-                    gateway_lane,
-                    format!("seal: PUT /fences/.. highest {}", lease.token),
-                );
-                let status = seal(admin, KEY, lease.token).await?;
-                tl.msg(
-                    gateway_lane,
-                    lock_lane,
-                    format!("{status} (fence at {})", lease.token),
-                );
-                if status != 200 {
-                    return Err(format!("the seal was answered {status}").into());
-                }
-            }
-            tl.note(
-                me,
-                format!("prepares its write ({} ms)", PREPARE.as_millis()),
+    let client_2 = spawn_client("client 2", &tl, &lock, move |tl, lock, me| async move {
+        tokio::time::sleep(CLIENT_2_START).await;
+        let lease = lock.acquire(me, LEASE * 4).await;
+        if sealed {
+            tl.msg(
+                lock_lane,
+                gateway_lane,
+                format!("seal: PUT /fences/.. highest {}", lease.token),
             );
-            tokio::time::sleep(PREPARE).await;
-            let wrote = Instant::now();
-            let reply = call(
-                &tl,
-                me,
-                &route,
-                Method::POST,
-                KEY,
-                Some(lease.token),
-                Some(FROM_2),
-            )
-            .await?;
-            lock.release(me, &lease);
-            Ok::<_, support::Error>((reply, wrote))
+            let status = seal(admin, KEY, lease.token).await?;
+            tl.msg(
+                gateway_lane,
+                lock_lane,
+                format!("{status} (fence at {})", lease.token),
+            );
+            if status != 200 {
+                return Err(format!("the seal was answered {status}").into());
+            }
         }
+        tl.note(
+            me,
+            format!("prepares its write ({} ms)", PREPARE.as_millis()),
+        );
+        tokio::time::sleep(PREPARE).await;
+        let wrote = Instant::now();
+        let reply = call(
+            &tl,
+            me,
+            &route,
+            Method::POST,
+            KEY,
+            Some(lease.token),
+            Some(FROM_2),
+        )
+        .await?;
+        lock.release(me, &lease);
+        Ok::<_, support::Error>((reply, wrote))
     });
     let (late, late_answered) = client_1.await.map_err(|_| "client 1 panicked")??;
     let (client_2, client_2_wrote) = client_2.await.map_err(|_| "client 2 panicked")??;

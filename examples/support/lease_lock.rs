@@ -11,10 +11,20 @@ use std::time::{Duration, Instant};
 use http::Method;
 use tokio::sync::oneshot;
 
-use super::{call, Lane, Reply, Result, Route, Timeline};
+use fencegate::gateway::Gateway;
+
+use super::storage::{end_run, Storage};
+use super::{call, Lane, Result, Route, Timeline, TwoClients};
 
 /// How often a waiting client asks the lock again.
 const POLL: Duration = Duration::from_millis(10);
+/// The lease of every grant in the in-process demos.
+pub const LEASE: Duration = Duration::from_millis(500);
+/// Client 2 shows up a little after client 1.
+pub const CLIENT_2_START: Duration = Duration::from_millis(50);
+/// The object both clients write in [`two_clients`], and what each writes.
+const KEY: &str = "/demo/report";
+const VALUES: [&str; 2] = ["from client 1", "from client 2"];
 
 /// A granted lease, as its holder knows it.
 #[derive(Debug, Clone, Copy)]
@@ -143,6 +153,26 @@ where
     rx
 }
 
+/// Runs `play(tl, lock, me)` as the client process `name`, `me` being its
+/// lane (see [`spawn_process`]).
+pub fn spawn_client<F, Fut, T>(
+    name: &'static str,
+    tl: &Timeline,
+    lock: &Arc<LeaseLock>,
+    play: F,
+) -> oneshot::Receiver<T>
+where
+    F: FnOnce(Timeline, Arc<LeaseLock>, Lane) -> Fut + Send + 'static,
+    Fut: Future<Output = T> + 'static,
+    T: Send + 'static,
+{
+    let (tl, lock) = (tl.clone(), lock.clone());
+    spawn_process(name, move || {
+        let me = tl.lane(name);
+        play(tl, lock, me)
+    })
+}
+
 /// A simulated stop-the-world pause of the calling client process: its
 /// thread (and so its whole runtime: every task, timer, keep-alive) is
 /// blocked with `std::thread::sleep`. Everything else keeps running.
@@ -161,26 +191,67 @@ pub fn freeze(tl: &Timeline, lane: Lane, pause: Duration, why: &str) {
     );
 }
 
-/// Client 2 of the two-client demos, as a process: shows up `after` client
-/// 1, takes the lock for `lease`, writes `body` to `key` along `route` and
-/// releases the lock.
-pub fn spawn_client_2(
+/// The two-client demos' scenario (gc_pause, delayed_write): client 1 takes
+/// the lock, checks its lease ("checks its lease: N ms left, `then`"), is
+/// frozen for `pause` if any, and writes along `routes[0]`; client 2 shows up
+/// [`CLIENT_2_START`] later, takes the lock once the lease has run out,
+/// writes along `routes[1]` and releases the lock. Ends the run
+/// ([`end_run`]).
+pub async fn two_clients(
     tl: &Timeline,
-    lock: &Arc<LeaseLock>,
-    route: Route,
-    after: Duration,
-    lease: Duration,
-    key: &'static str,
-    body: &'static str,
-) -> oneshot::Receiver<Result<Reply>> {
-    let (tl, lock) = (tl.clone(), lock.clone());
-    spawn_process("client 2", move || async move {
-        let me = tl.lane("client 2");
-        tokio::time::sleep(after).await;
-        let lease = lock.acquire(me, lease).await;
+    storage: Storage,
+    gateway: Option<Gateway>,
+    routes: [Route; 2],
+    then: &'static str,
+    pause: Option<Duration>,
+) -> Result<TwoClients> {
+    let lock = LeaseLock::new(tl, 33);
+    let client_1 = spawn_client("client 1", tl, &lock, move |tl, lock, me| async move {
+        let lease = lock.acquire(me, LEASE).await;
+        let left = lease.remaining().as_millis();
+        tl.note(me, format!("checks its lease: {left} ms left, {then}"));
+        if let Some(pause) = pause {
+            freeze(&tl, me, pause, "GC");
+        }
         let token = Some(lease.token);
-        let reply = call(&tl, me, &route, Method::PUT, key, token, Some(body)).await;
+        call(
+            &tl,
+            me,
+            &routes[0],
+            Method::PUT,
+            KEY,
+            token,
+            Some(VALUES[0]),
+        )
+        .await
+    });
+    let client_2 = spawn_client("client 2", tl, &lock, move |tl, lock, me| async move {
+        tokio::time::sleep(CLIENT_2_START).await;
+        let lease = lock.acquire(me, LEASE).await;
+        let token = Some(lease.token);
+        let reply = call(
+            &tl,
+            me,
+            &routes[1],
+            Method::PUT,
+            KEY,
+            token,
+            Some(VALUES[1]),
+        )
+        .await;
         lock.release(me, &lease);
         reply
+    });
+    let client_1 = client_1.await.map_err(|_| "client 1 panicked")??;
+    let client_2 = client_2.await.map_err(|_| "client 2 panicked")??;
+    let (stored, highest) = end_run(storage, gateway, KEY).await?;
+    Ok(TwoClients {
+        key: KEY,
+        values: VALUES,
+        diagram: tl.render(),
+        client_1,
+        client_2,
+        stored,
+        highest,
     })
 }

@@ -23,8 +23,8 @@ use http::{Method, StatusCode};
 use super::process::{self, Worker};
 use super::worker::{as_worker, now_micros, Report, What};
 pub use super::worker::{instant_of, Args, Reporter};
-use super::{direct_then_fenced, end_run, start_backend, verdict, Reply, Result, Shown};
-use super::{Timeline, TwoClients, TwoClientsText};
+use super::{direct_then_fenced, end_run, run_timeline, start_backend, verdict, Reply, Result};
+use super::{Shown, Timeline, TwoClients, TwoClientsText};
 
 /// The object both workers write.
 pub const KEY: &str = "/demo/report";
@@ -197,11 +197,7 @@ struct Outcome {
 }
 
 async fn run<S: Service>(demo: &Demo, service: &S, fenced: bool) -> Result<Outcome> {
-    let lanes: &[&str] = match fenced {
-        true => &["worker 1", "worker 2", demo.service, "fencegate", "storage"],
-        false => &["worker 1", "worker 2", demo.service, "storage"],
-    };
-    let tl = Timeline::new(lanes);
+    let tl = run_timeline(&["worker 1", "worker 2", demo.service], fenced);
     let (service_lane, lane_1) = (tl.lane(demo.service), tl.lane("worker 1"));
     let (storage, gateway, target, via) = start_backend(&tl, fenced).await?;
     let args = |name: &str| {

@@ -33,10 +33,15 @@ pub mod zookeeper;
 #[allow(unused_imports)]
 pub use {
     client::{call, http, request_label, Reply, Route},
-    lease_lock::{freeze, spawn_client_2, spawn_process, LeaseLock},
-    storage::{end_run, fence_path, shown, start_backend, start_gateway, Storage},
+    lease_lock::{
+        freeze, spawn_client, spawn_process, two_clients, LeaseLock, CLIENT_2_START, LEASE,
+    },
+    storage::{end_run, fence_path, run_timeline, shown, start_backend, start_gateway, Storage},
     timeline::{Lane, Timeline},
-    verdict::{direct_then_fenced, heading, show_run, verdict, Shown, TwoClients, TwoClientsText},
+    verdict::{
+        direct_then_fenced, heading, judge_two_clients, show_run, verdict, Shown, TwoClients,
+        TwoClientsText,
+    },
 };
 
 /// Any error, with a message fit for one line.

@@ -158,6 +158,16 @@ pub fn fence_path(key: &str) -> String {
     format!("/fences/{encoded}")
 }
 
+/// A run's timeline: the lanes of `actors`, then fencegate's (a fenced run)
+/// and the storage's.
+pub fn run_timeline(actors: &[&str], fenced: bool) -> Timeline {
+    let backend: &[&str] = match fenced {
+        true => &["fencegate", "storage"],
+        false => &["storage"],
+    };
+    Timeline::new(&[actors, backend].concat())
+}
+
 /// Starts a run's storage and, for a fenced run, fencegate in front of it
 /// (the timeline's `fencegate` lane); also where requests are answered: the
 /// gateway's data plane, or the storage itself.

@@ -2,6 +2,7 @@
 //! value, the `=>` lines saying what it showed, and the verdict line whose
 //! outcome is the exit status.
 
+use std::future::Future;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -71,6 +72,29 @@ pub fn direct_then_fenced<O: Shown>(
         println!();
     }
     Some(pass)
+}
+
+/// The end of a two-client demo's `main`: plays `run(fenced)` straight to
+/// the storage and then through fencegate, judges each run with `text`, and
+/// prints the verdict (`claim`, time since `started`).
+pub fn judge_two_clients<F>(
+    started: Instant,
+    run: impl Fn(bool) -> F,
+    text: &TwoClientsText,
+    claim: &str,
+) -> ExitCode
+where
+    F: Future<Output = super::Result<TwoClients>>,
+{
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    let runs = direct_then_fenced(
+        |fenced| runtime.block_on(run(fenced)).map_err(|e| e.to_string()),
+        |fenced, outcome: &TwoClients| outcome.judge(fenced, text),
+    );
+    let Some(pass) = runs else {
+        return ExitCode::FAILURE;
+    };
+    verdict(pass, started, claim)
 }
 
 /// Prints the verdict line (`claim` is what a pass showed) with the time
