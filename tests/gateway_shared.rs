@@ -599,7 +599,13 @@ fn a_claim_whose_answer_was_lost_leaves_no_record_that_blocks_others() {
     }
     let lost = a.put("/r11", 33);
     assert_eq!(lost.status, 503, "{}", lost.text());
-    wait_record(cluster(), "/t-orphan/", "/r11", 33);
+    // The claim reached etcd: it raised the shared highest (its record,
+    // written in the same transaction, may already be cleaned up).
+    let highest = format!("/t-orphan/hw/{}", pct_slash("/r11"));
+    assert!(
+        wait_until(HANG_GUARD, || cluster().keys("/t-orphan/hw/").contains(&highest)),
+        "the unanswered claim never reached etcd"
+    );
     assert!(tokens_at(&backend, "/r11").is_empty());
     for relay in &relays {
         relay.set(Fault::None);

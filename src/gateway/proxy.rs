@@ -450,18 +450,25 @@ fn close_after(mut response: Response<Body>) -> Response<Body> {
 /// request started (plus one; 0 = not yet). Written by [`UpstreamBody`] in the
 /// backend connection's task, read by the request's timer when it fires.
 #[derive(Debug, Default)]
-pub(crate) struct SentAt(AtomicU64);
+pub(crate) struct SentAt {
+    nanos: AtomicU64,
+    /// With shared fences, the lease the request was admitted under: no
+    /// chunk goes to the backend once it has ended. Kept here rather than
+    /// in [`UpstreamBody`], which every request moves several times: a
+    /// larger body type measurably cost every request (docs/BENCHMARKS.md).
+    lease: Option<Lease>,
+}
 
 impl SentAt {
     fn mark(&self, started: Instant) {
         let nanos = started.elapsed().as_nanos() as u64 + 1;
         let _ = self
-            .0
+            .nanos
             .compare_exchange(0, nanos, Ordering::Relaxed, Ordering::Relaxed);
     }
 
     fn at(&self, started: Instant) -> Option<Instant> {
-        match self.0.load(Ordering::Relaxed) {
+        match self.nanos.load(Ordering::Relaxed) {
             0 => None,
             nanos => Some(started + Duration::from_nanos(nanos - 1)),
         }
@@ -479,9 +486,6 @@ pin_project! {
         started: Instant,
         // `None` for a request without a body: nothing to wait for.
         sent: Option<Arc<SentAt>>,
-        // With shared fences, the lease the request was admitted under: no
-        // chunk goes to the backend once it has ended.
-        lease: Option<Lease>,
     }
 
     impl PinnedDrop for UpstreamBody {
@@ -498,18 +502,24 @@ impl UpstreamBody {
     /// `request` with its body watched (and, with shared fences, checked
     /// against `lease` chunk by chunk), and the record; `None` for a
     /// request that has no body to send.
+    // Inlined, as it was before the lease: out of line, the request head
+    // (a few hundred bytes) is copied in and out of it on every request.
+    #[inline]
     fn watch(
         request: Request<Body>,
         started: Instant,
         lease: Option<Lease>,
     ) -> (Request<UpstreamBody>, Option<Arc<SentAt>>) {
-        let sent =
-            (!http_body::Body::is_end_stream(request.body())).then(|| Arc::new(SentAt::default()));
+        let sent = (!http_body::Body::is_end_stream(request.body())).then(|| {
+            Arc::new(SentAt {
+                nanos: AtomicU64::new(0),
+                lease,
+            })
+        });
         let request = request.map(|body| UpstreamBody {
             body,
             started,
             sent: sent.clone(),
-            lease,
         });
         (request, sent)
     }
@@ -519,17 +529,17 @@ impl http_body::Body for UpstreamBody {
     type Data = Bytes;
     type Error = axum::Error;
 
+    #[inline]
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
         let this = self.project();
         let frame = std::task::ready!(this.body.poll_frame(cx));
-        if this.lease.as_ref().is_some_and(|lease| !lease.is_live()) {
-            if let Some(sent) = this.sent {
-                sent.mark(*this.started);
+        if let Some(sent) = this.sent.as_deref() {
+            if sent.lease.as_ref().is_some_and(|lease| !lease.is_live()) {
+                return lease_ended(sent, *this.started);
             }
-            return Poll::Ready(Some(Err(axum::Error::new(LeaseEnded))));
         }
         if !matches!(frame, Some(Ok(_))) {
             if let Some(sent) = this.sent {
@@ -548,6 +558,15 @@ impl http_body::Body for UpstreamBody {
     fn size_hint(&self) -> SizeHint {
         self.body.size_hint()
     }
+}
+
+/// The end of a request body whose lease ended: kept out of line, so that
+/// the body's hot path stays as small as it was without leases.
+#[cold]
+#[inline(never)]
+fn lease_ended(sent: &SentAt, started: Instant) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+    sent.mark(started);
+    Poll::Ready(Some(Err(axum::Error::new(LeaseEnded))))
 }
 
 /// A request body cut towards the backend because the lease it was admitted
