@@ -24,7 +24,7 @@ use super::process::{self, Worker};
 use super::worker::{as_worker, now_micros, Report, What};
 pub use super::worker::{instant_of, Args, Reporter};
 use super::{direct_then_fenced, end_run, run_timeline, start_backend, verdict, Reply, Result};
-use super::{Shown, Timeline, TwoClients, TwoClientsText};
+use super::{Timeline, TwoClients, TwoClientsText};
 
 /// The object both workers write.
 pub const KEY: &str = "/demo/report";
@@ -279,14 +279,9 @@ async fn run<S: Service>(demo: &Demo, service: &S, fenced: bool) -> Result<Outco
     })
 }
 
-impl Shown for Outcome {
-    fn show(&self, title: &str) {
-        self.writes.show(title);
-    }
-}
-
-/// Prints what a run showed; whether it is what the demo claims.
-fn judge(fenced: bool, outcome: &Outcome) -> bool {
+/// Prints a run and what it showed; whether it is what the demo claims.
+fn judge(fenced: bool, title: &str, outcome: &Outcome) -> bool {
+    outcome.writes.show(title);
     let ([t1, t2], ms) = (outcome.tokens, outcome.pause.as_millis());
     if t2 <= t1 {
         println!("=> worker 2's token {t2} is not above worker 1's {t1}");

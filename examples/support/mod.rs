@@ -39,7 +39,7 @@ pub use {
     storage::{end_run, fence_path, run_timeline, shown, start_backend, start_gateway, Storage},
     timeline::{Lane, Timeline},
     verdict::{
-        direct_then_fenced, heading, judge_two_clients, show_run, verdict, Shown, TwoClients,
+        direct_then_fenced, heading, judge_two_clients, show_run, verdict, TwoClients,
         TwoClientsText,
     },
 };

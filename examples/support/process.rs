@@ -7,7 +7,7 @@
 //! temporary dir made with [`temp_dir`].
 
 use std::future::Future;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -287,11 +287,4 @@ impl Worker {
     pub fn resume(&self) -> Result<()> {
         Ok(kill(Pid::from_raw(self.pid() as i32), Signal::SIGCONT)?)
     }
-}
-
-/// In a worker: prints one line to the parent, flushed at once.
-pub fn report(line: &str) {
-    let mut out = std::io::stdout().lock();
-    // The parent gone means nobody is left to tell.
-    _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }

@@ -1,14 +1,7 @@
 //! Redis as a lock provider (`redis_lock`, `redlock`, `torture`): real
-//! `redis-server`s on loopback, and the seeds' recipes as a [`LockClient`].
-//!
-//! One instance: a Lua script does `SET lock owner NX PX ttl` and, if it
-//! set the key, `INCR`s a counter, so the token comes with the grant.
-//! Redlock: t0; the same script on each instance in turn, each call bounded
-//! by a timeout far below the TTL; with a majority granted, the token is the
-//! maximum of their counters, raised on each granting instance while our key
-//! is still there; the grant stands if the raise reached a majority and
-//! t0..now is below the TTL less a drift allowance. Why the raise, and what
-//! the derived token guarantees: the README, "Redlock's token, derived".
+//! `redis-server`s on loopback, and the seeds' recipes as a [`LockClient`]:
+//! one instance (`try_single`), or Redlock over several (`try_redlock`; why
+//! its token is raised: the README, "Redlock's token, derived").
 
 use std::net::SocketAddr;
 use std::process::Command;

@@ -38,20 +38,14 @@ pub fn show_run(
     }
 }
 
-/// What one run of a demo showed, printed with [`show_run`].
-pub trait Shown {
-    /// Prints the run under `title`.
-    fn show(&self, title: &str);
-}
-
 /// The two runs of a pause demo: straight to the storage, then through
-/// fencegate. `run(fenced)` plays one; `judge(fenced, outcome)` prints what
-/// it showed (the `=>` lines) and says whether that is what the demo claims.
-/// `None` if a run failed (said so already); else whether both runs showed
-/// what they should.
-pub fn direct_then_fenced<O: Shown>(
+/// fencegate. `run(fenced)` plays one; `judge(fenced, title, outcome)`
+/// prints it under `title` and what it showed (the `=>` lines), and says
+/// whether that is what the demo claims. `None` if a run failed (said so
+/// already); else whether both runs showed what they should.
+pub fn direct_then_fenced<O>(
     mut run: impl FnMut(bool) -> Result<O, String>,
-    mut judge: impl FnMut(bool, &O) -> bool,
+    mut judge: impl FnMut(bool, &str, &O) -> bool,
 ) -> Option<bool> {
     let mut pass = true;
     let titles = [
@@ -67,8 +61,7 @@ pub fn direct_then_fenced<O: Shown>(
             );
         });
         let outcome = outcome.ok()?;
-        outcome.show(title);
-        pass &= judge(fenced, &outcome);
+        pass &= judge(fenced, title, &outcome);
         println!();
     }
     Some(pass)
@@ -89,7 +82,10 @@ where
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     let runs = direct_then_fenced(
         |fenced| runtime.block_on(run(fenced)).map_err(|e| e.to_string()),
-        |fenced, outcome: &TwoClients| outcome.judge(fenced, text),
+        |fenced, title, outcome: &TwoClients| {
+            outcome.show(title);
+            outcome.judge(fenced, text)
+        },
     );
     let Some(pass) = runs else {
         return ExitCode::FAILURE;
@@ -140,14 +136,13 @@ pub struct TwoClientsText<'a> {
     pub safe: &'a [&'a str],
 }
 
-impl Shown for TwoClients {
-    fn show(&self, title: &str) {
+impl TwoClients {
+    /// Prints the run under `title` ([`show_run`]).
+    pub fn show(&self, title: &str) {
         let (diagram, stored) = (&self.diagram, &self.stored);
         show_run(title, diagram, self.key, stored, "", self.highest);
     }
-}
 
-impl TwoClients {
     /// Prints what the run showed (`text`); whether it is what the demo
     /// claims: direct, client 1's write replaced client 2's; fenced, it was
     /// refused as stale and client 2's stands.

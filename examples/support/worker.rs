@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::io::Write;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use http::Method;
 use serde::{Deserialize, Serialize};
 
-use super::{http, process, request_label, Reply, Result};
+use super::{http, request_label, Reply, Result};
 
 /// How long a worker waits for the answer to one HTTP request.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -93,10 +94,13 @@ pub fn instant_of(micros: u64) -> Instant {
     }
 }
 
+/// Prints one report, stamped now, for the parent (flushed at once).
 fn emit(what: What) {
     let t = now_micros();
     if let Ok(line) = serde_json::to_string(&Report { t, what }) {
-        process::report(&line);
+        let mut out = std::io::stdout().lock();
+        // The parent gone means nobody is left to tell.
+        _ = writeln!(out, "{line}").and_then(|()| out.flush());
     }
 }
 
