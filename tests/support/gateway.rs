@@ -377,6 +377,22 @@ pub struct Finished {
     pub stderr: String,
 }
 
+impl Finished {
+    /// Asserts that the run failed with exactly one non-empty line on stderr
+    /// and no panic (`what` names the case); that line.
+    pub fn start_error(&self, what: &str) -> &str {
+        assert!(!self.status.success(), "{what}: {self:?}");
+        let lines: Vec<&str> = self
+            .stderr
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .collect();
+        assert_eq!(lines.len(), 1, "{what}: one line: {}", self.stderr);
+        assert!(!self.stderr.contains("panicked"), "{what}: {}", self.stderr);
+        lines[0]
+    }
+}
+
 /// Runs the binary with exactly `args` and `envs` (inherited `FENCEGATE_*`
 /// removed, `RUST_BACKTRACE=1` so that a panic would show a backtrace) until
 /// it exits; kills it and panics if it is still running after `HANG_GUARD`.
