@@ -603,7 +603,9 @@ fn a_claim_whose_answer_was_lost_leaves_no_record_that_blocks_others() {
     // written in the same transaction, may already be cleaned up).
     let highest = format!("/t-orphan/hw/{}", pct_slash("/r11"));
     assert!(
-        wait_until(HANG_GUARD, || cluster().keys("/t-orphan/hw/").contains(&highest)),
+        wait_until(HANG_GUARD, || cluster()
+            .keys("/t-orphan/hw/")
+            .contains(&highest)),
         "the unanswered claim never reached etcd"
     );
     assert!(tokens_at(&backend, "/r11").is_empty());
