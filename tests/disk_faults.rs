@@ -1,6 +1,7 @@
 //! Disk faults under the real binary (README "What is guaranteed", point 3;
 //! docs/RELIABILITY.md): a disk that fills up during group commit, a data
-//! dir that is read-only at start, a store file truncated between runs.
+//! dir that is read-only at start, a store file truncated or corrupted
+//! between runs.
 //!
 //! The faults are real file systems: each gateway runs in a mount namespace
 //! of its own (`unshare -m`) where its data dir is a small tmpfs or a
@@ -199,5 +200,58 @@ fn a_store_truncated_between_runs_is_a_start_error_never_an_empty_table() {
             .output()
             .unwrap();
         assert_one_line_start_error(&output, "cannot open fence store");
+    }
+}
+
+/// Flips a byte inside the newest commit slot of the redb file at `store`
+/// (header: 9 bytes of magic, then the "god byte" whose bit 0 names the
+/// newest of the two 128-byte commit slots at offsets 64 and 192).
+fn corrupt_newest_commit(store: &Path) {
+    let mut bytes = std::fs::read(store).unwrap();
+    let newest = usize::from(bytes[9] & 1);
+    bytes[64 + 128 * newest + 60] ^= 0xff;
+    std::fs::write(store, bytes).unwrap();
+}
+
+#[test]
+fn a_store_whose_newest_commit_is_corrupted_is_a_start_error_never_a_roll_back() {
+    let backend = Backend::start();
+    // After a clean stop and after kill -9: in neither case may the store
+    // fall back to the commit before the newest, forgetting tokens it had
+    // acknowledged.
+    for killed in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        let d = dir.display().to_string();
+        {
+            let mut gw = Gateway::in_front_of(&backend, &["--data-dir", &d]);
+            for i in 0..50 {
+                assert_eq!(gw.put(&format!("/c/{i}"), 9).status, 200);
+            }
+            if killed {
+                gw.kill9();
+            } else {
+                gw.sigterm();
+                assert!(gw.wait_exit(HANG_GUARD).success());
+            }
+        }
+        let store = dir.join("fences.redb");
+        let intact = std::fs::read(&store).unwrap();
+        corrupt_newest_commit(&store);
+        let output = Command::new("timeout")
+            .arg("20")
+            .arg(BIN)
+            .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+            .args(["--upstream", &backend.url(), "--data-dir", &d])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_one_line_start_error(&output, "Primary is corrupted");
+        // The same file uncorrupted holds every fence.
+        std::fs::write(&store, intact).unwrap();
+        let gw = Gateway::in_front_of(&backend, &["--data-dir", &d]);
+        for i in 0..50 {
+            assert_eq!(gw.fence(&format!("/c/{i}")), Some(9), "killed: {killed}");
+        }
     }
 }
