@@ -191,16 +191,22 @@ fn a_store_truncated_between_runs_is_a_start_error_never_an_empty_table() {
             .unwrap();
         file.set_len(keep).unwrap();
         drop(file);
-        let output = Command::new("timeout")
-            .arg("20")
-            .arg(BIN)
-            .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
-            .args(["--upstream", &backend.url(), "--data-dir", &d])
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
+        let output = start_on(&d, backend.url());
         assert_one_line_start_error(&output, "cannot open fence store");
     }
+}
+
+/// The gateway on the store in `data_dir`, run until it exits (a start
+/// error is expected; `timeout` ends it if it does start).
+fn start_on(data_dir: &str, upstream: String) -> std::process::Output {
+    Command::new("timeout")
+        .arg("20")
+        .arg(BIN)
+        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+        .args(["--upstream", &upstream, "--data-dir", data_dir])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
 }
 
 /// Flips a byte inside the newest commit slot of the redb file at `store`
@@ -238,14 +244,7 @@ fn a_store_whose_newest_commit_is_corrupted_is_a_start_error_never_a_roll_back()
         let store = dir.join("fences.redb");
         let intact = std::fs::read(&store).unwrap();
         corrupt_newest_commit(&store);
-        let output = Command::new("timeout")
-            .arg("20")
-            .arg(BIN)
-            .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
-            .args(["--upstream", &backend.url(), "--data-dir", &d])
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
+        let output = start_on(&d, backend.url());
         assert_one_line_start_error(&output, "Primary is corrupted");
         // The same file uncorrupted holds every fence.
         std::fs::write(&store, intact).unwrap();
