@@ -407,7 +407,7 @@ fn commit(db: &Database, batch: &[Op]) -> Result<(), String> {
     // slot does not verify ("Primary is corrupted despite 2-phase commit")
     // instead of falling back to the commit before it, which would forget
     // tokens already acknowledged as durable. One more fsync per group
-    // commit (docs/RELIABILITY.md, "Disk faults": about 8 % of W2 here).
+    // commit: about 9 % of W2's throughput here (docs/RELIABILITY.md).
     txn.set_two_phase_commit(true);
     {
         let mut fences = txn.open_table(FENCES).map_err(|e| e.to_string())?;
