@@ -585,6 +585,72 @@ fn an_instance_cut_off_from_etcd_cuts_its_requests_at_its_deadline_and_the_other
 }
 
 #[test]
+fn a_response_still_relayed_at_the_deadline_is_cut() {
+    let backend = Backend::start();
+    let (relays, endpoints) = relays_to(cluster());
+    // The backend's answer trickles in at 10 ms a byte: 2,000 bytes would
+    // take 20 s, far past A's deadline (a 3 s lease).
+    let slow = Relay::start(backend.addr(), Fault::Trickle(10));
+    let a = Gateway::start(&[
+        "--upstream",
+        &slow.url(),
+        "--state",
+        "etcd",
+        "--etcd-endpoints",
+        &endpoints,
+        "--etcd-prefix",
+        "/t-response/",
+        "--instance-name",
+        "a",
+        "--etcd-lease-ttl",
+        "3",
+    ]);
+    let started = Instant::now();
+    let answer = thread::scope(|s| {
+        let read = s.spawn(|| {
+            try_http(
+                a.data_addr(),
+                "GET",
+                "/r12",
+                &[("X-Fencing-Token", "33"), ("X-Test-Response-Bytes", "2000")],
+                b"",
+            )
+        });
+        wait_arrived(&backend, "/r12", 33);
+        for relay in &relays {
+            relay.set(Fault::Blackhole);
+        }
+        read.join().unwrap()
+    });
+    // Cut short of its length (or before its head), long before the
+    // trickle would have ended.
+    if let Ok(answer) = &answer {
+        assert!(
+            answer.body.len() < 2000,
+            "{} bytes relayed",
+            answer.body.len()
+        );
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        a.wait_stderr("the response is cut", HANG_GUARD),
+        "{}",
+        a.stderr()
+    );
+    assert_eq!(
+        metric(&a.metrics(), "fencegate_responses_cut_total"),
+        Some(1.0)
+    );
+    for relay in &relays {
+        relay.set(Fault::None);
+    }
+}
+
+#[test]
 fn a_claim_whose_answer_was_lost_leaves_no_record_that_blocks_others() {
     let backend = Backend::start();
     let (relays, endpoints) = relays_to(cluster());

@@ -44,6 +44,19 @@ impl<B> ResponseBody<B> {
             kind: Kind::Inner { body, in_flight },
         }
     }
+
+    /// Shared fences: whether the lease this response's request was admitted
+    /// under has ended, after which none of its bytes may be relayed (the
+    /// gateway cuts the response; see `docs/SHARED.md`).
+    pub(crate) fn lease_ended(&self) -> bool {
+        match &self.kind {
+            Kind::Inner {
+                in_flight: Some(in_flight),
+                ..
+            } => in_flight.lease().is_some_and(|lease| !lease.is_live()),
+            _ => false,
+        }
+    }
 }
 
 impl<B> Body for ResponseBody<B>

@@ -174,8 +174,8 @@ pub(crate) struct Entry {
     key: Option<String>,
     token: Option<u64>,
     answered: Option<(Outcome, StatusCode)>,
-    /// The response body failed after its head was out.
-    cut: bool,
+    /// The response body failed after its head was out, and why.
+    cut: Option<Outcome>,
     pub(crate) bytes_in: Arc<AtomicU64>,
     pub(crate) bytes_out: u64,
 }
@@ -215,7 +215,7 @@ impl Entry {
             key: fence.0,
             token: fence.1,
             answered: None,
-            cut: false,
+            cut: None,
             bytes_in: Arc::new(AtomicU64::new(0)),
             bytes_out: 0,
         }
@@ -226,10 +226,11 @@ impl Entry {
         self.answered = Some((outcome, status));
     }
 
-    /// The response body failed after its head was out: the line says
-    /// `upstream_error`, with the status the client already had.
-    pub(crate) fn cut(&mut self) {
-        self.cut = true;
+    /// The response body failed after its head was out, for `why`
+    /// (`upstream_error`, `fence_store_unavailable`): the line says so, with
+    /// the status the client already had.
+    pub(crate) fn cut(&mut self, why: Outcome) {
+        self.cut = Some(why);
     }
 }
 
@@ -237,11 +238,7 @@ impl Drop for Entry {
     fn drop(&mut self) {
         let (outcome, status, upstream_status) = match self.answered {
             Some((outcome, status)) => (
-                if self.cut {
-                    Outcome::UpstreamError
-                } else {
-                    outcome
-                },
+                self.cut.unwrap_or(outcome),
                 status.as_u16(),
                 (outcome == Outcome::Forwarded).then_some(status.as_u16()),
             ),

@@ -345,6 +345,23 @@ pin_project! {
     }
 }
 
+/// A response whose body failed after its head was relayed, for `why`: into
+/// the metrics and the access log.
+fn cut(connection: Option<&ConnectionShared>, entry: Option<&mut Entry>, why: Outcome) {
+    if let Some(connection) = connection {
+        connection.metrics.response_cut();
+    }
+    if let Some(entry) = entry {
+        entry.cut(why);
+    }
+}
+
+/// A response cut towards the client because the lease its request was
+/// admitted under ended (shared fences).
+#[derive(Debug, thiserror::Error)]
+#[error("this instance's lease on the shared fences ended while the response was being relayed; the client received it cut off")]
+struct ResponseLeaseEnded;
+
 impl http_body::Body for Relayed {
     type Data = Bytes;
     type Error = axum::Error;
@@ -353,8 +370,17 @@ impl http_body::Body for Relayed {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        let this = self.project();
-        let frame = std::task::ready!(this.body.poll_frame(cx));
+        let mut this = self.project();
+        let frame = std::task::ready!(this.body.as_mut().poll_frame(cx));
+        // Shared fences: no byte of the response goes out once the lease its
+        // request was admitted under has ended (another instance may be
+        // serving a higher token by now).
+        if matches!(frame, Some(Ok(_))) && this.body.as_ref().get_ref().lease_ended() {
+            tracing::warn!("lease ended while a response was relayed: the response is cut");
+            let why = Outcome::FenceStoreUnavailable;
+            cut(this.connection.as_deref(), this.entry.as_mut(), why);
+            return Poll::Ready(Some(Err(axum::Error::new(ResponseLeaseEnded))));
+        }
         match (&frame, this.entry.as_mut()) {
             (Some(Ok(frame)), Some(entry)) => {
                 if let Some(data) = frame.data_ref() {
@@ -364,12 +390,7 @@ impl http_body::Body for Relayed {
             (Some(Err(_)), entry) => {
                 // The head (and its status) is already out: the client sees
                 // a cut connection; the metrics and the log see the failure.
-                if let Some(connection) = this.connection.as_ref() {
-                    connection.metrics.response_cut();
-                }
-                if let Some(entry) = entry {
-                    entry.cut();
-                }
+                cut(this.connection.as_deref(), entry, Outcome::UpstreamError);
             }
             _ => {}
         }
