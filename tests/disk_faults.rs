@@ -174,14 +174,7 @@ fn a_store_truncated_between_runs_is_a_start_error_never_an_empty_table() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     let d = dir.display().to_string();
-    {
-        let mut gw = Gateway::in_front_of(&backend, &["--data-dir", &d]);
-        for i in 0..50 {
-            assert_eq!(gw.put(&format!("/t/{i}"), 9).status, 200);
-        }
-        gw.sigterm();
-        assert!(gw.wait_exit(HANG_GUARD).success());
-    }
+    write_fences_and_stop(&backend, &d, "/t", false);
     let store = dir.join("fences.redb");
     let len = std::fs::metadata(&store).unwrap().len();
     for keep in [len / 2, 4096, 100] {
@@ -193,6 +186,22 @@ fn a_store_truncated_between_runs_is_a_start_error_never_an_empty_table() {
         drop(file);
         let output = start_on(&d, backend.url());
         assert_one_line_start_error(&output, "cannot open fence store");
+    }
+}
+
+/// Fences `PREFIX/0` to `PREFIX/49` at token 9 in the store in `data_dir`,
+/// then stops the gateway: with SIGTERM (a clean stop), or `killed` with
+/// SIGKILL.
+fn write_fences_and_stop(backend: &Backend, data_dir: &str, prefix: &str, killed: bool) {
+    let mut gw = Gateway::in_front_of(backend, &["--data-dir", data_dir]);
+    for i in 0..50 {
+        assert_eq!(gw.put(&format!("{prefix}/{i}"), 9).status, 200);
+    }
+    if killed {
+        gw.kill9();
+    } else {
+        gw.sigterm();
+        assert!(gw.wait_exit(HANG_GUARD).success());
     }
 }
 
@@ -229,18 +238,7 @@ fn a_store_whose_newest_commit_is_corrupted_is_a_start_error_never_a_roll_back()
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("data");
         let d = dir.display().to_string();
-        {
-            let mut gw = Gateway::in_front_of(&backend, &["--data-dir", &d]);
-            for i in 0..50 {
-                assert_eq!(gw.put(&format!("/c/{i}"), 9).status, 200);
-            }
-            if killed {
-                gw.kill9();
-            } else {
-                gw.sigterm();
-                assert!(gw.wait_exit(HANG_GUARD).success());
-            }
-        }
+        write_fences_and_stop(&backend, &d, "/c", killed);
         let store = dir.join("fences.redb");
         let intact = std::fs::read(&store).unwrap();
         corrupt_newest_commit(&store);
