@@ -45,8 +45,27 @@ fn etcd_binary() -> &'static str {
 
 impl EtcdCluster {
     /// Starts `size` members and waits until the cluster serves a write.
+    ///
+    /// A member that cannot bind its ports (another process took one
+    /// between the pick and etcd's bind) never joins; such a start is
+    /// retried on fresh ports, and the members' logs are in the panic
+    /// if no attempt comes up.
     pub fn start(size: usize) -> EtcdCluster {
         etcd_binary();
+        let mut logs = String::new();
+        for attempt in 1..=3 {
+            let mut cluster = EtcdCluster::spawn_all(size);
+            if cluster.wait_writable(HANG_GUARD) {
+                return cluster;
+            }
+            cluster.stop_all();
+            logs.push_str(&format!("attempt {attempt}:\n{}", cluster.logs()));
+            eprintln!("etcd cluster attempt {attempt} did not come up; retrying on fresh ports");
+        }
+        panic!("etcd cluster did not come up in 3 attempts; member logs:\n{logs}");
+    }
+
+    fn spawn_all(size: usize) -> EtcdCluster {
         let tmp = tempfile::tempdir().unwrap();
         let members: Vec<Member> = (0..size)
             .map(|i| Member {
@@ -84,15 +103,41 @@ impl EtcdCluster {
         for i in 0..size {
             cluster.spawn(i);
         }
-        assert!(
-            cluster.wait_writable(HANG_GUARD),
-            "etcd cluster did not come up"
-        );
         cluster
+    }
+
+    fn log_path(&self, i: usize) -> PathBuf {
+        self._tmp
+            .path()
+            .join(format!("{}.log", self.members[i].name))
+    }
+
+    /// The last lines of every member's log.
+    fn logs(&self) -> String {
+        let mut out = String::new();
+        for i in 0..self.members.len() {
+            let log = std::fs::read_to_string(self.log_path(i)).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(10)..];
+            out.push_str(&format!(
+                "--- {}\n{}\n",
+                self.members[i].name,
+                tail.join("\n")
+            ));
+        }
+        out
+    }
+
+    fn stop_all(&mut self) {
+        for i in 0..self.members.len() {
+            self.pause(i, false);
+            self.kill(i);
+        }
     }
 
     fn spawn(&mut self, i: usize) {
         let initial_cluster = self.initial_cluster.clone();
+        let log_path = self.log_path(i);
         let member = &mut self.members[i];
         let state = if member.dir.exists() {
             "existing"
@@ -118,8 +163,16 @@ impl EtcdCluster {
             .args(["--initial-cluster-state", state])
             .args(["--logger", "zap", "--log-level", "error"])
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .stdout(Stdio::null());
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log_path);
+        if let Ok(log) = log {
+            command.stderr(log);
+        } else {
+            command.stderr(Stdio::null());
+        }
         // ETCD_* variables would override the flags above.
         for (key, _) in std::env::vars_os() {
             if key.to_string_lossy().starts_with("ETCD_") {
@@ -257,17 +310,23 @@ impl EtcdCluster {
 
 impl Drop for EtcdCluster {
     fn drop(&mut self) {
-        for i in 0..self.members.len() {
-            self.pause(i, false);
-            self.kill(i);
-        }
+        self.stop_all();
     }
 }
 
+/// A port free now, below Linux's ephemeral range (32768 and up), so that
+/// no outgoing connection of the tests or the gateways can take it before
+/// etcd binds it; each process walks its own stretch of the range.
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOW: u32 = 10_000;
+    const SPAN: u32 = 22_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let start = std::process::id().wrapping_mul(7_919) % SPAN;
+    loop {
+        let port = (LOW + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % SPAN) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
