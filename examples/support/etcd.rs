@@ -12,7 +12,8 @@ use base64::Engine as _;
 use http::{Method, StatusCode};
 use serde_json::Value;
 
-use super::process::{free_port, require_binary, temp_dir, Server};
+use super::port::free_port;
+use super::process::{require_binary, temp_dir, Server};
 use super::{http, Result};
 
 /// A running etcd; killed, and its data dir removed, on drop.

@@ -8,6 +8,7 @@
 //! - [`lease_lock`]: the in-process demos' lease lock and client threads.
 //! - [`process`]: real server and worker processes (SIGSTOP/SIGCONT, cleanup
 //!   on drop and on Ctrl-C).
+//! - [`port`]: free loopback ports for servers told their port.
 //! - [`worker`]: a worker process's arguments and reports.
 //! - [`lock_demo`]: the lock-provider demos' scenario, played by worker
 //!   processes against a real lock service; [`redis`], [`etcd`],
@@ -20,6 +21,7 @@ pub mod client;
 pub mod etcd;
 pub mod lease_lock;
 pub mod lock_demo;
+pub mod port;
 pub mod postgres;
 pub mod process;
 pub mod redis;

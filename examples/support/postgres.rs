@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
-use super::process::{free_port, require_binary, temp_dir, Server};
+use super::port::free_port;
+use super::process::{require_binary, temp_dir, Server};
 use super::Result;
 
 /// Where Debian puts each installed PostgreSQL version's server binaries

@@ -8,7 +8,6 @@
 
 use std::future::Future;
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -136,11 +135,6 @@ pub fn require_binary(name: &str) -> PathBuf {
         eprintln!("{name} is not installed: run scripts/install-deps.sh");
         std::process::exit(2);
     })
-}
-
-/// A free loopback port (bound, then released; good enough on one machine).
-pub fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 /// A child process started here: registered for Ctrl-C's cleanup, stopped

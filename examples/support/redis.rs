@@ -12,7 +12,8 @@ use ::redis::aio::MultiplexedConnection;
 use ::redis::{cmd, AsyncConnectionConfig, Client, FromRedisValue, RedisResult, Script};
 
 use super::lock_demo::{LockClient, Service};
-use super::process::{free_port, require_binary, temp_dir, Server};
+use super::port::free_port;
+use super::process::{require_binary, temp_dir, Server};
 use super::worker::{Args, Reporter};
 use super::Result;
 

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use zookeeper_client as zk;
 
-use super::process::{free_port, require_binary, temp_dir, Server};
+use super::port::free_port;
+use super::process::{require_binary, temp_dir, Server};
 use super::Result;
 
 /// The server's classes (Debian's jar lists its dependencies in its manifest).

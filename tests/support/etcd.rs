@@ -314,19 +314,6 @@ impl Drop for EtcdCluster {
     }
 }
 
-/// A port free now, below Linux's ephemeral range (32768 and up), so that
-/// no outgoing connection of the tests or the gateways can take it before
-/// etcd binds it; each process walks its own stretch of the range.
 fn free_port() -> u16 {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    const LOW: u32 = 10_000;
-    const SPAN: u32 = 22_000;
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let start = std::process::id().wrapping_mul(7_919) % SPAN;
-    loop {
-        let port = (LOW + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % SPAN) as u16;
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
+    super::port::free_port().unwrap()
 }

@@ -7,7 +7,8 @@
 //! - `http`: a raw HTTP/1.1 client ([`http`], [`send_raw`]) that sends
 //!   exactly the bytes a test asks for;
 //! - `relay`: a fault-injecting TCP relay ([`Relay`], [`Fault`]);
-//! - `etcd`: a real etcd cluster on loopback ([`EtcdCluster`]);
+//! - `etcd`: a real etcd cluster on loopback ([`EtcdCluster`]), on ports
+//!   from the demos' `examples/support/port.rs`;
 //! - `tls`: certificates made for a run, and a TLS client;
 //! - `rng`: a seeded random generator whose seed is printed.
 //!
@@ -26,6 +27,9 @@ mod etcd;
 mod gateway;
 #[cfg(feature = "gateway")]
 mod http;
+#[cfg(feature = "gateway")]
+#[path = "../../examples/support/port.rs"]
+mod port;
 #[cfg(feature = "gateway")]
 mod relay;
 #[cfg(feature = "gateway")]
