@@ -47,15 +47,19 @@ impl EtcdCluster {
     /// Starts `size` members and waits until the cluster serves a write.
     ///
     /// A member that cannot bind its ports (another process took one
-    /// between the pick and etcd's bind) never joins; such a start is
-    /// retried on fresh ports, and the members' logs are in the panic
-    /// if no attempt comes up.
+    /// between the pick and etcd's bind) exits at once; such a start, or
+    /// one not writable within the hang guard, is retried on fresh ports,
+    /// and the members' logs are in the panic if no attempt comes up.
     pub fn start(size: usize) -> EtcdCluster {
         etcd_binary();
         let mut logs = String::new();
         for attempt in 1..=3 {
             let mut cluster = EtcdCluster::spawn_all(size);
-            if cluster.wait_writable(HANG_GUARD) {
+            // A member that could not bind exits at once: no use waiting.
+            wait_until(HANG_GUARD, || {
+                cluster.any_exited() || cluster.writable_now()
+            });
+            if !cluster.any_exited() && cluster.writable_now() {
                 return cluster;
             }
             cluster.stop_all();
@@ -104,6 +108,22 @@ impl EtcdCluster {
             cluster.spawn(i);
         }
         cluster
+    }
+
+    /// Whether a member started here has exited (etcd exits when it cannot
+    /// bind a port or join).
+    fn any_exited(&mut self) -> bool {
+        let exited = |m: &mut Member| {
+            m.child
+                .as_mut()
+                .is_some_and(|c| !matches!(c.try_wait(), Ok(None)))
+        };
+        self.members.iter_mut().any(exited)
+    }
+
+    /// Whether some live member takes a write now.
+    fn writable_now(&self) -> bool {
+        (0..self.members.len()).any(|i| self.members[i].child.is_some() && self.writable_via(i))
     }
 
     fn log_path(&self, i: usize) -> PathBuf {
@@ -271,13 +291,6 @@ impl EtcdCluster {
             body.as_bytes(),
         )
         .is_ok_and(|r| r.status == 200)
-    }
-
-    /// Waits until some member takes a write.
-    pub fn wait_writable(&self, timeout: Duration) -> bool {
-        wait_until(timeout, || {
-            (0..self.members.len()).any(|i| self.members[i].child.is_some() && self.writable_via(i))
-        })
     }
 
     /// The index of the current leader, from each live member's status.
