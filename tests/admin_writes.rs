@@ -93,7 +93,8 @@ async fn admin_writes_never_break_the_in_flight_rule() {
                     tokio::task::yield_now().await;
                     continue;
                 };
-                let result = match rng.below(3) {
+                let choice = rng.below(3);
+                let result = match choice {
                     0 => fences.set_fence(key, lower(highest / 2, highest)).await,
                     1 => fences.forget_fence(key, highest, "test".into(), None).await,
                     _ => fences.set_fence(key, raise(highest + 1)).await,
@@ -102,6 +103,11 @@ async fn admin_writes_never_break_the_in_flight_rule() {
                     Ok(_) => done += 1,
                     Err(AdminWriteError::Busy | AdminWriteError::HighestChanged { .. }) => {}
                     Err(AdminWriteError::Unknown) => {}
+                    // An admission raised the fence past `highest + 1` since
+                    // it was read: the raise would lower it, and must not.
+                    Err(AdminWriteError::WouldLower { highest: now }) if choice == 2 => {
+                        assert!(now > highest, "would lower {now}, read {highest}");
+                    }
                     Err(other) => panic!("unexpected {other:?}"),
                 }
                 tokio::time::sleep(Duration::from_micros(50)).await;
