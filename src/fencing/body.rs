@@ -48,6 +48,7 @@ impl<B> ResponseBody<B> {
     /// Shared fences: whether the lease this response's request was admitted
     /// under has ended, after which none of its bytes may be relayed (the
     /// gateway cuts the response; see `docs/SHARED.md`).
+    #[cfg(feature = "gateway")]
     pub(crate) fn lease_ended(&self) -> bool {
         match &self.kind {
             Kind::Inner {
