@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 /// The ports handed out: below Linux's ephemeral range (32768 and up), so
 /// that no outgoing connection can take one between the pick and the
-/// server's bind (port 0's answer is in that range: the likely cause of a CI
-/// run whose test etcd cluster never came up; its logs were not kept then).
+/// server's bind (port 0's answer is in that range: one possible cause of a
+/// CI run whose test etcd cluster never came up; its logs were not kept then).
 const LOW: u32 = 10_000;
 const SPAN: u32 = 22_000;
 
