@@ -58,6 +58,6 @@ venv=${FENCEGATE_VENV:-$(cd "$(dirname "$0")/.." && pwd)/target/venv}
 if ! "$venv/bin/python" -c 'import boto3, moto.server' 2>/dev/null; then
   echo "install-deps: making the Python environment $venv (boto3, moto)" >&2
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check \
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-cache-dir \
     'boto3==1.44.5' 'moto[server]==5.2.5'
 fi
