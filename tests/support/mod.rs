@@ -46,7 +46,6 @@ pub use self::http::*;
 #[cfg(feature = "gateway")]
 pub use self::relay::*;
 
-use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 /// How long anything may take before a test calls it a hang.
@@ -69,11 +68,13 @@ pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
 }
 
-/// A free loopback port: bound, then released. Used for "nothing listens
-/// here" (502) tests.
+/// A loopback port where nothing listens now, for "nothing listens here"
+/// (502) tests and for servers told their port (moto). It comes from
+/// `port.rs`'s range below the ephemeral ports, so that no outgoing
+/// connection can take it in between, nor connect to itself on it.
+#[cfg(feature = "gateway")]
 pub fn dead_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
+    port::free_port().unwrap()
 }
 
 /// Percent-encodes everything but unreserved characters (for admin keys).
