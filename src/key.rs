@@ -180,6 +180,48 @@ fn normalize_general(raw: &str) -> Result<String, PathError> {
     Ok(key)
 }
 
+/// The fence key of everything strictly *under* the normalised `path`: the
+/// fence a write that acts on a whole collection (a WebDAV `DELETE` of a
+/// folder) raises, so that no lower token may change anything below it
+/// afterwards. `path` with a `/` appended; the root's is `//`. No
+/// normalised path ends with `/` (but the root, which is one character), so
+/// such keys never meet an object's.
+///
+/// ```
+/// use fencegate::key::{subtree_key, subtree_path};
+///
+/// assert_eq!(subtree_key("/dav/reports"), "/dav/reports/");
+/// assert_eq!(subtree_key("/"), "//");
+/// assert_eq!(subtree_path("/dav/reports/"), Some("/dav/reports"));
+/// assert_eq!(subtree_path("/dav/reports"), None);
+/// ```
+pub fn subtree_key(path: &str) -> String {
+    let mut key = String::with_capacity(path.len() + 1);
+    key.push_str(path);
+    key.push('/');
+    key
+}
+
+/// The path whose subtree `key` fences, if it is a [`subtree_key`].
+pub fn subtree_path(key: &str) -> Option<&str> {
+    if key == "//" {
+        return Some("/");
+    }
+    (key.len() > 1 && key.ends_with('/')).then(|| &key[..key.len() - 1])
+}
+
+/// The subtree keys that cover `key` (an object's or a subtree's), from the
+/// root down: for `/a/b` (or `/a/b/`), `//` and `/a/`. The root object `/`
+/// and the root subtree `//` have none.
+pub fn covering_subtrees(key: &str) -> impl Iterator<Item = &str> {
+    let path = subtree_path(key).unwrap_or(key);
+    let last = path.len().saturating_sub(1);
+    path.match_indices('/')
+        .map(|(i, _)| i)
+        .filter(move |&i| i < last)
+        .map(move |i| if i == 0 { "//" } else { &path[..=i] })
+}
+
 /// Whether `key` is a fence key that requests can map to in `scope`: in
 /// `path` scope a normalised path, in `prefix:N` one of at most N segments,
 /// in `header` scope a lock name. For keys typed by an operator (admin
@@ -197,6 +239,9 @@ pub fn check_key(key: &str, scope: Scope) -> Result<(), String> {
             Ok(())
         }
         Scope::Path | Scope::Prefix(_) => {
+            // A subtree's fence (left by a collection write) is named by its
+            // path with a `/` appended: an operator may need to lower it.
+            let key = subtree_path(key).unwrap_or(key);
             let normal = key == "/"
                 || key
                     .strip_prefix('/')

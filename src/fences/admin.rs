@@ -291,6 +291,7 @@ impl Fences {
                 self.inner
                     .fences
                     .remove_if(key, |_, held| Arc::ptr_eq(held, &fence));
+                self.unindex(key);
                 let mut state = fence.lock();
                 state.mark(RETIRED, true);
                 state.mark(FROZEN, false);

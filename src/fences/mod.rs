@@ -41,9 +41,11 @@
 //! # }
 //! ```
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::Poll;
 
@@ -54,8 +56,10 @@ use crate::issuer::{IssuerError, TokenIssuer};
 use crate::store::{ClaimHold, FenceStore, Lease, MemoryStore, StoreError, StoreStats};
 
 mod admin;
+mod many;
 mod view;
 
+pub use self::many::AdmitAllError;
 pub use self::view::FenceView;
 
 pub use self::admin::{AdminWriteError, FenceWritten, SetFence};
@@ -79,6 +83,16 @@ struct Table {
     /// Admin writes, one at a time: they are rare, and serializing them
     /// means no fence is ever frozen by two of them at once.
     admin: tokio::sync::Mutex<()>,
+    /// Set (never cleared) once a subtree fence exists: from then on every
+    /// admission also looks at the subtrees above its key (`many.rs`).
+    /// Until then the plain path pays one load of it, under the fence's
+    /// lock, and nothing else.
+    has_subtrees: AtomicBool,
+    /// Every key in order, for the writes that act on a whole subtree
+    /// (`many.rs`): built at the first of them, then kept up to date as
+    /// keys come and go. `None` until then, so that a gateway that never
+    /// sees such a write keeps no second copy of its keys.
+    index: Mutex<Option<BTreeSet<Box<str>>>>,
 }
 
 /// One key's fence.
@@ -239,6 +253,9 @@ impl AdmitError {
 #[must_use = "the request counts as in flight only while this guard lives"]
 pub struct InFlight {
     fence: Arc<Fence>,
+    /// The other fences of a request admitted on several keys at once
+    /// ([`Fences::admit_all`]); empty (no allocation) for one key.
+    more: Vec<Arc<Fence>>,
     token: u64,
     /// The claim in a shared store, released after the count above.
     hold: Option<Box<dyn ClaimHold>>,
@@ -269,14 +286,22 @@ impl std::fmt::Debug for InFlight {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        let last = {
-            let mut state = self.fence.lock();
-            state.in_flight = state.in_flight.saturating_sub(1);
-            state.in_flight == 0
-        };
-        if last {
-            self.fence.changed.notify_waiters();
+        leave(&self.fence);
+        for fence in &self.more {
+            leave(fence);
         }
+    }
+}
+
+/// One request in flight on `fence` is done.
+fn leave(fence: &Fence) {
+    let last = {
+        let mut state = fence.lock();
+        state.in_flight = state.in_flight.saturating_sub(1);
+        state.in_flight == 0
+    };
+    if last {
+        fence.changed.notify_waiters();
     }
 }
 
@@ -318,10 +343,16 @@ impl Fences {
     /// A table over any [`FenceStore`], loaded from it.
     pub fn with_store(store: impl FenceStore) -> Result<Self, StoreError> {
         let fences = DashMap::new();
+        let mut subtrees = false;
         store.load(&mut |key, highest| {
+            subtrees |= crate::key::subtree_path(key).is_some();
             fences.insert(key.into(), Arc::new(Fence::new(Some(highest))));
         })?;
-        Ok(Self::from_parts(fences, store))
+        let table = Self::from_parts(fences, store);
+        if subtrees {
+            table.inner.has_subtrees.store(true, Ordering::SeqCst);
+        }
+        Ok(table)
     }
 
     fn from_parts(fences: DashMap<Box<str>, Arc<Fence>>, store: impl FenceStore) -> Self {
@@ -333,6 +364,8 @@ impl Fences {
             durable,
             shared,
             admin: tokio::sync::Mutex::new(()),
+            has_subtrees: AtomicBool::new(false),
+            index: Mutex::new(None),
         });
         table.store.attach(FenceView::new(Arc::downgrade(&table)));
         Fences { inner: table }
@@ -386,8 +419,11 @@ impl Fences {
         let durable_store = self.inner.durable;
         let shared = self.inner.shared;
         let (fence, raised_from, must_claim) = loop {
+            let subtrees = &self.inner.has_subtrees;
             let (fence, step) = self
                 .with_live_fence(key, |fence, state| match state.highest() {
+                    // Read under the fence's lock: see `many.rs` for why.
+                    _ if subtrees.load(Ordering::SeqCst) => Step::Divert,
                     Some(highest) if token < highest => Step::Stale(highest),
                     Some(highest) if token == highest => Step::Go {
                         raised_from: None,
@@ -410,6 +446,13 @@ impl Fences {
                 })
                 .await;
             match step {
+                Step::Divert => {
+                    drop(fence);
+                    return self
+                        .admit_all(&[key.to_owned()], token, client, issuer)
+                        .await
+                        .map_err(|refused| refused.error);
+                }
                 Step::Stale(highest) => {
                     return Err(Stale {
                         token,
@@ -456,8 +499,16 @@ impl Fences {
             log_raise(key, previous, token, client);
         }
         // The common case decides at once, without registering for wake-ups.
-        if let Some(decided) = Self::try_enter(&fence, token, &mut hold) {
-            return decided;
+        match self.try_enter(&fence, token, &mut hold) {
+            Enter::Decided(decided) => return decided,
+            Enter::Divert => {
+                let targets = vec![(key.into(), Arc::clone(&fence))];
+                return self
+                    .enter_all(targets, token, hold)
+                    .await
+                    .map_err(|refused| refused.error);
+            }
+            Enter::Wait => {}
         }
         let revoked = hold.as_ref().map(|hold| hold.lease().revoked());
         let mut revoked = pin!(revoked);
@@ -466,8 +517,16 @@ impl Fences {
             // between the look and the await cannot be missed.
             let mut changed = pin!(fence.changed.notified());
             changed.as_mut().enable();
-            if let Some(decided) = Self::try_enter(&fence, token, &mut hold) {
-                return decided;
+            match self.try_enter(&fence, token, &mut hold) {
+                Enter::Decided(decided) => return decided,
+                Enter::Divert => {
+                    let targets = vec![(key.into(), Arc::clone(&fence))];
+                    return self
+                        .enter_all(targets, token, hold)
+                        .await
+                        .map_err(|refused| refused.error);
+                }
+                Enter::Wait => {}
             }
             std::future::poll_fn(|cx| {
                 let lease_gone = match revoked.as_mut().as_pin_mut() {
@@ -564,22 +623,24 @@ impl Fences {
     /// lower token is still in flight, here or (`hold`) at another holder.
     /// On entry the hold moves into the guard.
     fn try_enter(
+        &self,
         fence: &Arc<Fence>,
         token: u64,
         hold: &mut Option<Box<dyn ClaimHold>>,
-    ) -> Option<Result<InFlight, AdmitError>> {
+    ) -> Enter {
         if let Some(claim) = hold {
             if !claim.lease().is_live() {
-                return Some(Err(StoreError::Unavailable(
-                    "this instance's lease ended while the request waited".into(),
-                )
-                .into()));
+                return Enter::Decided(Err(lease_ended_while_waiting()));
             }
         }
         let mut state = fence.lock();
+        // Read under the fence's lock: see `many.rs` for why.
+        if self.inner.has_subtrees.load(Ordering::SeqCst) {
+            return Enter::Divert;
+        }
         let highest = state.highest().unwrap_or(token);
         if highest > token {
-            return Some(Err(Stale {
+            return Enter::Decided(Err(Stale {
                 token,
                 highest,
                 reason: StaleReason::Overtaken,
@@ -590,13 +651,14 @@ impl Fences {
         if (state.in_flight == 0 || state.in_flight_token == token) && !others_below {
             state.in_flight_token = token;
             state.in_flight += 1;
-            return Some(Ok(InFlight {
+            return Enter::Decided(Ok(InFlight {
                 fence: Arc::clone(fence),
+                more: Vec::new(),
                 token,
                 hold: hold.take(),
             }));
         }
-        None
+        Enter::Wait
     }
 
     /// The highest token admitted on `key`, if any.
@@ -658,23 +720,34 @@ impl Fences {
     /// write lock is held during the check, so no request can pick it up
     /// meanwhile, and a later request simply creates a fresh one.
     fn forget_if_unused(&self, key: &str, fence: &Arc<Fence>) {
-        self.inner.fences.remove_if(key, |_, held| {
+        let removed = self.inner.fences.remove_if(key, |_, held| {
             Arc::ptr_eq(held, fence)
                 && Arc::strong_count(held) == 2
                 && held.lock().highest().is_none()
         });
+        if removed.is_some() {
+            self.unindex(key);
+        }
     }
 
     fn fence(&self, key: &str) -> Arc<Fence> {
         if let Some(fence) = self.inner.fences.get(key) {
             return Arc::clone(fence.value());
         }
-        let entry = self
-            .inner
-            .fences
-            .entry(key.into())
-            .or_insert_with(|| Arc::new(Fence::new(None)));
-        Arc::clone(entry.value())
+        let (fence, created) = match self.inner.fences.entry(key.into()) {
+            dashmap::Entry::Occupied(entry) => (Arc::clone(entry.get()), false),
+            dashmap::Entry::Vacant(entry) => {
+                let fence = Arc::new(Fence::new(None));
+                entry.insert(Arc::clone(&fence));
+                (fence, true)
+            }
+        };
+        // After the map's insert and before anyone decides on the fence
+        // (see `many.rs`).
+        if created {
+            self.index(key);
+        }
+        fence
     }
 }
 
@@ -690,6 +763,24 @@ enum Step {
         raised_from: Option<Option<u64>>,
         must_claim: bool,
     },
+    /// A subtree fence exists: decide with the subtrees above the key
+    /// (`many.rs`).
+    Divert,
+}
+
+/// What one look at the wait condition decided.
+enum Enter {
+    /// Let through, or refused.
+    Decided(Result<InFlight, AdmitError>),
+    /// A lower token is still in flight.
+    Wait,
+    /// A subtree fence appeared meanwhile: finish in `many.rs`.
+    Divert,
+}
+
+/// A request waited past the end of its instance's lease.
+fn lease_ended_while_waiting() -> AdmitError {
+    StoreError::Unavailable("this instance's lease ended while the request waited".into()).into()
 }
 
 /// The log line of a raise; `previous` is `None` for a new fence, logged

@@ -27,6 +27,10 @@ impl FenceStore for MemoryStore {
         Box::pin(std::future::ready(Ok(Claim::granted(token))))
     }
 
+    fn claim_all(&self, _keys: &[&str], token: u64) -> ClaimFuture {
+        Box::pin(std::future::ready(Ok(Claim::granted(token))))
+    }
+
     fn record(&self, change: FenceChange) -> PersistFuture {
         let mut audit = self.audit.lock().unwrap_or_else(PoisonError::into_inner);
         if audit.len() == AUDIT_CAPACITY {

@@ -145,6 +145,20 @@ pub trait FenceStore: Send + Sync + 'static {
     /// registers the claim with the other holders (see [`Claim`]).
     fn claim(&self, key: &str, token: u64) -> ClaimFuture;
 
+    /// Claims `token` on every key of `keys` in one step, all or none: for
+    /// the writes admitted on several keys at once
+    /// ([`Fences::admit_all`](crate::Fences::admit_all)). The answer's
+    /// `highest` is the highest of them. Stores that cannot do it in one
+    /// step keep this default, which refuses.
+    fn claim_all(&self, keys: &[&str], token: u64) -> ClaimFuture {
+        match keys {
+            [key] => self.claim(key, token),
+            _ => Box::pin(std::future::ready(Err(StoreError::Unsupported(
+                "this fence store cannot claim several keys in one step",
+            )))),
+        }
+    }
+
     /// Hands the store the table's view, through which a shared store
     /// reports what other holders changed. Called once, when the table is
     /// built; stores with a single holder ignore it.

@@ -68,6 +68,13 @@ enum Op {
         token: u64,
         done: oneshot::Sender<Result<(), StoreError>>,
     },
+    /// The raises of one request admitted on several keys at once: in one
+    /// transaction, so that a crash keeps all or none of them.
+    RaiseAll {
+        keys: Vec<Box<str>>,
+        token: u64,
+        done: oneshot::Sender<Result<(), StoreError>>,
+    },
     /// An admin write and its audit entry.
     Change {
         change: FenceChange,
@@ -224,6 +231,20 @@ impl FenceStore for RedbStore {
         })
     }
 
+    fn claim_all(&self, keys: &[&str], token: u64) -> ClaimFuture {
+        let (done, answer) = oneshot::channel();
+        let queued = self.submit(Op::RaiseAll {
+            keys: keys.iter().map(|key| (*key).into()).collect(),
+            token,
+            done,
+        });
+        Box::pin(async move {
+            queued?;
+            answer.await.map_err(|_| StoreError::Closed)??;
+            Ok(Claim::granted(token))
+        })
+    }
+
     fn record(&self, change: FenceChange) -> PersistFuture {
         let (done, answer) = oneshot::channel();
         let queued = self.submit(Op::Change { change, done });
@@ -318,10 +339,14 @@ fn write_loop(db: Arc<Database>, path: &Path, ops: mpsc::Receiver<Op>, stats: Ar
             match &result {
                 Ok(()) => {
                     stats.commits.fetch_add(1, Ordering::Relaxed);
-                    let raises = batch
+                    let raises: usize = batch
                         .iter()
-                        .filter(|op| matches!(op, Op::Raise { .. }))
-                        .count();
+                        .map(|op| match op {
+                            Op::Raise { .. } => 1,
+                            Op::RaiseAll { keys, .. } => keys.len(),
+                            Op::Change { .. } | Op::ReadAudit { .. } => 0,
+                        })
+                        .sum();
                     stats.raises.fetch_add(raises as u64, Ordering::Relaxed);
                     stats.set_failure(None);
                 }
@@ -337,7 +362,7 @@ fn write_loop(db: Arc<Database>, path: &Path, ops: mpsc::Receiver<Op>, stats: Ar
             // A requester may have gone away (client hung up); its raise is
             // durable all the same, which is the safe direction.
             match op {
-                Op::Raise { done, .. } | Op::Change { done, .. } => {
+                Op::Raise { done, .. } | Op::RaiseAll { done, .. } | Op::Change { done, .. } => {
                     let _ = done.send(result.clone());
                 }
                 Op::ReadAudit { limit, done } => {
@@ -413,22 +438,27 @@ fn commit(db: &Database, batch: &[Op]) -> Result<(), String> {
         let mut fences = txn.open_table(FENCES).map_err(|e| e.to_string())?;
         let mut audit = txn.open_table(AUDIT).map_err(|e| e.to_string())?;
         for op in batch {
-            let (key, set) = match op {
-                Op::Raise { key, token, .. } => (key, Setting::AtLeast(*token)),
-                Op::Change { change, .. } => (&change.key, change.set),
+            let (keys, set) = match op {
+                Op::Raise { key, token, .. } => {
+                    (std::slice::from_ref(key), Setting::AtLeast(*token))
+                }
+                Op::RaiseAll { keys, token, .. } => (keys.as_slice(), Setting::AtLeast(*token)),
+                Op::Change { change, .. } => (std::slice::from_ref(&change.key), change.set),
                 Op::ReadAudit { .. } => continue,
             };
-            let stored = fences
-                .get(&**key)
-                .map_err(|e| e.to_string())?
-                .map(|v| v.value());
-            match set {
-                Setting::AtLeast(token) if stored.is_some_and(|stored| stored >= token) => {}
-                Setting::AtLeast(token) | Setting::Exactly(token) => {
-                    fences.insert(&**key, token).map_err(|e| e.to_string())?;
-                }
-                Setting::Forget => {
-                    fences.remove(&**key).map_err(|e| e.to_string())?;
+            for key in keys {
+                let stored = fences
+                    .get(&**key)
+                    .map_err(|e| e.to_string())?
+                    .map(|v| v.value());
+                match set {
+                    Setting::AtLeast(token) if stored.is_some_and(|stored| stored >= token) => {}
+                    Setting::AtLeast(token) | Setting::Exactly(token) => {
+                        fences.insert(&**key, token).map_err(|e| e.to_string())?;
+                    }
+                    Setting::Forget => {
+                        fences.remove(&**key).map_err(|e| e.to_string())?;
+                    }
                 }
             }
             if let Op::Change { change, .. } = op {
