@@ -324,7 +324,7 @@ impl Fences {
             let Some((_, fence)) = targets.iter().find(|(k, _)| k == key) else {
                 continue;
             };
-            match self.settle_raise(key, fence, token, stored.clone().map_err(Clone::clone)) {
+            match self.settle_raise(key, fence, token, stored.map_err(Clone::clone)) {
                 Ok(stored) if stored > token => stale = stale.or(Some((key, stored))),
                 Ok(_) => {}
                 Err(error) => failed = failed.or(Some((key, error))),
