@@ -13,10 +13,13 @@
 //!
 //! 1. [`token`]: read the token header (1 to 20 ASCII digits, one header line).
 //! 2. [`key`]: derive the fence key from the normalised path, a prefix of it,
-//!    or the `X-Fencing-Lock` header, so that no alias splits a fence.
+//!    or the `X-Fencing-Lock` header, so that no alias splits a fence; and
+//!    [`reach`]: every other object a write changes (a WebDAV `MOVE`'s
+//!    destination, what a collection `DELETE` removes, the keys an S3
+//!    `DeleteObjects` lists), or a refusal when they cannot be told.
 //! 3. [`fences`]: admission. Refuse below the highest, raise the highest, wait
 //!    until no lower token is in flight on the key, let the request through
-//!    holding an [`InFlight`] guard. A token that would raise a fence is
+//!    holding an [`InFlight`] guard; on several keys at once, all or none. A token that would raise a fence is
 //!    first confirmed by its [`issuer`], if one is configured (token trust).
 //! 4. [`store`]: claim the token where fences live before the request it
 //!    admits goes on: a durable raise (redb with group commit in `disk`
@@ -90,6 +93,8 @@ pub mod token;
 
 pub mod key;
 
+pub mod reach;
+
 pub mod fences;
 
 pub mod issuer;
@@ -104,7 +109,7 @@ pub mod fencing;
 
 pub mod refusal;
 
-pub use crate::fences::{AdmitError, Fences, InFlight, Stale, StaleReason};
+pub use crate::fences::{AdmitAllError, AdmitError, Fences, InFlight, Stale, StaleReason};
 pub use crate::fencing::{Fencing, FencingLayer};
 pub use crate::key::Scope;
 

@@ -44,6 +44,12 @@ pub enum Refusal {
         /// What exactly is wrong.
         detail: String,
     },
+    /// 400 `unfenceable_write`: a write that changes objects the gateway
+    /// cannot determine (see [`crate::reach`]).
+    Unfenceable {
+        /// Why.
+        detail: String,
+    },
     /// 428 `missing_token`: a write without a token.
     MissingToken {
         /// The fence key the write would have needed a token for.
@@ -84,7 +90,9 @@ impl Refusal {
     /// The HTTP status.
     pub fn status(&self) -> StatusCode {
         match self {
-            Refusal::InvalidToken { .. } | Refusal::InvalidPath { .. } => StatusCode::BAD_REQUEST,
+            Refusal::InvalidToken { .. }
+            | Refusal::InvalidPath { .. }
+            | Refusal::Unfenceable { .. } => StatusCode::BAD_REQUEST,
             Refusal::MissingToken { .. } => StatusCode::PRECONDITION_REQUIRED,
             Refusal::Stale { .. } => StatusCode::CONFLICT,
             Refusal::TokenNotIssued { .. } => StatusCode::FORBIDDEN,
@@ -99,6 +107,7 @@ impl Refusal {
         match self {
             Refusal::InvalidToken { .. } => "invalid_token",
             Refusal::InvalidPath { .. } => "invalid_path",
+            Refusal::Unfenceable { .. } => "unfenceable_write",
             Refusal::MissingToken { .. } => "missing_token",
             Refusal::Stale { .. } => "stale_token",
             Refusal::StoreUnavailable { .. } => "fence_store_unavailable",
@@ -113,6 +122,7 @@ impl Refusal {
         match self {
             Refusal::InvalidToken { detail }
             | Refusal::InvalidPath { detail }
+            | Refusal::Unfenceable { detail }
             | Refusal::StoreUnavailable { detail }
             | Refusal::IssuerUnavailable { detail } => json!({ "error": error, "detail": detail }),
             Refusal::MissingToken { resource } => json!({ "error": error, "resource": resource }),

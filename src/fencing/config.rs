@@ -24,6 +24,8 @@ pub(crate) struct Config {
     pub(crate) scope: Scope,
     pub(crate) safe_methods: Vec<Method>,
     pub(crate) allow_unfenced_writes: bool,
+    /// The store has no collections: no write acts on a subtree.
+    pub(crate) flat_keys: bool,
     pub(crate) issuer: Option<Arc<dyn TokenIssuer>>,
 }
 
@@ -41,6 +43,7 @@ impl Config {
             scope: Scope::Path,
             safe_methods,
             allow_unfenced_writes: false,
+            flat_keys: false,
             issuer: None,
         }
     }

@@ -50,6 +50,15 @@ impl FencingLayer {
         self
     }
 
+    /// The store has no collections (S3, GCS, Azure Blob): a `DELETE`
+    /// changes only its own key, and no write is fenced over everything
+    /// under its path (see [`crate::reach`]). Off by default: a `DELETE`
+    /// may remove a whole WebDAV collection.
+    pub fn flat_keys(mut self, flat: bool) -> Self {
+        Arc::make_mut(&mut self.config).flat_keys = flat;
+        self
+    }
+
     /// The methods that are *not* writes. Every other method is.
     pub fn safe_methods(mut self, methods: impl IntoIterator<Item = Method>) -> Self {
         Arc::make_mut(&mut self.config).safe_methods = methods.into_iter().collect();

@@ -46,6 +46,8 @@ mod service;
 
 pub use self::body::ResponseBody;
 pub use self::config::{DEFAULT_SAFE_METHODS, TOKEN_HEADER};
+#[cfg(feature = "gateway")]
+pub(crate) use self::future::refusal_response;
 pub use self::future::ResponseFuture;
 pub use self::layer::FencingLayer;
 pub use self::service::Fencing;

@@ -12,6 +12,7 @@ use super::future::{refusal_response, ResponseFuture};
 use crate::fences::{AdmitError, Fences};
 use crate::issuer::IssuerError;
 use crate::key::{lock_name_from_headers, normalize_path, Scope};
+use crate::reach::{self, ReachError};
 use crate::refusal::Refusal;
 use crate::store::Lease;
 use crate::token::token_from_headers;
@@ -32,8 +33,22 @@ pub struct Fencing<S> {
 enum Decision {
     /// Unfenced read, or unfenced write allowed by policy: straight through.
     Pass,
-    /// Fenced: admit `token` on fence `key` first.
-    Admit { key: String, token: u64 },
+    /// Fenced: admit first.
+    Admit(Admission),
+}
+
+/// What a fenced request is admitted on.
+#[derive(Debug, PartialEq, Eq)]
+enum Admission {
+    /// `token` on fence `key`.
+    One { key: String, token: u64 },
+    /// `token` on every one of `keys` at once: a write that reaches beyond
+    /// its path. `key` is the request's own, for logs.
+    All {
+        key: String,
+        keys: Vec<String>,
+        token: u64,
+    },
 }
 
 impl<S> Fencing<S> {
@@ -80,7 +95,9 @@ impl<S> Fencing<S> {
     /// For logs; admission itself does not use it.
     pub fn fence_of<B>(&self, request: &Request<B>) -> (Option<String>, Option<u64>) {
         match self.decide(request) {
-            Ok(Decision::Admit { key, token }) => (Some(key), Some(token)),
+            Ok(Decision::Admit(
+                Admission::One { key, token } | Admission::All { key, token, .. },
+            )) => (Some(key), Some(token)),
             Ok(Decision::Pass) => {
                 if self.config.is_write(request.method()) {
                     let key = normalize_path(request.uri().path())
@@ -127,10 +144,46 @@ impl<S> Fencing<S> {
             detail: e.to_string(),
         })?;
         let key = lock_name.unwrap_or_else(|| config.scope.into_key(path));
-        match token {
-            Some(token) => Ok(Decision::Admit { key, token }),
-            None if config.allow_unfenced_writes => Ok(Decision::Pass),
-            None => Err(Refusal::MissingToken { resource: key }),
+        let Some(token) = token else {
+            return if config.allow_unfenced_writes {
+                Ok(Decision::Pass)
+            } else {
+                Err(Refusal::MissingToken { resource: key })
+            };
+        };
+        if config.scope == Scope::Header || reach::is_plain(request) {
+            return Ok(Decision::Admit(Admission::One { key, token }));
+        }
+        let rules = reach::Rules {
+            scope: config.scope,
+            flat_keys: config.flat_keys,
+        };
+        let reached = reach::reach(request, &rules, request.extensions().get()).map_err(
+            |error| match error {
+                ReachError::Path(e) => Refusal::InvalidPath {
+                    detail: e.to_string(),
+                },
+                ReachError::Unfenceable(e) => Refusal::Unfenceable { detail: e.0 },
+            },
+        )?;
+        match <[String; 1]>::try_from(reached.keys) {
+            Ok([key]) => Ok(Decision::Admit(Admission::One { key, token })),
+            Err(keys) => {
+                if config.fences.is_shared() {
+                    return Err(Refusal::Unfenceable {
+                        detail: format!(
+                            "this write changes {} fences at once ({}), which shared fences (--state etcd) cannot admit together yet",
+                            keys.len(),
+                            keys.join(", ")
+                        ),
+                    });
+                }
+                Ok(Decision::Admit(Admission::All {
+                    key: reached.key,
+                    keys,
+                    token,
+                }))
+            }
         }
     }
 }
@@ -152,16 +205,16 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        let (key, token) = match self.decide_logged(&request) {
+        let admission = match self.decide_logged(&request) {
             Ok(Decision::Pass) => return ResponseFuture::passing(self.inner.call(request)),
-            Ok(Decision::Admit { key, token }) => (key, token),
+            Ok(Decision::Admit(admission)) => admission,
             Err(refusal) => return ResponseFuture::refused(refusal),
         };
         // The instance that was polled ready is the one that must be called:
         // take it, and leave a fresh clone behind for the next request.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        self.admitting(key, token, request, inner)
+        self.admitting(admission, request, inner)
     }
 }
 
@@ -184,11 +237,22 @@ impl<S> Fencing<S> {
     {
         match self.decide_logged(&request) {
             Ok(Decision::Pass) => ResponseFuture::passing(self.inner.clone().call(request)),
-            Ok(Decision::Admit { key, token }) => {
-                self.admitting(key, token, request, self.inner.clone())
+            Ok(Decision::Admit(admission)) => {
+                self.admitting(admission, request, self.inner.clone())
             }
             Err(refusal) => ResponseFuture::refused(refusal),
         }
+    }
+
+    /// Whether `request` is an S3 `DeleteObjects` whose listed keys this
+    /// layer must be given (a [`ListedObjects`](reach::ListedObjects) among
+    /// its extensions) before it can admit it: the gateway reads its body
+    /// first.
+    #[cfg(feature = "gateway")]
+    pub(crate) fn needs_listing<B>(&self, request: &Request<B>) -> bool {
+        self.config.scope != Scope::Header
+            && reach::lists_objects_in_body(request)
+            && request.headers().contains_key(&self.config.token_header)
     }
 
     /// [`Fencing::decide`], with a log line for a refusal.
@@ -197,11 +261,10 @@ impl<S> Fencing<S> {
             .inspect_err(|refusal| log_refusal(refusal, request))
     }
 
-    /// Admission of `token` on `key`, then `inner` called with `request`.
+    /// Admission as `admission` says, then `inner` called with `request`.
     fn admitting<ReqBody, ResBody>(
         &self,
-        key: String,
-        token: u64,
+        admission: Admission,
         request: Request<ReqBody>,
         mut inner: S,
     ) -> ResponseFuture<S::Future, ResBody, S::Error>
@@ -215,13 +278,22 @@ impl<S> Fencing<S> {
         let config = Arc::clone(&self.config);
         let client = self.client;
         ResponseFuture::admitting(Box::pin(async move {
-            let admitted = config
-                .fences
-                .admit_checked(&key, token, client, config.issuer.as_deref())
-                .await;
+            let issuer = config.issuer.as_deref();
+            let admitted = match admission {
+                Admission::One { key, token } => config
+                    .fences
+                    .admit_checked(&key, token, client, issuer)
+                    .await
+                    .map_err(|error| (key, token, error)),
+                Admission::All { keys, token, .. } => config
+                    .fences
+                    .admit_all(&keys, token, client, issuer)
+                    .await
+                    .map_err(|refused| (refused.resource, token, refused.error)),
+            };
             let in_flight = match admitted {
                 Ok(in_flight) => in_flight,
-                Err(error) => {
+                Err((key, token, error)) => {
                     let refusal = match error {
                         AdmitError::Stale(stale) => Refusal::Stale {
                             resource: key,
@@ -320,7 +392,9 @@ fn log_refusal<B>(refusal: &Refusal, request: &Request<B>) {
             resource = resource.as_str(),
             "refused write without a token"
         ),
-        Refusal::InvalidToken { detail } | Refusal::InvalidPath { detail } => {
+        Refusal::InvalidToken { detail }
+        | Refusal::InvalidPath { detail }
+        | Refusal::Unfenceable { detail } => {
             tracing::info!(
                 error = refusal.code(),
                 method,

@@ -107,6 +107,11 @@ pub struct Cli {
     )]
     pub scope: Scope,
 
+    /// The store has no collections (S3, GCS, Azure Blob): a DELETE changes
+    /// only its own key, never everything under its path.
+    #[arg(long, env = "FENCEGATE_FLAT_KEYS")]
+    pub flat_keys: bool,
+
     /// Forward writes that carry no token instead of refusing them with 428.
     #[arg(long, env = "FENCEGATE_ALLOW_UNFENCED_WRITES")]
     pub allow_unfenced_writes: bool,
@@ -257,6 +262,7 @@ impl Cli {
             token_header: self.token_header.clone(),
             scope: self.scope,
             allow_unfenced_writes: self.allow_unfenced_writes,
+            flat_keys: self.flat_keys,
             upstream_timeout: self.upstream_timeout,
             upstream_idle_timeout: self.upstream_idle_timeout,
             upstream_ca: self.upstream_ca.clone(),

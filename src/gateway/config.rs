@@ -48,6 +48,9 @@ pub struct Config {
     pub scope: Scope,
     /// Forward writes without a token instead of refusing them (428).
     pub allow_unfenced_writes: bool,
+    /// The store has no collections: no write is fenced over everything
+    /// under its path (`--flat-keys`).
+    pub flat_keys: bool,
     /// From the moment a request has been sent in full to its response
     /// headers; and the longest pause between two bytes of a response body.
     /// Also bounds connecting (TLS handshake included) to the backend.
@@ -86,6 +89,7 @@ impl Default for Config {
             token_header: TOKEN_HEADER,
             scope: Scope::Path,
             allow_unfenced_writes: false,
+            flat_keys: false,
             upstream_timeout: Duration::from_secs(30),
             upstream_idle_timeout: Duration::from_secs(4),
             upstream_ca: None,

@@ -31,8 +31,10 @@ use super::activity::{Activity, Busy};
 use super::body_timeout::{BoxError, Side, StallTimeout};
 use super::metrics::Metrics;
 use super::outcome::Outcome;
-use super::proxy::{refuse_unproxyable, Proxy};
-use crate::fencing::{Fencing, FencingLayer, ResponseBody};
+use super::proxy::{close_after, gateway_error, refuse_unproxyable, Proxy};
+use crate::fencing::{refusal_response, Fencing, FencingLayer, ResponseBody, ResponseFuture};
+use crate::reach;
+use crate::refusal::Refusal;
 
 /// Makes one [`Connection`] service per accepted connection.
 #[derive(Debug, Clone)]
@@ -149,6 +151,12 @@ impl hyper::service::Service<Request<Incoming>> for Connection {
             Some(refusal) => Stage::Refused {
                 response: Some(refusal),
             },
+            None if shared.inner.needs_listing(&request) => Stage::Fencing {
+                future: ResponseFuture::admitting(Box::pin(read_listing(
+                    Arc::clone(shared),
+                    request,
+                ))),
+            },
             // `Proxy` is always ready (its `poll_ready` returns `Ready` at once).
             None => Stage::Fencing {
                 future: shared.inner.call_ready(request),
@@ -163,6 +171,53 @@ impl hyper::service::Service<Request<Incoming>> for Connection {
             stage,
         }
     }
+}
+
+/// An S3 `DeleteObjects`: reads its body (at most
+/// [`MAX_LISTING_BYTES`](crate::reach::MAX_LISTING_BYTES)), hands the keys
+/// it lists to the fencing layer, and forwards the body unchanged (so
+/// `Content-MD5` and checksums still verify at the backend).
+async fn read_listing(
+    shared: Arc<ConnectionShared>,
+    request: Request<Body>,
+) -> Result<Response<ResponseBody<Body>>, Infallible> {
+    let (parts, body) = request.into_parts();
+    let limited = http_body_util::Limited::new(body, reach::MAX_LISTING_BYTES);
+    let body = match http_body_util::BodyExt::collect(limited).await {
+        Ok(collected) => collected.to_bytes(),
+        Err(error) => {
+            let refused = if error.is::<http_body_util::LengthLimitError>() {
+                let refusal = Refusal::Unfenceable {
+                    detail: format!(
+                        "the DeleteObjects body is above {} bytes",
+                        reach::MAX_LISTING_BYTES
+                    ),
+                };
+                refusal_response(&refusal)
+            } else {
+                let response = close_after(gateway_error(
+                    http::StatusCode::BAD_REQUEST,
+                    "client_body_error",
+                    &format!("the request body could not be read: {error}"),
+                    Outcome::ClientError,
+                ));
+                response.map(|body| ResponseBody::inner(body, None))
+            };
+            return Ok(refused);
+        }
+    };
+    let listed = match reach::listed_objects(&body) {
+        Ok(listed) => listed,
+        Err(unfenceable) => {
+            let refusal = Refusal::Unfenceable {
+                detail: unfenceable.0,
+            };
+            return Ok(refusal_response(&refusal));
+        }
+    };
+    let mut request = Request::from_parts(parts, Body::from(body));
+    request.extensions_mut().insert(listed);
+    shared.inner.call_ready(request).await
 }
 
 /// The most of an unwanted request body that is read and thrown away.

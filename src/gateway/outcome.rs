@@ -20,6 +20,8 @@ pub(crate) enum Outcome {
     InvalidToken,
     /// 400: a path that escapes the root or is not UTF-8.
     InvalidPath,
+    /// 400: a write that changes objects the gateway cannot determine.
+    UnfenceableWrite,
     /// 503: the raise could not be made durable.
     FenceStoreUnavailable,
     /// 403: the token's issuer never handed it out.
@@ -37,12 +39,13 @@ pub(crate) enum Outcome {
 
 impl Outcome {
     /// Every outcome, in the order `/metrics` lists them.
-    pub(crate) const ALL: [Outcome; 11] = [
+    pub(crate) const ALL: [Outcome; 12] = [
         Outcome::Forwarded,
         Outcome::StaleToken,
         Outcome::MissingToken,
         Outcome::InvalidToken,
         Outcome::InvalidPath,
+        Outcome::UnfenceableWrite,
         Outcome::FenceStoreUnavailable,
         Outcome::TokenNotIssued,
         Outcome::TokenIssuerUnavailable,
@@ -59,6 +62,7 @@ impl Outcome {
             Outcome::MissingToken => "missing_token",
             Outcome::InvalidToken => "invalid_token",
             Outcome::InvalidPath => "invalid_path",
+            Outcome::UnfenceableWrite => "unfenceable_write",
             Outcome::FenceStoreUnavailable => "fence_store_unavailable",
             Outcome::TokenNotIssued => "token_not_issued",
             Outcome::TokenIssuerUnavailable => "token_issuer_unavailable",
@@ -73,6 +77,7 @@ impl Outcome {
         match refusal {
             Refusal::InvalidToken { .. } => Outcome::InvalidToken,
             Refusal::InvalidPath { .. } => Outcome::InvalidPath,
+            Refusal::Unfenceable { .. } => Outcome::UnfenceableWrite,
             Refusal::MissingToken { .. } => Outcome::MissingToken,
             Refusal::Stale { .. } => Outcome::StaleToken,
             Refusal::StoreUnavailable { .. } => Outcome::FenceStoreUnavailable,

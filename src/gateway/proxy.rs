@@ -426,7 +426,7 @@ fn demands_upgrade(headers: &http::HeaderMap) -> bool {
 
 /// A JSON answer made by the gateway, as `Response<Body>`, marked with its
 /// outcome.
-fn gateway_error(
+pub(super) fn gateway_error(
     status: StatusCode,
     error: &str,
     detail: &str,
@@ -439,7 +439,7 @@ fn gateway_error(
 
 /// Asks the server to close the client connection after this answer: the
 /// rest of a request body that failed cannot be told from the next request.
-fn close_after(mut response: Response<Body>) -> Response<Body> {
+pub(super) fn close_after(mut response: Response<Body>) -> Response<Body> {
     response
         .headers_mut()
         .insert(CONNECTION, HeaderValue::from_static("close"));

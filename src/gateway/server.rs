@@ -219,7 +219,8 @@ impl Gateway {
         let mut fencing = FencingLayer::new(fences.clone())
             .token_header(config.token_header.clone())
             .scope(config.scope)
-            .allow_unfenced_writes(config.allow_unfenced_writes);
+            .allow_unfenced_writes(config.allow_unfenced_writes)
+            .flat_keys(config.flat_keys);
         if let Some(issuer) = &issuer {
             fencing = fencing.token_issuer(issuer.clone());
         }

@@ -1,0 +1,789 @@
+//! Step 2b of the data path: every object a write changes, when that is more
+//! than the one its path names.
+//!
+//! A fence guards nothing if a write can change its object without naming
+//! it. Some writes do: a WebDAV `MOVE` or `COPY` overwrites its
+//! `Destination`, a collection `DELETE` removes everything under its path,
+//! an S3 `DeleteObjects` removes the keys listed in its body, and Google
+//! Cloud Storage's JSON API names objects in the query or in a path of its
+//! own. [`reach`] lists the fence keys of every object such a write can
+//! change, so that the request is admitted on all of them at once
+//! ([`Fences::admit_all`](crate::Fences::admit_all)); a write that is
+//! recognised as reaching beyond its path but cannot be read is refused
+//! ([`Unfenceable`], 400 `unfenceable_write`) and never forwarded.
+//!
+//! A collection is fenced by a *subtree key* ([`subtree_key`]): `/dav/dir/`
+//! stands for everything under `/dav/dir`.
+//!
+//! | request | keys |
+//! |---|---|
+//! | `PUT /dav/a` (and every other write, by default) | `/dav/a` |
+//! | `DELETE /dav/dir` | `/dav/dir`, `/dav/dir/` (none but the first with flat keys) |
+//! | `COPY /dav/a`, `Destination: /dav/b` | `/dav/a`, `/dav/b`, `/dav/b/` (`Depth: 0`: not the last) |
+//! | `MOVE /dav/a`, `Destination: /dav/b` | `/dav/a`, `/dav/a/`, `/dav/b`, `/dav/b/` |
+//! | `PROPPATCH /dav/dir`, `Depth: 1` or `infinity` | `/dav/dir`, `/dav/dir/` |
+//! | `POST /bkt?delete` listing `x` and `y/z` | `/bkt/x`, `/bkt/y/z` |
+//! | `POST /upload/storage/v1/b/bkt/o?name=x%2Fy` | `/bkt/x/y` |
+//! | `DELETE /storage/v1/b/bkt/o/x%2Fy` | `/bkt/x/y` |
+//! | `POST /storage/v1/b/bkt/o/x/copyTo/b/bkt2/o/y` | `/bkt/x`, `/bkt2/y` |
+//!
+//! ```
+//! use fencegate::reach::{reach, Rules};
+//! use fencegate::Scope;
+//! use http::Request;
+//!
+//! let rules = Rules { scope: Scope::Path, flat_keys: false };
+//! let moving = Request::builder()
+//!     .method("MOVE")
+//!     .uri("/dav/tmp")
+//!     .header("host", "gateway:8080")
+//!     .header("destination", "http://gateway:8080/dav/report")
+//!     .body(())
+//!     .unwrap();
+//! let reached = reach(&moving, &rules, None).unwrap();
+//! assert_eq!(reached.key, "/dav/tmp");
+//! assert_eq!(reached.keys, ["/dav/report", "/dav/report/", "/dav/tmp", "/dav/tmp/"]);
+//! ```
+
+use http::header::{HeaderName, CONTENT_TYPE, HOST};
+use http::{HeaderMap, Method, Request, Uri};
+
+use crate::key::{normalize_path, subtree_key, PathError, Scope};
+
+/// The header naming the target of a WebDAV `COPY` or `MOVE`.
+pub const DESTINATION: HeaderName = HeaderName::from_static("destination");
+
+/// The header saying how deep a WebDAV method acts on a collection.
+pub const DEPTH: HeaderName = HeaderName::from_static("depth");
+
+/// The most keys an S3 `DeleteObjects` may list.
+pub const MAX_LISTED_OBJECTS: usize = 1000;
+
+/// The largest `DeleteObjects` body read (S3 allows 1,000 keys of at most
+/// 1,024 bytes each, and their XML).
+pub const MAX_LISTING_BYTES: usize = 2 * 1024 * 1024;
+
+/// How requests map to fence keys: what [`reach`] needs of the layer's
+/// configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Rules {
+    /// The fence key scope.
+    pub scope: Scope,
+    /// The store has no collections (S3, GCS, Azure): no write acts on
+    /// everything under its path (`--flat-keys`).
+    pub flat_keys: bool,
+}
+
+/// A write that reaches beyond its path in a way the gateway cannot read:
+/// 400 `unfenceable_write`, never forwarded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Unfenceable(pub String);
+
+/// Why [`reach`] found no keys.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReachError {
+    /// A path (the request's, a `Destination`'s, an object name's) does not
+    /// normalise: 400 `invalid_path`.
+    #[error(transparent)]
+    Path(#[from] PathError),
+    /// 400 `unfenceable_write`.
+    #[error(transparent)]
+    Unfenceable(#[from] Unfenceable),
+}
+
+/// The object keys an S3 `DeleteObjects` request lists in its body, as read
+/// by whoever could read the body before the fencing layer (the gateway
+/// does): put it in the request's extensions. Without it such a request is
+/// refused as [`Unfenceable`]. See [`listed_objects`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedObjects(pub Vec<String>);
+
+/// What [`reach`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reached {
+    /// The key of the request's own path (of the object a JSON API request
+    /// names): the one logs name.
+    pub key: String,
+    /// Every key the request must be admitted on, sorted: its own, but for
+    /// an S3 `DeleteObjects`, whose keys are only those it lists.
+    pub keys: Vec<String>,
+}
+
+/// Whether `request` is certainly a write (or fenced read) of the one
+/// object its path names, which is most requests: then [`reach`] would
+/// find nothing more, and need not be asked. Reads the method, the start of
+/// the path, and for `POST` the query and `Content-Type`.
+pub fn is_plain<B>(request: &Request<B>) -> bool {
+    let path = request.uri().path();
+    if is_gcs_api(path) {
+        return false;
+    }
+    match request.method().as_str() {
+        "DELETE" | "COPY" | "MOVE" | "PROPPATCH" => false,
+        "POST" => !lists_objects(request.uri()) && !is_form(request.headers()),
+        _ => true,
+    }
+}
+
+/// Every fence key a write (or fenced read) of `request` changes or reads,
+/// in path and `prefix:N` scope (in `header` scope the lock name is the
+/// only key: do not ask). `listed` holds the keys of an S3 `DeleteObjects` read from
+/// its body.
+pub fn reach<B>(
+    request: &Request<B>,
+    rules: &Rules,
+    listed: Option<&ListedObjects>,
+) -> Result<Reached, ReachError> {
+    let mut keys = Vec::new();
+    let method = request.method();
+    let uri = request.uri();
+    let headers = request.headers();
+    let write = !matches!(
+        method.as_str(),
+        "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PROPFIND"
+    );
+    let own = match gcs_objects(uri, write)? {
+        Some(GcsObjects { object, copy_to }) => {
+            if let Some(destination) = copy_to {
+                keys.push(rules.scope.key_for_path(&destination));
+            }
+            object
+        }
+        None => normalize_path(uri.path())?,
+    };
+    let subtree = |path: &str| -> Option<String> {
+        let applies = !rules.flat_keys
+            && match rules.scope {
+                Scope::Path => true,
+                // Only a path shorter than the prefix has keys under it.
+                Scope::Prefix(n) => path.matches('/').count() < n.get() || path == "/",
+                Scope::Header => false,
+            };
+        applies.then(|| subtree_key(path))
+    };
+    match method.as_str() {
+        "DELETE" => keys.extend(subtree(&own)),
+        "COPY" | "MOVE" => {
+            let depth = depth(headers)?;
+            let destination = destination(request)?;
+            keys.push(rules.scope.key_for_path(&destination));
+            // RFC 4918: a MOVE of a collection acts as `Depth: infinity`,
+            // and a COPY without Depth too.
+            if method == "MOVE" {
+                keys.extend(subtree(&own));
+                keys.extend(subtree(&destination));
+            } else if depth != Some(Depth::Zero) {
+                keys.extend(subtree(&destination));
+            }
+        }
+        "PROPPATCH" => {
+            if depth(headers)?.is_some_and(|depth| depth != Depth::Zero) {
+                keys.extend(subtree(&own));
+            }
+        }
+        "POST" if lists_objects(uri) => {
+            let Some(ListedObjects(listed)) = listed else {
+                return Err(Unfenceable(
+                    "an S3 DeleteObjects names its keys in its body, which the fencing layer was not given".into(),
+                )
+                .into());
+            };
+            let base = if own == "/" { "" } else { own.as_str() };
+            for object in listed {
+                let path = normalize_decoded(&format!("{base}/{object}"))?;
+                keys.push(rules.scope.key_for_path(&path));
+            }
+            keys.sort_unstable();
+            keys.dedup();
+            return Ok(Reached {
+                key: rules.scope.key_for_path(&own),
+                keys,
+            });
+        }
+        "POST" if is_form_upload(headers, &own) => {
+            return Err(Unfenceable(
+                "an S3 POST-policy form upload names its key in the form body, which the gateway does not read: upload with PUT".into(),
+            )
+            .into());
+        }
+        _ => {}
+    }
+    if method == "DELETE" {
+        // Validated for every WebDAV method that takes one, so that a
+        // value the store would read differently is never forwarded.
+        depth(headers)?;
+    }
+    let key = rules.scope.key_for_path(&own);
+    keys.push(key.clone());
+    keys.sort_unstable();
+    keys.dedup();
+    Ok(Reached { key, keys })
+}
+
+/// Whether `request` is an S3 `DeleteObjects` (`POST /bucket?delete`),
+/// whose keys are in its body: read them with [`listed_objects`] and put a
+/// [`ListedObjects`] in the request's extensions before the fencing layer.
+pub fn lists_objects_in_body<B>(request: &Request<B>) -> bool {
+    request.method() == Method::POST && lists_objects(request.uri())
+}
+
+fn lists_objects(uri: &Uri) -> bool {
+    uri.query()
+        .is_some_and(|query| query_values(query, "delete").is_some_and(|values| !values.is_empty()))
+}
+
+/// The object keys of an S3 `DeleteObjects` body
+/// (`<Delete><Object><Key>k</Key></Object>...</Delete>`), at most
+/// [`MAX_LISTED_OBJECTS`].
+///
+/// ```
+/// let body = br#"<?xml version="1.0"?><Delete xmlns="http://s3.amazonaws.com/doc/2006-03-01/">
+///   <Object><Key>a &amp; b</Key></Object><Object><Key>c/d</Key><VersionId>3</VersionId></Object>
+///   <Quiet>true</Quiet></Delete>"#;
+/// let listed = fencegate::reach::listed_objects(body).unwrap();
+/// assert_eq!(listed.0, ["a & b", "c/d"]);
+/// assert!(fencegate::reach::listed_objects(b"<Delete><Object/></Delete>").is_err());
+/// ```
+pub fn listed_objects(body: &[u8]) -> Result<ListedObjects, Unfenceable> {
+    let bad = |why: String| Unfenceable(format!("the DeleteObjects body cannot be read: {why}"));
+    let text = std::str::from_utf8(body).map_err(|_| bad("not UTF-8".into()))?;
+    let document = roxmltree::Document::parse(text).map_err(|e| bad(e.to_string()))?;
+    let root = document.root_element();
+    if root.tag_name().name() != "Delete" {
+        return Err(bad(format!(
+            "the root element is <{}>",
+            root.tag_name().name()
+        )));
+    }
+    let mut keys = Vec::new();
+    for object in root.children().filter(|node| node.is_element()) {
+        match object.tag_name().name() {
+            "Quiet" => continue,
+            "Object" => {}
+            other => return Err(bad(format!("unexpected <{other}> in <Delete>"))),
+        }
+        let mut key = None;
+        for field in object.children().filter(|node| node.is_element()) {
+            if field.tag_name().name() == "Key" {
+                if key.is_some() {
+                    return Err(bad("an <Object> with two <Key>s".into()));
+                }
+                key = Some(field.text().unwrap_or_default().to_owned());
+            }
+        }
+        let key = key.ok_or_else(|| bad("an <Object> without <Key>".into()))?;
+        if key.is_empty() {
+            return Err(bad("an empty <Key>".into()));
+        }
+        keys.push(key);
+        if keys.len() > MAX_LISTED_OBJECTS {
+            return Err(bad(format!("more than {MAX_LISTED_OBJECTS} keys")));
+        }
+    }
+    if keys.is_empty() {
+        return Err(bad("no <Object>".into()));
+    }
+    Ok(ListedObjects(keys))
+}
+
+/// An S3 POST-policy upload: a form posted to a bucket (or, virtual-hosted,
+/// to the root).
+fn is_form_upload(headers: &HeaderMap, path: &str) -> bool {
+    is_form(headers) && path.matches('/').count() <= 1
+}
+
+fn is_form(headers: &HeaderMap) -> bool {
+    headers.get(CONTENT_TYPE).is_some_and(|value| {
+        value
+            .as_bytes()
+            .get(..19)
+            .is_some_and(|start| start.eq_ignore_ascii_case(b"multipart/form-data"))
+    })
+}
+
+/// Whether `path` is in one of the JSON API's trees (checked before
+/// anything else is done with it: most paths fail at the first bytes).
+fn is_gcs_api(path: &str) -> bool {
+    [
+        "/storage/v1/",
+        "/upload/storage/v1/",
+        "/download/storage/v1/",
+        "/batch/storage/v1",
+    ]
+    .iter()
+    .any(|tree| path.starts_with(tree))
+}
+
+/// A `Depth` value (RFC 4918 §10.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Depth {
+    Zero,
+    One,
+    Infinity,
+}
+
+fn depth(headers: &HeaderMap) -> Result<Option<Depth>, Unfenceable> {
+    let mut values = headers.get_all(DEPTH).iter();
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(Unfenceable("Depth appears more than once".into()));
+    }
+    let value = value.to_str().unwrap_or_default().trim();
+    match value {
+        "0" => Ok(Some(Depth::Zero)),
+        "1" => Ok(Some(Depth::One)),
+        _ if value.eq_ignore_ascii_case("infinity") => Ok(Some(Depth::Infinity)),
+        _ => Err(Unfenceable(format!(
+            "Depth must be 0, 1 or infinity, not {value:?}"
+        ))),
+    }
+}
+
+/// The normalised path of a `COPY` or `MOVE`'s `Destination`: an absolute
+/// URI on the request's own authority, or an absolute path.
+fn destination<B>(request: &Request<B>) -> Result<String, ReachError> {
+    let mut values = request.headers().get_all(DESTINATION).iter();
+    let Some(value) = values.next() else {
+        return Err(Unfenceable(format!("{} without Destination", request.method())).into());
+    };
+    if values.next().is_some() {
+        return Err(Unfenceable("Destination appears more than once".into()).into());
+    }
+    let value = value
+        .to_str()
+        .map_err(|_| Unfenceable("Destination is not ASCII".into()))?;
+    if value.contains('#') {
+        return Err(Unfenceable("Destination holds a fragment".into()).into());
+    }
+    let uri: Uri = value
+        .parse()
+        .map_err(|_| Unfenceable(format!("Destination {value:?} is not a URI")))?;
+    if let Some(authority) = uri.authority() {
+        let default_port = match uri.scheme_str() {
+            Some(scheme) if scheme.eq_ignore_ascii_case("http") => 80,
+            Some(scheme) if scheme.eq_ignore_ascii_case("https") => 443,
+            _ => {
+                return Err(
+                    Unfenceable(format!("Destination {value:?} is neither http nor https")).into(),
+                )
+            }
+        };
+        let own = own_authority(request)
+            .ok_or_else(|| Unfenceable("a Destination URI, and the request has no host".into()))?;
+        if !same_authority(authority.as_str(), default_port, own) {
+            return Err(Unfenceable(format!(
+                "Destination {value:?} names another authority than the request's ({own}): the gateway fences only its own"
+            ))
+            .into());
+        }
+    } else if !value.starts_with('/') {
+        return Err(Unfenceable(format!(
+            "Destination {value:?} is not an absolute URI or path"
+        ))
+        .into());
+    }
+    Ok(normalize_path(uri.path())?)
+}
+
+/// The authority the client addressed: the URI's (absolute form), else `Host`.
+fn own_authority<B>(request: &Request<B>) -> Option<&str> {
+    match request.uri().authority() {
+        Some(authority) => Some(authority.as_str()),
+        None => request.headers().get(HOST)?.to_str().ok(),
+    }
+}
+
+/// Whether `destination` (with its scheme's `default_port`) and the
+/// request's `own` authority name one server: host names compared without
+/// case or a trailing dot, an absent port equal to the default one.
+fn same_authority(destination: &str, default_port: u16, own: &str) -> bool {
+    let split = |authority: &str| -> (String, Option<u16>) {
+        let authority = authority.rsplit('@').next().unwrap_or(authority);
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((host, port)) if !port.contains(']') => (host, port.parse().ok()),
+            _ => (authority, None),
+        };
+        (host.trim_end_matches('.').to_ascii_lowercase(), port)
+    };
+    let (dest_host, dest_port) = split(destination);
+    let (own_host, own_port) = split(own);
+    dest_host == own_host && dest_port.unwrap_or(default_port) == own_port.unwrap_or(default_port)
+}
+
+/// What a Google Cloud Storage JSON API request names.
+struct GcsObjects {
+    /// The object the request acts on, as the XML API's path `/bucket/name`.
+    object: String,
+    /// The destination of a `copyTo` or `rewriteTo`.
+    copy_to: Option<String>,
+}
+
+/// Maps the JSON API's spellings of an object to the XML API's path
+/// (`/bucket/name`), so that all three share one fence; `None` for a
+/// request that is not a JSON API object request.
+fn gcs_objects(uri: &Uri, write: bool) -> Result<Option<GcsObjects>, ReachError> {
+    let raw = uri.path();
+    if !is_gcs_api(raw) {
+        return Ok(None);
+    }
+    let segments: Vec<&str> = raw.split('/').skip(1).collect();
+    let refuse = |why: &str| -> Result<Option<GcsObjects>, ReachError> {
+        if write {
+            Err(Unfenceable(format!("Google Cloud Storage JSON API: {why}")).into())
+        } else {
+            Ok(None)
+        }
+    };
+    let object = |bucket: &str, name: &str| -> Result<String, ReachError> {
+        let bucket = decode(bucket)?;
+        let name = decode(name)?;
+        Ok(normalize_decoded(&format!("/{bucket}/{name}"))?)
+    };
+    match segments.as_slice() {
+        ["batch", "storage", "v1", ..] => refuse("a batch request names its objects in its body"),
+        ["storage", "v1", "b", bucket, "o"] | ["upload", "storage", "v1", "b", bucket, "o"] => {
+            let query = uri.query().unwrap_or_default();
+            if query_values(query, "upload_id").is_some() {
+                return refuse(
+                    "a resumable upload session names its object when it starts, not in this request",
+                );
+            }
+            match query_values(query, "name").as_deref() {
+                Some([name]) => Ok(Some(GcsObjects {
+                    object: object(bucket, &percent_encode(name))?,
+                    copy_to: None,
+                })),
+                Some(_) => refuse("name appears more than once"),
+                None if write => refuse("an upload without ?name= names its object in its body"),
+                None => Ok(None),
+            }
+        }
+        ["storage", "v1", "b", bucket, "o", name, rest @ ..]
+        | ["download", "storage", "v1", "b", bucket, "o", name, rest @ ..] => {
+            let copy_to = match rest {
+                [] | ["acl"] | ["acl", _] | ["compose"] => None,
+                ["copyTo" | "rewriteTo", "b", to_bucket, "o", to_name] => {
+                    Some(object(to_bucket, to_name)?)
+                }
+                _ => return refuse(&format!("unknown object sub-resource /{}", rest.join("/"))),
+            };
+            Ok(Some(GcsObjects {
+                object: object(bucket, name)?,
+                copy_to,
+            }))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// The values of `name` in a query string (form-decoded), if it appears.
+fn query_values(query: &str, name: &str) -> Option<Vec<String>> {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query).ok()?;
+    let values: Vec<String> = pairs
+        .into_iter()
+        .filter(|(key, _)| key == name)
+        .map(|(_, value)| value)
+        .collect();
+    (!values.is_empty()).then_some(values)
+}
+
+/// Percent-decodes one path segment (a JSON API object name encodes its
+/// `/` as `%2F`).
+fn decode(segment: &str) -> Result<String, PathError> {
+    percent_encoding::percent_decode_str(segment)
+        .decode_utf8()
+        .map(|decoded| decoded.into_owned())
+        .map_err(|_| PathError::NotUtf8)
+}
+
+/// Encodes the one character [`decode`] would read differently in a name
+/// that was already decoded (from the query).
+fn percent_encode(name: &str) -> String {
+    name.replace('%', "%25")
+}
+
+/// [`normalize_path`] of a path that is already percent-decoded (an S3
+/// key, a decoded object name): `%` is a plain character in it.
+fn normalize_decoded(path: &str) -> Result<String, PathError> {
+    normalize_path(&percent_encode(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(
+        method: &str,
+        uri: &str,
+        headers: &[(&str, &str)],
+        rules: Rules,
+    ) -> Result<Vec<String>, ReachError> {
+        let mut request = Request::builder().method(method).uri(uri);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        reach(&request.body(()).unwrap(), &rules, None).map(|reached| reached.keys)
+    }
+
+    const PATH: Rules = Rules {
+        scope: Scope::Path,
+        flat_keys: false,
+    };
+
+    #[test]
+    fn destinations_normalise_like_paths() {
+        let host = ("host", "GW:8080");
+        for destination in [
+            "/dav/b",
+            "http://gw:8080/dav/b",
+            "http://GW:8080/dav/./x/../b/",
+            "http://gw.:8080//dav/%62?q=1",
+        ] {
+            let found = keys(
+                "COPY",
+                "/dav/a",
+                &[host, ("destination", destination), ("depth", "0")],
+                PATH,
+            );
+            assert_eq!(found.unwrap(), ["/dav/a", "/dav/b"], "{destination}");
+        }
+        // Default ports fold.
+        let found = keys(
+            "COPY",
+            "/a",
+            &[
+                ("host", "gw"),
+                ("destination", "http://gw:80/b"),
+                ("depth", "0"),
+            ],
+            PATH,
+        );
+        assert_eq!(found.unwrap(), ["/a", "/b"]);
+        let found = keys(
+            "COPY",
+            "/a",
+            &[
+                ("host", "gw:443"),
+                ("destination", "https://gw/b"),
+                ("depth", "0"),
+            ],
+            PATH,
+        );
+        assert_eq!(found.unwrap(), ["/a", "/b"]);
+        for bad in [
+            "http://elsewhere:8080/dav/b",
+            "http://gw:8081/dav/b",
+            "ftp://gw:8080/dav/b",
+            "dav/b",
+            "/dav/b#frag",
+        ] {
+            let found = keys("MOVE", "/dav/a", &[host, ("destination", bad)], PATH);
+            assert!(
+                matches!(found, Err(ReachError::Unfenceable(_))),
+                "{bad}: {found:?}"
+            );
+        }
+        assert!(matches!(
+            keys("MOVE", "/dav/a", &[host], PATH),
+            Err(ReachError::Unfenceable(_))
+        ));
+        assert_eq!(
+            keys("MOVE", "/dav/a", &[host, ("destination", "/../x")], PATH),
+            Err(ReachError::Path(PathError::EscapesRoot))
+        );
+    }
+
+    #[test]
+    fn collections_by_method_depth_and_scope() {
+        let found = |method: &str, depth: Option<&str>, rules: Rules| {
+            let mut headers = vec![("destination", "/d/b")];
+            headers.extend(depth.map(|depth| ("depth", depth)));
+            keys(method, "/d/a", &headers, rules)
+        };
+        assert_eq!(found("DELETE", None, PATH).unwrap(), ["/d/a", "/d/a/"]);
+        assert_eq!(
+            found("MOVE", Some("0"), PATH).unwrap(),
+            ["/d/a", "/d/a/", "/d/b", "/d/b/"]
+        );
+        assert_eq!(
+            found("COPY", None, PATH).unwrap(),
+            ["/d/a", "/d/b", "/d/b/"]
+        );
+        assert_eq!(
+            found("COPY", Some("infinity"), PATH).unwrap(),
+            ["/d/a", "/d/b", "/d/b/"]
+        );
+        assert_eq!(found("COPY", Some("0"), PATH).unwrap(), ["/d/a", "/d/b"]);
+        assert_eq!(found("PROPPATCH", None, PATH).unwrap(), ["/d/a"]);
+        assert_eq!(
+            found("PROPPATCH", Some("1"), PATH).unwrap(),
+            ["/d/a", "/d/a/"]
+        );
+        assert_eq!(found("PUT", None, PATH).unwrap(), ["/d/a"]);
+        assert_eq!(found("MKCOL", None, PATH).unwrap(), ["/d/a"]);
+        assert!(matches!(
+            found("DELETE", Some("bogus"), PATH),
+            Err(ReachError::Unfenceable(_))
+        ));
+        let flat = Rules {
+            flat_keys: true,
+            ..PATH
+        };
+        assert_eq!(found("DELETE", None, flat).unwrap(), ["/d/a"]);
+        assert_eq!(found("MOVE", None, flat).unwrap(), ["/d/a", "/d/b"]);
+        // prefix:N: only a path shorter than N segments has keys under it.
+        let prefix2 = Rules {
+            scope: "prefix:2".parse().unwrap(),
+            flat_keys: false,
+        };
+        assert_eq!(found("DELETE", None, prefix2).unwrap(), ["/d/a"]);
+        assert_eq!(keys("DELETE", "/d", &[], prefix2).unwrap(), ["/d", "/d/"]);
+        let prefix1 = Rules {
+            scope: "prefix:1".parse().unwrap(),
+            flat_keys: false,
+        };
+        assert_eq!(found("MOVE", None, prefix1).unwrap(), ["/d"]);
+        assert_eq!(keys("DELETE", "/", &[], PATH).unwrap(), ["/", "//"]);
+    }
+
+    #[test]
+    fn delete_objects_lists_its_keys() {
+        let request = Request::post("/bkt?delete").body(()).unwrap();
+        assert!(lists_objects_in_body(&request));
+        assert!(!lists_objects_in_body(
+            &Request::post("/bkt?deleted").body(()).unwrap()
+        ));
+        assert!(!lists_objects_in_body(
+            &Request::put("/bkt?delete").body(()).unwrap()
+        ));
+        assert!(matches!(
+            reach(&request, &PATH, None),
+            Err(ReachError::Unfenceable(_))
+        ));
+        let listed = ListedObjects(vec!["a".into(), "b/../c".into(), "x%41".into(), "a".into()]);
+        let reached = reach(&request, &PATH, Some(&listed)).unwrap();
+        assert_eq!(reached.keys, ["/bkt/a", "/bkt/c", "/bkt/x%41"]);
+        assert_eq!(reached.key, "/bkt");
+        let root = Request::post("/?delete").body(()).unwrap();
+        assert_eq!(
+            reach(&root, &PATH, Some(&listed)).unwrap().keys,
+            ["/a", "/c", "/x%41"]
+        );
+        let escaping = ListedObjects(vec!["../../x".into()]);
+        assert!(matches!(
+            reach(&request, &PATH, Some(&escaping)),
+            Err(ReachError::Path(_))
+        ));
+        for bad in [
+            &b"<Delete><Object><Key></Key></Object></Delete>"[..],
+            b"<Delete><Object><Key>a</Key><Key>b</Key></Object></Delete>",
+            b"<Other/>",
+            b"<Delete><Object><Key>a</Key></Object>",
+            b"\xff",
+            b"<Delete><Thing/></Delete>",
+        ] {
+            assert!(
+                listed_objects(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        let many: String = (0..=MAX_LISTED_OBJECTS)
+            .map(|i| format!("<Object><Key>{i}</Key></Object>"))
+            .collect();
+        assert!(listed_objects(format!("<Delete>{many}</Delete>").as_bytes()).is_err());
+        assert!(listed_objects(b"<Delete><Quiet>true</Quiet></Delete>").is_err());
+    }
+
+    #[test]
+    fn form_uploads_to_a_bucket_are_refused() {
+        let form = ("content-type", "multipart/form-data; boundary=x");
+        assert!(matches!(
+            keys("POST", "/bkt", &[form], PATH),
+            Err(ReachError::Unfenceable(_))
+        ));
+        assert!(matches!(
+            keys("POST", "/", &[form], PATH),
+            Err(ReachError::Unfenceable(_))
+        ));
+        assert_eq!(
+            keys("POST", "/api/upload", &[form], PATH).unwrap(),
+            ["/api/upload"]
+        );
+        assert_eq!(keys("POST", "/bkt", &[], PATH).unwrap(), ["/bkt"]);
+    }
+
+    #[test]
+    fn gcs_json_api_names_share_the_xml_api_key() {
+        let xml = keys("PUT", "/bkt/dir/obj", &[], PATH).unwrap();
+        for (method, uri) in [
+            (
+                "POST",
+                "/upload/storage/v1/b/bkt/o?uploadType=media&name=dir%2Fobj",
+            ),
+            (
+                "POST",
+                "/upload/storage/v1/b/bkt/o?uploadType=media&name=dir/obj",
+            ),
+            ("POST", "/storage/v1/b/bkt/o?name=dir%2Fobj"),
+            ("DELETE", "/storage/v1/b/bkt/o/dir%2Fobj"),
+            ("PATCH", "/storage/v1/b/bkt/o/dir%2Fobj"),
+            ("POST", "/storage/v1/b/bkt/o/dir%2Fobj/acl"),
+            ("POST", "/storage/v1/b/bkt/o/dir%2Fobj/compose"),
+            ("GET", "/download/storage/v1/b/bkt/o/dir%2Fobj"),
+        ] {
+            let rules = Rules {
+                flat_keys: true,
+                ..PATH
+            };
+            assert_eq!(
+                keys(method, uri, &[], rules).unwrap(),
+                xml,
+                "{method} {uri}"
+            );
+        }
+        let copy = keys(
+            "POST",
+            "/storage/v1/b/bkt/o/a/rewriteTo/b/other/o/x%2Fy",
+            &[],
+            PATH,
+        )
+        .unwrap();
+        assert_eq!(copy, ["/bkt/a", "/other/x/y"]);
+        // A name with a literal % (from the query) is not decoded twice.
+        let literal = keys(
+            "POST",
+            "/upload/storage/v1/b/bkt/o?name=100%2541",
+            &[],
+            PATH,
+        )
+        .unwrap();
+        assert_eq!(literal, ["/bkt/100%41"]);
+        for (method, uri) in [
+            ("POST", "/upload/storage/v1/b/bkt/o?uploadType=multipart"),
+            (
+                "PUT",
+                "/upload/storage/v1/b/bkt/o?uploadType=resumable&upload_id=xyz",
+            ),
+            ("POST", "/upload/storage/v1/b/bkt/o?name=a&name=b"),
+            ("POST", "/batch/storage/v1"),
+            ("POST", "/storage/v1/b/bkt/o/a/unknownThing"),
+        ] {
+            assert!(
+                matches!(
+                    keys(method, uri, &[], PATH),
+                    Err(ReachError::Unfenceable(_))
+                ),
+                "{method} {uri}"
+            );
+        }
+        // Listing a bucket is no object's read.
+        assert_eq!(
+            keys("GET", "/storage/v1/b/bkt/o", &[], PATH).unwrap(),
+            ["/storage/v1/b/bkt/o"]
+        );
+    }
+}
