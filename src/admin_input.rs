@@ -231,7 +231,10 @@ mod tests {
             write_key("%FF", Scope::Path).unwrap_err().code(),
             "invalid_request"
         );
-        assert!(write_key("%2Fa%2F", Scope::Path).is_err());
+        assert!(write_key("%2Fa%2F%2F", Scope::Path).is_err());
+        assert!(write_key("%2Fa%2F.", Scope::Path).is_err());
+        // A subtree's fence, left by a collection write.
+        assert_eq!(write_key("%2Fa%2F", Scope::Path).unwrap(), "/a/");
         assert_eq!(write_key("jobs-1", Scope::Header).unwrap(), "jobs-1");
     }
 

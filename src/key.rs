@@ -248,7 +248,7 @@ pub fn check_key(key: &str, scope: Scope) -> Result<(), String> {
                     .is_some_and(|rest| rest.split('/').all(|s| !matches!(s, "" | "." | "..")));
             if !normal {
                 return Err(format!(
-                    "{key:?} is not a normalised path (leading /, no empty, . or .. segment, no trailing /)"
+                    "{key:?} is not a normalised path (leading /, no empty, . or .. segment; a trailing / names a subtree's fence)"
                 ));
             }
             if let Scope::Prefix(n) = scope {

@@ -305,14 +305,15 @@ fn is_form(headers: &HeaderMap) -> bool {
 /// Whether `path` is in one of the JSON API's trees (checked before
 /// anything else is done with it: most paths fail at the first bytes).
 fn is_gcs_api(path: &str) -> bool {
-    [
-        "/storage/v1/",
-        "/upload/storage/v1/",
-        "/download/storage/v1/",
-        "/batch/storage/v1",
-    ]
-    .iter()
-    .any(|tree| path.starts_with(tree))
+    matches!(path.as_bytes().get(1), Some(b's' | b'u' | b'd' | b'b'))
+        && [
+            "/storage/v1/",
+            "/upload/storage/v1/",
+            "/download/storage/v1/",
+            "/batch/storage/v1",
+        ]
+        .iter()
+        .any(|tree| path.starts_with(tree))
 }
 
 /// A `Depth` value (RFC 4918 §10.2).
@@ -437,11 +438,15 @@ fn gcs_objects(uri: &Uri, write: bool) -> Result<Option<GcsObjects>, ReachError>
             Ok(None)
         }
     };
-    let object = |bucket: &str, name: &str| -> Result<String, ReachError> {
+    let object = |bucket: &str, name: &str| -> Result<Option<String>, ReachError> {
         let bucket = decode(bucket)?;
         let name = decode(name)?;
-        Ok(normalize_decoded(&format!("/{bucket}/{name}"))?)
+        if bucket.is_empty() || name.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(normalize_decoded(&format!("/{bucket}/{name}"))?))
     };
+    let unnamed = "a bucket or object name is empty";
     match segments.as_slice() {
         ["batch", "storage", "v1", ..] => refuse("a batch request names its objects in its body"),
         ["storage", "v1", "b", bucket, "o"] | ["upload", "storage", "v1", "b", bucket, "o"] => {
@@ -452,10 +457,13 @@ fn gcs_objects(uri: &Uri, write: bool) -> Result<Option<GcsObjects>, ReachError>
                 );
             }
             match query_values(query, "name").as_deref() {
-                Some([name]) => Ok(Some(GcsObjects {
-                    object: object(bucket, &percent_encode(name))?,
-                    copy_to: None,
-                })),
+                Some([name]) => match object(bucket, &percent_encode(name))? {
+                    Some(object) => Ok(Some(GcsObjects {
+                        object,
+                        copy_to: None,
+                    })),
+                    None => refuse(unnamed),
+                },
                 Some(_) => refuse("name appears more than once"),
                 None if write => refuse("an upload without ?name= names its object in its body"),
                 None => Ok(None),
@@ -466,16 +474,22 @@ fn gcs_objects(uri: &Uri, write: bool) -> Result<Option<GcsObjects>, ReachError>
             let copy_to = match rest {
                 [] | ["acl"] | ["acl", _] | ["compose"] => None,
                 ["copyTo" | "rewriteTo", "b", to_bucket, "o", to_name] => {
-                    Some(object(to_bucket, to_name)?)
+                    match object(to_bucket, to_name)? {
+                        Some(destination) => Some(destination),
+                        None => return refuse(unnamed),
+                    }
                 }
                 _ => return refuse(&format!("unknown object sub-resource /{}", rest.join("/"))),
             };
-            Ok(Some(GcsObjects {
-                object: object(bucket, name)?,
-                copy_to,
-            }))
+            match object(bucket, name)? {
+                Some(object) => Ok(Some(GcsObjects { object, copy_to })),
+                None => refuse(unnamed),
+            }
         }
-        _ => Ok(None),
+        // Bucket-level requests (`/storage/v1/b/bkt`, its ACLs) change no
+        // object; anything else in an object tree is unknown.
+        ["storage", "v1", "b", ..] if segments.get(4) != Some(&"o") => Ok(None),
+        _ => refuse(&format!("unknown path {raw}")),
     }
 }
 
@@ -771,6 +785,10 @@ mod tests {
             ("POST", "/upload/storage/v1/b/bkt/o?name=a&name=b"),
             ("POST", "/batch/storage/v1"),
             ("POST", "/storage/v1/b/bkt/o/a/unknownThing"),
+            ("POST", "/storage/v1/b/bkt/o/?name=x"),
+            ("PUT", "/upload/storage/v1/b/bkt/o/x"),
+            ("DELETE", "/storage/v1/b/bkt/o/"),
+            ("POST", "/storage/v1/b/bkt/o/a/copyTo/b/other/o/"),
         ] {
             assert!(
                 matches!(
@@ -780,10 +798,19 @@ mod tests {
                 "{method} {uri}"
             );
         }
-        // Listing a bucket is no object's read.
+        // Listing a bucket is no object's read; a bucket's own requests
+        // change no object.
         assert_eq!(
             keys("GET", "/storage/v1/b/bkt/o", &[], PATH).unwrap(),
             ["/storage/v1/b/bkt/o"]
+        );
+        let flat = Rules {
+            flat_keys: true,
+            ..PATH
+        };
+        assert_eq!(
+            keys("PATCH", "/storage/v1/b/bkt", &[], flat).unwrap(),
+            ["/storage/v1/b/bkt"]
         );
     }
 }

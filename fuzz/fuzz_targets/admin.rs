@@ -174,7 +174,10 @@ fn repeats_a_key(body: &[u8]) -> bool {
                 fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                     f.write_str("an object")
                 }
-                fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Keys, A::Error> {
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    mut map: A,
+                ) -> Result<Keys, A::Error> {
                     let mut keys = Vec::new();
                     while let Some((key, serde::de::IgnoredAny)) = map.next_entry::<String, _>()? {
                         keys.push(key);

@@ -195,7 +195,7 @@ impl Fences {
         }
         if keys.iter().any(|key| subtree_path(key).is_some()) {
             // Before the first look at the index: see the module docs.
-            self.inner.has_subtrees.store(true, Ordering::SeqCst);
+            self.enable_subtrees();
         }
         let mut confirmed: Vec<Box<str>> = Vec::new();
         let (targets, raised, to_claim) = loop {
@@ -562,11 +562,27 @@ impl Fences {
         index.as_ref().map(|index| under(index, subtree))
     }
 
+    /// From now on, keys that end with `/` are subtree keys, over every key
+    /// under their path (see the [module docs](self)). Admitting on one
+    /// with [`Fences::admit_all`] does this by itself; a fencing layer in
+    /// `path` or `prefix:N` scope does it when it is built if the store
+    /// held such keys, and the gateway's admin plane when it sets one. Never
+    /// in `header` scope, where a lock name may end with `/` and mean no
+    /// more than itself.
+    pub fn enable_subtrees(&self) {
+        self.inner.has_subtrees.store(true, Ordering::SeqCst);
+    }
+
+    /// [`Self::enable_subtrees`] if the store held subtree keys when the
+    /// table was loaded.
+    pub fn enable_stored_subtrees(&self) {
+        if self.inner.stored_subtrees {
+            self.enable_subtrees();
+        }
+    }
+
     /// Adds a new key to the index, if there is one yet.
     pub(super) fn index(&self, key: &str) {
-        if subtree_path(key).is_some() {
-            self.inner.has_subtrees.store(true, Ordering::SeqCst);
-        }
         let mut index = self
             .inner
             .index
@@ -785,6 +801,8 @@ mod tests {
         });
         run(async {
             let fences = Fences::open(dir.path()).unwrap();
+            // What a fencing layer in path scope does when it is built.
+            fences.enable_stored_subtrees();
             assert_eq!(fences.highest("/a"), Some(7));
             assert_eq!(fences.highest("/b"), Some(7));
             assert_eq!(fences.highest("/d/"), Some(7));
@@ -837,7 +855,8 @@ mod tests {
             0u8..6,
         )
             .prop_map(|(keys, token, plain, hold)| Request {
-                plain: plain && keys.len() == 1,
+                // `admit` knows no subtrees (a lock name may end with `/`).
+                plain: plain && keys.len() == 1 && subtree_path(keys[0]).is_none(),
                 keys: keys.iter().map(|key| (*key).to_owned()).collect(),
                 token,
                 hold,

@@ -88,6 +88,10 @@ struct Table {
     /// Until then the plain path pays one load of it, under the fence's
     /// lock, and nothing else.
     has_subtrees: AtomicBool,
+    /// The store held keys that look like subtree keys when the table was
+    /// loaded: what they mean depends on the scope, which the layer knows
+    /// ([`Fences::enable_stored_subtrees`]).
+    stored_subtrees: bool,
     /// Every key in order, for the writes that act on a whole subtree
     /// (`many.rs`): built at the first of them, then kept up to date as
     /// keys come and go. `None` until then, so that a gateway that never
@@ -317,7 +321,7 @@ impl std::fmt::Debug for Fences {
 impl Fences {
     /// A table whose fences live in memory only and are forgotten on restart.
     pub fn in_memory() -> Self {
-        Self::from_parts(DashMap::new(), MemoryStore::default())
+        Self::from_parts(DashMap::new(), MemoryStore::default(), false)
     }
 
     /// Opens the durable table in directory `dir` (created if missing),
@@ -348,14 +352,14 @@ impl Fences {
             subtrees |= crate::key::subtree_path(key).is_some();
             fences.insert(key.into(), Arc::new(Fence::new(Some(highest))));
         })?;
-        let table = Self::from_parts(fences, store);
-        if subtrees {
-            table.inner.has_subtrees.store(true, Ordering::SeqCst);
-        }
-        Ok(table)
+        Ok(Self::from_parts(fences, store, subtrees))
     }
 
-    fn from_parts(fences: DashMap<Box<str>, Arc<Fence>>, store: impl FenceStore) -> Self {
+    fn from_parts(
+        fences: DashMap<Box<str>, Arc<Fence>>,
+        store: impl FenceStore,
+        stored_subtrees: bool,
+    ) -> Self {
         let durable = store.is_durable();
         let shared = store.is_shared();
         let table = Arc::new(Table {
@@ -365,6 +369,7 @@ impl Fences {
             shared,
             admin: tokio::sync::Mutex::new(()),
             has_subtrees: AtomicBool::new(false),
+            stored_subtrees,
             index: Mutex::new(None),
         });
         table.store.attach(FenceView::new(Arc::downgrade(&table)));
@@ -388,6 +393,10 @@ impl Fences {
     /// Cancel-safe: dropping the future at any point leaves the fence
     /// consistent (a raise already made stays made, which is the safe
     /// direction).
+    ///
+    /// `key` is one fence: a subtree's (everything under a path) is admitted
+    /// with [`Fences::admit_all`]. Once a subtree fence exists, this looks
+    /// at the subtrees above `key` too.
     pub async fn admit(&self, key: &str, token: u64) -> Result<InFlight, AdmitError> {
         self.admit_from(key, token, None).await
     }

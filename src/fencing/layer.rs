@@ -90,6 +90,9 @@ impl<S> Layer<S> for FencingLayer {
     type Service = Fencing<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
+        if self.config.scope != Scope::Header {
+            self.config.fences.enable_stored_subtrees();
+        }
         Fencing::with_config(inner, Arc::clone(&self.config))
     }
 }

@@ -30,7 +30,14 @@ pub(super) async fn put_fence(
         Ok(put) => put.into_set_fence(peer.to_string()),
         Err(e) => return invalid(&e),
     };
+    // A subtree's fence (`/dir/`) is over every key under it from the
+    // moment it is set: see `fences/many.rs`.
+    let subtree =
+        admin.scope != crate::key::Scope::Header && crate::key::subtree_path(&key).is_some();
     let written = run_write(&admin, &key, move |fences, key| async move {
+        if subtree {
+            fences.enable_subtrees();
+        }
         fences.set_fence(&key, request).await
     })
     .await;
