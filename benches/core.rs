@@ -67,6 +67,33 @@ fn admission(c: &mut Criterion) {
         })
     });
 
+    // Writes that reach beyond their path (fences/many.rs): a plain key once
+    // a subtree fence exists somewhere (every admission then looks at the
+    // subtrees above its key), a two-key MOVE, and a collection DELETE over
+    // 100 fences. Compare with `uncontended_steady_token` of the same run.
+    let with_subtrees = Fences::in_memory();
+    current.block_on(async {
+        let subtree = ["/elsewhere".to_owned(), "/elsewhere/".to_owned()];
+        drop(with_subtrees.admit_all(&subtree, 1, None, None).await);
+        for i in 0..100 {
+            drop(with_subtrees.admit(&format!("/dir/obj-{i}"), 7).await);
+        }
+    });
+    group.bench_function("steady_token_with_subtrees", |b| {
+        b.to_async(&current)
+            .iter(|| async { drop(with_subtrees.admit("/bucket/obj", 7).await) })
+    });
+    let moving = ["/bucket/a".to_owned(), "/bucket/b".to_owned()];
+    group.bench_function("two_keys_steady_token", |b| {
+        b.to_async(&current)
+            .iter(|| async { drop(with_subtrees.admit_all(&moving, 7, None, None).await) })
+    });
+    let collection = ["/dir".to_owned(), "/dir/".to_owned()];
+    group.bench_function("subtree_of_100_fences", |b| {
+        b.to_async(&current)
+            .iter(|| async { drop(with_subtrees.admit_all(&collection, 7, None, None).await) })
+    });
+
     // 64 tasks admitting the same token on one key at once, on 2 threads.
     let shared = Arc::new(Fences::in_memory());
     group.throughput(Throughput::Elements(64));

@@ -178,9 +178,8 @@ pub fn reach<B>(
             }
         }
         "PROPPATCH" => {
-            if depth(headers)?.is_some_and(|depth| depth != Depth::Zero) {
-                keys.extend(subtree(&own));
-            }
+            let deep = depth(headers)?.is_some_and(|depth| depth != Depth::Zero);
+            keys.extend(subtree(&own).filter(|_| deep));
         }
         "POST" if lists_objects(uri) => {
             let Some(ListedObjects(listed)) = listed else {
