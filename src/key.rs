@@ -241,7 +241,8 @@ pub fn check_key(key: &str, scope: Scope) -> Result<(), String> {
         Scope::Path | Scope::Prefix(_) => {
             // A subtree's fence (left by a collection write) is named by its
             // path with a `/` appended: an operator may need to lower it.
-            let key = subtree_path(key).unwrap_or(key);
+            let subtree = subtree_path(key);
+            let key = subtree.unwrap_or(key);
             let normal = key == "/"
                 || key
                     .strip_prefix('/')
@@ -252,9 +253,21 @@ pub fn check_key(key: &str, scope: Scope) -> Result<(), String> {
                 ));
             }
             if let Scope::Prefix(n) = scope {
-                if key.matches('/').count() > n.get() && key != "/" {
+                let segments = if key == "/" {
+                    0
+                } else {
+                    key.matches('/').count()
+                };
+                if segments > n.get() {
                     return Err(format!(
                         "{key:?} has more than {n} segments (scope prefix:{n})"
+                    ));
+                }
+                // A collection of N segments is one fence already: only a
+                // shorter path's collection spans several keys.
+                if subtree.is_some() && segments >= n.get() {
+                    return Err(format!(
+                        "in scope prefix:{n} only a path of fewer than {n} segments has a subtree fence"
                     ));
                 }
             }

@@ -470,6 +470,24 @@ fn admin_writes_on_one_instance_apply_to_every_instance() {
         "{}",
         audit.text()
     );
+
+    // Shared fences admit one key at a time (docs/SHARED.md): a subtree's
+    // fence cannot be set, and a write on several keys (a DELETE in path
+    // scope is one on its collection too) is refused, never forwarded.
+    let subtree = admin(
+        &a,
+        "tok",
+        "PUT",
+        "/fences/%2Fr8%2F",
+        r#"{"highest":70,"reason":"dir"}"#,
+    );
+    assert_eq!(subtree.status, 400, "{}", subtree.text());
+    assert_eq!(subtree.json()["error"], "invalid_request");
+    let before = backend.count();
+    let delete = b.req("DELETE", "/r8", &[("X-Fencing-Token", "90")], b"");
+    assert_eq!(delete.status, 400, "{}", delete.text());
+    assert_eq!(delete.json()["error"], "unfenceable_write");
+    assert_eq!(backend.count(), before, "nothing forwarded");
 }
 
 #[test]

@@ -24,7 +24,7 @@ use fencegate::admin_input::{
     audit_limit, fence_key, write_key, DeleteFence, ListQuery, PutFence, DEFAULT_AUDIT_LIMIT,
     DEFAULT_LIST_LIMIT, MAX_REASON,
 };
-use fencegate::key::{lock_name_from_headers, normalize_path};
+use fencegate::key::{lock_name_from_headers, normalize_path, subtree_path};
 use fencegate::{Fences, Scope};
 use libfuzzer_sys::fuzz_target;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
@@ -83,14 +83,33 @@ fn reachable(key: &str, scope: Scope) -> bool {
             headers.insert("x-fencing-lock", value);
             lock_name_from_headers(&headers).as_deref() == Ok(key)
         }
-        Scope::Path | Scope::Prefix(_) => {
-            let path = utf8_percent_encode(key, SEGMENT).to_string();
-            let Ok(path) = normalize_path(&path) else {
-                return false;
-            };
-            path == key && scope.key_for_path(&path) == key
-        }
+        Scope::Path | Scope::Prefix(_) => match subtree_path(key) {
+            // A collection write's fence: its path's, where the scope gives
+            // the collection's members keys of their own.
+            Some(path) => {
+                let segments = if path == "/" {
+                    0
+                } else {
+                    path.matches('/').count()
+                };
+                let spans = match scope {
+                    Scope::Prefix(n) => segments < n.get(),
+                    _ => true,
+                };
+                spans && subtree_path(path).is_none() && reachable_path(path, scope)
+            }
+            None => reachable_path(key, scope),
+        },
     }
+}
+
+/// Whether an object's request maps to `key` in `scope`.
+fn reachable_path(key: &str, scope: Scope) -> bool {
+    let path = utf8_percent_encode(key, SEGMENT).to_string();
+    let Ok(path) = normalize_path(&path) else {
+        return false;
+    };
+    path == key && scope.key_for_path(&path) == key
 }
 
 fn checked_key(encoded: &str, scope: Scope) -> Option<String> {
