@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs, from Debian's packages, everything the tests, demos and benchmarks
 # start as real processes: lock services (redis-server, etcd, ZooKeeper,
-# PostgreSQL), nginx and wrk for the benchmarks, prlimit/curl and rclone used by
-# tests; then a Python environment with boto3 and moto's S3 server for the
-# S3 client test (target/venv, or $FENCEGATE_VENV), from PyPI.
+# PostgreSQL), nginx and wrk for the benchmarks, prlimit/curl, rclone and
+# Apache httpd (WebDAV with mod_dav, tests/beyond_path.rs) used by tests;
+# then a Python environment with boto3 and moto's S3 server for the S3 client
+# tests (target/venv, or $FENCEGATE_VENV), from PyPI.
 # Idempotent: does nothing when everything is already there.
 # Usage: scripts/install-deps.sh   (as root, or with sudo available)
 set -euo pipefail
@@ -14,6 +15,7 @@ declare -A wanted=(
   [etcd]=etcd-server
   [etcdctl]=etcd-client
   [/usr/share/zookeeper/bin/zkServer.sh]=zookeeper
+  [/usr/sbin/apache2]=apache2
   [java]=default-jre-headless
   [nginx]=nginx
   [wrk]=wrk
@@ -53,11 +55,22 @@ if [ "${#missing[@]}" -gt 0 ]; then
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# The S3 client test (tests/s3_boto3.rs): boto3 and moto's server, pinned.
+# The S3 client tests (tests/s3_boto3.rs, tests/beyond_path.rs): boto3 and
+# moto's server, pinned.
 venv=${FENCEGATE_VENV:-$(cd "$(dirname "$0")/.." && pwd)/target/venv}
 if ! "$venv/bin/python" -c 'import boto3, moto.server' 2>/dev/null; then
   echo "install-deps: making the Python environment $venv (boto3, moto)" >&2
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check --no-cache-dir \
     'boto3==1.44.5' 'moto[server]==5.2.5'
+fi
+
+# The GCS test (tests/gcs_json.rs): a GCS emulator that speaks the JSON and
+# XML APIs (gcp-storage-emulator, pure Python) and Google's own client,
+# pinned, in the same environment.
+if ! "$venv/bin/python" -c 'import gcp_storage_emulator, google.cloud.storage' 2>/dev/null; then
+  echo "install-deps: adding gcp-storage-emulator and google-cloud-storage to $venv" >&2
+  [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-cache-dir \
+    'gcp-storage-emulator==2026.7.19' 'google-cloud-storage==3.17.1'
 fi

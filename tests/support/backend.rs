@@ -36,6 +36,9 @@ pub struct Record {
     pub token: Option<String>,
     /// Bytes of body read; `None` until the body has been read to its end.
     pub body_len: Option<u64>,
+    /// The body itself, only for a request with `X-Test-Keep-Body: 1`
+    /// (others may be a GiB), once read to its end.
+    pub body: Option<Vec<u8>>,
     /// Trailer fields received after the body, names lower-cased.
     pub trailers: Vec<(String, String)>,
 }
@@ -91,8 +94,9 @@ struct BackendState {
 ///   of the JSON echo.
 /// - `X-Test-Body-Delay-Ms: N`: send the response headers and half of the
 ///   body at once, the rest after N ms.
+/// - `X-Test-Keep-Body: 1`: keep the request body in [`Record::body`].
 ///
-/// The body is read and discarded (counted). The default answer is a JSON
+/// The body is read and discarded (counted) unless kept. The default answer is a JSON
 /// echo: `{"seq", "method", "target", "headers": [[name, value], ...],
 /// "body_len"}`.
 pub struct Backend {
@@ -342,6 +346,7 @@ async fn handle(
             headers: headers.clone(),
             token: get("x-fencing-token"),
             body_len: None,
+            body: None,
             trailers: Vec::new(),
         });
         log.events.push(Event::Arrived(seq));
@@ -350,11 +355,17 @@ async fn handle(
     state.changed.notify_all();
 
     let mut body_len = 0u64;
+    let mut kept = get("x-test-keep-body").map(|_| Vec::new());
     let mut trailers = Vec::new();
     while let Some(frame) = body.frame().await {
         match frame {
             Ok(frame) => match frame.into_data() {
-                Ok(data) => body_len += data.len() as u64,
+                Ok(data) => {
+                    body_len += data.len() as u64;
+                    if let Some(kept) = &mut kept {
+                        kept.extend_from_slice(&data);
+                    }
+                }
                 Err(frame) => {
                     if let Ok(map) = frame.into_trailers() {
                         for (k, v) in &map {
@@ -372,6 +383,7 @@ async fn handle(
     {
         let mut log = state.log.lock().unwrap();
         log.records[seq].body_len = Some(body_len);
+        log.records[seq].body = kept;
         log.records[seq].trailers = trailers;
         log.events.push(Event::BodyRead(seq));
     }

@@ -10,7 +10,9 @@
 //! - `etcd`: a real etcd cluster on loopback ([`EtcdCluster`]), on ports
 //!   from the demos' `examples/support/port.rs`;
 //! - `tls`: certificates made for a run, and a TLS client;
-//! - `rng`: a seeded random generator whose seed is printed.
+//! - `rng`: a seeded random generator whose seed is printed;
+//! - `apache`: a real Apache httpd serving WebDAV (mod_dav) from a
+//!   temporary directory ([`apache::Apache`]).
 //!
 //! The library's own tests (no `gateway` feature) use `rng` alone. Every
 //! wait is bounded (a hang guard, never a speed assertion).
@@ -19,6 +21,8 @@
 
 pub mod rng;
 
+#[cfg(feature = "gateway")]
+pub mod apache;
 #[cfg(feature = "gateway")]
 mod backend;
 #[cfg(feature = "gateway")]
@@ -75,6 +79,25 @@ pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
 #[cfg(feature = "gateway")]
 pub fn dead_port() -> u16 {
     port::free_port().unwrap()
+}
+
+/// Kills process group `pgid` (with SIGKILL) once this test binary has
+/// exited, and removes `dir` if given: for servers kept in a `static`, whose
+/// destructor never runs. A watchdog shell polls this process once a second.
+pub fn kill_group_at_exit(pgid: u32, dir: Option<&std::path::Path>) {
+    let dir = dir.map(|d| d.display().to_string()).unwrap_or_default();
+    let _ = std::process::Command::new("sh")
+        .args([
+            "-c",
+            r#"while kill -0 "$0" 2>/dev/null; do sleep 1; done; kill -9 "-$1" 2>/dev/null; [ -z "$2" ] || rm -rf "$2""#,
+        ])
+        .arg(std::process::id().to_string())
+        .arg(pgid.to_string())
+        .arg(dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
 }
 
 /// Percent-encodes everything but unreserved characters (for admin keys).
