@@ -27,7 +27,10 @@
 //!    record that every instance sharing an etcd prefix sees (feature
 //!    `etcd`, `docs/SHARED.md`); admin writes too, each with its [`audit`]
 //!    entry.
-//! 5. [`fencing`]: the tower middleware wiring steps 1 to 4 in front of any
+//! 5. [`chain`]: chained writes, where the store can check a version: a
+//!    write carries a precondition on the version its object had before any
+//!    higher token existed, so the store refuses it if it arrives late.
+//! 6. [`fencing`]: the tower middleware wiring steps 1 to 5 in front of any
 //!    `Service<http::Request<B>>`; [`refusal`] holds the JSON answers.
 //!
 //! Beside the path, [`admin_input`] parses the admin plane's keys, queries
@@ -35,7 +38,7 @@
 //!
 //! The gateway binary (feature `gateway`) adds the reverse proxy, the embedded
 //! backend, the admin plane and the CLI on top; the library does not depend on
-//! any of it: `cargo build --lib --no-default-features` builds steps 1 to 5
+//! any of it: `cargo build --lib --no-default-features` builds steps 1 to 6
 //! with the in-memory store only.
 //!
 //! # Example: an axum service that fences itself
@@ -105,6 +108,7 @@ pub mod audit;
 
 pub mod admin_input;
 
+pub mod chain;
 pub mod fencing;
 
 pub mod refusal;

@@ -84,6 +84,34 @@ pub enum Refusal {
         /// Why.
         detail: String,
     },
+    /// 409 `version_conflict`: the store refused the condition the gateway
+    /// added to a chained write ([`crate::chain`]).
+    VersionConflict {
+        /// The fence key.
+        resource: String,
+        /// The object the write was chained on.
+        object: String,
+        /// The write's token.
+        token: u64,
+        /// No higher token was admitted meanwhile: the object changed under
+        /// an older, an equal-token or an unfenced write, and a retry with
+        /// the same token (after a fenced `HEAD`) may go through.
+        retry: bool,
+    },
+    /// 428 `version_unknown`: a chained write whose object's version the
+    /// gateway does not know; a fenced `HEAD` of the object teaches it.
+    VersionUnknown {
+        /// The fence key.
+        resource: String,
+        /// The object.
+        object: String,
+    },
+    /// 428 `precondition_not_chainable`: the client's own precondition on a
+    /// chained write names no single version.
+    PreconditionNotChainable {
+        /// Why it cannot stand for the chain.
+        detail: String,
+    },
 }
 
 impl Refusal {
@@ -93,8 +121,10 @@ impl Refusal {
             Refusal::InvalidToken { .. }
             | Refusal::InvalidPath { .. }
             | Refusal::Unfenceable { .. } => StatusCode::BAD_REQUEST,
-            Refusal::MissingToken { .. } => StatusCode::PRECONDITION_REQUIRED,
-            Refusal::Stale { .. } => StatusCode::CONFLICT,
+            Refusal::MissingToken { .. }
+            | Refusal::VersionUnknown { .. }
+            | Refusal::PreconditionNotChainable { .. } => StatusCode::PRECONDITION_REQUIRED,
+            Refusal::Stale { .. } | Refusal::VersionConflict { .. } => StatusCode::CONFLICT,
             Refusal::TokenNotIssued { .. } => StatusCode::FORBIDDEN,
             Refusal::StoreUnavailable { .. } | Refusal::IssuerUnavailable { .. } => {
                 StatusCode::SERVICE_UNAVAILABLE
@@ -113,6 +143,9 @@ impl Refusal {
             Refusal::StoreUnavailable { .. } => "fence_store_unavailable",
             Refusal::TokenNotIssued { .. } => "token_not_issued",
             Refusal::IssuerUnavailable { .. } => "token_issuer_unavailable",
+            Refusal::VersionConflict { .. } => "version_conflict",
+            Refusal::VersionUnknown { .. } => "version_unknown",
+            Refusal::PreconditionNotChainable { .. } => "precondition_not_chainable",
         }
     }
 
@@ -124,7 +157,27 @@ impl Refusal {
             | Refusal::InvalidPath { detail }
             | Refusal::Unfenceable { detail }
             | Refusal::StoreUnavailable { detail }
-            | Refusal::IssuerUnavailable { detail } => json!({ "error": error, "detail": detail }),
+            | Refusal::IssuerUnavailable { detail }
+            | Refusal::PreconditionNotChainable { detail } => {
+                json!({ "error": error, "detail": detail })
+            }
+            Refusal::VersionConflict {
+                resource,
+                object,
+                token,
+                retry,
+            } => json!({
+                "error": error,
+                "resource": resource,
+                "object": object,
+                "token": token,
+                "retry": retry,
+            }),
+            Refusal::VersionUnknown { resource, object } => json!({
+                "error": error,
+                "resource": resource,
+                "object": object,
+            }),
             Refusal::MissingToken { resource } => json!({ "error": error, "resource": resource }),
             Refusal::Stale { resource, stale } => json!({
                 "error": error,

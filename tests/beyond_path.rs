@@ -24,13 +24,12 @@ mod support;
 
 use std::io::{BufReader, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
+use std::process::Command;
 use std::time::Duration;
 
 use support::apache::Apache;
+use support::moto::{moto, venv};
 use support::*;
 
 // ---------------------------------------------------------------------------
@@ -361,70 +360,6 @@ fn with_flat_keys_a_delete_is_fenced_on_its_own_key_only() {
 // ---------------------------------------------------------------------------
 // S3: moto's server, through boto3
 // ---------------------------------------------------------------------------
-
-fn venv() -> PathBuf {
-    std::env::var_os("FENCEGATE_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/venv"))
-}
-
-/// moto's S3 server over plain HTTP, one for the test binary (each test
-/// uses buckets of its own); its process group is killed once the binary
-/// exits.
-struct Moto {
-    _child: Child,
-    addr: SocketAddr,
-}
-
-impl Moto {
-    fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// Whether `bucket` lists `key`, asked of moto directly.
-    fn lists(&self, bucket: &str, key: &str) -> bool {
-        let resp = http(
-            self.addr,
-            "GET",
-            &format!("/{bucket}?list-type=2"),
-            &[],
-            b"",
-        );
-        assert_eq!(resp.status, 200, "listing {bucket}: {}", resp.text());
-        resp.text().contains(&format!("<Key>{key}</Key>"))
-    }
-}
-
-fn moto() -> &'static Moto {
-    static MOTO: OnceLock<Moto> = OnceLock::new();
-    MOTO.get_or_init(|| {
-        let bin = venv().join("bin/moto_server");
-        assert!(
-            bin.exists(),
-            "{} is missing: run scripts/install-deps.sh (it makes the Python environment)",
-            bin.display()
-        );
-        let port = dead_port();
-        let child = Command::new(&bin)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .process_group(0)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
-        kill_group_at_exit(child.id(), None);
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        assert!(
-            wait_until(HANG_GUARD, || TcpStream::connect(addr).is_ok()),
-            "moto_server did not listen on {port}"
-        );
-        Moto {
-            _child: child,
-            addr,
-        }
-    })
-}
 
 /// A gateway for S3 in front of moto: `--flat-keys`, as S3 has no
 /// collections.

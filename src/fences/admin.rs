@@ -33,6 +33,7 @@
 //! conservative side for a lowering or a deletion. The admin plane runs each
 //! write in its own task, so a client that hangs up does not cut it short.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 use std::time::SystemTime;
 
@@ -258,6 +259,8 @@ impl Fences {
             (Arc::clone(entry.value()), current)
         };
         let mut frozen = Frozen(Some(Arc::clone(&fence)));
+        // Before anything can be admitted under the lower highest.
+        self.inner.lowerings.fetch_add(1, Ordering::SeqCst);
         let entry = AuditEntry {
             time: SystemTime::now(),
             actor,

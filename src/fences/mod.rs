@@ -45,7 +45,7 @@ use std::collections::BTreeSet;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::Poll;
 
@@ -97,6 +97,9 @@ struct Table {
     /// keys come and go. `None` until then, so that a gateway that never
     /// sees such a write keeps no second copy of its keys.
     index: Mutex<Option<BTreeSet<Box<str>>>>,
+    /// Admin lowerings and deletions so far: a chained write's version
+    /// learned before one of them may no longer stand (`crate::chain`).
+    lowerings: AtomicU64,
 }
 
 /// One key's fence.
@@ -370,10 +373,18 @@ impl Fences {
             admin: tokio::sync::Mutex::new(()),
             has_subtrees: AtomicBool::new(false),
             stored_subtrees,
+            lowerings: AtomicU64::new(0),
             index: Mutex::new(None),
         });
         table.store.attach(FenceView::new(Arc::downgrade(&table)));
         Fences { inner: table }
+    }
+
+    /// How many admin lowerings and deletions this table has made: a
+    /// version a chained write learned when it was lower may no longer be
+    /// used ([`crate::chain`]).
+    pub fn lowerings(&self) -> u64 {
+        self.inner.lowerings.load(Ordering::SeqCst)
     }
 
     /// Whether other holders (gateway instances) share these fences.

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use http::{HeaderName, Method};
 
+use crate::chain::Chain;
 use crate::fences::Fences;
 use crate::issuer::TokenIssuer;
 use crate::key::Scope;
@@ -27,6 +28,8 @@ pub(crate) struct Config {
     /// The store has no collections: no write acts on a subtree.
     pub(crate) flat_keys: bool,
     pub(crate) issuer: Option<Arc<dyn TokenIssuer>>,
+    /// Chained writes (`crate::chain`), when on.
+    pub(crate) chain: Option<Arc<Chain>>,
 }
 
 impl Config {
@@ -45,6 +48,7 @@ impl Config {
             allow_unfenced_writes: false,
             flat_keys: false,
             issuer: None,
+            chain: None,
         }
     }
 

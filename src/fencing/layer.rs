@@ -5,6 +5,7 @@ use tower_layer::Layer;
 
 use super::config::Config;
 use super::service::Fencing;
+use crate::chain::Chain;
 use crate::fences::Fences;
 use crate::issuer::TokenIssuer;
 use crate::key::Scope;
@@ -78,6 +79,22 @@ impl FencingLayer {
     pub fn token_issuer(mut self, issuer: Arc<dyn TokenIssuer>) -> Self {
         Arc::make_mut(&mut self.config).issuer = Some(issuer);
         self
+    }
+
+    /// Chained writes: every write that replaces or removes an object
+    /// carries a precondition on the version the object had, so that the
+    /// store refuses it if it arrives after a newer write
+    /// ([`crate::chain`]). Off unless given; a chain in
+    /// [`Mode::Off`](crate::chain::Mode::Off) turns it off.
+    pub fn chained_writes(mut self, chain: Arc<Chain>) -> Self {
+        let on = chain.mode() != crate::chain::Mode::Off;
+        Arc::make_mut(&mut self.config).chain = on.then_some(chain);
+        self
+    }
+
+    /// The chain of [`FencingLayer::chained_writes`], if on.
+    pub fn chain(&self) -> Option<&Arc<Chain>> {
+        self.config.chain.as_ref()
     }
 
     /// The fence table the layer admits against.

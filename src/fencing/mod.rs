@@ -10,7 +10,11 @@
 //! 3. a write without a token: 428 `missing_token` (unless unfenced writes are
 //!    allowed);
 //! 4. admission on the fence key: 409 `stale_token`, or 503
-//!    `fence_store_unavailable` if the raise could not be made durable.
+//!    `fence_store_unavailable` if the raise could not be made durable;
+//! 5. with chained writes ([`FencingLayer::chained_writes`]), the version a
+//!    write may carry (428 `version_unknown`, `precondition_not_chainable`)
+//!    and, once the store answered, a refused condition (409
+//!    `version_conflict`).
 //!
 //! Refused requests never reach the inner service. Unfenced reads pass
 //! untouched and never wait. The service keeps `Error = S::Error`: refusals
@@ -39,6 +43,7 @@
 //! ```
 
 mod body;
+mod chained;
 mod config;
 mod future;
 mod layer;

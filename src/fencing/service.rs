@@ -7,6 +7,7 @@ use http::{Request, Response};
 use tower_service::Service;
 
 use super::body::ResponseBody;
+use super::chained;
 use super::config::Config;
 use super::future::{refusal_response, ResponseFuture};
 use crate::fences::{AdmitError, Fences};
@@ -258,6 +259,12 @@ impl<S> Fencing<S> {
     /// [`Fencing::decide`], with a log line for a refusal.
     fn decide_logged<B>(&self, request: &Request<B>) -> Result<Decision, Refusal> {
         self.decide(request)
+            .and_then(|decision| match (&decision, self.config.chain.as_deref()) {
+                (Decision::Admit(_), Some(chain)) => {
+                    chained::check_condition(chain, request).map(|()| decision)
+                }
+                _ => Ok(decision),
+            })
             .inspect_err(|refusal| log_refusal(refusal, request))
     }
 
@@ -266,7 +273,7 @@ impl<S> Fencing<S> {
         &self,
         admission: Admission,
         request: Request<ReqBody>,
-        mut inner: S,
+        inner: S,
     ) -> ResponseFuture<S::Future, ResBody, S::Error>
     where
         S: Service<Request<ReqBody>, Response = Response<ResBody>> + Send + 'static,
@@ -278,6 +285,13 @@ impl<S> Fencing<S> {
         let config = Arc::clone(&self.config);
         let client = self.client;
         ResponseFuture::admitting(Box::pin(async move {
+            let mut request = request;
+            // Only a chain needs the key and token once admission has them.
+            let chained_on = config.chain.is_some().then(|| match &admission {
+                Admission::One { key, token } | Admission::All { key, token, .. } => {
+                    (key.clone(), *token)
+                }
+            });
             let issuer = config.issuer.as_deref();
             let admitted = match admission {
                 Admission::One { key, token } => config
@@ -321,15 +335,58 @@ impl<S> Fencing<S> {
                     return Ok(refusal_response(&refusal));
                 }
             };
-            let Some(lease) = in_flight.lease().cloned() else {
-                let response = inner.call(request).await?;
-                return Ok(response.map(|body| ResponseBody::inner(body, Some(in_flight))));
+            let (chain, (resource, token)) = match (config.chain.as_deref(), chained_on) {
+                (Some(chain), Some(on)) => (chain, on),
+                _ => return call(inner, request, in_flight).await,
             };
-            // Boxed, so that the plain path's future (every request without
-            // shared fences) does not carry this one's state in its size.
-            Box::pin(call_under_lease(inner, request, lease, in_flight)).await
+            let plan = match chained::before(chain, &config.fences, &resource, &mut request) {
+                Ok(plan) => plan,
+                Err(refusal) => {
+                    log_refusal(&refusal, &request);
+                    return Ok(refusal_response(&refusal));
+                }
+            };
+            let head = request_head(&request);
+            let response = call(inner, request, in_flight).await?;
+            let refused = plan.and_then(|plan| {
+                chained::after(chain, &config.fences, &resource, token, plan, &response)
+            });
+            match refused {
+                Some(refusal) => {
+                    log_refusal(&refusal, &head);
+                    Ok(refusal_response(&refusal))
+                }
+                None => Ok(response),
+            }
         }))
     }
+}
+
+/// Calls `inner` with an admitted request, holding `in_flight` until its
+/// response is relayed.
+async fn call<S, ReqBody, ResBody>(
+    mut inner: S,
+    request: Request<ReqBody>,
+    in_flight: InFlight,
+) -> Result<Response<ResponseBody<ResBody>>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+{
+    let Some(lease) = in_flight.lease().cloned() else {
+        let response = inner.call(request).await?;
+        return Ok(response.map(|body| ResponseBody::inner(body, Some(in_flight))));
+    };
+    // Boxed, so that the plain path's future (every request without
+    // shared fences) does not carry this one's state in its size.
+    Box::pin(call_under_lease(inner, request, lease, in_flight)).await
+}
+
+/// Method and target of `request`, for a log line once it is gone.
+fn request_head<B>(request: &Request<B>) -> Request<()> {
+    let mut head = Request::new(());
+    *head.method_mut() = request.method().clone();
+    *head.uri_mut() = request.uri().clone();
+    head
 }
 
 /// Shared fences: calls `inner` while this instance's `lease` lives. The
@@ -346,9 +403,7 @@ where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
 {
     request.extensions_mut().insert(lease.clone());
-    let mut head = Request::new(());
-    *head.method_mut() = request.method().clone();
-    *head.uri_mut() = request.uri().clone();
+    let head = request_head(&request);
     let mut call = std::pin::pin!(inner.call(request));
     let mut revoked = std::pin::pin!(lease.revoked());
     let answered = std::future::poll_fn(|cx| {
@@ -394,7 +449,8 @@ fn log_refusal<B>(refusal: &Refusal, request: &Request<B>) {
         ),
         Refusal::InvalidToken { detail }
         | Refusal::InvalidPath { detail }
-        | Refusal::Unfenceable { detail } => {
+        | Refusal::Unfenceable { detail }
+        | Refusal::PreconditionNotChainable { detail } => {
             tracing::info!(
                 error = refusal.code(),
                 method,
@@ -414,6 +470,29 @@ fn log_refusal<B>(refusal: &Refusal, request: &Request<B>) {
                 "refused: a service fencing depends on is unavailable"
             )
         }
+        Refusal::VersionUnknown { resource, object } => tracing::info!(
+            error = refusal.code(),
+            method,
+            path,
+            resource = resource.as_str(),
+            object = object.as_str(),
+            "refused a chained write whose object's version is not known"
+        ),
+        Refusal::VersionConflict {
+            resource,
+            object,
+            token,
+            retry,
+        } => tracing::info!(
+            error = refusal.code(),
+            method,
+            path,
+            resource = resource.as_str(),
+            object = object.as_str(),
+            token,
+            retry,
+            "the store refused a chained write's condition"
+        ),
         Refusal::TokenNotIssued {
             resource,
             token,

@@ -10,6 +10,7 @@ use http::HeaderName;
 
 use super::config::{AccessLogTarget, ClientLimits, Config, EtcdConfig, StateKind, TlsFiles};
 use super::upstream::Upstream;
+use crate::chain::Mode;
 use crate::key::Scope;
 
 /// `fencegate [serve] [OPTIONS]`: every option also reads `FENCEGATE_<OPTION>`.
@@ -111,6 +112,23 @@ pub struct Cli {
     /// only its own key, never everything under its path.
     #[arg(long, env = "FENCEGATE_FLAT_KEYS")]
     pub flat_keys: bool,
+
+    /// Chain every write that replaces or removes an object to the version
+    /// the store holds, so that the store refuses it if it arrives after a
+    /// newer write: the store's dialect (`off` or `s3`).
+    #[arg(
+        long,
+        env = "FENCEGATE_CONDITIONAL_WRITES",
+        default_value = "off",
+        value_name = "off|s3"
+    )]
+    pub conditional_writes: Mode,
+
+    /// Versions of objects the chain keeps in memory (least recently used
+    /// first out; an evicted one is observed again, never assumed).
+    #[arg(long, env = "FENCEGATE_CHAIN_CACHE_ENTRIES", default_value = "100000", value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub chain_cache_entries: u64,
 
     /// Forward writes that carry no token instead of refusing them with 428.
     #[arg(long, env = "FENCEGATE_ALLOW_UNFENCED_WRITES")]
@@ -263,6 +281,8 @@ impl Cli {
             scope: self.scope,
             allow_unfenced_writes: self.allow_unfenced_writes,
             flat_keys: self.flat_keys,
+            conditional_writes: self.conditional_writes,
+            chain_cache_entries: usize::try_from(self.chain_cache_entries).unwrap_or(usize::MAX),
             upstream_timeout: self.upstream_timeout,
             upstream_idle_timeout: self.upstream_idle_timeout,
             upstream_ca: self.upstream_ca.clone(),

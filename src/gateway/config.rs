@@ -21,6 +21,7 @@ use std::time::Duration;
 use http::HeaderName;
 
 use super::upstream::Upstream;
+use crate::chain::{Mode, DEFAULT_CACHE_ENTRIES};
 use crate::fencing::TOKEN_HEADER;
 use crate::key::Scope;
 
@@ -51,6 +52,10 @@ pub struct Config {
     /// The store has no collections: no write is fenced over everything
     /// under its path (`--flat-keys`).
     pub flat_keys: bool,
+    /// Chained writes: the store's dialect (`--conditional-writes`).
+    pub conditional_writes: Mode,
+    /// Versions the chain keeps (`--chain-cache-entries`), at least 1.
+    pub chain_cache_entries: usize,
     /// From the moment a request has been sent in full to its response
     /// headers; and the longest pause between two bytes of a response body.
     /// Also bounds connecting (TLS handshake included) to the backend.
@@ -90,6 +95,8 @@ impl Default for Config {
             scope: Scope::Path,
             allow_unfenced_writes: false,
             flat_keys: false,
+            conditional_writes: Mode::Off,
+            chain_cache_entries: DEFAULT_CACHE_ENTRIES,
             upstream_timeout: Duration::from_secs(30),
             upstream_idle_timeout: Duration::from_secs(4),
             upstream_ca: None,

@@ -9,10 +9,12 @@ use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use super::access_log::AccessLog;
 use super::outcome::Outcome;
+use crate::chain::{Chain, Source};
 use crate::issuer::UrlIssuer;
 use crate::Fences;
 
@@ -199,13 +201,68 @@ impl Collector for FenceCollector {
     }
 }
 
+/// Chained writes' counts (`crate::chain`), read at scrape time.
+#[derive(Debug)]
+struct ChainCollector(Arc<Chain>);
+
+/// One counter per label value of `label`.
+fn encode_labelled_counter(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    label: &str,
+    values: &[(&str, u64)],
+) -> Result<(), std::fmt::Error> {
+    let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (value, count) in values {
+        ConstCounter::new(*count).encode(metric.encode_family(&[(label, *value)])?)?;
+    }
+    Ok(())
+}
+
+impl Collector for ChainCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let stats = self.0.stats();
+        encode_labelled_counter(
+            &mut encoder,
+            "fencegate_chain_observations",
+            "Object versions observed, by where they came from",
+            "source",
+            &[
+                (Source::ClientRead.as_str(), stats.observed_client_read),
+                (
+                    Source::ClientCondition.as_str(),
+                    stats.observed_client_condition,
+                ),
+            ],
+        )?;
+        encode_labelled_counter(
+            &mut encoder,
+            "fencegate_chain_conflicts",
+            "Chained writes whose condition the store refused (retry: no higher token was admitted meanwhile)",
+            "retry",
+            &[
+                ("true", stats.conflicts_retry),
+                ("false", stats.conflicts_overtaken),
+            ],
+        )?;
+        encode_counter(
+            &mut encoder,
+            "fencegate_chain_unknown",
+            "Chained writes refused because their object's version was not known",
+            stats.unknown,
+        )
+    }
+}
+
 impl Metrics {
-    /// Metrics for a gateway over `fences`, writing `access_log` and
-    /// checking tokens with `issuer`, if any.
+    /// Metrics for a gateway over `fences`, writing `access_log`, checking
+    /// tokens with `issuer` and chaining writes with `chain`, if any.
     pub(crate) fn new(
         fences: Fences,
         access_log: Option<AccessLog>,
         issuer: Option<Arc<UrlIssuer>>,
+        chain: Option<Arc<Chain>>,
     ) -> Self {
         let mut registry = Registry::default();
         let family = Family::<OutcomeLabel, Counter>::default();
@@ -237,6 +294,9 @@ impl Metrics {
             responses_cut.clone(),
         );
         registry.register_collector(Box::new(FenceCollector(fences, access_log, issuer)));
+        if let Some(chain) = chain {
+            registry.register_collector(Box::new(ChainCollector(chain)));
+        }
         Metrics {
             requests: Arc::new(requests),
             latency,

@@ -28,6 +28,12 @@ pub(crate) enum Outcome {
     TokenNotIssued,
     /// 503: the token's issuer could not be asked.
     TokenIssuerUnavailable,
+    /// 409: the store refused a chained write's condition.
+    VersionConflict,
+    /// 428: a chained write whose object's version is not known.
+    VersionUnknown,
+    /// 428: a client precondition the chain cannot stand on.
+    PreconditionNotChainable,
     /// 502 or 504: the backend failed, or a response body stalled.
     UpstreamError,
     /// 408 or 400: the client's request body stalled or was cut off.
@@ -39,7 +45,7 @@ pub(crate) enum Outcome {
 
 impl Outcome {
     /// Every outcome, in the order `/metrics` lists them.
-    pub(crate) const ALL: [Outcome; 12] = [
+    pub(crate) const ALL: [Outcome; 15] = [
         Outcome::Forwarded,
         Outcome::StaleToken,
         Outcome::MissingToken,
@@ -49,6 +55,9 @@ impl Outcome {
         Outcome::FenceStoreUnavailable,
         Outcome::TokenNotIssued,
         Outcome::TokenIssuerUnavailable,
+        Outcome::VersionConflict,
+        Outcome::VersionUnknown,
+        Outcome::PreconditionNotChainable,
         Outcome::UpstreamError,
         Outcome::ClientError,
         Outcome::OtherRefusal,
@@ -66,6 +75,9 @@ impl Outcome {
             Outcome::FenceStoreUnavailable => "fence_store_unavailable",
             Outcome::TokenNotIssued => "token_not_issued",
             Outcome::TokenIssuerUnavailable => "token_issuer_unavailable",
+            Outcome::VersionConflict => "version_conflict",
+            Outcome::VersionUnknown => "version_unknown",
+            Outcome::PreconditionNotChainable => "precondition_not_chainable",
             Outcome::UpstreamError => "upstream_error",
             Outcome::ClientError => "client_error",
             Outcome::OtherRefusal => "other_refusal",
@@ -83,6 +95,9 @@ impl Outcome {
             Refusal::StoreUnavailable { .. } => Outcome::FenceStoreUnavailable,
             Refusal::TokenNotIssued { .. } => Outcome::TokenNotIssued,
             Refusal::IssuerUnavailable { .. } => Outcome::TokenIssuerUnavailable,
+            Refusal::VersionConflict { .. } => Outcome::VersionConflict,
+            Refusal::VersionUnknown { .. } => Outcome::VersionUnknown,
+            Refusal::PreconditionNotChainable { .. } => Outcome::PreconditionNotChainable,
         }
     }
 

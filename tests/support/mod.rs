@@ -32,6 +32,8 @@ mod gateway;
 #[cfg(feature = "gateway")]
 mod http;
 #[cfg(feature = "gateway")]
+pub mod moto;
+#[cfg(feature = "gateway")]
 #[path = "../../examples/support/port.rs"]
 mod port;
 #[cfg(feature = "gateway")]

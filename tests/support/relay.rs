@@ -38,6 +38,11 @@ pub enum Fault {
     /// and never reach the server). Connections that lived through it stay
     /// dead after it heals; new ones work.
     Blackhole,
+    /// Bytes from the client side reach the server this long after they
+    /// came, even if the client gave up meanwhile (a request held in a
+    /// queue or a socket buffer, delivered late). Read at every chunk, so
+    /// a pooled connection meets it at its next request.
+    DelayRequest(Duration),
 }
 
 /// A running relay on `127.0.0.1:0`, in its own runtime. Stopped on drop.
@@ -145,7 +150,11 @@ async fn relay_one(client: TcpStream, target: SocketAddr, shared: Arc<Mutex<Faul
                 Ok(0) | Err(_) => break,
                 Ok(n) => n,
             };
-            cut |= *partition.lock().unwrap() == Fault::Blackhole;
+            let fault = *partition.lock().unwrap();
+            cut |= fault == Fault::Blackhole;
+            if let Fault::DelayRequest(delay) = fault {
+                tokio::time::sleep(delay).await;
+            }
             if !cut && server_write.write_all(&buf[..n]).await.is_err() {
                 break;
             }

@@ -1,0 +1,366 @@
+//! What a store understands: which requests replace or remove the object
+//! their path names (the writes a chain covers), the condition the gateway
+//! adds to them, how a response names the version it made, and how the
+//! store says that a condition failed. One [`Mode`] per dialect.
+
+use std::fmt;
+use std::str::FromStr;
+
+use http::header::{ETAG, IF_MATCH, IF_NONE_MATCH, IF_UNMODIFIED_SINCE};
+use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
+
+use super::Version;
+
+/// A store's dialect of conditional writes (`--conditional-writes`).
+///
+/// ```
+/// use fencegate::chain::Mode;
+///
+/// assert_eq!("s3".parse::<Mode>(), Ok(Mode::S3));
+/// assert_eq!(Mode::S3.to_string(), "s3");
+/// assert!("ftp".parse::<Mode>().is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// No chain: writes are fenced, nothing is added.
+    #[default]
+    Off,
+    /// Amazon S3 and the stores that speak its API (MinIO, R2, Ceph):
+    /// `If-Match: <etag>`, `If-None-Match: *` for an absent object.
+    S3,
+}
+
+/// The modes [`Mode::from_str`] accepts, for messages.
+pub const MODES: &str = "off, s3";
+
+impl FromStr for Mode {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "off" => Ok(Mode::Off),
+            "s3" => Ok(Mode::S3),
+            other => Err(format!(
+                "unknown conditional-writes mode {other:?} (expected one of: {MODES})"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Mode::Off => "off",
+            Mode::S3 => "s3",
+        })
+    }
+}
+
+/// What a chained write does to its object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Replaces it (or creates it): the store answers with its new version.
+    Replace,
+    /// Removes it: afterwards it is [`Version::Absent`].
+    Remove,
+}
+
+/// What the client's own precondition headers amount to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientCondition {
+    /// None: the gateway adds the chain's.
+    None,
+    /// One that names a version (`If-Match: "<etag>"`, `If-None-Match: *`):
+    /// forwarded untouched; it is the chain.
+    Chain(Version),
+    /// One the chain cannot stand on: refused (428
+    /// `precondition_not_chainable`) with why.
+    NotChainable(&'static str),
+}
+
+impl Mode {
+    /// Whether `method` on `uri` replaces or removes the object its path
+    /// names, in this dialect; `None` for every other request (reads, part
+    /// uploads, sub-resources, `POST`), which are fenced but not chained.
+    pub fn chained(self, method: &Method, uri: &Uri) -> Option<Effect> {
+        match self {
+            Mode::Off => None,
+            Mode::S3 => s3_chained(method, uri),
+        }
+    }
+
+    /// Reads the client's own precondition on a chained write.
+    pub fn client_condition(self, headers: &HeaderMap) -> ClientCondition {
+        let if_match: Vec<&HeaderValue> = headers.get_all(IF_MATCH).iter().collect();
+        let if_none_match: Vec<&HeaderValue> = headers.get_all(IF_NONE_MATCH).iter().collect();
+        match (if_match.as_slice(), if_none_match.as_slice()) {
+            ([], []) if headers.contains_key(IF_UNMODIFIED_SINCE) => ClientCondition::NotChainable(
+                "If-Unmodified-Since alone names a time, not a version: a write made within the same second passes it",
+            ),
+            ([], []) => ClientCondition::None,
+            ([tag], []) => match strong_tag(tag) {
+                Some(tag) => ClientCondition::Chain(Version::Tag(tag.into())),
+                None if tag.as_bytes() == b"*" => ClientCondition::NotChainable(
+                    "If-Match: * matches whatever version the object has, so a late write would still pass",
+                ),
+                None => ClientCondition::NotChainable(
+                    "If-Match must name exactly one strong entity tag for the chain to stand on",
+                ),
+            },
+            ([], [any]) if any.as_bytes() == b"*" => ClientCondition::Chain(Version::Absent),
+            ([], [_]) => ClientCondition::NotChainable(
+                "If-None-Match with an entity tag passes for every version but that one",
+            ),
+            _ => ClientCondition::NotChainable(
+                "several preconditions: send one If-Match with one entity tag, or If-None-Match: *",
+            ),
+        }
+    }
+
+    /// The headers that make a write apply only to `version`.
+    pub fn condition(self, effect: Effect, version: &Version, headers: &mut HeaderMap) {
+        match (self, version) {
+            (Mode::Off, _) => {}
+            (Mode::S3, Version::Tag(tag)) => {
+                if let Ok(value) = HeaderValue::from_str(tag) {
+                    headers.insert(IF_MATCH, value);
+                }
+            }
+            (Mode::S3, Version::Absent) => match effect {
+                Effect::Replace => {
+                    headers.insert(IF_NONE_MATCH, HeaderValue::from_static("*"));
+                }
+                // S3 has no "delete only if absent": a tag that no object
+                // has. The store's 404 then means "still absent".
+                Effect::Remove => {
+                    headers.insert(IF_MATCH, HeaderValue::from_static(ABSENT_TAG));
+                }
+            },
+        }
+    }
+
+    /// The version a successful chained write left, if its response names
+    /// it; `None` makes the version unknown.
+    pub fn written(self, effect: Effect, headers: &HeaderMap) -> Option<Version> {
+        match effect {
+            Effect::Remove => Some(Version::Absent),
+            Effect::Replace => headers
+                .get(ETAG)
+                .and_then(strong_tag)
+                .map(|tag| Version::Tag(tag.into())),
+        }
+    }
+
+    /// The version a fenced read's answer shows: the `ETag` of a 200, or
+    /// absent on a 404.
+    pub fn observed(self, status: StatusCode, headers: &HeaderMap) -> Option<Version> {
+        match status {
+            StatusCode::OK => headers
+                .get(ETAG)
+                .and_then(strong_tag)
+                .map(|tag| Version::Tag(tag.into())),
+            StatusCode::NOT_FOUND => Some(Version::Absent),
+            _ => None,
+        }
+    }
+
+    /// How the store answered a write that carried `sent` (added by the
+    /// gateway or the client's own).
+    pub fn outcome(self, effect: Effect, sent: &Version, status: StatusCode) -> Outcome {
+        if status.is_success() {
+            return Outcome::Applied;
+        }
+        match (status, sent, effect) {
+            (StatusCode::PRECONDITION_FAILED, _, _) => Outcome::ConditionFailed,
+            // The tag that no object has, on a DELETE of an absent key.
+            (StatusCode::NOT_FOUND, Version::Absent, Effect::Remove) => Outcome::StillAbsent,
+            // `If-Match` on a key that is gone: S3 answers 404.
+            (StatusCode::NOT_FOUND, Version::Tag(_), _) => Outcome::ConditionFailed,
+            _ => Outcome::Unknown,
+        }
+    }
+}
+
+/// A tag no S3 object can have (S3's are hex digests, with `-N` for
+/// multipart uploads).
+const ABSENT_TAG: &str = "\"fencegate-absent\"";
+
+/// What the store did with a chained write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Applied (2xx).
+    Applied,
+    /// The condition failed: the object is not at the version sent.
+    ConditionFailed,
+    /// A removal of an object that was, and still is, absent.
+    StillAbsent,
+    /// Anything else: the version is no longer known.
+    Unknown,
+}
+
+/// `value` if it is one strong entity tag (`"..."`, no `W/`).
+fn strong_tag(value: &HeaderValue) -> Option<&str> {
+    let text = value.to_str().ok()?.trim();
+    let inner = text.strip_prefix('"')?.strip_suffix('"')?;
+    (!inner.contains('"')).then_some(text)
+}
+
+fn s3_chained(method: &Method, uri: &Uri) -> Option<Effect> {
+    // An object's path is `/bucket/key`: a bucket's own requests are not
+    // chained.
+    let path = uri.path().trim_start_matches('/');
+    let (_bucket, key) = path.split_once('/')?;
+    if key.is_empty() {
+        return None;
+    }
+    let query: Vec<(String, String)> = uri
+        .query()
+        .map(|q| {
+            form_urlencoded_pairs(q)
+                .map(|(name, value)| (name.to_ascii_lowercase(), value))
+                .collect()
+        })
+        .unwrap_or_default();
+    let has = |name: &str| query.iter().any(|(n, _)| n == name);
+    match *method {
+        // A part (`?partNumber&uploadId`) is not the object; other
+        // sub-resources (`?tagging`, `?acl`, ...) change metadata only.
+        Method::PUT if query.is_empty() => Some(Effect::Replace),
+        Method::PUT => None,
+        Method::POST if has("uploadid") && query.len() == 1 => {
+            // CompleteMultipartUpload; CreateMultipartUpload is `?uploads`.
+            Some(Effect::Replace)
+        }
+        // A version's own deletion does not change the current object's
+        // version; an aborted upload (`?uploadId`) changes nothing.
+        Method::DELETE if query.is_empty() => Some(Effect::Remove),
+        _ => None,
+    }
+}
+
+/// The pairs of a query string, names and values percent-decoded.
+fn form_urlencoded_pairs(query: &str) -> impl Iterator<Item = (String, String)> + '_ {
+    query.split('&').filter(|p| !p.is_empty()).map(|pair| {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let decode = |s: &str| {
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8_lossy()
+                .into_owned()
+        };
+        (decode(name), decode(value))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chained(method: &str, target: &str) -> Option<Effect> {
+        let method = Method::from_bytes(method.as_bytes()).unwrap();
+        let uri: Uri = target.parse().unwrap();
+        Mode::S3.chained(&method, &uri)
+    }
+
+    #[test]
+    fn s3_chains_object_puts_deletes_and_completions_only() {
+        assert_eq!(chained("PUT", "/b/k"), Some(Effect::Replace));
+        assert_eq!(chained("PUT", "/b/dir/k"), Some(Effect::Replace));
+        assert_eq!(chained("DELETE", "/b/k"), Some(Effect::Remove));
+        assert_eq!(chained("POST", "/b/k?uploadId=u1"), Some(Effect::Replace));
+        assert_eq!(chained("PUT", "/b/k?partNumber=1&uploadId=u1"), None);
+        assert_eq!(chained("POST", "/b/k?uploads"), None);
+        assert_eq!(chained("DELETE", "/b/k?uploadId=u1"), None);
+        assert_eq!(chained("DELETE", "/b/k?versionId=v"), None);
+        assert_eq!(chained("PUT", "/b/k?tagging"), None);
+        assert_eq!(chained("PUT", "/b"), None);
+        assert_eq!(chained("PUT", "/b/"), None);
+        assert_eq!(chained("POST", "/b?delete"), None);
+        assert_eq!(chained("GET", "/b/k"), None);
+    }
+
+    fn condition(pairs: &[(&str, &str)]) -> ClientCondition {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.append(
+                http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        Mode::S3.client_condition(&headers)
+    }
+
+    #[test]
+    fn a_client_condition_is_the_chain_only_when_it_names_one_version() {
+        assert_eq!(condition(&[]), ClientCondition::None);
+        assert_eq!(
+            condition(&[("if-match", "\"abc\"")]),
+            ClientCondition::Chain(Version::Tag("\"abc\"".into()))
+        );
+        assert_eq!(
+            condition(&[("if-none-match", "*")]),
+            ClientCondition::Chain(Version::Absent)
+        );
+        for refused in [
+            &[("if-match", "*")][..],
+            &[("if-match", "W/\"abc\"")],
+            &[("if-match", "\"a\", \"b\"")],
+            &[("if-match", "\"a\""), ("if-match", "\"b\"")],
+            &[("if-none-match", "\"abc\"")],
+            &[("if-unmodified-since", "Tue, 24 Nov 2026 10:00:00 GMT")],
+            &[("if-match", "\"a\""), ("if-none-match", "*")],
+        ] {
+            assert!(
+                matches!(condition(refused), ClientCondition::NotChainable(_)),
+                "{refused:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn conditions_added_and_answers_read() {
+        let mut headers = HeaderMap::new();
+        Mode::S3.condition(Effect::Replace, &Version::Absent, &mut headers);
+        assert_eq!(headers[IF_NONE_MATCH], "*");
+        let mut headers = HeaderMap::new();
+        Mode::S3.condition(Effect::Remove, &Version::Absent, &mut headers);
+        assert_eq!(headers[IF_MATCH], ABSENT_TAG);
+        let mut headers = HeaderMap::new();
+        let tag = Version::Tag("\"e1\"".into());
+        Mode::S3.condition(Effect::Replace, &tag, &mut headers);
+        assert_eq!(headers[IF_MATCH], "\"e1\"");
+        let s3 = Mode::S3;
+        assert_eq!(
+            s3.outcome(Effect::Replace, &tag, StatusCode::OK),
+            Outcome::Applied
+        );
+        assert_eq!(
+            s3.outcome(Effect::Replace, &tag, StatusCode::PRECONDITION_FAILED),
+            Outcome::ConditionFailed
+        );
+        assert_eq!(
+            s3.outcome(Effect::Remove, &tag, StatusCode::NOT_FOUND),
+            Outcome::ConditionFailed
+        );
+        assert_eq!(
+            s3.outcome(Effect::Remove, &Version::Absent, StatusCode::NOT_FOUND),
+            Outcome::StillAbsent
+        );
+        assert_eq!(
+            s3.outcome(Effect::Replace, &tag, StatusCode::SERVICE_UNAVAILABLE),
+            Outcome::Unknown
+        );
+        let mut answer = HeaderMap::new();
+        answer.insert(ETAG, HeaderValue::from_static("\"e2\""));
+        assert_eq!(
+            s3.written(Effect::Replace, &answer),
+            Some(Version::Tag("\"e2\"".into()))
+        );
+        assert_eq!(s3.written(Effect::Remove, &answer), Some(Version::Absent));
+        answer.insert(ETAG, HeaderValue::from_static("W/\"e2\""));
+        assert_eq!(s3.written(Effect::Replace, &answer), None);
+        assert_eq!(
+            s3.observed(StatusCode::NOT_FOUND, &HeaderMap::new()),
+            Some(Version::Absent)
+        );
+    }
+}

@@ -1,0 +1,151 @@
+//! The chain's two moments in a fenced request's life ([`crate::chain`]):
+//! before it is forwarded (the version it may carry, or a refusal) and
+//! once the store answered (what the object's version is now).
+
+use http::{Method, Request, Response};
+
+use crate::chain::{Chain, ClientCondition, Effect, Outcome, Source, Version};
+use crate::fences::Fences;
+use crate::key::normalize_path;
+use crate::refusal::Refusal;
+
+/// What the chain does with one admitted request.
+#[derive(Debug)]
+pub(super) enum Plan {
+    /// A fenced read of an object: its answer shows the object's version.
+    Read { object: String, lowerings: u64 },
+    /// A chained write, sent with the condition on `sent`.
+    Write {
+        object: String,
+        effect: Effect,
+        sent: Version,
+        /// The condition is the client's own: a refusal of it is the
+        /// store's answer to give back unchanged.
+        own: bool,
+        lowerings: u64,
+    },
+}
+
+/// A refusal of a client's precondition that no chain can stand on, before
+/// admission (nothing is raised for a request that cannot go).
+pub(super) fn check_condition<B>(chain: &Chain, request: &Request<B>) -> Result<(), Refusal> {
+    if chain
+        .mode()
+        .chained(request.method(), request.uri())
+        .is_none()
+    {
+        return Ok(());
+    }
+    match chain.mode().client_condition(request.headers()) {
+        ClientCondition::NotChainable(why) => Err(Refusal::PreconditionNotChainable {
+            detail: why.to_owned(),
+        }),
+        ClientCondition::None | ClientCondition::Chain(_) => Ok(()),
+    }
+}
+
+/// Before an admitted request is forwarded: adds the chain's condition to a
+/// chained write, or refuses it when no version may be used.
+pub(super) fn before<B>(
+    chain: &Chain,
+    fences: &Fences,
+    resource: &str,
+    request: &mut Request<B>,
+) -> Result<Option<Plan>, Refusal> {
+    let Ok(object) = normalize_path(request.uri().path()) else {
+        return Ok(None);
+    };
+    let mode = chain.mode();
+    let lowerings = fences.lowerings();
+    let Some(effect) = mode.chained(request.method(), request.uri()) else {
+        // A sub-resource's answer (`?acl`, `?versionId=`) does not show the
+        // object's current version.
+        let read = matches!(*request.method(), Method::GET | Method::HEAD)
+            && request.uri().query().is_none();
+        return Ok(read.then_some(Plan::Read { object, lowerings }));
+    };
+    let (sent, own) = match mode.client_condition(request.headers()) {
+        ClientCondition::Chain(version) => {
+            chain.observe(&object, version.clone(), lowerings, Source::ClientCondition);
+            (version, true)
+        }
+        ClientCondition::None => match chain.version(&object, lowerings) {
+            Some(version) => {
+                mode.condition(effect, &version, request.headers_mut());
+                (version, false)
+            }
+            None => {
+                chain.count_unknown();
+                return Err(Refusal::VersionUnknown {
+                    resource: resource.to_owned(),
+                    object,
+                });
+            }
+        },
+        ClientCondition::NotChainable(why) => {
+            return Err(Refusal::PreconditionNotChainable {
+                detail: why.to_owned(),
+            })
+        }
+    };
+    // Unknown while the write is out: whatever becomes of it, only its
+    // answer can tell the version again.
+    chain.forget(&object);
+    Ok(Some(Plan::Write {
+        object,
+        effect,
+        sent,
+        own,
+        lowerings,
+    }))
+}
+
+/// Once the store answered: learns the version the answer shows, or turns a
+/// refused gateway-added condition into `version_conflict`.
+pub(super) fn after<B>(
+    chain: &Chain,
+    fences: &Fences,
+    resource: &str,
+    token: u64,
+    plan: Plan,
+    response: &Response<B>,
+) -> Option<Refusal> {
+    let mode = chain.mode();
+    match plan {
+        Plan::Read { object, lowerings } => {
+            if let Some(version) = mode.observed(response.status(), response.headers()) {
+                chain.observe(&object, version, lowerings, Source::ClientRead);
+            }
+            None
+        }
+        Plan::Write {
+            object,
+            effect,
+            sent,
+            own,
+            lowerings,
+        } => match mode.outcome(effect, &sent, response.status()) {
+            Outcome::Applied => {
+                if let Some(version) = mode.written(effect, response.headers()) {
+                    chain.learn(&object, version, lowerings);
+                }
+                None
+            }
+            Outcome::StillAbsent => {
+                chain.learn(&object, Version::Absent, lowerings);
+                None
+            }
+            Outcome::ConditionFailed if !own => {
+                let retry = fences.highest(resource) <= Some(token);
+                chain.count_conflict(retry);
+                Some(Refusal::VersionConflict {
+                    resource: resource.to_owned(),
+                    object,
+                    token,
+                    retry,
+                })
+            }
+            Outcome::ConditionFailed | Outcome::Unknown => None,
+        },
+    }
+}

@@ -1,0 +1,243 @@
+//! Chained writes (`--conditional-writes s3`, SPEC "Chained writes")
+//! through the real binary in front of moto's S3 server:
+//!
+//! - the proof: a relay between the gateway and moto holds a stale PUT (or
+//!   DELETE) past `--upstream-timeout` and delivers it after the next
+//!   holder's write; without the chain the stale bytes win (the residual
+//!   window, measured here as a control), with it moto refuses them;
+//! - the steady state: one holder rewriting an object needs one fenced
+//!   `HEAD` at first, then nothing more;
+//! - the answers: 428 `version_unknown`, 428 `precondition_not_chainable`,
+//!   409 `version_conflict` with `retry`, a client's own condition
+//!   forwarded untouched, part uploads not chained; and the metrics.
+
+mod support;
+
+use std::time::Duration;
+
+use support::moto::{moto, S3_AUTH};
+use support::*;
+
+/// How long the relay holds a request: past the gateway's
+/// `--upstream-timeout` of 1 s.
+const HELD: Duration = Duration::from_millis(2500);
+
+fn request(gw: &Gateway, method: &str, target: &str, token: u64, body: &[u8]) -> Resp {
+    let token = token.to_string();
+    gw.req(
+        method,
+        target,
+        &[("X-Fencing-Token", &token), S3_AUTH],
+        body,
+    )
+}
+
+fn make_bucket(bucket: &str) {
+    let made = http(moto().addr, "PUT", &format!("/{bucket}"), &[S3_AUTH], b"");
+    assert_eq!(made.status, 200, "CreateBucket at moto: {}", made.text());
+}
+
+/// The object's bytes at moto, asked directly (`None`: absent).
+fn stored(target: &str) -> Option<String> {
+    let got = http(moto().addr, "GET", target, &[S3_AUTH], b"");
+    match got.status {
+        200 => Some(got.text()),
+        404 => None,
+        other => panic!("GET {target} at moto: {other} {}", got.text()),
+    }
+}
+
+/// A gateway in front of moto through a relay, with `mode`.
+fn gateway(relay: &Relay, mode: &str) -> Gateway {
+    Gateway::start(&[
+        "--upstream",
+        &relay.url(),
+        "--flat-keys",
+        "--upstream-timeout",
+        "1",
+        "--conditional-writes",
+        mode,
+    ])
+}
+
+/// A stale holder's `method` (with token 33) is held by the relay until
+/// after the next holder (token 34) wrote `current`; returns what moto
+/// holds once the late request had its chance.
+fn stale_write_delivered_late(mode: &str, bucket: &str, method: &str) -> Option<String> {
+    make_bucket(bucket);
+    let relay = Relay::start(moto().addr, Fault::None);
+    let gw = gateway(&relay, mode);
+    let target = format!("/{bucket}/report");
+    let chained = mode != "off";
+
+    // Holder 33 learns the version (a fenced HEAD: absent), writes v33.
+    if chained {
+        assert_eq!(request(&gw, "HEAD", &target, 33, b"").status, 404);
+    }
+    let first = request(&gw, "PUT", &target, 33, b"v33");
+    assert_eq!(first.status, 200, "{}", first.text());
+
+    // Its next write is held on the way (a pause, a slow network), and the
+    // gateway gives up on it.
+    relay.set(Fault::DelayRequest(HELD));
+    let body: &[u8] = if method == "PUT" { b"stale" } else { b"" };
+    let given_up = request(&gw, method, &target, 33, body);
+    assert_eq!(given_up.status, 504, "{}", given_up.text());
+    relay.set(Fault::None);
+
+    // The next holder writes; with the chain it first learns the version.
+    if chained {
+        let head = request(&gw, "HEAD", &target, 34, b"");
+        assert_eq!(head.status, 200);
+    }
+    let current = request(&gw, "PUT", &target, 34, b"v34");
+    assert_eq!(current.status, 200, "{}", current.text());
+    assert_eq!(stored(&target).as_deref(), Some("v34"));
+
+    // The held request reaches moto now.
+    std::thread::sleep(HELD + Duration::from_millis(1500));
+    stored(&target)
+}
+
+#[test]
+fn without_the_chain_a_late_stale_put_overwrites_the_next_holder() {
+    // The residual window the chain closes: the control for the next test.
+    let after = stale_write_delivered_late("off", "window-open-put", "PUT");
+    assert_eq!(after.as_deref(), Some("stale"));
+}
+
+#[test]
+fn with_the_chain_a_late_stale_put_is_refused_by_the_store() {
+    let after = stale_write_delivered_late("s3", "window-closed-put", "PUT");
+    assert_eq!(after.as_deref(), Some("v34"));
+}
+
+#[test]
+fn without_the_chain_a_late_stale_delete_removes_the_next_holders_object() {
+    let after = stale_write_delivered_late("off", "window-open-delete", "DELETE");
+    assert_eq!(after, None);
+}
+
+#[test]
+fn with_the_chain_a_late_stale_delete_is_refused_by_the_store() {
+    let after = stale_write_delivered_late("s3", "window-closed-delete", "DELETE");
+    assert_eq!(after.as_deref(), Some("v34"));
+}
+
+#[test]
+fn the_steady_state_needs_one_head_and_the_answers_say_what_to_do() {
+    let bucket = "chain-answers";
+    make_bucket(bucket);
+    let gw = Gateway::start(&[
+        "--upstream",
+        &moto().url(),
+        "--flat-keys",
+        "--conditional-writes",
+        "s3",
+    ]);
+    let target = format!("/{bucket}/obj");
+
+    // Unknown version: 428, nothing forwarded.
+    let unknown = request(&gw, "PUT", &target, 40, b"a");
+    assert_eq!(unknown.status, 428, "{}", unknown.text());
+    let body = unknown.json();
+    assert_eq!(body["error"], "version_unknown");
+    assert_eq!(body["resource"], target.as_str());
+    assert_eq!(body["object"], target.as_str());
+    assert_eq!(stored(&target), None);
+
+    // A fenced HEAD teaches it; then one holder rewrites without asking.
+    assert_eq!(request(&gw, "HEAD", &target, 40, b"").status, 404);
+    for (n, bytes) in ["a", "b", "c"].iter().enumerate() {
+        let put = request(&gw, "PUT", &target, 40, bytes.as_bytes());
+        assert_eq!(put.status, 200, "write {n}: {}", put.text());
+    }
+    assert_eq!(stored(&target).as_deref(), Some("c"));
+
+    // Someone writes behind the gateway's back: the next chained write is
+    // refused by moto and answered version_conflict, retry true (no higher
+    // token was admitted).
+    let behind = http(moto().addr, "PUT", &target, &[S3_AUTH], b"behind");
+    assert_eq!(behind.status, 200);
+    let conflict = request(&gw, "PUT", &target, 40, b"d");
+    assert_eq!(conflict.status, 409, "{}", conflict.text());
+    let body = conflict.json();
+    assert_eq!(body["error"], "version_conflict");
+    assert_eq!(body["token"], 40);
+    assert_eq!(body["retry"], true);
+    assert_eq!(stored(&target).as_deref(), Some("behind"));
+    // The version is unknown again; a HEAD, and the retry goes through.
+    assert_eq!(request(&gw, "PUT", &target, 40, b"d").status, 428);
+    assert_eq!(request(&gw, "HEAD", &target, 40, b"").status, 200);
+    assert_eq!(request(&gw, "PUT", &target, 40, b"d").status, 200);
+
+    // A delete, then a create on the absent object.
+    assert_eq!(request(&gw, "DELETE", &target, 41, b"").status, 204);
+    assert_eq!(stored(&target), None);
+    assert_eq!(request(&gw, "PUT", &target, 41, b"e").status, 200);
+    assert_eq!(stored(&target).as_deref(), Some("e"));
+
+    // The client's own condition is the chain, forwarded untouched: a
+    // wrong tag gets moto's own 412.
+    let own = gw.req(
+        "PUT",
+        &target,
+        &[("X-Fencing-Token", "41"), S3_AUTH, ("If-Match", "\"0000\"")],
+        b"f",
+    );
+    assert_eq!(own.status, 412, "{}", own.text());
+    // One that names no version is refused before anything is raised.
+    let star = gw.req(
+        "PUT",
+        &target,
+        &[("X-Fencing-Token", "99"), S3_AUTH, ("If-Match", "*")],
+        b"f",
+    );
+    assert_eq!(star.status, 428, "{}", star.text());
+    assert_eq!(star.json()["error"], "precondition_not_chainable");
+    assert_eq!(gw.fence(&target), Some(41));
+
+    // Parts are not the object: fenced, not chained.
+    let parts = format!("{target}?partNumber=1&uploadId=nope");
+    let part = request(&gw, "PUT", &parts, 41, b"p");
+    assert_ne!(part.status, 428, "{}", part.text());
+
+    let metrics = gw.metrics();
+    for line in [
+        "fencegate_chain_observations_total{source=\"client_read\"} 2",
+        "fencegate_chain_conflicts_total{retry=\"true\"} 1",
+        "fencegate_chain_unknown_total 2",
+        "fencegate_requests_total{outcome=\"version_conflict\"} 1",
+        "fencegate_requests_total{outcome=\"version_unknown\"} 2",
+        "fencegate_requests_total{outcome=\"precondition_not_chainable\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} not in:\n{metrics}");
+    }
+}
+
+#[test]
+fn conditional_writes_with_shared_fences_is_refused_at_start() {
+    let output = std::process::Command::new(support::BIN)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--state",
+            "etcd",
+            "--etcd-endpoints",
+            "http://127.0.0.1:1",
+            "--conditional-writes",
+            "s3",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--conditional-writes is not available with shared fences yet"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+}

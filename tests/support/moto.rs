@@ -1,0 +1,83 @@
+//! moto's S3 server (`moto_server`, from the Python environment that
+//! `scripts/install-deps.sh` makes), one per test binary; each test uses
+//! buckets of its own.
+
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+
+use super::*;
+
+/// A SigV4-shaped `Authorization` for moto, which does not check
+/// signatures but treats anonymous writes differently from signed ones.
+pub const S3_AUTH: (&str, &str) = (
+    "Authorization",
+    "AWS4-HMAC-SHA256 Credential=test/20261125/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=00",
+);
+
+/// The Python environment with moto, boto3 and the GCS emulator.
+pub fn venv() -> PathBuf {
+    std::env::var_os("FENCEGATE_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/venv"))
+}
+
+/// moto's S3 server over plain HTTP, one for the test binary (each test
+/// uses buckets of its own); its process group is killed once the binary
+/// exits.
+pub struct Moto {
+    _child: Child,
+    pub addr: SocketAddr,
+}
+
+impl Moto {
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Whether `bucket` lists `key`, asked of moto directly.
+    pub fn lists(&self, bucket: &str, key: &str) -> bool {
+        let resp = http(
+            self.addr,
+            "GET",
+            &format!("/{bucket}?list-type=2"),
+            &[],
+            b"",
+        );
+        assert_eq!(resp.status, 200, "listing {bucket}: {}", resp.text());
+        resp.text().contains(&format!("<Key>{key}</Key>"))
+    }
+}
+
+pub fn moto() -> &'static Moto {
+    static MOTO: OnceLock<Moto> = OnceLock::new();
+    MOTO.get_or_init(|| {
+        let bin = venv().join("bin/moto_server");
+        assert!(
+            bin.exists(),
+            "{} is missing: run scripts/install-deps.sh (it makes the Python environment)",
+            bin.display()
+        );
+        let port = dead_port();
+        let child = Command::new(&bin)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+        kill_group_at_exit(child.id(), None);
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        assert!(
+            wait_until(HANG_GUARD, || TcpStream::connect(addr).is_ok()),
+            "moto_server did not listen on {port}"
+        );
+        Moto {
+            _child: child,
+            addr,
+        }
+    })
+}
