@@ -285,7 +285,6 @@ impl<S> Fencing<S> {
         let config = Arc::clone(&self.config);
         let client = self.client;
         ResponseFuture::admitting(Box::pin(async move {
-            let mut request = request;
             // Only a chain needs the key and token once admission has them.
             let chained_on = config.chain.is_some().then(|| match &admission {
                 Admission::One { key, token } | Admission::All { key, token, .. } => {
@@ -335,28 +334,16 @@ impl<S> Fencing<S> {
                     return Ok(refusal_response(&refusal));
                 }
             };
-            let (chain, (resource, token)) = match (config.chain.as_deref(), chained_on) {
-                (Some(chain), Some(on)) => (chain, on),
-                _ => return call(inner, request, in_flight).await,
-            };
-            let plan = match chained::before(chain, &config.fences, &resource, &mut request) {
-                Ok(plan) => plan,
-                Err(refusal) => {
-                    log_refusal(&refusal, &request);
-                    return Ok(refusal_response(&refusal));
+            match chained_on {
+                // Boxed, so that the plain path's future does not carry the
+                // chain's state in its size (every byte of it is copied).
+                Some((resource, token)) => {
+                    Box::pin(call_chained(
+                        config, resource, token, inner, request, in_flight,
+                    ))
+                    .await
                 }
-            };
-            let head = request_head(&request);
-            let response = call(inner, request, in_flight).await?;
-            let refused = plan.and_then(|plan| {
-                chained::after(chain, &config.fences, &resource, token, plan, &response)
-            });
-            match refused {
-                Some(refusal) => {
-                    log_refusal(&refusal, &head);
-                    Ok(refusal_response(&refusal))
-                }
-                None => Ok(response),
+                None => call(inner, request, in_flight).await,
             }
         }))
     }
@@ -379,6 +366,42 @@ where
     // Boxed, so that the plain path's future (every request without
     // shared fences) does not carry this one's state in its size.
     Box::pin(call_under_lease(inner, request, lease, in_flight)).await
+}
+
+/// Chained writes ([`crate::chain`]): the version a request may carry
+/// before it is forwarded, and what the store's answer shows after.
+async fn call_chained<S, ReqBody, ResBody>(
+    config: Arc<Config>,
+    resource: String,
+    token: u64,
+    inner: S,
+    mut request: Request<ReqBody>,
+    in_flight: InFlight,
+) -> Result<Response<ResponseBody<ResBody>>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+{
+    let Some(chain) = config.chain.as_deref() else {
+        return call(inner, request, in_flight).await;
+    };
+    let plan = match chained::before(chain, &config.fences, &resource, &mut request) {
+        Ok(plan) => plan,
+        Err(refusal) => {
+            log_refusal(&refusal, &request);
+            return Ok(refusal_response(&refusal));
+        }
+    };
+    let head = request_head(&request);
+    let response = call(inner, request, in_flight).await?;
+    let refused = plan
+        .and_then(|plan| chained::after(chain, &config.fences, &resource, token, plan, &response));
+    match refused {
+        Some(refusal) => {
+            log_refusal(&refusal, &head);
+            Ok(refusal_response(&refusal))
+        }
+        None => Ok(response),
+    }
 }
 
 /// Method and target of `request`, for a log line once it is gone.
