@@ -470,24 +470,6 @@ fn admin_writes_on_one_instance_apply_to_every_instance() {
         "{}",
         audit.text()
     );
-
-    // Shared fences admit one key at a time (docs/SHARED.md): a subtree's
-    // fence cannot be set, and a write on several keys (a DELETE in path
-    // scope is one on its collection too) is refused, never forwarded.
-    let subtree = admin(
-        &a,
-        "tok",
-        "PUT",
-        "/fences/%2Fr8%2F",
-        r#"{"highest":70,"reason":"dir"}"#,
-    );
-    assert_eq!(subtree.status, 400, "{}", subtree.text());
-    assert_eq!(subtree.json()["error"], "invalid_request");
-    let before = backend.count();
-    let delete = b.req("DELETE", "/r8", &[("X-Fencing-Token", "90")], b"");
-    assert_eq!(delete.status, 400, "{}", delete.text());
-    assert_eq!(delete.json()["error"], "unfenceable_write");
-    assert_eq!(backend.count(), before, "nothing forwarded");
 }
 
 #[test]
@@ -749,4 +731,120 @@ async fn two_services_sharing_fences_through_the_library_fence_as_one() {
     // An admission holds the lease it was made under.
     let in_flight = b.admit("/reports/q3.csv", 34).await.unwrap();
     assert!(in_flight.lease().is_some_and(|lease| lease.is_live()));
+}
+
+/// A fenced request of `method` on `target` with `token` and `headers`.
+fn fenced(
+    gateway: &Gateway,
+    method: &str,
+    target: &str,
+    token: u64,
+    headers: &[(&str, &str)],
+) -> Resp {
+    let token = token.to_string();
+    let mut all = vec![("X-Fencing-Token", token.as_str())];
+    all.extend_from_slice(headers);
+    gateway.req(method, target, &all, b"")
+}
+
+#[test]
+fn a_collection_delete_through_one_instance_fences_everything_under_it_on_the_others() {
+    let backend = Backend::start();
+    let a = instance(cluster(), &backend, "/t-subtree/", "a", &[]);
+    let b = instance(cluster(), &backend, "/t-subtree/", "b", &[]);
+
+    assert_eq!(b.put("/c1/x", 40).status, 200);
+    // Below a member's highest, read in etcd (A never saw /c1/x itself).
+    let stale = fenced(&a, "DELETE", "/c1", 39, &[]);
+    assert_eq!(stale.status, 409, "{}", stale.text());
+    assert_eq!(stale.json()["resource"], "/c1/x");
+    assert!(
+        backend.records_for("/c1").is_empty(),
+        "the stale DELETE was forwarded"
+    );
+    assert_eq!(fenced(&a, "DELETE", "/c1", 41, &[]).status, 200);
+    // From now on nothing under /c1 takes a token below 41, at B too,
+    // whether or not B's view has seen the subtree's fence yet.
+    let below = b.put("/c1/y", 40);
+    assert_eq!(below.status, 409, "{}", below.text());
+    assert_eq!(below.json()["highest"], 41);
+    assert!(backend.records_for("/c1/y").is_empty());
+    assert_eq!(b.put("/c1/y", 42).status, 200);
+    // A collection write below a member's highest is refused the same way.
+    assert_eq!(a.put("/c1/z/deep", 50).status, 200);
+    assert_eq!(fenced(&b, "DELETE", "/c1/z", 49, &[]).status, 409);
+}
+
+#[test]
+fn a_collection_delete_on_a_waits_for_a_lower_write_under_it_on_b() {
+    let backend = Backend::start();
+    let a = instance(cluster(), &backend, "/t-subtree-wait/", "a", &[]);
+    let b = instance(cluster(), &backend, "/t-subtree-wait/", "b", &[]);
+
+    thread::scope(|s| {
+        let first = s.spawn(|| held_put(&b, "/c2/x", 50, "c2-50"));
+        wait_arrived(&backend, "/c2/x", 50);
+        let delete = s.spawn(|| fenced(&a, "DELETE", "/c2", 51, &[]));
+        wait_record(cluster(), "/t-subtree-wait/", "/c2/", 51);
+        // A has claimed the subtree and waits for B's 50 under it: give a
+        // broken fence every chance to forward the DELETE now.
+        thread::sleep(Duration::from_millis(500));
+        assert!(
+            backend.records_for("/c2").is_empty(),
+            "the DELETE overtook 50"
+        );
+        backend.release("c2-50");
+        assert_eq!(first.join().unwrap().status, 200);
+        assert_eq!(delete.join().unwrap().status, 200);
+    });
+    let events = backend.events();
+    let put = backend.records_for("/c2/x")[0].seq;
+    let delete = backend.records_for("/c2")[0].seq;
+    let responded_put = events.iter().position(|e| *e == Event::Responded(put));
+    let arrived_delete = events.iter().position(|e| *e == Event::Arrived(delete));
+    assert!(
+        responded_put < arrived_delete,
+        "the DELETE arrived before the PUT under it was answered: {events:?}"
+    );
+
+    // And the other way: a write under a collection waits for a lower
+    // collection write in flight at another instance.
+    thread::scope(|s| {
+        let delete = s.spawn(|| fenced(&a, "DELETE", "/c3", 60, &[("X-Test-Hold", "c3-60")]));
+        wait_arrived(&backend, "/c3", 60);
+        let put = s.spawn(|| b.put("/c3/x", 61));
+        wait_record(cluster(), "/t-subtree-wait/", "/c3/x", 61);
+        thread::sleep(Duration::from_millis(500));
+        assert!(
+            backend.records_for("/c3/x").is_empty(),
+            "61 overtook the DELETE"
+        );
+        backend.release("c3-60");
+        assert_eq!(delete.join().unwrap().status, 200);
+        assert_eq!(put.join().unwrap().status, 200);
+    });
+}
+
+#[test]
+fn a_stale_move_onto_a_key_fenced_at_another_instance_is_refused() {
+    let backend = Backend::start();
+    let a = instance(cluster(), &backend, "/t-move/", "a", &[]);
+    let b = instance(cluster(), &backend, "/t-move/", "b", &[]);
+
+    assert_eq!(a.put("/m/a", 60).status, 200);
+    let destination = format!("{}/m/a", b.data_url());
+    let headers = [("Destination", destination.as_str()), ("Depth", "0")];
+    let stale = fenced(&b, "MOVE", "/m/b", 59, &headers);
+    assert_eq!(stale.status, 409, "{}", stale.text());
+    assert_eq!(stale.json()["resource"], "/m/a");
+    assert!(
+        backend.records_for("/m/b").is_empty(),
+        "the stale MOVE was forwarded"
+    );
+    // Nothing was claimed for the source either.
+    assert_eq!(b.put("/m/b", 59).status, 200);
+    let current = fenced(&b, "MOVE", "/m/b", 61, &headers);
+    assert_eq!(current.status, 200, "{}", current.text());
+    assert!(wait_until(HANG_GUARD, || a.fence("/m/a") == Some(61)));
+    assert_eq!(a.put("/m/a", 60).status, 409);
 }

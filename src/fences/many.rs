@@ -132,6 +132,9 @@ enum Entered {
     Frozen(Arc<Fence>),
     /// Wait for a change of this fence.
     Wait(Arc<Fence>),
+    /// Another holder has a lower token in flight: wait for a change of
+    /// any target (the store wakes those its changes concern).
+    WaitStore,
 }
 
 /// Whether a look at every member (all locked) stands.
@@ -152,8 +155,8 @@ impl Fences {
     /// its path. Resolves once the request may be forwarded; the guard holds
     /// every key in flight until it is dropped.
     ///
-    /// With a shared store, one key at a time only: several keys answer a
-    /// [`StoreError::Unsupported`].
+    /// With a shared store, the claim of every key is one step of the
+    /// store's ([`FenceStore::claim_all`](crate::store::FenceStore::claim_all)).
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -181,16 +184,10 @@ impl Fences {
         let mut keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         keys.sort_unstable();
         keys.dedup();
-        let Some(&first) = keys.first() else {
+        if keys.is_empty() {
             return Err(AdmitAllError::on(
                 "",
                 StoreError::Unsupported("an admission needs at least one key"),
-            ));
-        };
-        if self.inner.shared && keys.len() > 1 {
-            return Err(AdmitAllError::on(
-                first,
-                StoreError::Unsupported("shared fences admit one key at a time"),
             ));
         }
         if keys.iter().any(|key| subtree_path(key).is_some()) {
@@ -317,6 +314,23 @@ impl Fences {
             let keys: Vec<&str> = to_claim.iter().map(|key| &**key).collect();
             self.inner.store.claim_all(&keys, token).await
         };
+        if let Err(StoreError::Above { key, highest }) = &claim {
+            // Nothing was claimed: give every raise back, and refuse on
+            // the key that stands above.
+            for key in to_claim {
+                if let Some((_, fence)) = targets.iter().find(|(k, _)| k == key) {
+                    let _ = self.settle_raise(key, fence, token, Err(StoreError::Closed));
+                }
+            }
+            return Err(AdmitAllError::on(
+                key,
+                Stale {
+                    token,
+                    highest: *highest,
+                    reason: StaleReason::BelowHighest,
+                },
+            ));
+        }
         let stored = claim.as_ref().map(|claim| claim.highest);
         let mut stale = None;
         let mut failed = None;
@@ -399,6 +413,10 @@ impl Fences {
                     continue;
                 }
                 Entered::Wait(blocker) => blocker,
+                Entered::WaitStore => {
+                    store_changed(&targets, hold.as_deref(), revoked.as_mut().as_pin_mut()).await;
+                    continue;
+                }
             };
             // Register, then look again at what blocked: a change made
             // after that look wakes this wait (changes notify after they
@@ -456,8 +474,7 @@ impl Fences {
             return Entered::Wait(Arc::clone(&members[blocker].fence));
         }
         if others_below {
-            // The store wakes a target's waiters when that changes.
-            return Entered::Wait(Arc::clone(&targets[0].1));
+            return Entered::WaitStore;
         }
         for (member, state) in members.iter().zip(guards.iter_mut()) {
             if member.target {
@@ -573,11 +590,33 @@ impl Fences {
         self.inner.has_subtrees.store(true, Ordering::SeqCst);
     }
 
-    /// [`Self::enable_subtrees`] if the store held subtree keys when the
-    /// table was loaded.
+    /// Keys shaped like subtree keys are subtrees in this table's scope
+    /// (`path` or `prefix:N`; called by a fencing layer in one of them when
+    /// it is built): [`Self::enable_subtrees`] if the store held some when
+    /// the table was loaded, and a shared store checks the subtree fences
+    /// above a key in every claim from now on (another holder may set one
+    /// at any time).
     pub fn enable_stored_subtrees(&self) {
+        self.inner.subtree_scope.store(true, Ordering::SeqCst);
+        self.inner.store.use_subtrees();
         if self.inner.stored_subtrees {
             self.enable_subtrees();
+        }
+    }
+
+    /// Whether keys shaped like subtree keys are subtrees here.
+    pub(super) fn subtree_scope(&self) -> bool {
+        self.inner.subtree_scope.load(Ordering::SeqCst)
+    }
+
+    /// Wakes the waiters of every fence under `subtree` (a shared store
+    /// saw a record of it go).
+    pub(super) fn wake_under(&self, subtree: &str) {
+        for key in self.keys_under(subtree) {
+            let fence = self.inner.fences.get(&*key).map(|f| Arc::clone(f.value()));
+            if let Some(fence) = fence {
+                fence.changed.notify_waiters();
+            }
         }
     }
 
@@ -625,6 +664,40 @@ fn under(index: &BTreeSet<Box<str>>, subtree: &str) -> Vec<Box<str>> {
         .filter(|key| &***key != subtree && &***key != "/")
         .cloned()
         .collect()
+}
+
+/// Waits until a store's change may let a request held back by another
+/// holder's lower token go: any target's fence notified (registered before
+/// `hold` is asked again, so no change is missed), or the lease revoked.
+async fn store_changed(
+    targets: &[(Box<str>, Arc<Fence>)],
+    hold: Option<&dyn ClaimHold>,
+    mut revoked: Option<std::pin::Pin<&mut (impl Future<Output = ()> + ?Sized)>>,
+) {
+    let mut changes: Vec<_> = targets
+        .iter()
+        .map(|(_, fence)| Box::pin(fence.changed.notified()))
+        .collect();
+    for change in &mut changes {
+        change.as_mut().enable();
+    }
+    if !hold.is_some_and(|hold| hold.waits()) {
+        return;
+    }
+    std::future::poll_fn(|cx| {
+        let lease_gone = revoked
+            .as_mut()
+            .is_some_and(|revoked| revoked.as_mut().poll(cx).is_ready());
+        let changed = changes
+            .iter_mut()
+            .any(|change| change.as_mut().poll(cx).is_ready());
+        if lease_gone || changed {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await;
 }
 
 /// Locks every member's fence, in the members' (key) order.

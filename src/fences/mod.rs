@@ -100,6 +100,9 @@ struct Table {
     /// Admin lowerings and deletions so far: a chained write's version
     /// learned before one of them may no longer stand (`crate::chain`).
     lowerings: AtomicU64,
+    /// A fencing layer in `path` or `prefix:N` scope said keys shaped like
+    /// subtree keys are subtrees here (`Fences::enable_stored_subtrees`).
+    subtree_scope: AtomicBool,
 }
 
 /// One key's fence.
@@ -374,6 +377,7 @@ impl Fences {
             has_subtrees: AtomicBool::new(false),
             stored_subtrees,
             lowerings: AtomicU64::new(0),
+            subtree_scope: AtomicBool::new(false),
             index: Mutex::new(None),
         });
         table.store.attach(FenceView::new(Arc::downgrade(&table)));

@@ -1,7 +1,10 @@
 //! The table as a shared store sees it: where changes made by other holders
 //! arrive.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
+
+use crate::key::{covering_subtrees, subtree_path};
 
 use super::{Fence, Fences, Table};
 
@@ -33,6 +36,11 @@ impl FenceView {
     /// from now on and overtakes waiters below it. Never lowers.
     pub fn raised(&self, key: &str, highest: u64) {
         let Some(fences) = self.fences() else { return };
+        if subtree_path(key).is_some() && fences.subtree_scope() {
+            // Another holder fenced a whole subtree: from now on every
+            // admission here looks at the subtrees above its key.
+            fences.enable_subtrees();
+        }
         let fence = fences.fence(key);
         let mut state = fence.lock();
         let durable = state.durable().max(Some(highest));
@@ -62,16 +70,31 @@ impl FenceView {
     }
 
     /// Something another holder did on `key` may let its waiters go (a
-    /// lower claim ended): wake them to look again.
+    /// lower claim ended): wake them to look again, and, where subtree
+    /// fences are in use, those of the subtrees above it (a collection
+    /// write waits for the keys under it) and, for a subtree key, those of
+    /// every key under it (each waits for the subtree writes above it).
     pub fn changed(&self, key: &str) {
         let Some(fences) = self.fences() else { return };
-        let fence: Option<Arc<Fence>> = fences
-            .inner
-            .fences
-            .get(key)
-            .map(|fence| Arc::clone(fence.value()));
-        if let Some(fence) = fence {
-            fence.changed.notify_waiters();
+        let wake = |key: &str| {
+            let fence: Option<Arc<Fence>> = fences
+                .inner
+                .fences
+                .get(key)
+                .map(|fence| Arc::clone(fence.value()));
+            if let Some(fence) = fence {
+                fence.changed.notify_waiters();
+            }
+        };
+        wake(key);
+        if !fences.inner.has_subtrees.load(Ordering::SeqCst) {
+            return;
+        }
+        for subtree in covering_subtrees(key) {
+            wake(subtree);
+        }
+        if subtree_path(key).is_some() {
+            fences.wake_under(key);
         }
     }
 

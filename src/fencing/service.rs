@@ -15,7 +15,7 @@ use crate::issuer::IssuerError;
 use crate::key::{lock_name_from_headers, normalize_path, Scope};
 use crate::reach::{self, ReachError};
 use crate::refusal::Refusal;
-use crate::store::Lease;
+use crate::store::{Lease, MAX_SHARED_KEYS};
 use crate::token::token_from_headers;
 use crate::InFlight;
 
@@ -170,12 +170,11 @@ impl<S> Fencing<S> {
         match <[String; 1]>::try_from(reached.keys) {
             Ok([key]) => Ok(Decision::Admit(Admission::One { key, token })),
             Err(keys) => {
-                if config.fences.is_shared() {
+                if config.fences.is_shared() && keys.len() > MAX_SHARED_KEYS {
                     return Err(Refusal::Unfenceable {
                         detail: format!(
-                            "this write changes {} fences at once ({}), which shared fences (--state etcd) cannot admit together yet",
+                            "this write changes {} fences at once; shared fences (--state etcd) admit at most {MAX_SHARED_KEYS} together",
                             keys.len(),
-                            keys.join(", ")
                         ),
                     });
                 }

@@ -166,6 +166,12 @@ pub trait FenceStore: Send + Sync + 'static {
         drop(view);
     }
 
+    /// From now on keys shaped like a [`subtree_key`](crate::key::subtree_key)
+    /// stand for whole subtrees (the table's scope is `path` or
+    /// `prefix:N`): a shared store then checks the subtree fences above a
+    /// key in every claim of it. Stores with a single holder ignore it.
+    fn use_subtrees(&self) {}
+
     /// Whether other holders share the store: then every new request on a
     /// key is claimed (the store answers locally when it can), not only
     /// raises.
@@ -250,6 +256,11 @@ pub struct SharedStats {
     pub view_lag: u64,
 }
 
+/// At most this many keys in one claim of a shared store (each puts a
+/// highest and a record, and etcd refuses more than 128 operations at one
+/// level of a transaction): a write admitted on more is refused.
+pub const MAX_SHARED_KEYS: usize = 60;
+
 /// A fence store failure. Cheap to clone, so that one failed group commit can
 /// be reported to every request that was waiting on it.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -277,6 +288,16 @@ pub enum StoreError {
     /// The store has been shut down.
     #[error("the fence store is closed")]
     Closed,
+    /// A shared claim of several keys found `key`'s highest above the
+    /// token (`key` may be one under a subtree claimed): nothing was
+    /// claimed.
+    #[error("{key}: a higher token ({highest}) was claimed")]
+    Above {
+        /// The key with the higher highest.
+        key: Arc<str>,
+        /// Its highest.
+        highest: u64,
+    },
     /// A shared store is unreachable, or this holder holds no lease on it
     /// (lost, expired, or not granted yet): nothing that needs the store
     /// may go on.

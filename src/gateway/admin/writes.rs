@@ -152,18 +152,7 @@ fn write_key(admin: &Admin, uri: &Uri) -> Result<String, WriteRefusal> {
     if !admin.writes_enabled {
         return Err(WriteRefusal::Disabled);
     }
-    let key =
-        admin_input::write_key(encoded_key(uri), admin.scope).map_err(WriteRefusal::InvalidKey)?;
-    // Shared fences admit one key at a time (docs/SHARED.md): no instance
-    // would look at a subtree's fence, so setting one would fence nothing.
-    let subtree =
-        admin.scope != crate::key::Scope::Header && crate::key::subtree_path(&key).is_some();
-    if subtree && admin.fences.is_shared() {
-        return Err(WriteRefusal::InvalidKey(InvalidInput::Request(format!(
-            "{key:?} names a subtree's fence, and shared fences (--state etcd) have none"
-        ))));
-    }
-    Ok(key)
+    admin_input::write_key(encoded_key(uri), admin.scope).map_err(WriteRefusal::InvalidKey)
 }
 
 fn writes_disabled() -> Response {

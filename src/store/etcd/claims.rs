@@ -5,12 +5,28 @@ use std::collections::HashSet;
 use tokio::task::JoinSet;
 
 use super::*;
+use crate::key::{covering_subtrees, subtree_path};
 
 pub(super) struct Pending {
     pub(super) key: String,
+    /// The other keys of a claim of several at once (`claim_all`), in key
+    /// order; such a claim is a transaction of its own.
+    pub(super) more: Vec<String>,
     pub(super) token: u64,
     pub(super) reply: oneshot::Sender<Result<Claim, StoreError>>,
 }
+
+impl Pending {
+    fn keys(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.key.as_str()).chain(self.more.iter().map(String::as_str))
+    }
+}
+
+use crate::store::MAX_SHARED_KEYS as MAX_KEYS;
+
+/// A claim of several keys retries this often when a highest it read
+/// changed before it could commit.
+const MANY_ATTEMPTS: usize = 8;
 
 /// A record a failed transaction may or may not have put (it timed out, or
 /// the connection broke after sending): nobody uses it, and left alone it
@@ -88,7 +104,10 @@ impl Shared {
                 if batch.is_empty() {
                     break;
                 }
-                let keys: Vec<String> = batch.iter().map(|p| p.key.clone()).collect();
+                let keys: Vec<String> = batch
+                    .iter()
+                    .flat_map(|p| p.keys().map(str::to_owned))
+                    .collect();
                 flying.extend(keys.iter().cloned());
                 let this = Arc::clone(&self);
                 in_flight.spawn(async move { (keys, this.commit(batch).await) });
@@ -160,7 +179,14 @@ impl Shared {
                 let _ = pending.reply.send(Err(self.no_lease()));
                 continue;
             };
-            if let Some(hold) = self.reuse(&pending.key, pending.token, lease) {
+            if !pending.more.is_empty() {
+                // A claim of several keys goes alone, once none is busy.
+                if batch.is_empty() && !pending.keys().any(&busy) {
+                    batch.push(pending);
+                    break;
+                }
+                later.push_back(pending);
+            } else if let Some(hold) = self.reuse(&pending.key, pending.token, lease) {
                 self.counters.claims_local.fetch_add(1, Ordering::Relaxed);
                 let _ = pending.reply.send(Ok(Claim {
                     highest: pending.token,
@@ -168,13 +194,16 @@ impl Shared {
                 }));
             } else if batch.len() < MAX_BATCH
                 && !busy(&pending.key)
-                && batch.iter().all(|b| b.key != pending.key)
+                && batch
+                    .iter()
+                    .all(|b| b.key != pending.key && b.more.is_empty())
             {
                 batch.push(pending);
             } else {
                 later.push_back(pending);
             }
         }
+        later.extend(deferred.drain(..));
         *deferred = later;
         batch
     }
@@ -188,10 +217,20 @@ impl Shared {
             }
             return Vec::new();
         };
+        if batch.first().is_some_and(|p| !p.more.is_empty()) {
+            return self.commit_many(batch, lease).await;
+        }
         let holder = self.holder(&lease);
+        let batch = self.answer_stale_above(batch);
+        if batch.is_empty() {
+            return Vec::new();
+        }
         let claims: Vec<Value> = batch
             .iter()
-            .map(|p| self.claim_txn(&p.key, p.token, &lease, &holder))
+            .map(|p| {
+                let claim = self.claim_txn(&p.key, p.token, &lease, &holder);
+                self.guarded(&p.key, claim)
+            })
             .collect();
         let answer = self
             .client
@@ -223,7 +262,18 @@ impl Shared {
         };
         let revision = int(&answer["header"]["revision"]);
         for (index, pending) in batch.into_iter().enumerate() {
-            let outcome = ClaimOutcome::parse(&answer["responses"][index]);
+            let response = &answer["responses"][index];
+            let guards = self.subtrees_above(&pending.key);
+            let outcome = if guards.is_empty() {
+                ClaimOutcome::parse(response)
+            } else if response["response_txn"]["succeeded"] == Value::Bool(true) {
+                ClaimOutcome::parse(&response["response_txn"]["responses"][0])
+            } else {
+                // A subtree fence above the key changed since the replica
+                // saw it: claim again once the replica has caught up.
+                self.retry_when_caught_up(pending, revision);
+                continue;
+            };
             let reply = match outcome {
                 ClaimOutcome::Stale(highest) => Ok(Claim {
                     highest,
@@ -245,6 +295,9 @@ impl Shared {
                     if blocked {
                         self.counters.waits.fetch_add(1, Ordering::Relaxed);
                     }
+                    // A subtree write above the key may be in flight at
+                    // another holder: the replica tells.
+                    let blocked = blocked || !guards.is_empty();
                     let hold = self.granted(&pending.key, pending.token, &lease, revision, blocked);
                     Ok(Claim {
                         highest: pending.token,
@@ -259,6 +312,269 @@ impl Shared {
             let _ = pending.reply.send(reply);
         }
         Vec::new()
+    }
+
+    /// The subtree keys above `key` whose fences a claim of it must not
+    /// pass (none unless keys shaped like subtree keys are subtrees here).
+    pub(super) fn subtrees_above<'k>(&self, key: &'k str) -> Vec<&'k str> {
+        if !self.subtrees.load(Ordering::SeqCst) {
+            return Vec::new();
+        }
+        covering_subtrees(key).collect()
+    }
+
+    /// Answers at once the claims whose key lies under a subtree fence
+    /// above their token (as the replica saw it): stale. The transaction
+    /// checks the others' subtrees are still as the replica saw them.
+    fn answer_stale_above(&self, batch: Vec<Pending>) -> Vec<Pending> {
+        let replica = lock(&self.replica);
+        let mut kept = Vec::with_capacity(batch.len());
+        for pending in batch {
+            let above = self
+                .subtrees_above(&pending.key)
+                .into_iter()
+                .filter_map(|subtree| replica.subtree_highest(subtree))
+                .max()
+                .filter(|highest| *highest > pending.token);
+            match above {
+                Some(highest) => {
+                    let _ = pending.reply.send(Ok(Claim {
+                        highest,
+                        hold: None,
+                    }));
+                }
+                None => kept.push(pending),
+            }
+        }
+        kept
+    }
+
+    /// `claim` (a claim of `key`) inside a transaction that runs it only if
+    /// every subtree fence above `key` is still what the replica shows (a
+    /// value, or no key): exact compares, so a replica that lags only
+    /// costs a retry.
+    fn guarded(&self, key: &str, claim: Value) -> Value {
+        let subtrees = self.subtrees_above(key);
+        if subtrees.is_empty() {
+            return claim;
+        }
+        let replica = lock(&self.replica);
+        let compares: Vec<Value> = subtrees
+            .iter()
+            .map(|subtree| {
+                let hw = b64(&self.layout.highest(subtree));
+                match replica.subtree_highest(subtree) {
+                    Some(highest) => json!({ "key": hw, "target": "VALUE", "result": "EQUAL",
+                                             "value": b64(&pad(highest)) }),
+                    None => json!({ "key": hw, "target": "VERSION", "result": "EQUAL",
+                                    "version": "0" }),
+                }
+            })
+            .collect();
+        json!({ "request_txn": { "compare": compares, "success": [claim] } })
+    }
+
+    /// Queues `pending` again once the replica has seen `revision` (or
+    /// after a second, if the watch is slower than that).
+    fn retry_when_caught_up(self: &Arc<Self>, pending: Pending, revision: i64) {
+        let this = Arc::clone(self);
+        tokio::spawn(async move {
+            for _ in 0..100 {
+                if lock(&this.replica).revision >= revision {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            if let Err(unsent) = this.queue.send(pending) {
+                let _ = unsent.0.reply.send(Err(StoreError::Closed));
+            }
+        });
+    }
+
+    /// A claim of several keys (`pending.key` and `pending.more`), all or
+    /// none: reads every highest it must not pass (each key's, every one
+    /// under a subtree key, the subtree fences above each key) at one
+    /// revision, then raises every key and puts its records in a
+    /// transaction that runs only if none of what was read changed since.
+    async fn commit_many(self: &Arc<Self>, batch: Vec<Pending>, lease: Lease) -> Vec<Orphan> {
+        let mut orphans = Vec::new();
+        for pending in batch {
+            let keys: Vec<String> = pending.keys().map(str::to_owned).collect();
+            let token = pending.token;
+            let (reply, ambiguous) = self.claim_many(&keys, token, &lease).await;
+            if ambiguous {
+                orphans.extend(keys.into_iter().map(|key| Orphan {
+                    key,
+                    token,
+                    lease: lease.clone(),
+                }));
+            }
+            let _ = pending.reply.send(reply);
+        }
+        orphans
+    }
+
+    /// [`Self::commit_many`] for one claim: the answer, and whether its
+    /// records may have been put although the answer is an error.
+    async fn claim_many(
+        self: &Arc<Self>,
+        keys: &[String],
+        token: u64,
+        lease: &Lease,
+    ) -> (Result<Claim, StoreError>, bool) {
+        if keys.len() > MAX_KEYS {
+            return (
+                Err(StoreError::Unsupported(
+                    "shared fences claim at most 60 keys at once",
+                )),
+                false,
+            );
+        }
+        let holder = self.holder(lease);
+        let subtrees = self.subtrees.load(Ordering::SeqCst);
+        // What must not be above the token: `(start, end)` of a range, or
+        // `(key, None)` for one key.
+        let mut watched: Vec<(String, Option<String>)> = Vec::new();
+        for key in keys {
+            if subtrees && subtree_path(key).is_some() {
+                let (start, end) = self.layout.highests_under(key);
+                watched.push((start, Some(end)));
+            } else {
+                watched.push((self.layout.highest(key), None));
+            }
+            for above in self.subtrees_above(key) {
+                watched.push((self.layout.highest(above), None));
+            }
+        }
+        watched.sort();
+        watched.dedup();
+        if watched.len() > 2 * MAX_KEYS {
+            return (
+                Err(StoreError::Unsupported(
+                    "a claim of several keys in shared fences may look at 120 fences at most",
+                )),
+                false,
+            );
+        }
+        for _ in 0..MANY_ATTEMPTS {
+            let reads: Vec<Value> = watched
+                .iter()
+                .map(|(start, end)| match end {
+                    Some(end) => {
+                        json!({ "request_range": { "key": b64(start), "range_end": b64(end) } })
+                    }
+                    None => json!({ "request_range": { "key": b64(start) } }),
+                })
+                .collect();
+            let read = match self
+                .client
+                .call("/v3/kv/txn", &json!({ "success": reads }))
+                .await
+            {
+                Ok(read) => read,
+                Err(error) => return (Err(unavailable(error)), false),
+            };
+            let seen = int(&read["header"]["revision"]);
+            let mut above: Option<(String, u64)> = None;
+            for response in read["responses"].as_array().into_iter().flatten() {
+                for kv in response["response_range"]["kvs"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                {
+                    let (Some(raw), Some(value)) = (text(&kv["key"]), text(&kv["value"])) else {
+                        continue;
+                    };
+                    let (Entry::Highest(key), Ok(highest)) =
+                        (self.layout.parse(&raw), value.parse::<u64>())
+                    else {
+                        continue;
+                    };
+                    if highest > token && above.as_ref().is_none_or(|(_, h)| highest > *h) {
+                        above = Some((key, highest));
+                    }
+                }
+            }
+            if let Some((key, highest)) = above {
+                return (
+                    Err(StoreError::Above {
+                        key: key.into(),
+                        highest,
+                    }),
+                    false,
+                );
+            }
+            let unchanged: Vec<Value> = watched
+                .iter()
+                .map(|(start, end)| {
+                    let mut compare = json!({ "key": b64(start), "target": "MOD", "result": "LESS",
+                                              "mod_revision": (seen + 1).to_string() });
+                    if let Some(end) = end {
+                        compare["range_end"] = json!(b64(end));
+                    }
+                    compare
+                })
+                .collect();
+            let mut writes = Vec::new();
+            for key in keys {
+                writes.push(json!({ "request_put": {
+                    "key": b64(&self.layout.highest(key)), "value": b64(&pad(token)) } }));
+                writes.push(json!({ "request_put": {
+                    "key": b64(&self.layout.record(key, token, &holder)),
+                    "lease": lease.id().to_string() } }));
+            }
+            let answer = self
+                .client
+                .call(
+                    "/v3/kv/txn",
+                    &json!({ "compare": unchanged, "success": writes }),
+                )
+                .await;
+            self.counters.transactions.fetch_add(1, Ordering::Relaxed);
+            let answer = match answer {
+                Ok(answer) => answer,
+                Err(error) => {
+                    if error.lease_gone() {
+                        lease.revoke();
+                    }
+                    let ambiguous = matches!(error, CallError::Unreachable(_));
+                    return (Err(unavailable(error)), ambiguous);
+                }
+            };
+            if answer["succeeded"] != Value::Bool(true) {
+                continue;
+            }
+            let revision = int(&answer["header"]["revision"]);
+            self.counters
+                .seen_revision
+                .fetch_max(u64::try_from(revision).unwrap_or(0), Ordering::Relaxed);
+            self.counters
+                .claims_committed
+                .fetch_add(1, Ordering::Relaxed);
+            let holds = keys
+                .iter()
+                .map(|key| self.granted(key, token, lease, revision, true))
+                .collect();
+            let under = keys
+                .iter()
+                .filter(|key| subtrees && subtree_path(key).is_some())
+                .cloned()
+                .collect();
+            let hold = self.many_hold(holds, under, token, lease, revision);
+            return (
+                Ok(Claim {
+                    highest: token,
+                    hold: Some(Box::new(hold)),
+                }),
+                false,
+            );
+        }
+        (
+            Err(unavailable(
+                "the fences of a claim of several keys kept changing while it was made; retry",
+            )),
+            false,
+        )
     }
 
     /// One claim as a nested transaction (see the module docs):

@@ -87,6 +87,20 @@ impl Layout {
         )
     }
 
+    /// The highest of `subtree` (a [`subtree_key`](crate::key::subtree_key))
+    /// and of every key under it: `[start, end)`. Escaping keeps `/` as
+    /// `%2F`, so `/dir/` escaped is a prefix of every `/dir/...` escaped;
+    /// the root's subtree (`//`) is every key of a path scope.
+    pub(super) fn highests_under(&self, subtree: &str) -> (String, String) {
+        let base = if subtree == "//" {
+            format!("{}hw/%2F", self.prefix)
+        } else {
+            format!("{}hw/{}", self.prefix, escape(subtree))
+        };
+        let end = prefix_end(&base);
+        (base, end)
+    }
+
     /// The records of `key` with a token below `token`: `[start, end)`.
     pub(super) fn records_below(&self, key: &str, token: u64) -> (String, String) {
         let base = format!("{}fl/{}/", self.prefix, escape(key));
@@ -214,6 +228,18 @@ mod tests {
         assert!(start.as_str() <= record.as_str() && record.as_str() < end.as_str());
         let (_, end) = layout.records_below("/a/b%c", 33);
         assert!(record.as_str() >= end.as_str());
+        let (start, end) = layout.highests_under("/a/");
+        for inside in ["/a/", "/a/b", "/a/b/", "/a/b%c"] {
+            let key = layout.highest(inside);
+            assert!(start <= key && key < end, "{inside}");
+        }
+        for outside in ["/a", "/ab", "/a%2F", "/b"] {
+            let key = layout.highest(outside);
+            assert!(!(start <= key && key < end), "{outside}");
+        }
+        let (start, end) = layout.highests_under("//");
+        assert!(start <= layout.highest("/x/y") && layout.highest("/x/y") < end);
+        assert!(start <= layout.highest("//") && layout.highest("//") < end);
         assert_eq!(prefix_end("/fg/"), "/fg0");
         assert_eq!(pad(u64::MAX).len(), 20);
     }

@@ -120,6 +120,9 @@ struct Shared {
     queue: mpsc::UnboundedSender<Pending>,
     /// Wakes the record sweeper (a higher highest arrived, a record idled).
     sweep: Notify,
+    /// Keys shaped like subtree keys are subtrees (`FenceStore::use_subtrees`):
+    /// every claim checks the subtree fences above its key.
+    subtrees: AtomicBool,
     counters: Counters,
     closed: AtomicBool,
 }
@@ -182,6 +185,7 @@ impl EtcdStore {
             own: Mutex::new(HashMap::new()),
             queue,
             sweep: Notify::new(),
+            subtrees: AtomicBool::new(false),
             counters: Counters::default(),
             closed: AtomicBool::new(false),
         });
@@ -251,6 +255,7 @@ impl FenceStore for EtcdStore {
         let (reply, answer) = oneshot::channel();
         let queued = shared.queue.send(Pending {
             key: key.to_owned(),
+            more: Vec::new(),
             token,
             reply,
         });
@@ -260,6 +265,44 @@ impl FenceStore for EtcdStore {
             }
             answer.await.map_err(|_| StoreError::Closed)?
         })
+    }
+
+    /// One transaction for every key (see `claims.rs`): all raised and
+    /// registered, or none.
+    fn claim_all(&self, keys: &[&str], token: u64) -> ClaimFuture {
+        let mut keys: Vec<String> = keys.iter().map(|key| (*key).to_owned()).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        if keys.len() < 2 {
+            return match keys.first() {
+                Some(key) => self.claim(key, token),
+                None => Box::pin(std::future::ready(Err(StoreError::Unsupported(
+                    "a claim needs at least one key",
+                )))),
+            };
+        }
+        let shared = &self.shared;
+        if shared.current_lease().filter(Lease::is_live).is_none() {
+            return Box::pin(std::future::ready(Err(shared.no_lease())));
+        }
+        let key = keys.remove(0);
+        let (reply, answer) = oneshot::channel();
+        let queued = shared.queue.send(Pending {
+            key,
+            more: keys,
+            token,
+            reply,
+        });
+        Box::pin(async move {
+            if queued.is_err() {
+                return Err(StoreError::Closed);
+            }
+            answer.await.map_err(|_| StoreError::Closed)?
+        })
+    }
+
+    fn use_subtrees(&self) {
+        self.shared.subtrees.store(true, Ordering::SeqCst);
     }
 
     fn record(&self, change: FenceChange) -> PersistFuture {
@@ -426,6 +469,9 @@ impl Shared {
         replica.reset(revision);
         for record in records {
             replica.insert(record.key, record.token, record.holder);
+        }
+        for (key, highest) in &fences {
+            replica.highest(key, Some(*highest));
         }
         Ok((fences, revision))
     }

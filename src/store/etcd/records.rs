@@ -225,10 +225,67 @@ impl Shared {
     }
 }
 
+/// The claims of a request admitted on several keys at once: it waits
+/// while any of them would, or while another holder has a lower record
+/// under one of its subtree keys.
+pub(super) struct ManyHold {
+    holds: Vec<Hold>,
+    /// The subtree keys among them.
+    under: Vec<String>,
+    token: u64,
+    holder: String,
+    revision: i64,
+    lease: Lease,
+    shared: Arc<Shared>,
+}
+
+impl Shared {
+    pub(super) fn many_hold(
+        self: &Arc<Self>,
+        holds: Vec<Hold>,
+        under: Vec<String>,
+        token: u64,
+        lease: &Lease,
+        revision: i64,
+    ) -> ManyHold {
+        ManyHold {
+            holds,
+            under,
+            token,
+            holder: self.holder(lease),
+            revision,
+            lease: lease.clone(),
+            shared: Arc::clone(self),
+        }
+    }
+}
+
+impl ClaimHold for ManyHold {
+    fn waits(&self) -> bool {
+        if self.holds.iter().any(ClaimHold::waits) {
+            return true;
+        }
+        let replica = lock(&self.shared.replica);
+        self.under
+            .iter()
+            .any(|subtree| replica.blocks_under(subtree, self.token, &self.holder, self.revision))
+    }
+
+    fn lease(&self) -> &Lease {
+        &self.lease
+    }
+}
+
 impl ClaimHold for Hold {
     fn waits(&self) -> bool {
         self.blocked_at.is_some_and(|revision| {
-            lock(&self.shared.replica).blocks(&self.key, self.token, &self.holder, revision)
+            let replica = lock(&self.shared.replica);
+            replica.blocks(&self.key, self.token, &self.holder, revision)
+                || self
+                    .shared
+                    .subtrees_above(&self.key)
+                    .into_iter()
+                    .any(|subtree| replica.blocks(subtree, self.token, &self.holder, revision))
         })
     }
 

@@ -128,7 +128,9 @@ impl Shared {
                     }
                     Entry::Highest(fence) => {
                         let highest = text(&kv["value"]).and_then(|v| v.parse::<u64>().ok());
-                        raised.push((fence, if deleted { None } else { highest }));
+                        let highest = if deleted { None } else { highest };
+                        replica.highest(&fence, highest);
+                        raised.push((fence, highest));
                     }
                     Entry::Audit if !deleted => audits.push(kv["value"].clone()),
                     Entry::Audit | Entry::Other => {}
