@@ -308,7 +308,7 @@ impl Fences {
         let Some(first) = to_claim.first() else {
             return Ok(None);
         };
-        let claim = if to_claim.len() == 1 {
+        let claim = if to_claim.len() == 1 && subtree_path(first).is_none() {
             self.inner.store.claim(first, token).await
         } else {
             let keys: Vec<&str> = to_claim.iter().map(|key| &**key).collect();

@@ -9,16 +9,17 @@ use crate::key::{covering_subtrees, subtree_path};
 
 pub(super) struct Pending {
     pub(super) key: String,
-    /// The other keys of a claim of several at once (`claim_all`), in key
-    /// order; such a claim is a transaction of its own.
-    pub(super) more: Vec<String>,
+    /// For a claim of several keys at once, or of a subtree key
+    /// (`claim_all`): the other keys, in key order. Such a claim is a
+    /// transaction of its own.
+    pub(super) more: Option<Vec<String>>,
     pub(super) token: u64,
     pub(super) reply: oneshot::Sender<Result<Claim, StoreError>>,
 }
 
 impl Pending {
     fn keys(&self) -> impl Iterator<Item = &str> {
-        std::iter::once(self.key.as_str()).chain(self.more.iter().map(String::as_str))
+        std::iter::once(self.key.as_str()).chain(self.more.iter().flatten().map(String::as_str))
     }
 }
 
@@ -179,7 +180,7 @@ impl Shared {
                 let _ = pending.reply.send(Err(self.no_lease()));
                 continue;
             };
-            if !pending.more.is_empty() {
+            if pending.more.is_some() {
                 // A claim of several keys goes alone, once none is busy.
                 if batch.is_empty() && !pending.keys().any(&busy) {
                     batch.push(pending);
@@ -196,7 +197,7 @@ impl Shared {
                 && !busy(&pending.key)
                 && batch
                     .iter()
-                    .all(|b| b.key != pending.key && b.more.is_empty())
+                    .all(|b| b.key != pending.key && b.more.is_none())
             {
                 batch.push(pending);
             } else {
@@ -217,19 +218,24 @@ impl Shared {
             }
             return Vec::new();
         };
-        if batch.first().is_some_and(|p| !p.more.is_empty()) {
+        if batch.first().is_some_and(|p| p.more.is_some()) {
             return self.commit_many(batch, lease).await;
         }
         let holder = self.holder(&lease);
-        let batch = self.answer_stale_above(batch);
+        let (batch, guards) = self.check_subtrees_above(batch);
         if batch.is_empty() {
             return Vec::new();
         }
         let claims: Vec<Value> = batch
             .iter()
-            .map(|p| {
+            .zip(guards)
+            .map(|(p, guards)| {
                 let claim = self.claim_txn(&p.key, p.token, &lease, &holder);
-                self.guarded(&p.key, claim)
+                if guards.is_empty() {
+                    claim
+                } else {
+                    json!({ "request_txn": { "compare": guards, "success": [claim] } })
+                }
             })
             .collect();
         let answer = self
@@ -324,54 +330,45 @@ impl Shared {
     }
 
     /// Answers at once the claims whose key lies under a subtree fence
-    /// above their token (as the replica saw it): stale. The transaction
-    /// checks the others' subtrees are still as the replica saw them.
-    fn answer_stale_above(&self, batch: Vec<Pending>) -> Vec<Pending> {
+    /// above their token (as the replica shows it): stale. For the others,
+    /// the compares that run a claim only if every subtree fence above its
+    /// key is still what the replica showed at this one look (a value at
+    /// most the token, or no key): exact compares, so a replica that lags
+    /// only costs a retry.
+    fn check_subtrees_above(&self, batch: Vec<Pending>) -> (Vec<Pending>, Vec<Vec<Value>>) {
         let replica = lock(&self.replica);
         let mut kept = Vec::with_capacity(batch.len());
+        let mut guards = Vec::with_capacity(batch.len());
         for pending in batch {
-            let above = self
-                .subtrees_above(&pending.key)
-                .into_iter()
+            let subtrees = self.subtrees_above(&pending.key);
+            let above = subtrees
+                .iter()
                 .filter_map(|subtree| replica.subtree_highest(subtree))
                 .max()
                 .filter(|highest| *highest > pending.token);
-            match above {
-                Some(highest) => {
-                    let _ = pending.reply.send(Ok(Claim {
-                        highest,
-                        hold: None,
-                    }));
-                }
-                None => kept.push(pending),
+            if let Some(highest) = above {
+                let _ = pending.reply.send(Ok(Claim {
+                    highest,
+                    hold: None,
+                }));
+                continue;
             }
+            let compares = subtrees
+                .iter()
+                .map(|subtree| {
+                    let hw = b64(&self.layout.highest(subtree));
+                    match replica.subtree_highest(subtree) {
+                        Some(highest) => json!({ "key": hw, "target": "VALUE", "result": "EQUAL",
+                                                 "value": b64(&pad(highest)) }),
+                        None => json!({ "key": hw, "target": "VERSION", "result": "EQUAL",
+                                        "version": "0" }),
+                    }
+                })
+                .collect();
+            kept.push(pending);
+            guards.push(compares);
         }
-        kept
-    }
-
-    /// `claim` (a claim of `key`) inside a transaction that runs it only if
-    /// every subtree fence above `key` is still what the replica shows (a
-    /// value, or no key): exact compares, so a replica that lags only
-    /// costs a retry.
-    fn guarded(&self, key: &str, claim: Value) -> Value {
-        let subtrees = self.subtrees_above(key);
-        if subtrees.is_empty() {
-            return claim;
-        }
-        let replica = lock(&self.replica);
-        let compares: Vec<Value> = subtrees
-            .iter()
-            .map(|subtree| {
-                let hw = b64(&self.layout.highest(subtree));
-                match replica.subtree_highest(subtree) {
-                    Some(highest) => json!({ "key": hw, "target": "VALUE", "result": "EQUAL",
-                                             "value": b64(&pad(highest)) }),
-                    None => json!({ "key": hw, "target": "VERSION", "result": "EQUAL",
-                                    "version": "0" }),
-                }
-            })
-            .collect();
-        json!({ "request_txn": { "compare": compares, "success": [claim] } })
+        (kept, guards)
     }
 
     /// Queues `pending` again once the replica has seen `revision` (or

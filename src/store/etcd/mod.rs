@@ -255,7 +255,7 @@ impl FenceStore for EtcdStore {
         let (reply, answer) = oneshot::channel();
         let queued = shared.queue.send(Pending {
             key: key.to_owned(),
-            more: Vec::new(),
+            more: None,
             token,
             reply,
         });
@@ -273,13 +273,18 @@ impl FenceStore for EtcdStore {
         let mut keys: Vec<String> = keys.iter().map(|key| (*key).to_owned()).collect();
         keys.sort_unstable();
         keys.dedup();
-        if keys.len() < 2 {
-            return match keys.first() {
-                Some(key) => self.claim(key, token),
-                None => Box::pin(std::future::ready(Err(StoreError::Unsupported(
+        let subtree = |key: &String| {
+            self.shared.subtrees.load(Ordering::SeqCst) && crate::key::subtree_path(key).is_some()
+        };
+        match keys.as_slice() {
+            [] => {
+                return Box::pin(std::future::ready(Err(StoreError::Unsupported(
                     "a claim needs at least one key",
-                )))),
-            };
+                ))))
+            }
+            // A subtree key alone still needs the keys under it read.
+            [key] if !subtree(key) => return self.claim(key, token),
+            _ => {}
         }
         let shared = &self.shared;
         if shared.current_lease().filter(Lease::is_live).is_none() {
@@ -289,7 +294,7 @@ impl FenceStore for EtcdStore {
         let (reply, answer) = oneshot::channel();
         let queued = shared.queue.send(Pending {
             key,
-            more: keys,
+            more: Some(keys),
             token,
             reply,
         });
