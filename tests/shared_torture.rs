@@ -2,7 +2,10 @@
 //! cluster on loopback, 3 gateway instances with `--state etcd` (each
 //! reaching etcd through relays a partition can cut), one recording
 //! backend, lock-holder clients writing through random instances (with
-//! slow bodies and stragglers that keep an old token past a pause), and a
+//! slow bodies and stragglers that keep an old token past a pause; the
+//! keys live in directories, one lock per directory, and one write in six
+//! is a collection `DELETE` of a directory: a write on every key under it,
+//! admitted on several fences at once), and a
 //! nemesis that SIGSTOPs the instance that forwarded the newest token past
 //! its lease, kill -9s and restarts instances, pauses and kills etcd
 //! members (the leader first), and cuts an instance off from etcd while it
@@ -32,6 +35,9 @@ use support::rng::Rng;
 use support::*;
 
 const KEYS: usize = 6;
+/// Key `k` lives in directory `k % DIRS`; the lock (and its token counter)
+/// is per directory, as a WebDAV client locks a collection.
+const DIRS: usize = 3;
 const CLIENTS: usize = 16;
 const TTL: &str = "2";
 const BODY: usize = 64;
@@ -65,12 +71,25 @@ struct Routing {
     newest: Mutex<(u64, usize)>,
 }
 
-/// One write: head and body, the body optionally sent in two halves with a
-/// pause between (so that a pause of the instance can land mid-body).
-fn write(addr: SocketAddr, key: &str, token: u64, slow: bool) -> std::io::Result<Resp> {
+/// Key `k`'s path, in its directory.
+fn key_path(k: usize) -> String {
+    format!("/torture/d{}/k{k}", k % DIRS)
+}
+
+/// One write, a `PUT` of `target` or, for a directory, a collection
+/// `DELETE` of it: head and body, the body optionally sent in two halves
+/// with a pause between (so that a pause of the instance can land
+/// mid-body).
+fn write(addr: SocketAddr, target: &str, token: u64, slow: bool) -> std::io::Result<Resp> {
     let token = token.to_string();
-    let body = vec![b'x'; BODY];
-    let raw = build_request(addr, "PUT", key, &[("X-Fencing-Token", &token)], &body);
+    let collection = !target.contains("/k");
+    let (method, body) = if collection {
+        ("DELETE", Vec::new())
+    } else {
+        ("PUT", vec![b'x'; BODY])
+    };
+    let raw = build_request(addr, method, target, &[("X-Fencing-Token", &token)], &body);
+    let slow = slow && !collection;
     let mut stream = TcpStream::connect_timeout(&addr, CLIENT_TIMEOUT)?;
     stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
     stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
@@ -93,8 +112,13 @@ fn client(seed: u64, tokens: &[AtomicU64], routing: &Routing, tally: &Tally, sto
     let mut rng = Rng(seed);
     while !stop.load(Ordering::Relaxed) {
         let k = rng.below(KEYS as u64) as usize;
-        let key = format!("/torture/k{k}");
-        let token = tokens[k].fetch_add(1, Ordering::SeqCst) + 1;
+        let dir = k % DIRS;
+        let key = if rng.below(6) == 0 {
+            format!("/torture/d{dir}")
+        } else {
+            key_path(k)
+        };
+        let token = tokens[dir].fetch_add(1, Ordering::SeqCst) + 1;
         for _ in 0..=rng.below(3) {
             let addrs = routing.addrs.read().unwrap().clone();
             let i = rng.below(addrs.len() as u64) as usize;
@@ -137,6 +161,8 @@ fn client(seed: u64, tokens: &[AtomicU64], routing: &Routing, tally: &Tally, sto
 #[derive(Debug, Default)]
 struct Verdict {
     applied: usize,
+    /// Of them, collection `DELETE`s (each a write of several keys).
+    collections: usize,
     handovers: usize,
     /// An applied write whose token is below one applied before it.
     decreases: Vec<String>,
@@ -145,30 +171,42 @@ struct Verdict {
 }
 
 /// Reads the backend's log: the writes applied (body read in full), in the
-/// order their bodies completed, per key.
+/// order their bodies completed, per key; a collection `DELETE` is a write
+/// of every key of its directory.
 fn check(backend: &Backend, acked: &Mutex<HashSet<usize>>) -> Verdict {
     // Events first: every event names a record that exists by then.
     let events = backend.events();
     let records = backend.records();
     let mut per_key: BTreeMap<String, Vec<(usize, u64)>> = BTreeMap::new();
+    let mut collections = 0;
     for event in events {
         let Event::BodyRead(seq) = event else {
             continue;
         };
         let record = &records[seq];
-        if record.body_len != Some(BODY as u64) {
-            continue;
-        }
+        let keys: Vec<String> = match record.method.as_str() {
+            "PUT" if record.body_len == Some(BODY as u64) => vec![record.target.clone()],
+            "DELETE" if record.body_len.is_some() => (0..KEYS)
+                .map(key_path)
+                .filter(|key| key.starts_with(&format!("{}/", record.target)))
+                .collect(),
+            _ => continue,
+        };
         let Some(token) = record.token_u64() else {
             continue;
         };
-        per_key
-            .entry(record.target.clone())
-            .or_default()
-            .push((seq, token));
+        if record.method == "DELETE" {
+            collections += 1;
+        }
+        for key in keys {
+            per_key.entry(key).or_default().push((seq, token));
+        }
     }
     let acked_seqs = acked.lock().unwrap().clone();
-    let mut verdict = Verdict::default();
+    let mut verdict = Verdict {
+        collections,
+        ..Verdict::default()
+    };
     for (key, writes) in &per_key {
         verdict.applied += writes.len();
         let mut highest: Option<(usize, u64)> = None;
@@ -328,13 +366,13 @@ fn run_clients(
 }
 
 /// What the clients of a run share: the gateways' addresses, the lock
-/// service's counters (one per key), the tally.
+/// service's counters (one per directory), the tally.
 fn clients_for(gateways: &[Gateway]) -> (Routing, Vec<AtomicU64>, Tally) {
     let routing = Routing {
         addrs: RwLock::new(gateways.iter().map(Gateway::data_addr).collect()),
         newest: Mutex::new((0, 0)),
     };
-    let tokens = (0..KEYS).map(|_| AtomicU64::new(0)).collect();
+    let tokens = (0..DIRS).map(|_| AtomicU64::new(0)).collect();
     (routing, tokens, Tally::default())
 }
 
@@ -421,12 +459,13 @@ fn shared_fences_hold_under_the_nemesis_and_independent_fences_do_not() {
         }
     }
     eprintln!(
-        "shared (etcd {}): {:.0?}, {} applied writes, {} handovers, acked {}, refused stale {}, \
+        "shared (etcd {}): {:.0?}, {} applied writes ({} collection deletes), {} handovers, acked {}, refused stale {}, \
          503 {}, failed or cut {}, straggler writes {}, nemesis {:?}; violations: {} decreases \
          ({} below an acknowledged token), {} above the final highest",
         etcd_version(),
         elapsed,
         verdict.applied,
+        verdict.collections,
         verdict.handovers,
         tally.acked.load(Ordering::Relaxed),
         tally.stale.load(Ordering::Relaxed),
@@ -452,6 +491,10 @@ fn shared_fences_hold_under_the_nemesis_and_independent_fences_do_not() {
         verdict.handovers >= want_handovers,
         "inconclusive: {} handovers, {want_handovers} wanted (raise TORTURE_SECONDS)",
         verdict.handovers
+    );
+    assert!(
+        verdict.collections > 0,
+        "inconclusive: no collection DELETE was applied"
     );
     drop(gateways);
     drop(relays);
