@@ -472,8 +472,11 @@ impl Fences {
             match step {
                 Step::Divert => {
                     drop(fence);
-                    return self
-                        .admit_all(&[key.to_owned()], token, client, issuer)
+                    // Boxed, as the other diversions below: rare paths
+                    // whose state would otherwise set the size of every
+                    // admission's future (and of the request's around it).
+                    let keys = [key.to_owned()];
+                    return Box::pin(self.admit_all(&keys, token, client, issuer))
                         .await
                         .map_err(|refused| refused.error);
                 }
@@ -524,16 +527,23 @@ impl Fences {
         }
         // The common case decides at once, without registering for wake-ups.
         match self.try_enter(&fence, token, &mut hold) {
-            Enter::Decided(decided) => return decided,
-            Enter::Divert => {
-                let targets = vec![(key.into(), Arc::clone(&fence))];
-                return self
-                    .enter_all(targets, token, hold)
-                    .await
-                    .map_err(|refused| refused.error);
-            }
-            Enter::Wait => {}
+            Enter::Decided(decided) => decided,
+            Enter::Divert => Box::pin(self.enter_diverted(key, fence, token, hold)).await,
+            // Boxed, as the diversions: rare paths whose state would
+            // otherwise set the size of every admission's future (and of
+            // the request's around it), every byte of which is copied.
+            Enter::Wait => Box::pin(self.wait_to_enter(key, fence, token, hold)).await,
         }
+    }
+
+    /// Step 2's wait, once a first look found a lower token in flight.
+    async fn wait_to_enter(
+        &self,
+        key: &str,
+        fence: Arc<Fence>,
+        token: u64,
+        mut hold: Option<Box<dyn ClaimHold>>,
+    ) -> Result<InFlight, AdmitError> {
         let revoked = hold.as_ref().map(|hold| hold.lease().revoked());
         let mut revoked = pin!(revoked);
         loop {
@@ -544,11 +554,8 @@ impl Fences {
             match self.try_enter(&fence, token, &mut hold) {
                 Enter::Decided(decided) => return decided,
                 Enter::Divert => {
-                    let targets = vec![(key.into(), Arc::clone(&fence))];
-                    return self
-                        .enter_all(targets, token, hold)
-                        .await
-                        .map_err(|refused| refused.error);
+                    let fence = Arc::clone(&fence);
+                    return Box::pin(self.enter_diverted(key, fence, token, hold)).await;
                 }
                 Enter::Wait => {}
             }
@@ -565,6 +572,21 @@ impl Fences {
             })
             .await;
         }
+    }
+
+    /// A subtree fence appeared since the request was admitted on `key`:
+    /// it enters as a request on several fences does (`many.rs`).
+    async fn enter_diverted(
+        &self,
+        key: &str,
+        fence: Arc<Fence>,
+        token: u64,
+        hold: Option<Box<dyn ClaimHold>>,
+    ) -> Result<InFlight, AdmitError> {
+        let targets = vec![(key.into(), fence)];
+        self.enter_all(targets, token, hold)
+            .await
+            .map_err(|refused| refused.error)
     }
 
     /// Runs `decide` on the fence of `key` under its lock, once the fence

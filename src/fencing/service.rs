@@ -284,67 +284,73 @@ impl<S> Fencing<S> {
         let config = Arc::clone(&self.config);
         let client = self.client;
         ResponseFuture::admitting(Box::pin(async move {
-            // Only a chain needs the key and token once admission has them.
-            let chained_on = config.chain.is_some().then(|| match &admission {
-                Admission::One { key, token } | Admission::All { key, token, .. } => {
-                    (key.clone(), *token)
-                }
-            });
             let issuer = config.issuer.as_deref();
-            let admitted = match admission {
-                Admission::One { key, token } => config
-                    .fences
-                    .admit_checked(&key, token, client, issuer)
-                    .await
-                    .map_err(|error| (key, token, error)),
-                Admission::All { keys, token, .. } => config
-                    .fences
-                    .admit_all(&keys, token, client, issuer)
-                    .await
-                    .map_err(|refused| (refused.resource, token, refused.error)),
+            // The request's own key stays in hand (it is borrowed across the
+            // admission anyway): a refusal names it, a chain needs it.
+            let (resource, token, admitted) = match admission {
+                Admission::One { key, token } => {
+                    let admitted = config
+                        .fences
+                        .admit_checked(&key, token, client, issuer)
+                        .await;
+                    (key, token, admitted)
+                }
+                // Boxed: a rare path, whose state would otherwise set the
+                // size of every request's future (and push its allocation
+                // out of the allocator's fast path).
+                Admission::All { key, keys, token } => {
+                    let admitted = Box::pin(config.fences.admit_all(&keys, token, client, issuer))
+                        .await
+                        .map_err(|refused| (refused.resource, refused.error));
+                    match admitted {
+                        Ok(in_flight) => (key, token, Ok(in_flight)),
+                        Err((on, error)) => (on, token, Err(error)),
+                    }
+                }
             };
             let in_flight = match admitted {
                 Ok(in_flight) => in_flight,
-                Err((key, token, error)) => {
-                    let refusal = match error {
-                        AdmitError::Stale(stale) => Refusal::Stale {
-                            resource: key,
-                            stale,
-                        },
-                        AdmitError::Store(error) => Refusal::StoreUnavailable {
-                            detail: error.to_string(),
-                        },
-                        AdmitError::Issuer {
-                            error: IssuerError::NotIssued { issued },
-                            ..
-                        } => Refusal::TokenNotIssued {
-                            resource: key,
-                            token,
-                            issued,
-                        },
-                        AdmitError::Issuer {
-                            error: IssuerError::Unavailable(detail),
-                            ..
-                        } => Refusal::IssuerUnavailable {
-                            detail: detail.to_string(),
-                        },
-                    };
+                Err(error) => {
+                    let refusal = refusal_of(resource, token, error);
                     log_refusal(&refusal, &request);
                     return Ok(refusal_response(&refusal));
                 }
             };
-            match chained_on {
+            if config.chain.is_some() {
                 // Boxed, so that the plain path's future does not carry the
                 // chain's state in its size (every byte of it is copied).
-                Some((resource, token)) => {
-                    Box::pin(call_chained(
-                        config, resource, token, inner, request, in_flight,
-                    ))
-                    .await
-                }
-                None => call(inner, request, in_flight).await,
+                return Box::pin(call_chained(
+                    config, resource, token, inner, request, in_flight,
+                ))
+                .await;
             }
+            call(inner, request, in_flight).await
         }))
+    }
+}
+
+/// The answer to a request whose admission on `resource` with `token`
+/// failed with `error`.
+fn refusal_of(resource: String, token: u64, error: AdmitError) -> Refusal {
+    match error {
+        AdmitError::Stale(stale) => Refusal::Stale { resource, stale },
+        AdmitError::Store(error) => Refusal::StoreUnavailable {
+            detail: error.to_string(),
+        },
+        AdmitError::Issuer {
+            error: IssuerError::NotIssued { issued },
+            ..
+        } => Refusal::TokenNotIssued {
+            resource,
+            token,
+            issued,
+        },
+        AdmitError::Issuer {
+            error: IssuerError::Unavailable(detail),
+            ..
+        } => Refusal::IssuerUnavailable {
+            detail: detail.to_string(),
+        },
     }
 }
 
