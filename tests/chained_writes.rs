@@ -5,6 +5,8 @@
 //!   DELETE) past `--upstream-timeout` and delivers it after the next
 //!   holder's write; without the chain the stale bytes win (the residual
 //!   window, measured here as a control), with it moto refuses them;
+//! - the same across two instances sharing fences through etcd: the late
+//!   write of one is refused after the other's write;
 //! - the steady state: one holder rewriting an object needs one fenced
 //!   `HEAD` at first, then nothing more;
 //! - the answers: 428 `version_unknown`, 428 `precondition_not_chainable`,
@@ -216,28 +218,49 @@ fn the_steady_state_needs_one_head_and_the_answers_say_what_to_do() {
 }
 
 #[test]
-fn conditional_writes_with_shared_fences_is_refused_at_start() {
-    let output = std::process::Command::new(support::BIN)
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
+fn with_shared_fences_a_late_stale_put_from_one_instance_is_refused_after_another_wrote() {
+    let bucket = "shared-window";
+    make_bucket(bucket);
+    let etcd = EtcdCluster::start(1);
+    let endpoints = etcd.endpoints();
+    let relay = Relay::start(moto().addr, Fault::None);
+    let shared = |upstream: &str, name: &str| {
+        Gateway::start(&[
+            "--upstream",
+            upstream,
+            "--flat-keys",
+            "--upstream-timeout",
+            "1",
+            "--conditional-writes",
+            "s3",
             "--state",
             "etcd",
             "--etcd-endpoints",
-            "http://127.0.0.1:1",
-            "--conditional-writes",
-            "s3",
+            &endpoints,
+            "--etcd-prefix",
+            "/chained/",
+            "--instance-name",
+            name,
         ])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("--conditional-writes is not available with shared fences yet"),
-        "{stderr}"
-    );
-    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    };
+    let a = shared(&relay.url(), "a");
+    let b = shared(&moto().url(), "b");
+    let target = format!("/{bucket}/report");
+
+    // A learns the version (absent; confirmed by a read of etcd), writes.
+    assert_eq!(request(&a, "HEAD", &target, 33, b"").status, 404);
+    assert_eq!(request(&a, "PUT", &target, 33, b"v33").status, 200);
+    // A's next write is held on the way, and A gives up on it.
+    relay.set(Fault::DelayRequest(HELD));
+    assert_eq!(request(&a, "PUT", &target, 33, b"stale").status, 504);
+    relay.set(Fault::None);
+    // B, the next holder, learns the version and writes.
+    assert_eq!(request(&b, "HEAD", &target, 34, b"").status, 200);
+    let current = request(&b, "PUT", &target, 34, b"v34");
+    assert_eq!(current.status, 200, "{}", current.text());
+    // A's held write reaches moto now, chained to v33's version: refused.
+    std::thread::sleep(HELD + Duration::from_millis(1500));
+    assert_eq!(stored(&target).as_deref(), Some("v34"));
+    // A's stale holder, back: refused by the fence (B's 34 is in etcd).
+    assert_eq!(request(&a, "PUT", &target, 33, b"again").status, 409);
 }

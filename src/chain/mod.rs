@@ -14,7 +14,10 @@
 //!   or deletion of a fence since; or
 //! - (b) `V` was *observed* (a fenced read's answer passing through, or the
 //!   client's own `If-Match`/`If-None-Match: *`) before the write was
-//!   admitted with `s` on this instance's table.
+//!   admitted with `s` on this instance's table; with shared fences, before
+//!   a linearizable read of the shared highest found it at most `s`
+//!   ([`Fences::shared_highest`](crate::Fences::shared_highest)): another
+//!   instance may have admitted more than this one's view shows.
 //!
 //! Highests only grow, so when the write is admitted no token above `s`
 //! has been admitted, and none can be forwarded on the object's fence until
@@ -35,11 +38,12 @@
 //!
 //! ```
 //! use std::num::NonZeroUsize;
-//! use fencegate::chain::{Chain, Mode, Version};
+//! use fencegate::chain::{Chain, KnownVersion, Mode, Version};
 //!
 //! let chain = Chain::new(Mode::S3, NonZeroUsize::new(1000).unwrap());
 //! chain.learn("/bkt/report", Version::Tag("\"e1\"".into()), 0);
-//! assert_eq!(chain.version("/bkt/report", 0), Some(Version::Tag("\"e1\"".into())));
+//! let known = KnownVersion { version: Version::Tag("\"e1\"".into()), observed: false };
+//! assert_eq!(chain.version("/bkt/report", 0), Some(known));
 //! // An admin lowering since (the table's count moved on): unknown.
 //! assert_eq!(chain.version("/bkt/report", 1), None);
 //! ```
@@ -93,6 +97,20 @@ struct Known {
     /// The table's count of admin lowerings and deletions when the version
     /// was learned: any since makes it unusable (rule (a)).
     lowerings: u64,
+    /// Observed (rule (b)), not returned by a chained write of the object:
+    /// with shared fences, usable only once a read of the shared highest
+    /// made since found it at most the write's token.
+    observed: bool,
+}
+
+/// A version a chained write may carry, and how it was learned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KnownVersion {
+    /// The version.
+    pub version: Version,
+    /// Observed (rule (b)) rather than returned by the object's last
+    /// chained write (rule (a)).
+    pub observed: bool,
 }
 
 /// The versions known per object, and what the chain counted. Shared by
@@ -148,16 +166,29 @@ impl Chain {
     /// The version of `object` a chained write may carry, if one is known
     /// and no admin lowering happened since (`lowerings` is the table's
     /// count now).
-    pub fn version(&self, object: &str, lowerings: u64) -> Option<Version> {
+    pub fn version(&self, object: &str, lowerings: u64) -> Option<KnownVersion> {
         let mut versions = self.lock();
         let known = versions.get(object)?;
-        (known.lowerings == lowerings).then(|| known.version.clone())
+        (known.lowerings == lowerings).then(|| KnownVersion {
+            version: known.version.clone(),
+            observed: known.observed,
+        })
     }
 
-    /// Records `version` as `object`'s, learned when the table's count of
-    /// lowerings was `lowerings` (read before the request was forwarded).
+    /// Records `version` as what `object`'s own chained write returned
+    /// (rule (a)), learned when the table's count of lowerings was
+    /// `lowerings` (read before the request was forwarded).
     pub fn learn(&self, object: &str, version: Version, lowerings: u64) {
-        self.lock().put(object.into(), Known { version, lowerings });
+        self.put(object, version, lowerings, false);
+    }
+
+    fn put(&self, object: &str, version: Version, lowerings: u64, observed: bool) {
+        let known = Known {
+            version,
+            lowerings,
+            observed,
+        };
+        self.lock().put(object.into(), known);
     }
 
     /// Records a version observed from `source`.
@@ -167,7 +198,7 @@ impl Chain {
             Source::ClientCondition => &self.stats.client_condition,
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        self.learn(object, version, lowerings);
+        self.put(object, version, lowerings, true);
     }
 
     /// Makes `object`'s version unknown.
@@ -218,11 +249,21 @@ mod tests {
         chain.learn("/b/2", Version::Tag("\"2\"".into()), 0);
         chain.learn("/b/3", Version::Tag("\"3\"".into()), 0);
         assert_eq!(chain.version("/b/1", 0), None, "evicted, never assumed");
-        assert_eq!(chain.version("/b/3", 0), Some(Version::Tag("\"3\"".into())));
+        assert_eq!(
+            chain.version("/b/3", 0).map(|known| known.version),
+            Some(Version::Tag("\"3\"".into()))
+        );
         chain.forget("/b/3");
         assert_eq!(chain.version("/b/3", 0), None);
         chain.observe("/b/4", Version::Absent, 7, Source::ClientRead);
-        assert_eq!(chain.version("/b/4", 7), Some(Version::Absent));
+        let known = chain.version("/b/4", 7);
+        assert_eq!(
+            known,
+            Some(KnownVersion {
+                version: Version::Absent,
+                observed: true
+            })
+        );
         assert_eq!(chain.version("/b/4", 8), None, "an admin lowering since");
         assert_eq!(chain.stats().observed_client_read, 1);
     }

@@ -391,6 +391,20 @@ impl Fences {
         self.inner.lowerings.load(Ordering::SeqCst)
     }
 
+    /// With a shared store, the highest that bounds `key` as the store
+    /// holds it now, read linearizably: the key's own and those of the
+    /// subtree fences above it. For chained writes in shared state
+    /// ([`crate::chain`]): a version observed before this read may be used
+    /// by a write with a token at least this.
+    pub async fn shared_highest(&self, key: &str) -> Result<Option<u64>, StoreError> {
+        let mut keys = vec![key];
+        if self.subtree_scope() {
+            keys.extend(crate::key::covering_subtrees(key));
+        }
+        let highests = self.inner.store.read_highests(&keys).await?;
+        Ok(highests.into_iter().flatten().max())
+    }
+
     /// Whether other holders (gateway instances) share these fences.
     pub fn is_shared(&self) -> bool {
         self.inner.shared

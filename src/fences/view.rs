@@ -57,6 +57,8 @@ impl FenceView {
     /// in flight on the key anywhere.
     pub fn set(&self, key: &str, highest: Option<u64>) {
         let Some(fences) = self.fences() else { return };
+        // A version a chained write learned before may no longer stand.
+        fences.inner.lowerings.fetch_add(1, Ordering::SeqCst);
         let fence = fences.fence(key);
         {
             let mut state = fence.lock();

@@ -5,7 +5,7 @@
 use http::{Method, Request, Response};
 
 use crate::chain::{Chain, ClientCondition, Effect, Outcome, Source, Version};
-use crate::fences::Fences;
+use crate::fences::{Fences, Stale, StaleReason};
 use crate::key::normalize_path;
 use crate::refusal::Refusal;
 
@@ -22,8 +22,19 @@ pub(super) enum Plan {
         /// The condition is the client's own: a refusal of it is the
         /// store's answer to give back unchanged.
         own: bool,
+        /// `sent` was observed (rule (b)): with shared fences, a read of
+        /// the shared highest must find it at most the token first.
+        observed: bool,
         lowerings: u64,
     },
+}
+
+impl Plan {
+    /// Whether, with shared fences, a read of the shared highest must come
+    /// before the request is forwarded.
+    pub(super) fn needs_shared_read(&self) -> bool {
+        matches!(self, Plan::Write { observed: true, .. })
+    }
 }
 
 /// A refusal of a client's precondition that no chain can stand on, before
@@ -64,15 +75,15 @@ pub(super) fn before<B>(
             && request.uri().query().is_none();
         return Ok(read.then_some(Plan::Read { object, lowerings }));
     };
-    let (sent, own) = match mode.client_condition(request.headers()) {
+    let (sent, own, observed) = match mode.client_condition(request.headers()) {
         ClientCondition::Chain(version) => {
             chain.observe(&object, version.clone(), lowerings, Source::ClientCondition);
-            (version, true)
+            (version, true, true)
         }
         ClientCondition::None => match chain.version(&object, lowerings) {
-            Some(version) => {
-                mode.condition(effect, &version, request.headers_mut());
-                (version, false)
+            Some(known) => {
+                mode.condition(effect, &known.version, request.headers_mut());
+                (known.version, false, known.observed)
             }
             None => {
                 chain.count_unknown();
@@ -96,6 +107,7 @@ pub(super) fn before<B>(
         effect,
         sent,
         own,
+        observed,
         lowerings,
     }))
 }
@@ -124,6 +136,7 @@ pub(super) fn after<B>(
             sent,
             own,
             lowerings,
+            ..
         } => match mode.outcome(effect, &sent, response.status()) {
             Outcome::Applied => {
                 if let Some(version) = mode.written(effect, response.headers()) {
@@ -147,5 +160,29 @@ pub(super) fn after<B>(
             }
             Outcome::ConditionFailed | Outcome::Unknown => None,
         },
+    }
+}
+
+/// With shared fences, rule (b)'s read: the shared highest over `resource`,
+/// read now (after the observation), must be at most `token`; else the
+/// version may predate a higher token's write, and the request is stale.
+pub(super) async fn confirm_observed(
+    fences: &Fences,
+    resource: &str,
+    token: u64,
+) -> Result<(), Refusal> {
+    match fences.shared_highest(resource).await {
+        Ok(highest) if highest <= Some(token) => Ok(()),
+        Ok(highest) => Err(Refusal::Stale {
+            resource: resource.to_owned(),
+            stale: Stale {
+                token,
+                highest: highest.unwrap_or(token),
+                reason: StaleReason::BelowHighest,
+            },
+        }),
+        Err(error) => Err(Refusal::StoreUnavailable {
+            detail: error.to_string(),
+        }),
     }
 }

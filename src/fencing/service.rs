@@ -389,7 +389,16 @@ where
     let Some(chain) = config.chain.as_deref() else {
         return call(inner, request, in_flight).await;
     };
-    let plan = match chained::before(chain, &config.fences, &resource, &mut request) {
+    let mut plan = chained::before(chain, &config.fences, &resource, &mut request);
+    if let Ok(Some(observed)) = &plan {
+        if observed.needs_shared_read() && config.fences.is_shared() {
+            if let Err(refusal) = chained::confirm_observed(&config.fences, &resource, token).await
+            {
+                plan = Err(refusal);
+            }
+        }
+    }
+    let plan = match plan {
         Ok(plan) => plan,
         Err(refusal) => {
             log_refusal(&refusal, &request);

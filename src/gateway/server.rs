@@ -399,13 +399,6 @@ fn etcd_options(config: &Config) -> Result<crate::store::EtcdOptions, StartError
             "--etcd-endpoints is required (comma-separated http://host:port)".into(),
         ));
     }
-    if config.conditional_writes != Mode::Off {
-        // Rule (b) needs a read of etcd's highest after each observation,
-        // which is not built yet (docs/CHAINED.md).
-        return Err(StartError::Etcd(
-            "--conditional-writes is not available with shared fences yet".into(),
-        ));
-    }
     for endpoint in &etcd.endpoints {
         let uri: http::Uri = endpoint
             .parse()

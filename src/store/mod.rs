@@ -98,6 +98,10 @@ pub trait ClaimHold: Send + Sync + 'static {
     fn lease(&self) -> &Lease;
 }
 
+/// The future returned by [`FenceStore::read_highests`].
+pub type HighestsFuture =
+    Pin<Box<dyn Future<Output = Result<Vec<Option<u64>>, StoreError>> + Send + 'static>>;
+
 /// The future returned by [`FenceStore::audit`].
 pub type AuditFuture =
     Pin<Box<dyn Future<Output = Result<Vec<AuditEntry>, StoreError>> + Send + 'static>>;
@@ -186,6 +190,19 @@ pub trait FenceStore: Send + Sync + 'static {
         drop(change);
         Box::pin(std::future::ready(Err(StoreError::Unsupported(
             "this fence store does not support admin writes",
+        ))))
+    }
+
+    /// The highest of each of `keys` as the store holds it now, read
+    /// linearizably (no holder has committed a higher one that this read
+    /// misses): for chained writes, whose observed versions may only be
+    /// used once such a read, made after the observation, found the
+    /// fence at most the write's token. Stores with a single holder keep
+    /// this default: their table is that read.
+    fn read_highests(&self, keys: &[&str]) -> HighestsFuture {
+        let _ = keys;
+        Box::pin(std::future::ready(Err(StoreError::Unsupported(
+            "this fence store is not shared: read the table",
         ))))
     }
 

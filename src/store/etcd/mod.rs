@@ -35,8 +35,8 @@ use self::layout::{pad, Entry, Layout};
 use self::replica::Replica;
 use super::lease::boot_clock;
 use super::{
-    AuditFuture, Claim, ClaimFuture, ClaimHold, FenceChange, FenceStore, FenceView, Lease,
-    PersistFuture, StoreError, StoreStats,
+    AuditFuture, Claim, ClaimFuture, ClaimHold, FenceChange, FenceStore, FenceView, HighestsFuture,
+    Lease, PersistFuture, StoreError, StoreStats,
 };
 
 mod admin;
@@ -306,6 +306,12 @@ impl FenceStore for EtcdStore {
         })
     }
 
+    fn read_highests(&self, keys: &[&str]) -> HighestsFuture {
+        let shared = Arc::clone(&self.shared);
+        let keys: Vec<String> = keys.iter().map(|key| (*key).to_owned()).collect();
+        Box::pin(async move { shared.read_highests(&keys).await })
+    }
+
     fn use_subtrees(&self) {
         self.shared.subtrees.store(true, Ordering::SeqCst);
     }
@@ -425,6 +431,26 @@ impl Shared {
             )
             .into(),
         ))
+    }
+
+    /// The highest of each key, in one linearizable read (etcd's default
+    /// range: served after the leader confirmed it still leads).
+    async fn read_highests(&self, keys: &[String]) -> Result<Vec<Option<u64>>, StoreError> {
+        let reads: Vec<Value> = keys
+            .iter()
+            .map(|key| json!({ "request_range": { "key": b64(&self.layout.highest(key)) } }))
+            .collect();
+        let answer = self
+            .client
+            .call("/v3/kv/txn", &json!({ "success": reads }))
+            .await
+            .map_err(unavailable)?;
+        Ok((0..keys.len())
+            .map(|index| {
+                let kv = &answer["responses"][index]["response_range"]["kvs"][0];
+                text(&kv["value"]).and_then(|value| value.parse().ok())
+            })
+            .collect())
     }
 
     /// Every fence under the prefix and every record, as of one revision.
