@@ -112,6 +112,12 @@ pub enum Refusal {
         /// Why it cannot stand for the chain.
         detail: String,
     },
+    /// 503 `version_unavailable`: the gateway's own `HEAD` of the object
+    /// failed, so the write cannot be chained; nothing was forwarded.
+    VersionUnavailable {
+        /// Why.
+        detail: String,
+    },
 }
 
 impl Refusal {
@@ -126,9 +132,9 @@ impl Refusal {
             | Refusal::PreconditionNotChainable { .. } => StatusCode::PRECONDITION_REQUIRED,
             Refusal::Stale { .. } | Refusal::VersionConflict { .. } => StatusCode::CONFLICT,
             Refusal::TokenNotIssued { .. } => StatusCode::FORBIDDEN,
-            Refusal::StoreUnavailable { .. } | Refusal::IssuerUnavailable { .. } => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            Refusal::StoreUnavailable { .. }
+            | Refusal::IssuerUnavailable { .. }
+            | Refusal::VersionUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -146,6 +152,7 @@ impl Refusal {
             Refusal::VersionConflict { .. } => "version_conflict",
             Refusal::VersionUnknown { .. } => "version_unknown",
             Refusal::PreconditionNotChainable { .. } => "precondition_not_chainable",
+            Refusal::VersionUnavailable { .. } => "version_unavailable",
         }
     }
 
@@ -158,7 +165,8 @@ impl Refusal {
             | Refusal::Unfenceable { detail }
             | Refusal::StoreUnavailable { detail }
             | Refusal::IssuerUnavailable { detail }
-            | Refusal::PreconditionNotChainable { detail } => {
+            | Refusal::PreconditionNotChainable { detail }
+            | Refusal::VersionUnavailable { detail } => {
                 json!({ "error": error, "detail": detail })
             }
             Refusal::VersionConflict {

@@ -7,6 +7,9 @@
 //!   window, measured here as a control), with it moto refuses them;
 //! - the same across two instances sharing fences through etcd: the late
 //!   write of one is refused after the other's write;
+//! - Apache mod_dav (`--conditional-writes webdav`, the gateway's own
+//!   `HEAD` before each write): the same proof, the relay holding only the
+//!   stale `PUT` (the `HEAD`s pass);
 //! - the steady state: one holder rewriting an object needs one fenced
 //!   `HEAD` at first, then nothing more;
 //! - the answers: 428 `version_unknown`, 428 `precondition_not_chainable`,
@@ -17,6 +20,7 @@ mod support;
 
 use std::time::Duration;
 
+use support::apache::Apache;
 use support::moto::{moto, S3_AUTH};
 use support::*;
 
@@ -263,4 +267,132 @@ fn with_shared_fences_a_late_stale_put_from_one_instance_is_refused_after_anothe
     assert_eq!(stored(&target).as_deref(), Some("v34"));
     // A's stale holder, back: refused by the fence (B's 34 is in etcd).
     assert_eq!(request(&a, "PUT", &target, 33, b"again").status, 409);
+}
+
+/// WebDAV on Apache: a stale holder's `PUT` is held by the relay until
+/// after the next holder's write; returns what Apache holds once the late
+/// request had its chance.
+fn stale_dav_put_delivered_late(mode: &str, name: &str) -> Option<String> {
+    let apache = Apache::shared();
+    let collection = format!("/dav/{name}");
+    apache.mkcol(&collection);
+    let relay = Relay::start(apache.addr(), Fault::None);
+    let gw = Gateway::start(&[
+        "--upstream",
+        &relay.url(),
+        "--upstream-timeout",
+        "1",
+        "--conditional-writes",
+        mode,
+    ]);
+    let target = format!("{collection}/report");
+    let put = |token: u64, body: &[u8]| {
+        gw.req(
+            "PUT",
+            &target,
+            &[("X-Fencing-Token", &token.to_string())],
+            body,
+        )
+    };
+    let first = put(33, b"v33");
+    assert_eq!(first.status, 201, "{}", first.text());
+    relay.set(Fault::DelayMethod("PUT", HELD));
+    let given_up = put(33, b"stale");
+    assert_eq!(given_up.status, 504, "{}", given_up.text());
+    relay.set(Fault::None);
+    let current = put(34, b"v34");
+    assert_eq!(current.status, 204, "{}", current.text());
+    std::thread::sleep(HELD + Duration::from_millis(1500));
+    apache
+        .read(&target)
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+}
+
+#[test]
+fn on_webdav_without_the_chain_a_late_stale_put_overwrites_the_next_holder() {
+    let after = stale_dav_put_delivered_late("off", "chain-open");
+    assert_eq!(after.as_deref(), Some("stale"));
+}
+
+#[test]
+fn on_webdav_with_the_chain_a_late_stale_put_is_refused_by_apache() {
+    let after = stale_dav_put_delivered_late("webdav", "chain-closed");
+    assert_eq!(after.as_deref(), Some("v34"));
+}
+
+#[test]
+fn on_webdav_the_gateway_learns_versions_itself_and_answers_conflicts() {
+    let apache = Apache::shared();
+    let collection = "/dav/chain-answers";
+    apache.mkcol(collection);
+    let gw = Gateway::start(&[
+        "--upstream",
+        &apache.url(),
+        "--conditional-writes",
+        "webdav",
+    ]);
+    let target = format!("{collection}/doc");
+    let req = |method: &str, token: u64, body: &[u8]| {
+        gw.req(
+            method,
+            &target,
+            &[("X-Fencing-Token", &token.to_string())],
+            body,
+        )
+    };
+    // No HEAD from the client: the gateway sends its own.
+    assert_eq!(req("PUT", 40, b"a").status, 201);
+    assert_eq!(req("PUT", 40, b"b").status, 204);
+    // A write behind the gateway's back between the gateway's HEAD and
+    // its PUT cannot be staged here; one before the HEAD is simply seen.
+    let behind = http(apache.addr(), "PUT", &target, &[], b"behind");
+    assert_eq!(behind.status, 204);
+    assert_eq!(req("PUT", 40, b"c").status, 204);
+    assert_eq!(apache.read(&target).as_deref(), Some(&b"c"[..]));
+    // A delete, then a create.
+    assert_eq!(req("DELETE", 41, b"").status, 204);
+    assert_eq!(apache.read(&target), None);
+    assert_eq!(req("PUT", 41, b"d").status, 201);
+    // A client's own WebDAV If header (lock tokens) cannot be combined yet.
+    let locked = gw.req(
+        "PUT",
+        &target,
+        &[("X-Fencing-Token", "41"), ("If", "(<opaquelocktoken:x>)")],
+        b"e",
+    );
+    assert_eq!(locked.status, 428, "{}", locked.text());
+    assert_eq!(locked.json()["error"], "precondition_not_chainable");
+    // A HEAD before each write but the create after the delete (absent,
+    // learned from the delete's own answer): a, b, c and the delete.
+    let metrics = gw.metrics();
+    assert!(
+        metrics.contains("fencegate_chain_observations_total{source=\"gateway_head\"} 4"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn webdav_chaining_under_an_upstream_base_path_is_refused_at_start() {
+    let output = std::process::Command::new(support::BIN)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--state",
+            "memory",
+            "--upstream",
+            "http://127.0.0.1:1/base",
+            "--conditional-writes",
+            "webdav",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("webdav needs an upstream without a base path"),
+        "{stderr}"
+    );
 }

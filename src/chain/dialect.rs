@@ -28,10 +28,15 @@ pub enum Mode {
     /// Amazon S3 and the stores that speak its API (MinIO, R2, Ceph):
     /// `If-Match: <etag>`, `If-None-Match: *` for an absent object.
     S3,
+    /// WebDAV as Apache's mod_dav serves it: a tagged `If: <path>
+    /// (["<etag>"])` list (compared weakly, so a tag of the last second
+    /// matches), `If-None-Match: *` for an absent object; versions from
+    /// `HEAD` (mod_dav's `PUT` answers name none).
+    Webdav,
 }
 
 /// The modes [`Mode::from_str`] accepts, for messages.
-pub const MODES: &str = "off, s3";
+pub const MODES: &str = "off, s3, webdav";
 
 impl FromStr for Mode {
     type Err = String;
@@ -40,6 +45,7 @@ impl FromStr for Mode {
         match text {
             "off" => Ok(Mode::Off),
             "s3" => Ok(Mode::S3),
+            "webdav" => Ok(Mode::Webdav),
             other => Err(format!(
                 "unknown conditional-writes mode {other:?} (expected one of: {MODES})"
             )),
@@ -52,6 +58,7 @@ impl fmt::Display for Mode {
         f.write_str(match self {
             Mode::Off => "off",
             Mode::S3 => "s3",
+            Mode::Webdav => "webdav",
         })
     }
 }
@@ -86,11 +93,36 @@ impl Mode {
         match self {
             Mode::Off => None,
             Mode::S3 => s3_chained(method, uri),
+            // Every PUT and DELETE replaces or removes what its path names
+            // (a WebDAV server gives the query no meaning of its own).
+            Mode::Webdav => match *method {
+                Method::PUT => Some(Effect::Replace),
+                Method::DELETE => Some(Effect::Remove),
+                _ => None,
+            },
+        }
+    }
+
+    /// Who learns an unknown version by default: the gateway itself where
+    /// the store lets it read without the client's credentials being
+    /// re-signed (WebDAV), the client elsewhere.
+    pub fn default_observer(self) -> Observer {
+        match self {
+            Mode::Webdav => Observer::GatewayHead,
+            Mode::Off | Mode::S3 => Observer::ClientHead,
         }
     }
 
     /// Reads the client's own precondition on a chained write.
     pub fn client_condition(self, headers: &HeaderMap) -> ClientCondition {
+        if self == Mode::Webdav && headers.contains_key(WEBDAV_IF) {
+            // Lists of one `If` header are alternatives: one of the
+            // client's (a lock token) and one of the chain's would let a
+            // request through that matches either.
+            return ClientCondition::NotChainable(
+                "a WebDAV If header (lock tokens) cannot be combined with the chain's condition yet",
+            );
+        }
         let if_match: Vec<&HeaderValue> = headers.get_all(IF_MATCH).iter().collect();
         let if_none_match: Vec<&HeaderValue> = headers.get_all(IF_NONE_MATCH).iter().collect();
         match (if_match.as_slice(), if_none_match.as_slice()) {
@@ -117,10 +149,27 @@ impl Mode {
         }
     }
 
-    /// The headers that make a write apply only to `version`.
-    pub fn condition(self, effect: Effect, version: &Version, headers: &mut HeaderMap) {
+    /// The headers that make a write of `uri` apply only to `version`.
+    pub fn condition(self, effect: Effect, version: &Version, uri: &Uri, headers: &mut HeaderMap) {
         match (self, version) {
             (Mode::Off, _) => {}
+            (Mode::Webdav, Version::Tag(tag)) => {
+                let list = format!("<{}> ([{tag}])", uri.path());
+                if let Ok(value) = HeaderValue::from_str(&list) {
+                    headers.insert(WEBDAV_IF, value);
+                }
+            }
+            (Mode::Webdav, Version::Absent) => match effect {
+                Effect::Replace => {
+                    headers.insert(IF_NONE_MATCH, HeaderValue::from_static("*"));
+                }
+                Effect::Remove => {
+                    let list = format!("<{}> ([{ABSENT_TAG}])", uri.path());
+                    if let Ok(value) = HeaderValue::from_str(&list) {
+                        headers.insert(WEBDAV_IF, value);
+                    }
+                }
+            },
             (Mode::S3, Version::Tag(tag)) => {
                 if let Ok(value) = HeaderValue::from_str(tag) {
                     headers.insert(IF_MATCH, value);
@@ -144,10 +193,7 @@ impl Mode {
     pub fn written(self, effect: Effect, headers: &HeaderMap) -> Option<Version> {
         match effect {
             Effect::Remove => Some(Version::Absent),
-            Effect::Replace => headers
-                .get(ETAG)
-                .and_then(strong_tag)
-                .map(|tag| Version::Tag(tag.into())),
+            Effect::Replace => self.tag(headers),
         }
     }
 
@@ -155,13 +201,22 @@ impl Mode {
     /// absent on a 404.
     pub fn observed(self, status: StatusCode, headers: &HeaderMap) -> Option<Version> {
         match status {
-            StatusCode::OK => headers
-                .get(ETAG)
-                .and_then(strong_tag)
-                .map(|tag| Version::Tag(tag.into())),
+            StatusCode::OK => self.tag(headers),
             StatusCode::NOT_FOUND => Some(Version::Absent),
             _ => None,
         }
+    }
+
+    /// The `ETag` of an answer, as this dialect can use it: strong only
+    /// for `If-Match`; weak too for WebDAV's `If`, which compares weakly
+    /// (mod_dav names a file written in the last second with a weak tag).
+    fn tag(self, headers: &HeaderMap) -> Option<Version> {
+        let value = headers.get(ETAG)?;
+        let tag = match self {
+            Mode::Webdav => strong_tag(value).or_else(|| weak_tag(value)),
+            Mode::Off | Mode::S3 => strong_tag(value),
+        }?;
+        Some(Version::Tag(tag.into()))
     }
 
     /// How the store answered a write that carried `sent` (added by the
@@ -182,8 +237,34 @@ impl Mode {
 }
 
 /// A tag no S3 object can have (S3's are hex digests, with `-N` for
-/// multipart uploads).
+/// multipart uploads), nor a mod_dav file (`"size-mtime"` in hex).
 const ABSENT_TAG: &str = "\"fencegate-absent\"";
+
+/// WebDAV's `If` header (RFC 4918 §10.4).
+const WEBDAV_IF: http::HeaderName = http::HeaderName::from_static("if");
+
+/// Who learns a version the gateway does not know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Observer {
+    /// The client, told so with 428 `version_unknown`: a fenced `HEAD`.
+    ClientHead,
+    /// The gateway, with a `HEAD` of its own before the write.
+    GatewayHead,
+}
+
+impl FromStr for Observer {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "client-head" => Ok(Observer::ClientHead),
+            "gateway-head" => Ok(Observer::GatewayHead),
+            other => Err(format!(
+                "unknown chain-observe {other:?} (expected client-head or gateway-head)"
+            )),
+        }
+    }
+}
 
 /// What the store did with a chained write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,6 +277,13 @@ pub enum Outcome {
     StillAbsent,
     /// Anything else: the version is no longer known.
     Unknown,
+}
+
+/// `value` if it is one weak entity tag (`W/"..."`).
+fn weak_tag(value: &HeaderValue) -> Option<&str> {
+    let text = value.to_str().ok()?.trim();
+    let inner = text.strip_prefix("W/\"")?.strip_suffix('"')?;
+    (!inner.contains('"')).then_some(text)
 }
 
 /// `value` if it is one strong entity tag (`"..."`, no `W/`).
@@ -319,14 +407,15 @@ mod tests {
     #[test]
     fn conditions_added_and_answers_read() {
         let mut headers = HeaderMap::new();
-        Mode::S3.condition(Effect::Replace, &Version::Absent, &mut headers);
+        let uri = Uri::from_static("/b/k");
+        Mode::S3.condition(Effect::Replace, &Version::Absent, &uri, &mut headers);
         assert_eq!(headers[IF_NONE_MATCH], "*");
         let mut headers = HeaderMap::new();
-        Mode::S3.condition(Effect::Remove, &Version::Absent, &mut headers);
+        Mode::S3.condition(Effect::Remove, &Version::Absent, &uri, &mut headers);
         assert_eq!(headers[IF_MATCH], ABSENT_TAG);
         let mut headers = HeaderMap::new();
         let tag = Version::Tag("\"e1\"".into());
-        Mode::S3.condition(Effect::Replace, &tag, &mut headers);
+        Mode::S3.condition(Effect::Replace, &tag, &uri, &mut headers);
         assert_eq!(headers[IF_MATCH], "\"e1\"");
         let s3 = Mode::S3;
         assert_eq!(
@@ -362,5 +451,46 @@ mod tests {
             s3.observed(StatusCode::NOT_FOUND, &HeaderMap::new()),
             Some(Version::Absent)
         );
+    }
+}
+
+#[cfg(test)]
+mod webdav_tests {
+    use super::*;
+
+    #[test]
+    fn webdav_chains_with_a_tagged_if_list_and_takes_weak_tags() {
+        let uri = Uri::from_static("/dav/report");
+        let mut headers = HeaderMap::new();
+        let tag = Version::Tag("W/\"3-660fed346ef85\"".into());
+        Mode::Webdav.condition(Effect::Replace, &tag, &uri, &mut headers);
+        assert_eq!(
+            headers[WEBDAV_IF],
+            "</dav/report> ([W/\"3-660fed346ef85\"])"
+        );
+        let mut headers = HeaderMap::new();
+        Mode::Webdav.condition(Effect::Replace, &Version::Absent, &uri, &mut headers);
+        assert_eq!(headers[IF_NONE_MATCH], "*");
+        let mut answer = HeaderMap::new();
+        answer.insert(ETAG, HeaderValue::from_static("W/\"3-660fed346ef85\""));
+        assert_eq!(
+            Mode::Webdav.observed(StatusCode::OK, &answer),
+            Some(Version::Tag("W/\"3-660fed346ef85\"".into()))
+        );
+        assert_eq!(Mode::S3.observed(StatusCode::OK, &answer), None);
+        let mut own = HeaderMap::new();
+        own.insert(WEBDAV_IF, HeaderValue::from_static("(<opaquelocktoken:x>)"));
+        assert!(matches!(
+            Mode::Webdav.client_condition(&own),
+            ClientCondition::NotChainable(_)
+        ));
+        let put = Method::PUT;
+        assert_eq!(Mode::Webdav.chained(&put, &uri), Some(Effect::Replace));
+        assert_eq!(
+            Mode::Webdav.chained(&Method::from_bytes(b"MOVE").unwrap(), &uri),
+            None
+        );
+        assert_eq!(Mode::Webdav.default_observer(), Observer::GatewayHead);
+        assert_eq!(Mode::S3.default_observer(), Observer::ClientHead);
     }
 }

@@ -56,7 +56,7 @@ use lru::LruCache;
 
 mod dialect;
 
-pub use self::dialect::{ClientCondition, Effect, Mode, Outcome, MODES};
+pub use self::dialect::{ClientCondition, Effect, Mode, Observer, Outcome, MODES};
 
 /// The default of `--chain-cache-entries`.
 pub const DEFAULT_CACHE_ENTRIES: usize = 100_000;
@@ -78,6 +78,8 @@ pub enum Source {
     ClientRead,
     /// The client's own `If-Match` or `If-None-Match: *` on a write.
     ClientCondition,
+    /// A `HEAD` of the gateway's own ([`Observer::GatewayHead`]).
+    GatewayHead,
 }
 
 impl Source {
@@ -86,8 +88,26 @@ impl Source {
         match self {
             Source::ClientRead => "client_read",
             Source::ClientCondition => "client_condition",
+            Source::GatewayHead => "gateway_head",
         }
     }
+}
+
+/// What a `HEAD` of the store answered: status and headers.
+pub type HeadAnswer = Result<(http::StatusCode, http::HeaderMap), String>;
+
+/// Sends a `HEAD` of an object to the store, for
+/// [`Observer::GatewayHead`]: the chain learns an unknown version itself
+/// before a write instead of asking the client for a `HEAD`. The gateway's
+/// implementation sends it through its own proxy, with the client's
+/// `Host`, `Authorization` and `Cookie`.
+pub trait VersionReader: Send + Sync + 'static {
+    /// `HEAD` of `uri`, with the credentials among `headers`.
+    fn head(
+        &self,
+        uri: &http::Uri,
+        headers: &http::HeaderMap,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = HeadAnswer> + Send>>;
 }
 
 /// One object's known version.
@@ -118,16 +138,25 @@ pub struct KnownVersion {
 #[derive(Debug)]
 pub struct Chain {
     mode: Mode,
+    /// With [`Observer::GatewayHead`]: how the gateway reads a version.
+    reader: Option<std::sync::Arc<dyn VersionReader>>,
     /// Bounded: an evicted version is observed again, never assumed. A
     /// std mutex held for one map operation, never across an `.await`.
     versions: Mutex<LruCache<Box<str>, Known>>,
     stats: Counters,
 }
 
+impl std::fmt::Debug for dyn VersionReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("VersionReader")
+    }
+}
+
 #[derive(Debug, Default)]
 struct Counters {
     client_read: AtomicU64,
     client_condition: AtomicU64,
+    gateway_head: AtomicU64,
     conflicts_retry: AtomicU64,
     conflicts_overtaken: AtomicU64,
     unknown: AtomicU64,
@@ -140,6 +169,8 @@ pub struct ChainStats {
     pub observed_client_read: u64,
     /// Versions taken from clients' own conditions.
     pub observed_client_condition: u64,
+    /// Versions read with the gateway's own `HEAD`.
+    pub observed_gateway_head: u64,
     /// Refused conditions answered `version_conflict` with `retry: true`.
     pub conflicts_retry: u64,
     /// ... and with `retry: false` (a higher token was admitted).
@@ -153,14 +184,27 @@ impl Chain {
     pub fn new(mode: Mode, entries: NonZeroUsize) -> Self {
         Chain {
             mode,
+            reader: None,
             versions: Mutex::new(LruCache::new(entries)),
             stats: Counters::default(),
         }
     }
 
+    /// Learns unknown versions with `reader` ([`Observer::GatewayHead`])
+    /// instead of answering 428 `version_unknown`.
+    pub fn with_reader(mut self, reader: std::sync::Arc<dyn VersionReader>) -> Self {
+        self.reader = Some(reader);
+        self
+    }
+
     /// The store's dialect.
     pub fn mode(&self) -> Mode {
         self.mode
+    }
+
+    /// The reader of [`Chain::with_reader`], if any.
+    pub fn reader(&self) -> Option<&dyn VersionReader> {
+        self.reader.as_deref()
     }
 
     /// The version of `object` a chained write may carry, if one is known
@@ -196,6 +240,7 @@ impl Chain {
         let counter = match source {
             Source::ClientRead => &self.stats.client_read,
             Source::ClientCondition => &self.stats.client_condition,
+            Source::GatewayHead => &self.stats.gateway_head,
         };
         counter.fetch_add(1, Ordering::Relaxed);
         self.put(object, version, lowerings, true);
@@ -227,6 +272,7 @@ impl Chain {
         ChainStats {
             observed_client_read: load(&self.stats.client_read),
             observed_client_condition: load(&self.stats.client_condition),
+            observed_gateway_head: load(&self.stats.gateway_head),
             conflicts_retry: load(&self.stats.conflicts_retry),
             conflicts_overtaken: load(&self.stats.conflicts_overtaken),
             unknown: load(&self.stats.unknown),

@@ -82,11 +82,11 @@ pub(super) fn before<B>(
         }
         ClientCondition::None => match chain.version(&object, lowerings) {
             Some(known) => {
-                mode.condition(effect, &known.version, request.headers_mut());
+                let uri = request.uri().clone();
+                mode.condition(effect, &known.version, &uri, request.headers_mut());
                 (known.version, false, known.observed)
             }
             None => {
-                chain.count_unknown();
                 return Err(Refusal::VersionUnknown {
                     resource: resource.to_owned(),
                     object,
@@ -183,6 +183,40 @@ pub(super) async fn confirm_observed(
         }),
         Err(error) => Err(Refusal::StoreUnavailable {
             detail: error.to_string(),
+        }),
+    }
+}
+
+/// [`Observer::GatewayHead`](crate::chain::Observer::GatewayHead): the
+/// gateway's own `HEAD` of the object teaches its version (the request is
+/// in flight meanwhile: admitted, holding its fence). A failed `HEAD`, or
+/// one whose answer names no version, is 503 `version_unavailable`.
+pub(super) async fn read_version(
+    chain: &Chain,
+    fences: &Fences,
+    uri: &http::Uri,
+    headers: &http::HeaderMap,
+) -> Result<(), Refusal> {
+    let Some(reader) = chain.reader() else {
+        return Ok(());
+    };
+    let Ok(object) = normalize_path(uri.path()) else {
+        return Ok(());
+    };
+    let lowerings = fences.lowerings();
+    let (status, headers) = reader
+        .head(uri, headers)
+        .await
+        .map_err(|detail| Refusal::VersionUnavailable { detail })?;
+    match chain.mode().observed(status, &headers) {
+        Some(version) => {
+            chain.observe(&object, version, lowerings, Source::GatewayHead);
+            Ok(())
+        }
+        None => Err(Refusal::VersionUnavailable {
+            detail: format!(
+                "the gateway's HEAD of {object} was answered {status} with no usable ETag"
+            ),
         }),
     }
 }

@@ -390,6 +390,17 @@ where
         return call(inner, request, in_flight).await;
     };
     let mut plan = chained::before(chain, &config.fences, &resource, &mut request);
+    if matches!(plan, Err(Refusal::VersionUnknown { .. })) && chain.reader().is_some() {
+        let uri = request.uri().clone();
+        let read = chained::read_version(chain, &config.fences, &uri, request.headers()).await;
+        plan = match read {
+            Ok(()) => chained::before(chain, &config.fences, &resource, &mut request),
+            Err(refusal) => Err(refusal),
+        };
+    }
+    if matches!(plan, Err(Refusal::VersionUnknown { .. })) {
+        chain.count_unknown();
+    }
     if let Ok(Some(observed)) = &plan {
         if observed.needs_shared_read() && config.fences.is_shared() {
             if let Err(refusal) = chained::confirm_observed(&config.fences, &resource, token).await
@@ -498,7 +509,9 @@ fn log_refusal<B>(refusal: &Refusal, request: &Request<B>) {
         }
         // What fencing depends on (the store, the issuer) is down: an error,
         // whichever it is (`error` says).
-        Refusal::StoreUnavailable { detail } | Refusal::IssuerUnavailable { detail } => {
+        Refusal::StoreUnavailable { detail }
+        | Refusal::IssuerUnavailable { detail }
+        | Refusal::VersionUnavailable { detail } => {
             tracing::error!(
                 error = refusal.code(),
                 method,

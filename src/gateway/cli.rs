@@ -10,7 +10,7 @@ use http::HeaderName;
 
 use super::config::{AccessLogTarget, ClientLimits, Config, EtcdConfig, StateKind, TlsFiles};
 use super::upstream::Upstream;
-use crate::chain::Mode;
+use crate::chain::{Mode, Observer};
 use crate::key::Scope;
 
 /// `fencegate [serve] [OPTIONS]`: every option also reads `FENCEGATE_<OPTION>`.
@@ -115,14 +115,24 @@ pub struct Cli {
 
     /// Chain every write that replaces or removes an object to the version
     /// the store holds, so that the store refuses it if it arrives after a
-    /// newer write: the store's dialect (`off` or `s3`).
+    /// newer write: the store's dialect (`off`, `s3` or `webdav`).
     #[arg(
         long,
         env = "FENCEGATE_CONDITIONAL_WRITES",
         default_value = "off",
-        value_name = "off|s3"
+        value_name = "off|s3|webdav"
     )]
     pub conditional_writes: Mode,
+
+    /// Who learns a version the chain does not know: the gateway with a
+    /// HEAD of its own (default for webdav), or the client, told so with
+    /// 428 (default for s3).
+    #[arg(
+        long,
+        env = "FENCEGATE_CHAIN_OBSERVE",
+        value_name = "gateway-head|client-head"
+    )]
+    pub chain_observe: Option<Observer>,
 
     /// Versions of objects the chain keeps in memory (least recently used
     /// first out; an evicted one is observed again, never assumed).
@@ -283,6 +293,7 @@ impl Cli {
             flat_keys: self.flat_keys,
             conditional_writes: self.conditional_writes,
             chain_cache_entries: usize::try_from(self.chain_cache_entries).unwrap_or(usize::MAX),
+            chain_observe: self.chain_observe,
             upstream_timeout: self.upstream_timeout,
             upstream_idle_timeout: self.upstream_idle_timeout,
             upstream_ca: self.upstream_ca.clone(),

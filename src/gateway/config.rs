@@ -21,7 +21,7 @@ use std::time::Duration;
 use http::HeaderName;
 
 use super::upstream::Upstream;
-use crate::chain::{Mode, DEFAULT_CACHE_ENTRIES};
+use crate::chain::{Mode, Observer, DEFAULT_CACHE_ENTRIES};
 use crate::fencing::TOKEN_HEADER;
 use crate::key::Scope;
 
@@ -56,6 +56,9 @@ pub struct Config {
     pub conditional_writes: Mode,
     /// Versions the chain keeps (`--chain-cache-entries`), at least 1.
     pub chain_cache_entries: usize,
+    /// Who learns an unknown version (`--chain-observe`); `None`: the
+    /// mode's default.
+    pub chain_observe: Option<Observer>,
     /// From the moment a request has been sent in full to its response
     /// headers; and the longest pause between two bytes of a response body.
     /// Also bounds connecting (TLS handshake included) to the backend.
@@ -97,6 +100,7 @@ impl Default for Config {
             flat_keys: false,
             conditional_writes: Mode::Off,
             chain_cache_entries: DEFAULT_CACHE_ENTRIES,
+            chain_observe: None,
             upstream_timeout: Duration::from_secs(30),
             upstream_idle_timeout: Duration::from_secs(4),
             upstream_ca: None,

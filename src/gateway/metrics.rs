@@ -234,6 +234,7 @@ impl Collector for ChainCollector {
                     Source::ClientCondition.as_str(),
                     stats.observed_client_condition,
                 ),
+                (Source::GatewayHead.as_str(), stats.observed_gateway_head),
             ],
         )?;
         encode_labelled_counter(

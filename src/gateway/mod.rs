@@ -35,6 +35,8 @@ mod body_timeout;
 
 mod proxy;
 
+mod version_head;
+
 mod hop;
 
 mod pool;

@@ -34,6 +34,8 @@ pub(crate) enum Outcome {
     VersionUnknown,
     /// 428: a client precondition the chain cannot stand on.
     PreconditionNotChainable,
+    /// 503: the gateway's own `HEAD` for a chained write failed.
+    VersionUnavailable,
     /// 502 or 504: the backend failed, or a response body stalled.
     UpstreamError,
     /// 408 or 400: the client's request body stalled or was cut off.
@@ -45,7 +47,7 @@ pub(crate) enum Outcome {
 
 impl Outcome {
     /// Every outcome, in the order `/metrics` lists them.
-    pub(crate) const ALL: [Outcome; 15] = [
+    pub(crate) const ALL: [Outcome; 16] = [
         Outcome::Forwarded,
         Outcome::StaleToken,
         Outcome::MissingToken,
@@ -58,6 +60,7 @@ impl Outcome {
         Outcome::VersionConflict,
         Outcome::VersionUnknown,
         Outcome::PreconditionNotChainable,
+        Outcome::VersionUnavailable,
         Outcome::UpstreamError,
         Outcome::ClientError,
         Outcome::OtherRefusal,
@@ -78,6 +81,7 @@ impl Outcome {
             Outcome::VersionConflict => "version_conflict",
             Outcome::VersionUnknown => "version_unknown",
             Outcome::PreconditionNotChainable => "precondition_not_chainable",
+            Outcome::VersionUnavailable => "version_unavailable",
             Outcome::UpstreamError => "upstream_error",
             Outcome::ClientError => "client_error",
             Outcome::OtherRefusal => "other_refusal",
@@ -98,6 +102,7 @@ impl Outcome {
             Refusal::VersionConflict { .. } => Outcome::VersionConflict,
             Refusal::VersionUnknown { .. } => Outcome::VersionUnknown,
             Refusal::PreconditionNotChainable { .. } => Outcome::PreconditionNotChainable,
+            Refusal::VersionUnavailable { .. } => Outcome::VersionUnavailable,
         }
     }
 

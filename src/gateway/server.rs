@@ -38,7 +38,8 @@ use super::metrics::Metrics;
 use super::proxy::Proxy;
 use super::tls::{self, ServerCert, TlsError};
 use super::upstream::Upstream;
-use crate::chain::{Chain, Mode};
+use super::version_head::HeadThroughProxy;
+use crate::chain::{Chain, Mode, Observer};
 use crate::fencing::FencingLayer;
 use crate::store::StoreError;
 use crate::Fences;
@@ -88,6 +89,10 @@ pub enum StartError {
     /// `--state etcd` without what it needs.
     #[error("--state etcd: {0}")]
     Etcd(String),
+    /// `--conditional-writes` cannot work with the rest of the
+    /// configuration.
+    #[error("--conditional-writes: {0}")]
+    Chain(String),
     /// The embedded backend's address did not form an upstream URL.
     #[error("embedded backend: {0}")]
     Embedded(String),
@@ -217,10 +222,33 @@ impl Gateway {
             }
         };
 
+        if config.conditional_writes == Mode::Webdav && upstream.has_base() {
+            // The `If` header names the object by the path the client sent;
+            // under a base path the store would see another one, and a
+            // tagged list naming another resource is no condition at all.
+            return Err(StartError::Chain(
+                "webdav needs an upstream without a base path".into(),
+            ));
+        }
+        let proxy = Proxy::new(
+            upstream.clone(),
+            config.upstream_timeout,
+            config.upstream_idle_timeout,
+            upstream_tls,
+        );
         let chain = (config.conditional_writes != Mode::Off).then(|| {
             let entries =
                 NonZeroUsize::new(config.chain_cache_entries).unwrap_or(NonZeroUsize::MIN);
-            Arc::new(Chain::new(config.conditional_writes, entries))
+            let chain = Chain::new(config.conditional_writes, entries);
+            let observer = config
+                .chain_observe
+                .unwrap_or_else(|| config.conditional_writes.default_observer());
+            Arc::new(match observer {
+                Observer::GatewayHead => {
+                    chain.with_reader(Arc::new(HeadThroughProxy(proxy.clone())))
+                }
+                Observer::ClientHead => chain,
+            })
         });
         let metrics = Metrics::new(
             fences.clone(),
@@ -239,12 +267,6 @@ impl Gateway {
         if let Some(chain) = chain {
             fencing = fencing.chained_writes(chain);
         }
-        let proxy = Proxy::new(
-            upstream.clone(),
-            config.upstream_timeout,
-            config.upstream_idle_timeout,
-            upstream_tls,
-        );
         let mut data_plane =
             DataPlane::new(fencing, proxy, metrics.clone(), config.client.body_timeout);
         if let Some(log) = &access_log {

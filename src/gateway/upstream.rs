@@ -90,6 +90,11 @@ impl Upstream {
         Upstream::parse(&format!("http://{addr}"))
     }
 
+    /// Whether requests go under a base path (`http://host/base`).
+    pub fn has_base(&self) -> bool {
+        !self.base.is_empty()
+    }
+
     /// `host:port` as given.
     pub fn authority(&self) -> &Authority {
         &self.authority

@@ -43,6 +43,10 @@ pub enum Fault {
     /// queue or a socket buffer, delivered late). Read at every chunk, so
     /// a pooled connection meets it at its next request.
     DelayRequest(Duration),
+    /// As `DelayRequest`, for the requests whose head starts with this
+    /// method only (a chunk that starts with it, on a connection that
+    /// carries several requests one after the other).
+    DelayMethod(&'static str, Duration),
 }
 
 /// A running relay on `127.0.0.1:0`, in its own runtime. Stopped on drop.
@@ -152,8 +156,14 @@ async fn relay_one(client: TcpStream, target: SocketAddr, shared: Arc<Mutex<Faul
             };
             let fault = *partition.lock().unwrap();
             cut |= fault == Fault::Blackhole;
-            if let Fault::DelayRequest(delay) = fault {
-                tokio::time::sleep(delay).await;
+            match fault {
+                Fault::DelayRequest(delay) => tokio::time::sleep(delay).await,
+                Fault::DelayMethod(method, delay)
+                    if buf[..n].starts_with(format!("{method} ").as_bytes()) =>
+                {
+                    tokio::time::sleep(delay).await
+                }
+                _ => {}
             }
             if !cut && server_write.write_all(&buf[..n]).await.is_err() {
                 break;
