@@ -10,6 +10,8 @@
 //! - Apache mod_dav (`--conditional-writes webdav`, the gateway's own
 //!   `HEAD` before each write): the same proof, the relay holding only the
 //!   stale `PUT` (the `HEAD`s pass);
+//! - the start-up probe: in front of nginx's WebDAV, which ignores
+//!   conditions, the gateway refuses to start; in front of Apache it starts;
 //! - the steady state: one holder rewriting an object needs one fenced
 //!   `HEAD` at first, then nothing more;
 //! - the answers: 428 `version_unknown`, 428 `precondition_not_chainable`,
@@ -395,4 +397,123 @@ fn webdav_chaining_under_an_upstream_base_path_is_refused_at_start() {
         stderr.contains("webdav needs an upstream without a base path"),
         "{stderr}"
     );
+}
+
+/// nginx serving WebDAV (`dav_methods PUT DELETE`) from a temporary
+/// directory: it ignores every precondition. Stopped on drop.
+struct NginxDav {
+    child: std::process::Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl NginxDav {
+    fn start() -> NginxDav {
+        let dir = tempfile::tempdir().unwrap();
+        let port = dead_port();
+        let root = dir.path().join("root");
+        std::fs::create_dir_all(&root).unwrap();
+        let conf = format!(
+            "daemon off;\nmaster_process off;\nerror_log {dir}/error.log;\npid {dir}/nginx.pid;\n\
+             events {{ worker_connections 64; }}\n\
+             http {{ access_log off; client_body_temp_path {dir}/body;\n\
+               server {{ listen 127.0.0.1:{port}; root {root};\n\
+                 location / {{ dav_methods PUT DELETE; create_full_put_path on; }} }} }}\n",
+            dir = dir.path().display(),
+            root = root.display(),
+        );
+        let conf_path = dir.path().join("nginx.conf");
+        std::fs::write(&conf_path, conf).unwrap();
+        let child = std::process::Command::new("nginx")
+            .arg("-p")
+            .arg(dir.path())
+            .arg("-c")
+            .arg(&conf_path)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("nginx (scripts/install-deps.sh installs it)");
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        assert!(
+            wait_until(HANG_GUARD, || std::net::TcpStream::connect(addr).is_ok()),
+            "nginx did not listen on {port}"
+        );
+        NginxDav {
+            child,
+            port,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for NginxDav {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The gateway's exit status and stderr, started with `args`, if it exits
+/// within the hang guard (`None`: it started and was killed).
+fn start_or_exit(args: &[&str]) -> Option<(bool, String)> {
+    let mut child = std::process::Command::new(support::BIN)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--state",
+            "memory",
+        ])
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let exited = wait_until(Duration::from_secs(5), || {
+        child.try_wait().unwrap().is_some()
+    });
+    if !exited {
+        let _ = child.kill();
+        let _ = child.wait();
+        return None;
+    }
+    let output = child.wait_with_output().unwrap();
+    Some((
+        output.status.success(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    ))
+}
+
+#[test]
+fn in_front_of_a_store_that_ignores_conditions_the_gateway_refuses_to_start() {
+    let nginx = NginxDav::start();
+    let url = format!("http://127.0.0.1:{}", nginx.port);
+    let (ok, stderr) = start_or_exit(&["--upstream", &url, "--conditional-writes", "webdav"])
+        .expect("the gateway started in front of nginx's WebDAV");
+    assert!(!ok);
+    // One line (besides --state memory's warning), no backtrace.
+    let errors: Vec<&str> = stderr.lines().filter(|l| !l.contains(" WARN ")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(errors[0].contains("ignores conditions"), "{stderr}");
+    // Without the chain, nginx is a store like any other.
+    assert!(start_or_exit(&["--upstream", &url]).is_none());
+    // Apache checks them: the gateway starts (and leaves no probe object).
+    let apache = Apache::shared();
+    apache.mkcol("/dav/chain-probe");
+    let args = [
+        "--upstream",
+        &apache.url(),
+        "--conditional-writes",
+        "webdav",
+        "--conditional-probe",
+        "/dav/chain-probe/p",
+    ];
+    assert!(
+        start_or_exit(&args).is_none(),
+        "refused to start in front of Apache"
+    );
+    assert!(!apache.exists("/dav/chain-probe/p"));
 }

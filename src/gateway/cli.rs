@@ -134,6 +134,13 @@ pub struct Cli {
     )]
     pub chain_observe: Option<Observer>,
 
+    /// A path the gateway may write at start: it PUTs there once with a
+    /// condition no version meets, and refuses to start if the store
+    /// applies it (the store ignores conditions). Default for webdav:
+    /// /.fencegate-probe.
+    #[arg(long, env = "FENCEGATE_CONDITIONAL_PROBE", value_name = "PATH")]
+    pub conditional_probe: Option<String>,
+
     /// Versions of objects the chain keeps in memory (least recently used
     /// first out; an evicted one is observed again, never assumed).
     #[arg(long, env = "FENCEGATE_CHAIN_CACHE_ENTRIES", default_value = "100000", value_name = "N",
@@ -294,6 +301,7 @@ impl Cli {
             conditional_writes: self.conditional_writes,
             chain_cache_entries: usize::try_from(self.chain_cache_entries).unwrap_or(usize::MAX),
             chain_observe: self.chain_observe,
+            conditional_probe: self.conditional_probe.clone(),
             upstream_timeout: self.upstream_timeout,
             upstream_idle_timeout: self.upstream_idle_timeout,
             upstream_ca: self.upstream_ca.clone(),

@@ -59,6 +59,9 @@ pub struct Config {
     /// Who learns an unknown version (`--chain-observe`); `None`: the
     /// mode's default.
     pub chain_observe: Option<Observer>,
+    /// Where the start-up probe writes (`--conditional-probe`); `None`:
+    /// `/.fencegate-probe` in `webdav` mode, no probe otherwise.
+    pub conditional_probe: Option<String>,
     /// From the moment a request has been sent in full to its response
     /// headers; and the longest pause between two bytes of a response body.
     /// Also bounds connecting (TLS handshake included) to the backend.
@@ -101,6 +104,7 @@ impl Default for Config {
             conditional_writes: Mode::Off,
             chain_cache_entries: DEFAULT_CACHE_ENTRIES,
             chain_observe: None,
+            conditional_probe: None,
             upstream_timeout: Duration::from_secs(30),
             upstream_idle_timeout: Duration::from_secs(4),
             upstream_ca: None,

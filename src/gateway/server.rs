@@ -38,11 +38,15 @@ use super::metrics::Metrics;
 use super::proxy::Proxy;
 use super::tls::{self, ServerCert, TlsError};
 use super::upstream::Upstream;
-use super::version_head::HeadThroughProxy;
+use super::version_head::{self, HeadThroughProxy, Probe};
 use crate::chain::{Chain, Mode, Observer};
 use crate::fencing::FencingLayer;
 use crate::store::StoreError;
 use crate::Fences;
+
+/// Where the start-up probe of `--conditional-writes webdav` writes when
+/// `--conditional-probe` does not say.
+const DEFAULT_PROBE_PATH: &str = "/.fencegate-probe";
 
 /// Why the gateway could not start. Each is one clear line for the user.
 #[derive(Debug, thiserror::Error)]
@@ -236,6 +240,22 @@ impl Gateway {
             config.upstream_idle_timeout,
             upstream_tls,
         );
+        let probe_path = config.conditional_probe.clone().or_else(|| {
+            (config.conditional_writes == Mode::Webdav).then(|| DEFAULT_PROBE_PATH.to_owned())
+        });
+        if let (Some(path), true) = (probe_path, config.conditional_writes != Mode::Off) {
+            match version_head::probe(&proxy, config.conditional_writes, &path).await {
+                Probe::Honoured => {}
+                Probe::Ignored(status) => {
+                    return Err(StartError::Chain(format!(
+                        "the store applied the probe's PUT of {path} ({status}) although its condition could not match: it ignores conditions, and chaining in front of it would protect nothing"
+                    )));
+                }
+                Probe::Inconclusive(why) => tracing::warn!(
+                    "--conditional-writes: {why}; cannot tell whether the store checks conditions (--conditional-probe names a path the gateway may write)"
+                ),
+            }
+        }
         let chain = (config.conditional_writes != Mode::Off).then(|| {
             let entries =
                 NonZeroUsize::new(config.chain_cache_entries).unwrap_or(NonZeroUsize::MIN);

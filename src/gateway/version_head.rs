@@ -1,7 +1,8 @@
-//! `--chain-observe gateway-head`: the `HEAD` the gateway sends itself to
-//! learn an object's version before a chained write
-//! ([`VersionReader`](crate::chain::VersionReader)), through the same proxy
-//! (pool, TLS, timeouts) as the requests it forwards.
+//! The requests the gateway sends the store itself for chained writes,
+//! through the same proxy (pool, TLS, timeouts) as those it forwards:
+//! `--chain-observe gateway-head`'s `HEAD` that learns an object's version
+//! before a write ([`VersionReader`](crate::chain::VersionReader)), and the
+//! start-up probe that finds a store ignoring conditions.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -12,7 +13,7 @@ use http::{HeaderMap, Method, Request, Uri};
 use tower_service::Service;
 
 use super::proxy::Proxy;
-use crate::chain::{HeadAnswer, VersionReader};
+use crate::chain::{Effect, HeadAnswer, Mode, Version, VersionReader};
 
 /// Reads versions with `HEAD`s sent through the gateway's proxy.
 #[derive(Clone)]
@@ -48,4 +49,46 @@ impl VersionReader for HeadThroughProxy {
             Ok((parts.status, parts.headers))
         })
     }
+}
+
+/// What the start-up probe found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Probe {
+    /// The store refused the write whose condition could not match.
+    Honoured,
+    /// It applied it: chaining in front of it would be a no-op.
+    Ignored(http::StatusCode),
+    /// It answered something else (no permission, no such collection):
+    /// nothing can be concluded.
+    Inconclusive(String),
+}
+
+/// Writes once to `path` with `mode`'s condition on a version no object
+/// has: a store that checks conditions refuses it (412), one that ignores
+/// them (nginx's WebDAV) applies it, and the probe object is then removed.
+pub(crate) async fn probe(proxy: &Proxy, mode: Mode, path: &str) -> Probe {
+    let Ok(uri) = Uri::try_from(path) else {
+        return Probe::Inconclusive(format!("{path:?} is not a path"));
+    };
+    let never = Version::Tag("\"fencegate-probe-never-matches\"".into());
+    let mut put = Request::new(Body::from("fencegate conditional-writes probe\n"));
+    *put.method_mut() = Method::PUT;
+    *put.uri_mut() = uri.clone();
+    mode.condition(Effect::Replace, &never, &uri, put.headers_mut());
+    let mut proxy = proxy.clone();
+    let Ok(answer) = proxy.call(put).await;
+    let status = answer.status();
+    if status == http::StatusCode::PRECONDITION_FAILED {
+        return Probe::Honoured;
+    }
+    if status.is_success() {
+        let mut delete = Request::new(Body::empty());
+        *delete.method_mut() = Method::DELETE;
+        *delete.uri_mut() = uri;
+        let _ = proxy.call(delete).await;
+        return Probe::Ignored(status);
+    }
+    Probe::Inconclusive(format!(
+        "the store answered the probe's PUT of {path} {status}"
+    ))
 }
