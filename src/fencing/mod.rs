@@ -43,6 +43,8 @@
 //! ```
 
 mod body;
+#[cfg(test)]
+mod chain_property;
 mod chained;
 mod config;
 mod future;
