@@ -10,6 +10,9 @@
 //! - Apache mod_dav (`--conditional-writes webdav`, the gateway's own
 //!   `HEAD` before each write): the same proof, the relay holding only the
 //!   stale `PUT` (the `HEAD`s pass);
+//! - the embedded backend (`--conditional-writes http`, RFC 9110
+//!   `If-Match`), run as the store of a second gateway process: the same
+//!   proof, and one `HEAD` for a holder rewriting an object many times;
 //! - the start-up probe: in front of nginx's WebDAV, which ignores
 //!   conditions, the gateway refuses to start; in front of Apache it starts;
 //! - the steady state: one holder rewriting an object needs one fenced
@@ -516,4 +519,100 @@ fn in_front_of_a_store_that_ignores_conditions_the_gateway_refuses_to_start() {
         "refused to start in front of Apache"
     );
     assert!(!apache.exists("/dav/chain-probe/p"));
+}
+
+/// A fencegate process used as a plain store: its embedded backend (ETags,
+/// RFC 9110 conditions), its fencing out of the way (another token header,
+/// unfenced writes allowed).
+fn embedded_store() -> Gateway {
+    Gateway::start(&[
+        "--state",
+        "memory",
+        "--token-header",
+        "x-unused-token",
+        "--allow-unfenced-writes",
+    ])
+}
+
+fn stale_put_to_the_embedded_store_delivered_late(mode: &str) -> Option<String> {
+    let store = embedded_store();
+    let relay = Relay::start(store.data_addr(), Fault::None);
+    let gw = Gateway::start(&[
+        "--upstream",
+        &relay.url(),
+        "--upstream-timeout",
+        "1",
+        "--conditional-writes",
+        mode,
+    ]);
+    let put = |token: u64, body: &[u8]| {
+        gw.req(
+            "PUT",
+            "/doc",
+            &[("X-Fencing-Token", &token.to_string())],
+            body,
+        )
+    };
+    assert_eq!(put(33, b"v33").status, 204);
+    relay.set(Fault::DelayMethod("PUT", HELD));
+    assert_eq!(put(33, b"stale").status, 504);
+    relay.set(Fault::None);
+    let current = put(34, b"v34");
+    assert_eq!(current.status, 204, "{}", current.text());
+    std::thread::sleep(HELD + Duration::from_millis(1500));
+    let got = store.req("GET", "/doc", &[], b"");
+    (got.status == 200).then(|| got.text())
+}
+
+#[test]
+fn on_the_embedded_backend_without_the_chain_a_late_stale_put_overwrites_the_next_holder() {
+    let after = stale_put_to_the_embedded_store_delivered_late("off");
+    assert_eq!(after.as_deref(), Some("stale"));
+}
+
+#[test]
+fn on_the_embedded_backend_with_the_chain_a_late_stale_put_is_refused() {
+    let after = stale_put_to_the_embedded_store_delivered_late("http");
+    assert_eq!(after.as_deref(), Some("v34"));
+}
+
+#[test]
+fn a_holder_rewriting_an_object_pays_one_head_in_all() {
+    let store = embedded_store();
+    let gw = Gateway::start(&[
+        "--upstream",
+        &store.data_url(),
+        "--conditional-writes",
+        "http",
+    ]);
+    for n in 0..20 {
+        let put = gw.req(
+            "PUT",
+            "/steady",
+            &[("X-Fencing-Token", "7")],
+            format!("v{n}").as_bytes(),
+        );
+        assert_eq!(put.status, 204, "write {n}: {}", put.text());
+    }
+    // A write behind the gateway's back: the next chained write is refused
+    // by the store, and the gateway says so (retry: no higher token).
+    let behind = store.req("PUT", "/steady", &[], b"behind");
+    assert_eq!(behind.status, 204);
+    let conflict = gw.req("PUT", "/steady", &[("X-Fencing-Token", "7")], b"late");
+    assert_eq!(conflict.status, 409, "{}", conflict.text());
+    assert_eq!(conflict.json()["retry"], true);
+    // The version is unknown again: the gateway's HEAD, and it goes through.
+    assert_eq!(
+        gw.req("PUT", "/steady", &[("X-Fencing-Token", "7")], b"again")
+            .status,
+        204
+    );
+    let metrics = gw.metrics();
+    for line in [
+        "fencegate_chain_observations_total{source=\"gateway_head\"} 2",
+        "fencegate_chain_conflicts_total{retry=\"true\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} not in:\n{metrics}");
+    }
+    assert_eq!(store.req("GET", "/steady", &[], b"").text(), "again");
 }

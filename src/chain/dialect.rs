@@ -33,10 +33,14 @@ pub enum Mode {
     /// matches), `If-None-Match: *` for an absent object; versions from
     /// `HEAD` (mod_dav's `PUT` answers name none).
     Webdav,
+    /// Plain RFC 9110 (the embedded backend, any server that checks
+    /// `If-Match` with strong tags atomically with the write):
+    /// `If-Match: <etag>`, `If-None-Match: *` for an absent object.
+    Http,
 }
 
 /// The modes [`Mode::from_str`] accepts, for messages.
-pub const MODES: &str = "off, s3, webdav";
+pub const MODES: &str = "off, s3, webdav, http";
 
 impl FromStr for Mode {
     type Err = String;
@@ -46,6 +50,7 @@ impl FromStr for Mode {
             "off" => Ok(Mode::Off),
             "s3" => Ok(Mode::S3),
             "webdav" => Ok(Mode::Webdav),
+            "http" => Ok(Mode::Http),
             other => Err(format!(
                 "unknown conditional-writes mode {other:?} (expected one of: {MODES})"
             )),
@@ -59,6 +64,7 @@ impl fmt::Display for Mode {
             Mode::Off => "off",
             Mode::S3 => "s3",
             Mode::Webdav => "webdav",
+            Mode::Http => "http",
         })
     }
 }
@@ -95,7 +101,7 @@ impl Mode {
             Mode::S3 => s3_chained(method, uri),
             // Every PUT and DELETE replaces or removes what its path names
             // (a WebDAV server gives the query no meaning of its own).
-            Mode::Webdav => match *method {
+            Mode::Webdav | Mode::Http => match *method {
                 Method::PUT => Some(Effect::Replace),
                 Method::DELETE => Some(Effect::Remove),
                 _ => None,
@@ -108,7 +114,7 @@ impl Mode {
     /// re-signed (WebDAV), the client elsewhere.
     pub fn default_observer(self) -> Observer {
         match self {
-            Mode::Webdav => Observer::GatewayHead,
+            Mode::Webdav | Mode::Http => Observer::GatewayHead,
             Mode::Off | Mode::S3 => Observer::ClientHead,
         }
     }
@@ -170,6 +176,16 @@ impl Mode {
                     }
                 }
             },
+            (Mode::Http, Version::Tag(tag)) => {
+                if let Ok(value) = HeaderValue::from_str(tag) {
+                    headers.insert(IF_MATCH, value);
+                }
+            }
+            // "Only if there is none": a create, or a delete of what is
+            // still absent (the store's 404 then says so).
+            (Mode::Http, Version::Absent) => {
+                headers.insert(IF_NONE_MATCH, HeaderValue::from_static("*"));
+            }
             (Mode::S3, Version::Tag(tag)) => {
                 if let Ok(value) = HeaderValue::from_str(tag) {
                     headers.insert(IF_MATCH, value);
@@ -214,7 +230,7 @@ impl Mode {
         let value = headers.get(ETAG)?;
         let tag = match self {
             Mode::Webdav => strong_tag(value).or_else(|| weak_tag(value)),
-            Mode::Off | Mode::S3 => strong_tag(value),
+            Mode::Off | Mode::S3 | Mode::Http => strong_tag(value),
         }?;
         Some(Version::Tag(tag.into()))
     }

@@ -115,17 +115,17 @@ pub struct Cli {
 
     /// Chain every write that replaces or removes an object to the version
     /// the store holds, so that the store refuses it if it arrives after a
-    /// newer write: the store's dialect (`off`, `s3` or `webdav`).
+    /// newer write: the store's dialect (`off`, `s3`, `webdav` or `http`).
     #[arg(
         long,
         env = "FENCEGATE_CONDITIONAL_WRITES",
         default_value = "off",
-        value_name = "off|s3|webdav"
+        value_name = "off|s3|webdav|http"
     )]
     pub conditional_writes: Mode,
 
     /// Who learns a version the chain does not know: the gateway with a
-    /// HEAD of its own (default for webdav), or the client, told so with
+    /// HEAD of its own (default for webdav and http), or the client, told so with
     /// 428 (default for s3).
     #[arg(
         long,
@@ -136,8 +136,8 @@ pub struct Cli {
 
     /// A path the gateway may write at start: it PUTs there once with a
     /// condition no version meets, and refuses to start if the store
-    /// applies it (the store ignores conditions). Default for webdav:
-    /// /.fencegate-probe.
+    /// applies it (the store ignores conditions). Default for webdav and
+    /// http: /.fencegate-probe.
     #[arg(long, env = "FENCEGATE_CONDITIONAL_PROBE", value_name = "PATH")]
     pub conditional_probe: Option<String>,
 

@@ -60,7 +60,7 @@ pub struct Config {
     /// mode's default.
     pub chain_observe: Option<Observer>,
     /// Where the start-up probe writes (`--conditional-probe`); `None`:
-    /// `/.fencegate-probe` in `webdav` mode, no probe otherwise.
+    /// `/.fencegate-probe` in `webdav` and `http` modes, no probe otherwise.
     pub conditional_probe: Option<String>,
     /// From the moment a request has been sent in full to its response
     /// headers; and the longest pause between two bytes of a response body.

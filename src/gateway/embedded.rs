@@ -6,6 +6,12 @@
 //! listener so that the gateway reaches it through the very same proxy path
 //! as any real backend.
 //!
+//! Every object has a strong `ETag`, new at every write (on disk the file's
+//! inode, modification time in nanoseconds and length; in memory a counter),
+//! and writes honour RFC 9110's `If-Match` and `If-None-Match`, checked under
+//! the object's writer lock, so atomically with the write: the backend of
+//! `--conditional-writes http` (docs/CHAINED.md).
+//!
 //! On disk, each object is one file under `<data-dir>/objects/`, named by its
 //! percent-encoded normalised path; a `PUT` writes a temporary file and
 //! renames it over the old one, so readers see the old or the new object,
@@ -22,8 +28,8 @@ use axum::Router;
 use bytes::Bytes;
 use dashmap::DashMap;
 use futures_util::StreamExt;
-use http::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE};
-use http::{HeaderValue, Method, StatusCode};
+use http::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE, ETAG, IF_MATCH, IF_NONE_MATCH};
+use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use tokio::io::AsyncWriteExt;
 
@@ -48,9 +54,13 @@ pub enum ObjectStore {
 #[derive(Clone)]
 struct Backend {
     objects: ObjectStore,
-    /// Serialises writers of one object (appends must not interleave); never
-    /// shrinks, which is acceptable for a demo backend.
+    /// Serialises writers of one object (appends must not interleave, and a
+    /// write's condition holds until it commits); never shrinks, which is
+    /// acceptable for a demo backend.
     locks: Arc<DashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// In memory: each object's version, from a counter that never repeats
+    /// within a run.
+    versions: Arc<DashMap<String, u64>>,
 }
 
 impl ObjectStore {
@@ -72,6 +82,7 @@ pub fn router(objects: ObjectStore) -> Router {
     let backend = Backend {
         objects,
         locks: Arc::default(),
+        versions: Arc::default(),
     };
     Router::new().fallback(handle).with_state(backend)
 }
@@ -87,14 +98,22 @@ async fn handle(State(backend): State<Backend>, request: Request) -> Response {
         Method::PUT | Method::POST => {
             let lock = backend.lock(&key);
             let _writer = lock.lock().await;
-            backend
-                .write(&key, request.into_body(), method == Method::POST)
-                .await
+            match backend.check_conditions(&key, request.headers()).await {
+                Ok(()) => {
+                    backend
+                        .write(&key, request.into_body(), method == Method::POST)
+                        .await
+                }
+                Err(refused) => Err(refused),
+            }
         }
         Method::DELETE => {
             let lock = backend.lock(&key);
             let _writer = lock.lock().await;
-            backend.delete(&key).await
+            match backend.check_conditions(&key, request.headers()).await {
+                Ok(()) => backend.delete(&key).await,
+                Err(refused) => Err(refused),
+            }
         }
         _ => {
             let mut response = StatusCode::METHOD_NOT_ALLOWED.into_response();
@@ -136,6 +155,59 @@ impl Backend {
         Arc::clone(self.locks.entry(key.to_owned()).or_default().value())
     }
 
+    /// The object's current `ETag`, `None` if it is absent.
+    async fn etag(&self, key: &str) -> Result<Option<String>, Failure> {
+        match &self.objects {
+            ObjectStore::Memory(objects) => Ok(objects.contains_key(key).then(|| {
+                let version = self.versions.get(key).map_or(0, |v| *v.value());
+                format!("\"m{version:x}\"")
+            })),
+            ObjectStore::Disk(dir) => match tokio::fs::metadata(Self::file(dir, key)?).await {
+                Ok(metadata) => Ok(Some(disk_etag(&metadata))),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(e.into()),
+            },
+        }
+    }
+
+    /// RFC 9110 §13.1.1 and §13.1.2 on a write: 412 unless they hold (`*`
+    /// for any current object; a list of tags, compared strongly).
+    async fn check_conditions(&self, key: &str, headers: &HeaderMap) -> Result<(), Failure> {
+        let if_match = header_text(headers, &IF_MATCH);
+        let if_none_match = header_text(headers, &IF_NONE_MATCH);
+        if if_match.is_none() && if_none_match.is_none() {
+            return Ok(());
+        }
+        let current = self.etag(key).await?;
+        let failed = || {
+            Err(Failure(
+                StatusCode::PRECONDITION_FAILED,
+                "precondition failed".into(),
+            ))
+        };
+        if let Some(list) = if_match {
+            let holds = match &current {
+                None => false,
+                Some(tag) => list.trim() == "*" || tags(&list).any(|t| t == tag),
+            };
+            if !holds {
+                return failed();
+            }
+        }
+        if let Some(list) = if_none_match {
+            let holds = match &current {
+                None => true,
+                Some(tag) => {
+                    list.trim() != "*" && tags(&list).all(|t| t.trim_start_matches("W/") != tag)
+                }
+            };
+            if !holds {
+                return failed();
+            }
+        }
+        Ok(())
+    }
+
     fn file(dir: &Path, key: &str) -> Result<PathBuf, Failure> {
         let name = utf8_percent_encode(key, FILE_NAME_SET).to_string();
         if name.len() > MAX_FILE_NAME {
@@ -168,6 +240,11 @@ impl Backend {
             }
         };
         let mut response = Response::new(body);
+        if let Some(tag) = self.etag(key).await? {
+            if let Ok(value) = HeaderValue::from_str(&tag) {
+                response.headers_mut().insert(ETAG, value);
+            }
+        }
         response
             .headers_mut()
             .insert(CONTENT_LENGTH, HeaderValue::from(length));
@@ -192,6 +269,7 @@ impl Backend {
                     data.extend_from_slice(&chunk.map_err(body_error)?);
                 }
                 objects.insert(key.to_owned(), Bytes::from(data));
+                self.versions.insert(key.to_owned(), next_version());
             }
             ObjectStore::Disk(dir) => {
                 let target = Self::file(dir, key)?;
@@ -232,7 +310,13 @@ impl Backend {
                 }
             }
         }
-        Ok(StatusCode::NO_CONTENT.into_response())
+        let mut response = StatusCode::NO_CONTENT.into_response();
+        if let Some(tag) = self.etag(key).await? {
+            if let Ok(value) = HeaderValue::from_str(&tag) {
+                response.headers_mut().insert(ETAG, value);
+            }
+        }
+        Ok(response)
     }
 
     async fn delete(&self, key: &str) -> Result<Response, Failure> {
@@ -246,6 +330,49 @@ impl Backend {
         }
         Ok(StatusCode::NO_CONTENT.into_response())
     }
+}
+
+/// A file's `ETag`: a rename makes a new inode, and a write in place moves
+/// the modification time, kept to the nanosecond.
+fn disk_etag(metadata: &std::fs::Metadata) -> String {
+    use std::os::unix::fs::MetadataExt;
+    format!(
+        "\"{:x}-{:x}.{:x}-{:x}\"",
+        metadata.ino(),
+        metadata.mtime(),
+        metadata.mtime_nsec(),
+        metadata.len()
+    )
+}
+
+/// The memory store's next version: a process-wide counter, started from
+/// the clock so that a restart does not give old tags back.
+fn next_version() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+    static NEXT: OnceLock<AtomicU64> = OnceLock::new();
+    let next = NEXT.get_or_init(|| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        AtomicU64::new(now)
+    });
+    next.fetch_add(1, Ordering::Relaxed)
+}
+
+/// All values of `name`, joined with `,` (a list header), if any.
+fn header_text(headers: &HeaderMap, name: &http::HeaderName) -> Option<String> {
+    let values: Vec<&str> = headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    (!values.is_empty()).then(|| values.join(","))
+}
+
+/// The entity tags of a list header (`"a", W/"b"`).
+fn tags(list: &str) -> impl Iterator<Item = &str> {
+    list.split(',').map(str::trim).filter(|t| !t.is_empty())
 }
 
 fn body_error(e: axum::Error) -> Failure {

@@ -44,7 +44,7 @@ use crate::fencing::FencingLayer;
 use crate::store::StoreError;
 use crate::Fences;
 
-/// Where the start-up probe of `--conditional-writes webdav` writes when
+/// Where the start-up probe of `--conditional-writes webdav|http` writes when
 /// `--conditional-probe` does not say.
 const DEFAULT_PROBE_PATH: &str = "/.fencegate-probe";
 
@@ -241,7 +241,8 @@ impl Gateway {
             upstream_tls,
         );
         let probe_path = config.conditional_probe.clone().or_else(|| {
-            (config.conditional_writes == Mode::Webdav).then(|| DEFAULT_PROBE_PATH.to_owned())
+            matches!(config.conditional_writes, Mode::Webdav | Mode::Http)
+                .then(|| DEFAULT_PROBE_PATH.to_owned())
         });
         if let (Some(path), true) = (probe_path, config.conditional_writes != Mode::Off) {
             match version_head::probe(&proxy, config.conditional_writes, &path).await {

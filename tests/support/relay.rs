@@ -149,6 +149,7 @@ async fn relay_one(client: TcpStream, target: SocketAddr, shared: Arc<Mutex<Faul
     let upstream = tokio::spawn(async move {
         let mut buf = vec![0u8; 16 * 1024];
         let mut cut = false;
+        let mut delayed = false;
         loop {
             let n = match client_read.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
@@ -157,10 +158,14 @@ async fn relay_one(client: TcpStream, target: SocketAddr, shared: Arc<Mutex<Faul
             let fault = *partition.lock().unwrap();
             cut |= fault == Fault::Blackhole;
             match fault {
-                Fault::DelayRequest(delay) => tokio::time::sleep(delay).await,
+                Fault::DelayRequest(delay) => {
+                    delayed = true;
+                    tokio::time::sleep(delay).await
+                }
                 Fault::DelayMethod(method, delay)
                     if buf[..n].starts_with(format!("{method} ").as_bytes()) =>
                 {
+                    delayed = true;
                     tokio::time::sleep(delay).await
                 }
                 _ => {}
@@ -169,7 +174,14 @@ async fn relay_one(client: TcpStream, target: SocketAddr, shared: Arc<Mutex<Faul
                 break;
             }
         }
+        if delayed {
+            // Bytes held in the network arrive on a connection that looks
+            // open to the server: it answers before it sees the close (a
+            // close right behind them would let a server drop the request).
+            return Some(server_write);
+        }
         let _ = server_write.shutdown().await;
+        None
     });
     let mut cut = false;
     let mut sent = 0usize;
