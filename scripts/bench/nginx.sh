@@ -13,6 +13,10 @@ daemon off;
 worker_processes 1;
 events { worker_connections 4096; }
 $*"
+  # BENCH_BACKEND_ETAG=1: every answer names a version (a constant strong
+  # ETag), for the cost of chained writes (w1c, docs/BENCHMARKS.md).
+  local etag=""
+  [ -n "${BENCH_BACKEND_ETAG:-}" ] && etag="add_header ETag '\"fencegate-bench\"' always;"
   local http_common="
     access_log off;
     keepalive_timeout 75s;
@@ -39,6 +43,7 @@ $http_common
             create_full_put_path on;
         }
         location / {
+            $etag
             if (\$request_method = PUT) { return 204; }
             return 200 "a small object, 64 bytes long, for the GET pass-through test.\n";
         }

@@ -2,7 +2,7 @@
 # Where a proxied request's CPU goes, fencegate next to nginx (docs/BENCHMARKS.md,
 # "What the profile showed"):
 #
-#   scripts/bench/profile.sh [w1|w2|w3]
+#   scripts/bench/profile.sh [w1|w1c|w2|w3]
 #
 # PROFILE_GATEWAY_ARGS adds options to fencegate's command line (split on
 # spaces), e.g. "--token-issuer redis://127.0.0.1:6390/grants" with a Redis

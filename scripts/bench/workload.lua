@@ -15,6 +15,10 @@
 --     gateway (scripts/bench.sh passes run_number * 10^9).
 -- w3  GETs without a token over 1,000 keys (/w3/k0 ..): unfenced reads that
 --     pass straight through.
+-- w1c W1 with the client's own chain-shaped condition on every PUT
+--     (`If-Match: "fencegate-bench"`, the version the backend names when
+--     BENCH_BACKEND_ETAG=1): the cost of a chained write
+--     (`--conditional-writes s3`) against the same requests unchained.
 --
 -- At the end it prints one machine-readable line:
 --   RESULT requests=N seconds=S rps=R p50_us=.. p99_us=.. errors=E
@@ -41,10 +45,13 @@ function init(args)
    keys_per_thread = math.max(1, math.floor(KEYS / threads))
    counter = 0
    prebuilt = {}
-   if workload == "w1" then
+   if workload == "w1" or workload == "w1c" then
       for k = 0, KEYS - 1 do
-         prebuilt[k] = wrk.format("PUT", "/w1/k" .. k,
-            { ["X-Fencing-Token"] = string.format("%d", 1000 + k) }, body)
+         local headers = { ["X-Fencing-Token"] = string.format("%d", 1000 + k) }
+         if workload == "w1c" then
+            headers["If-Match"] = '"fencegate-bench"'
+         end
+         prebuilt[k] = wrk.format("PUT", "/w1/k" .. k, headers, body)
       end
    elseif workload == "w3" then
       for k = 0, KEYS - 1 do
@@ -55,7 +62,7 @@ function init(args)
       -- per gateway instance) never share a W2 key.
       prefix = "/w2/" .. (args[4] or "") .. "t" .. (thread_id or 0) .. "/k"
    else
-      error("unknown workload " .. tostring(workload) .. " (w1, w2 or w3)")
+      error("unknown workload " .. tostring(workload) .. " (w1, w1c, w2 or w3)")
    end
 end
 

@@ -129,14 +129,19 @@ impl Mode {
                 "a WebDAV If header (lock tokens) cannot be combined with the chain's condition yet",
             );
         }
-        let if_match: Vec<&HeaderValue> = headers.get_all(IF_MATCH).iter().collect();
-        let if_none_match: Vec<&HeaderValue> = headers.get_all(IF_NONE_MATCH).iter().collect();
-        match (if_match.as_slice(), if_none_match.as_slice()) {
-            ([], []) if headers.contains_key(IF_UNMODIFIED_SINCE) => ClientCondition::NotChainable(
-                "If-Unmodified-Since alone names a time, not a version: a write made within the same second passes it",
-            ),
-            ([], []) => ClientCondition::None,
-            ([tag], []) => match strong_tag(tag) {
+        // At most the first two lines of each: more than one is refused.
+        let first_two = |name| {
+            let mut values = headers.get_all(name).iter();
+            (values.next(), values.next())
+        };
+        match (first_two(IF_MATCH), first_two(IF_NONE_MATCH)) {
+            ((None, _), (None, _)) if headers.contains_key(IF_UNMODIFIED_SINCE) => {
+                ClientCondition::NotChainable(
+                    "If-Unmodified-Since alone names a time, not a version: a write made within the same second passes it",
+                )
+            }
+            ((None, _), (None, _)) => ClientCondition::None,
+            ((Some(tag), None), (None, _)) => match strong_tag(tag) {
                 Some(tag) => ClientCondition::Chain(Version::Tag(tag.into())),
                 None if tag.as_bytes() == b"*" => ClientCondition::NotChainable(
                     "If-Match: * matches whatever version the object has, so a late write would still pass",
@@ -145,8 +150,10 @@ impl Mode {
                     "If-Match must name exactly one strong entity tag for the chain to stand on",
                 ),
             },
-            ([], [any]) if any.as_bytes() == b"*" => ClientCondition::Chain(Version::Absent),
-            ([], [_]) => ClientCondition::NotChainable(
+            ((None, _), (Some(any), None)) if any.as_bytes() == b"*" => {
+                ClientCondition::Chain(Version::Absent)
+            }
+            ((None, _), (Some(_), None)) => ClientCondition::NotChainable(
                 "If-None-Match with an entity tag passes for every version but that one",
             ),
             _ => ClientCondition::NotChainable(

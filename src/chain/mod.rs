@@ -237,13 +237,19 @@ impl Chain {
 
     /// Records a version observed from `source`.
     pub fn observe(&self, object: &str, version: Version, lowerings: u64, source: Source) {
+        self.count_observation(source);
+        self.put(object, version, lowerings, true);
+    }
+
+    /// Counts an observation from `source` without keeping it (a client's
+    /// own condition, which is that write's chain only).
+    pub fn count_observation(&self, source: Source) {
         let counter = match source {
             Source::ClientRead => &self.stats.client_read,
             Source::ClientCondition => &self.stats.client_condition,
             Source::GatewayHead => &self.stats.gateway_head,
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        self.put(object, version, lowerings, true);
     }
 
     /// Makes `object`'s version unknown.

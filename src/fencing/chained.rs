@@ -77,7 +77,9 @@ pub(super) fn before<B>(
     };
     let (sent, own, observed) = match mode.client_condition(request.headers()) {
         ClientCondition::Chain(version) => {
-            chain.observe(&object, version.clone(), lowerings, Source::ClientCondition);
+            // The write's own chain: counted, not kept (the version is
+            // unknown while the write is out, and its answer tells the next).
+            chain.count_observation(Source::ClientCondition);
             (version, true, true)
         }
         ClientCondition::None => match chain.version(&object, lowerings) {
