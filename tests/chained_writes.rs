@@ -15,6 +15,8 @@
 //!   proof, and one `HEAD` for a holder rewriting an object many times;
 //! - the start-up probe: in front of nginx's WebDAV, which ignores
 //!   conditions, the gateway refuses to start; in front of Apache it starts;
+//! - boto3 following docs/CLIENTS.md's recipe (a fenced `HEAD` on 428 or
+//!   on a `version_conflict` with `retry: true`);
 //! - the steady state: one holder rewriting an object needs one fenced
 //!   `HEAD` at first, then nothing more;
 //! - the answers: 428 `version_unknown`, 428 `precondition_not_chainable`,
@@ -615,4 +617,61 @@ fn a_holder_rewriting_an_object_pays_one_head_in_all() {
         assert!(metrics.contains(line), "{line} not in:\n{metrics}");
     }
     assert_eq!(store.req("GET", "/steady", &[], b"").text(), "again");
+}
+
+#[test]
+fn boto3_following_the_recipe_writes_through_the_chain() {
+    let gw = Gateway::start(&[
+        "--upstream",
+        &moto().url(),
+        "--flat-keys",
+        "--conditional-writes",
+        "s3",
+    ]);
+    let script =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/boto3_chained.py");
+    let out = std::process::Command::new(support::moto::venv().join("bin/python"))
+        .arg(script)
+        .arg(gw.data_url())
+        .arg(moto().url())
+        .arg("chain-boto3")
+        .env_remove("HTTP_PROXY")
+        .env_remove("http_proxy")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "boto3 client failed: {stdout}\n{}\ngateway stderr:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        gw.stderr()
+    );
+    let result: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    for step in [
+        "first",
+        "write_2",
+        "write_3",
+        "write_4",
+        "write_5",
+        "after_behind",
+    ] {
+        assert_eq!(result[step], true, "{step}: {result}");
+    }
+    // One 428 before the first write, one conflict after the write behind
+    // the gateway's back, and no HEAD in between.
+    assert_eq!(
+        result["log"],
+        serde_json::json!([
+            "version_unknown",
+            "put",
+            "put",
+            "put",
+            "put",
+            "put",
+            "version_conflict",
+            "put"
+        ]),
+        "{result}"
+    );
+    assert_eq!(result["stored"], "v6", "{result}");
 }
