@@ -4,7 +4,7 @@
 # PostgreSQL), nginx and wrk for the benchmarks, prlimit/curl, rclone and
 # Apache httpd (WebDAV with mod_dav, tests/beyond_path.rs) used by tests;
 # then a Python environment with boto3 and moto's S3 server for the S3 client
-# tests (target/venv, or $FENCEGATE_VENV), from PyPI.
+# tests (target/venv, or $FENCEGATE_VENV), from PyPI; Azurite from npm.
 # Idempotent: does nothing when everything is already there.
 # Usage: scripts/install-deps.sh   (as root, or with sudo available)
 set -euo pipefail
@@ -23,6 +23,7 @@ declare -A wanted=(
   [curl]=curl
   [rclone]=rclone
   [python3]=python3-venv
+  [npm]=npm
 )
 
 missing=()
@@ -73,4 +74,20 @@ if ! "$venv/bin/python" -c 'import gcp_storage_emulator, google.cloud.storage' 2
   [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check --no-cache-dir \
     'gcp-storage-emulator==2026.7.19' 'google-cloud-storage==3.17.1'
+fi
+
+# The Azure tests (tests/chained_writes.rs): the Azure SDK for Python in the
+# same environment, and Azurite (Microsoft's Azure Storage emulator, from
+# the npm registry) under target/node; both pinned.
+if ! "$venv/bin/python" -c 'import azure.storage.blob' 2>/dev/null; then
+  echo "install-deps: adding azure-storage-blob to $venv" >&2
+  [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-cache-dir \
+    'azure-storage-blob==12.31.1'
+fi
+node_dir=$(cd "$(dirname "$0")/.." && pwd)/target/node
+if [ ! -x "$node_dir/node_modules/.bin/azurite-blob" ]; then
+  echo "install-deps: installing azurite into $node_dir" >&2
+  mkdir -p "$node_dir"
+  npm install -q --prefix "$node_dir" --no-audit --no-fund 'azurite@3.35.0' >/dev/null
 fi

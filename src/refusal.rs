@@ -112,6 +112,13 @@ pub enum Refusal {
         /// Why it cannot stand for the chain.
         detail: String,
     },
+    /// 400 `unchainable_write`: a chained write whose signature covers the
+    /// condition headers (Azure `SharedKey`) and that carries no condition
+    /// of its own: the gateway cannot add one.
+    Unchainable {
+        /// Why.
+        detail: String,
+    },
     /// 503 `version_unavailable`: the gateway's own `HEAD` of the object
     /// failed, so the write cannot be chained; nothing was forwarded.
     VersionUnavailable {
@@ -126,7 +133,8 @@ impl Refusal {
         match self {
             Refusal::InvalidToken { .. }
             | Refusal::InvalidPath { .. }
-            | Refusal::Unfenceable { .. } => StatusCode::BAD_REQUEST,
+            | Refusal::Unfenceable { .. }
+            | Refusal::Unchainable { .. } => StatusCode::BAD_REQUEST,
             Refusal::MissingToken { .. }
             | Refusal::VersionUnknown { .. }
             | Refusal::PreconditionNotChainable { .. } => StatusCode::PRECONDITION_REQUIRED,
@@ -153,6 +161,7 @@ impl Refusal {
             Refusal::VersionUnknown { .. } => "version_unknown",
             Refusal::PreconditionNotChainable { .. } => "precondition_not_chainable",
             Refusal::VersionUnavailable { .. } => "version_unavailable",
+            Refusal::Unchainable { .. } => "unchainable_write",
         }
     }
 
@@ -166,7 +175,8 @@ impl Refusal {
             | Refusal::StoreUnavailable { detail }
             | Refusal::IssuerUnavailable { detail }
             | Refusal::PreconditionNotChainable { detail }
-            | Refusal::VersionUnavailable { detail } => {
+            | Refusal::VersionUnavailable { detail }
+            | Refusal::Unchainable { detail } => {
                 json!({ "error": error, "detail": detail })
             }
             Refusal::VersionConflict {

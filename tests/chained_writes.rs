@@ -15,6 +15,9 @@
 //!   proof, and one `HEAD` for a holder rewriting an object many times;
 //! - the start-up probe: in front of nginx's WebDAV, which ignores
 //!   conditions, the gateway refuses to start; in front of Apache it starts;
+//! - Azurite through the Azure SDK for Python (`--conditional-writes azure`,
+//!   an account SAS): the recipe, a staged block upload, a stale holder, and
+//!   a SharedKey-signed write refused `unchainable_write`;
 //! - boto3 following docs/CLIENTS.md's recipe (a fenced `HEAD` on 428 or
 //!   on a `version_conflict` with `retry: true`);
 //! - the steady state: one holder rewriting an object needs one fenced
@@ -674,4 +677,175 @@ fn boto3_following_the_recipe_writes_through_the_chain() {
         "{result}"
     );
     assert_eq!(result["stored"], "v6", "{result}");
+}
+
+/// Azurite's blob service (`azurite-blob` from the npm package that
+/// `scripts/install-deps.sh` installs under `target/node`), one per test
+/// binary; killed once the binary exits.
+fn azurite() -> std::net::SocketAddr {
+    static AZURITE: std::sync::OnceLock<(std::process::Child, std::net::SocketAddr)> =
+        std::sync::OnceLock::new();
+    AZURITE
+        .get_or_init(|| {
+            use std::os::unix::process::CommandExt;
+            let bin = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("target/node/node_modules/.bin/azurite-blob");
+            assert!(
+                bin.exists(),
+                "{} is missing: run scripts/install-deps.sh",
+                bin.display()
+            );
+            let dir = tempfile::tempdir().unwrap().keep();
+            let port = dead_port();
+            let child = std::process::Command::new(&bin)
+                .args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])
+                .args(["--skipApiVersionCheck", "--silent", "--location"])
+                .arg(&dir)
+                .process_group(0)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+            kill_group_at_exit(child.id(), Some(&dir));
+            let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+            assert!(
+                wait_until(HANG_GUARD, || std::net::TcpStream::connect(addr).is_ok()),
+                "azurite did not listen on {port}"
+            );
+            (child, addr)
+        })
+        .1
+}
+
+#[test]
+fn the_azure_sdk_writes_through_the_chain_to_azurite() {
+    let azurite = format!("http://{}", azurite());
+    let gw = Gateway::start(&[
+        "--upstream",
+        &azurite,
+        "--flat-keys",
+        "--conditional-writes",
+        "azure",
+    ]);
+    let script =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/azure_chained.py");
+    let out = std::process::Command::new(support::moto::venv().join("bin/python"))
+        .arg(script)
+        .arg(gw.data_url())
+        .arg(&azurite)
+        .arg("chain-azure")
+        .env_remove("HTTP_PROXY")
+        .env_remove("http_proxy")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "azure client failed: {stdout}\n{}\ngateway stderr:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        gw.stderr()
+    );
+    let result: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    for step in [
+        "first",
+        "write_2",
+        "write_3",
+        "write_4",
+        "after_behind",
+        "blocks",
+        "next_holder",
+    ] {
+        assert_eq!(result[step], true, "{step}: {result}");
+    }
+    assert_eq!(result["stale"], false, "{result}");
+    assert_eq!(result["shared_key"], "unchainable_write", "{result}");
+    assert_eq!(result["stored"], "v41", "{result}");
+    let log = result["log"].as_array().unwrap();
+    assert_eq!(log[0], "version_unknown", "{result}");
+    assert!(
+        log.contains(&serde_json::json!("version_conflict")),
+        "{result}"
+    );
+    assert!(log.contains(&serde_json::json!("stale_token")), "{result}");
+}
+
+/// An account SAS for Azurite, with `container` made there.
+fn azurite_sas(container: &str) -> String {
+    let script =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/azure_chained.py");
+    let out = std::process::Command::new(support::moto::venv().join("bin/python"))
+        .arg(script)
+        .arg("sas")
+        .arg(format!("http://{}", azurite()))
+        .arg(container)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+fn stale_blob_put_delivered_late(mode: &str, container: &str) -> Option<String> {
+    let sas = azurite_sas(container);
+    let relay = Relay::start(azurite(), Fault::None);
+    let gw = Gateway::start(&[
+        "--upstream",
+        &relay.url(),
+        "--flat-keys",
+        "--upstream-timeout",
+        "1",
+        "--conditional-writes",
+        mode,
+    ]);
+    let blob = format!("/devstoreaccount1/{container}/report?{sas}");
+    let call = |method: &str, token: u64, body: &[u8]| {
+        gw.req(
+            method,
+            &blob,
+            &[
+                ("X-Fencing-Token", &token.to_string()),
+                ("x-ms-blob-type", "BlockBlob"),
+                ("x-ms-version", "2021-12-02"),
+            ],
+            body,
+        )
+    };
+    if mode != "off" {
+        assert_eq!(call("HEAD", 33, b"").status, 404);
+    }
+    let first = call("PUT", 33, b"v33");
+    assert_eq!(first.status, 201, "{}", first.text());
+    relay.set(Fault::DelayMethod("PUT", HELD));
+    assert_eq!(call("PUT", 33, b"stale").status, 504);
+    relay.set(Fault::None);
+    if mode != "off" {
+        assert_eq!(call("HEAD", 34, b"").status, 200);
+    }
+    let current = call("PUT", 34, b"v34");
+    assert_eq!(current.status, 201, "{}", current.text());
+    std::thread::sleep(HELD + Duration::from_millis(1500));
+    let got = http(
+        azurite(),
+        "GET",
+        &blob,
+        &[("x-ms-version", "2021-12-02")],
+        b"",
+    );
+    (got.status == 200).then(|| got.text())
+}
+
+#[test]
+fn on_azurite_without_the_chain_a_late_stale_put_overwrites_the_next_holder() {
+    let after = stale_blob_put_delivered_late("off", "window-open");
+    assert_eq!(after.as_deref(), Some("stale"));
+}
+
+#[test]
+fn on_azurite_with_the_chain_a_late_stale_put_is_refused() {
+    let after = stale_blob_put_delivered_late("azure", "window-closed");
+    assert_eq!(after.as_deref(), Some("v34"));
 }

@@ -37,10 +37,15 @@ pub enum Mode {
     /// `If-Match` with strong tags atomically with the write):
     /// `If-Match: <etag>`, `If-None-Match: *` for an absent object.
     Http,
+    /// Azure Blob Storage (and Azurite): Put Blob, Put Block List, Copy
+    /// Blob's destination and Delete Blob with `If-Match: <etag>` or
+    /// `If-None-Match: *`. A request signed with `SharedKey` (which covers
+    /// those headers) cannot have them added.
+    Azure,
 }
 
 /// The modes [`Mode::from_str`] accepts, for messages.
-pub const MODES: &str = "off, s3, webdav, http";
+pub const MODES: &str = "off, s3, webdav, http, azure";
 
 impl FromStr for Mode {
     type Err = String;
@@ -51,6 +56,7 @@ impl FromStr for Mode {
             "s3" => Ok(Mode::S3),
             "webdav" => Ok(Mode::Webdav),
             "http" => Ok(Mode::Http),
+            "azure" => Ok(Mode::Azure),
             other => Err(format!(
                 "unknown conditional-writes mode {other:?} (expected one of: {MODES})"
             )),
@@ -65,6 +71,7 @@ impl fmt::Display for Mode {
             Mode::S3 => "s3",
             Mode::Webdav => "webdav",
             Mode::Http => "http",
+            Mode::Azure => "azure",
         })
     }
 }
@@ -101,6 +108,7 @@ impl Mode {
             Mode::S3 => s3_chained(method, uri),
             // Every PUT and DELETE replaces or removes what its path names
             // (a WebDAV server gives the query no meaning of its own).
+            Mode::Azure => azure_chained(method, uri),
             Mode::Webdav | Mode::Http => match *method {
                 Method::PUT => Some(Effect::Replace),
                 Method::DELETE => Some(Effect::Remove),
@@ -109,14 +117,42 @@ impl Mode {
         }
     }
 
+    /// Whether a `GET` or `HEAD` of `uri` reads the object's current
+    /// version: no query but what authorises the request (an S3 presigned
+    /// URL's `X-Amz-*`, an Azure SAS); a sub-resource (`?acl`), a version
+    /// (`?versionId=`) or a snapshot shows another.
+    pub fn reads_object(self, uri: &Uri) -> bool {
+        let Some(query) = uri.query() else {
+            return true;
+        };
+        form_urlencoded_pairs(query).all(|(name, _)| {
+            let name = name.to_ascii_lowercase();
+            match self {
+                Mode::S3 => name.starts_with("x-amz-"),
+                Mode::Azure => name == "timeout" || is_sas_parameter(&name),
+                Mode::Off | Mode::Webdav | Mode::Http => false,
+            }
+        })
+    }
+
     /// Who learns an unknown version by default: the gateway itself where
     /// the store lets it read without the client's credentials being
     /// re-signed (WebDAV), the client elsewhere.
     pub fn default_observer(self) -> Observer {
         match self {
             Mode::Webdav | Mode::Http => Observer::GatewayHead,
-            Mode::Off | Mode::S3 => Observer::ClientHead,
+            Mode::Off | Mode::S3 | Mode::Azure => Observer::ClientHead,
         }
+    }
+
+    /// Whether the gateway may add its condition to `headers`' request: not
+    /// to an Azure request signed with `SharedKey`, whose signature covers
+    /// `If-Match` and `If-None-Match`.
+    pub fn may_add_condition(self, headers: &HeaderMap) -> bool {
+        self != Mode::Azure
+            || !headers
+                .get(http::header::AUTHORIZATION)
+                .is_some_and(|value| value.as_bytes().starts_with(b"SharedKey"))
     }
 
     /// Reads the client's own precondition on a chained write.
@@ -183,14 +219,14 @@ impl Mode {
                     }
                 }
             },
-            (Mode::Http, Version::Tag(tag)) => {
+            (Mode::Http | Mode::Azure, Version::Tag(tag)) => {
                 if let Ok(value) = HeaderValue::from_str(tag) {
                     headers.insert(IF_MATCH, value);
                 }
             }
             // "Only if there is none": a create, or a delete of what is
             // still absent (the store's 404 then says so).
-            (Mode::Http, Version::Absent) => {
+            (Mode::Http | Mode::Azure, Version::Absent) => {
                 headers.insert(IF_NONE_MATCH, HeaderValue::from_static("*"));
             }
             (Mode::S3, Version::Tag(tag)) => {
@@ -237,7 +273,7 @@ impl Mode {
         let value = headers.get(ETAG)?;
         let tag = match self {
             Mode::Webdav => strong_tag(value).or_else(|| weak_tag(value)),
-            Mode::Off | Mode::S3 | Mode::Http => strong_tag(value),
+            Mode::Off | Mode::S3 | Mode::Http | Mode::Azure => strong_tag(value),
         }?;
         Some(Version::Tag(tag.into()))
     }
@@ -250,6 +286,11 @@ impl Mode {
         }
         match (status, sent, effect) {
             (StatusCode::PRECONDITION_FAILED, _, _) => Outcome::ConditionFailed,
+            // Azure: `If-None-Match: *` on a blob that exists is 409
+            // BlobAlreadyExists.
+            (StatusCode::CONFLICT, Version::Absent, Effect::Replace) if self == Mode::Azure => {
+                Outcome::ConditionFailed
+            }
             // The tag that no object has, on a DELETE of an absent key.
             (StatusCode::NOT_FOUND, Version::Absent, Effect::Remove) => Outcome::StillAbsent,
             // `If-Match` on a key that is gone: S3 answers 404.
@@ -324,11 +365,14 @@ fn s3_chained(method: &Method, uri: &Uri) -> Option<Effect> {
     if key.is_empty() {
         return None;
     }
+    // A presigned URL's `X-Amz-*` parameters authorise the request; they
+    // do not change what it does.
     let query: Vec<(String, String)> = uri
         .query()
         .map(|q| {
             form_urlencoded_pairs(q)
                 .map(|(name, value)| (name.to_ascii_lowercase(), value))
+                .filter(|(name, _)| !name.starts_with("x-amz-"))
                 .collect()
         })
         .unwrap_or_default();
@@ -347,6 +391,73 @@ fn s3_chained(method: &Method, uri: &Uri) -> Option<Effect> {
         Method::DELETE if query.is_empty() => Some(Effect::Remove),
         _ => None,
     }
+}
+
+/// Azure: the blob requests that replace or remove the blob (path-style
+/// `/account/container/blob` at Azurite, `/container/blob` at Azure). The
+/// SDKs' `timeout` parameter does not change what a request does.
+fn azure_chained(method: &Method, uri: &Uri) -> Option<Effect> {
+    let path = uri.path().trim_start_matches('/');
+    let (_container, blob) = path.split_once('/')?;
+    if blob.is_empty() {
+        return None;
+    }
+    let query: Vec<(String, String)> = uri
+        .query()
+        .map(|q| {
+            form_urlencoded_pairs(q)
+                .filter(|(name, _)| !name.eq_ignore_ascii_case("timeout"))
+                .map(|(name, value)| (name.to_ascii_lowercase(), value))
+                .collect()
+        })
+        .unwrap_or_default();
+    let only_sas = query.iter().all(|(name, _)| is_sas_parameter(name));
+    let comp = query
+        .iter()
+        .find(|(name, _)| name == "comp")
+        .map(|(_, v)| v.as_str());
+    match *method {
+        // Put Blob, or Copy Blob (its destination).
+        Method::PUT if only_sas => Some(Effect::Replace),
+        Method::PUT if comp == Some("blocklist") => Some(Effect::Replace),
+        // A snapshot's or a version's deletion leaves the blob as it was.
+        Method::DELETE if only_sas => Some(Effect::Remove),
+        _ => None,
+    }
+}
+
+/// A shared access signature's query parameters (`sv`, `sig`, `se`, ...):
+/// they authorise a request, they do not change what it does.
+fn is_sas_parameter(name: &str) -> bool {
+    matches!(
+        name,
+        "sv" | "ss"
+            | "srt"
+            | "sp"
+            | "se"
+            | "st"
+            | "spr"
+            | "sig"
+            | "sr"
+            | "si"
+            | "sip"
+            | "skoid"
+            | "sktid"
+            | "skt"
+            | "ske"
+            | "sks"
+            | "skv"
+            | "sdd"
+            | "ses"
+            | "rscc"
+            | "rscd"
+            | "rsce"
+            | "rscl"
+            | "rsct"
+            | "saoid"
+            | "suoid"
+            | "scid"
+    )
 }
 
 /// The pairs of a query string, names and values percent-decoded.
@@ -376,6 +487,13 @@ mod tests {
     fn s3_chains_object_puts_deletes_and_completions_only() {
         assert_eq!(chained("PUT", "/b/k"), Some(Effect::Replace));
         assert_eq!(chained("PUT", "/b/dir/k"), Some(Effect::Replace));
+        assert_eq!(
+            chained(
+                "PUT",
+                "/b/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=ab"
+            ),
+            Some(Effect::Replace)
+        );
         assert_eq!(chained("DELETE", "/b/k"), Some(Effect::Remove));
         assert_eq!(chained("POST", "/b/k?uploadId=u1"), Some(Effect::Replace));
         assert_eq!(chained("PUT", "/b/k?partNumber=1&uploadId=u1"), None);
@@ -515,5 +633,46 @@ mod webdav_tests {
         );
         assert_eq!(Mode::Webdav.default_observer(), Observer::GatewayHead);
         assert_eq!(Mode::S3.default_observer(), Observer::ClientHead);
+    }
+}
+
+#[cfg(test)]
+mod azure_tests {
+    use super::*;
+
+    #[test]
+    fn azure_chains_blob_writes_and_not_what_leaves_the_blob_alone() {
+        let chained = |method: &str, target: &str| {
+            let method = Method::from_bytes(method.as_bytes()).unwrap();
+            Mode::Azure.chained(&method, &target.parse::<Uri>().unwrap())
+        };
+        let sas = "sv=2024-08-04&ss=b&srt=sco&sp=rwdlac&se=2030-01-01&sig=abc";
+        assert_eq!(chained("PUT", "/acct/c/blob"), Some(Effect::Replace));
+        assert_eq!(
+            chained("PUT", &format!("/acct/c/blob?{sas}")),
+            Some(Effect::Replace)
+        );
+        assert_eq!(
+            chained("PUT", "/acct/c/blob?comp=blocklist&timeout=30"),
+            Some(Effect::Replace)
+        );
+        assert_eq!(chained("PUT", "/acct/c/blob?comp=block&blockid=AA"), None);
+        assert_eq!(chained("PUT", "/acct/c/blob?comp=metadata"), None);
+        assert_eq!(chained("PUT", "/acct/c?restype=container"), None);
+        assert_eq!(chained("DELETE", "/acct/c/blob"), Some(Effect::Remove));
+        assert_eq!(chained("DELETE", "/acct/c/blob?snapshot=2024"), None);
+        assert_eq!(chained("GET", "/acct/c/blob"), None);
+        let mut signed = HeaderMap::new();
+        signed.insert(
+            http::header::AUTHORIZATION,
+            HeaderValue::from_static("SharedKey devstoreaccount1:abc="),
+        );
+        assert!(!Mode::Azure.may_add_condition(&signed));
+        assert!(Mode::Azure.may_add_condition(&HeaderMap::new()));
+        assert!(Mode::S3.may_add_condition(&signed));
+        assert_eq!(
+            Mode::Azure.outcome(Effect::Replace, &Version::Absent, StatusCode::CONFLICT),
+            Outcome::ConditionFailed
+        );
     }
 }

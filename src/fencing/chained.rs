@@ -72,7 +72,7 @@ pub(super) fn before<B>(
         // A sub-resource's answer (`?acl`, `?versionId=`) does not show the
         // object's current version.
         let read = matches!(*request.method(), Method::GET | Method::HEAD)
-            && request.uri().query().is_none();
+            && mode.reads_object(request.uri());
         return Ok(read.then_some(Plan::Read { object, lowerings }));
     };
     let (sent, own, observed) = match mode.client_condition(request.headers()) {
@@ -81,6 +81,11 @@ pub(super) fn before<B>(
             // unknown while the write is out, and its answer tells the next).
             chain.count_observation(Source::ClientCondition);
             (version, true, true)
+        }
+        ClientCondition::None if !mode.may_add_condition(request.headers()) => {
+            return Err(Refusal::Unchainable {
+                detail: "the request is signed with SharedKey, whose signature covers If-Match and If-None-Match: send your own condition, or authorise with a SAS or a bearer token".into(),
+            });
         }
         ClientCondition::None => match chain.version(&object, lowerings) {
             Some(known) => {

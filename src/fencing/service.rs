@@ -498,6 +498,7 @@ fn log_refusal<B>(refusal: &Refusal, request: &Request<B>) {
         Refusal::InvalidToken { detail }
         | Refusal::InvalidPath { detail }
         | Refusal::Unfenceable { detail }
+        | Refusal::Unchainable { detail }
         | Refusal::PreconditionNotChainable { detail } => {
             tracing::info!(
                 error = refusal.code(),

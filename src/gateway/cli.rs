@@ -115,18 +115,19 @@ pub struct Cli {
 
     /// Chain every write that replaces or removes an object to the version
     /// the store holds, so that the store refuses it if it arrives after a
-    /// newer write: the store's dialect (`off`, `s3`, `webdav` or `http`).
+    /// newer write: the store's dialect (`off`, `s3`, `azure`, `webdav` or
+    /// `http`).
     #[arg(
         long,
         env = "FENCEGATE_CONDITIONAL_WRITES",
         default_value = "off",
-        value_name = "off|s3|webdav|http"
+        value_name = "off|s3|azure|webdav|http"
     )]
     pub conditional_writes: Mode,
 
     /// Who learns a version the chain does not know: the gateway with a
     /// HEAD of its own (default for webdav and http), or the client, told so with
-    /// 428 (default for s3).
+    /// 428 (default for s3 and azure).
     #[arg(
         long,
         env = "FENCEGATE_CHAIN_OBSERVE",

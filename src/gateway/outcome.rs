@@ -36,6 +36,8 @@ pub(crate) enum Outcome {
     PreconditionNotChainable,
     /// 503: the gateway's own `HEAD` for a chained write failed.
     VersionUnavailable,
+    /// 400: a chained write whose signature covers the condition headers.
+    UnchainableWrite,
     /// 502 or 504: the backend failed, or a response body stalled.
     UpstreamError,
     /// 408 or 400: the client's request body stalled or was cut off.
@@ -47,7 +49,7 @@ pub(crate) enum Outcome {
 
 impl Outcome {
     /// Every outcome, in the order `/metrics` lists them.
-    pub(crate) const ALL: [Outcome; 16] = [
+    pub(crate) const ALL: [Outcome; 17] = [
         Outcome::Forwarded,
         Outcome::StaleToken,
         Outcome::MissingToken,
@@ -61,6 +63,7 @@ impl Outcome {
         Outcome::VersionUnknown,
         Outcome::PreconditionNotChainable,
         Outcome::VersionUnavailable,
+        Outcome::UnchainableWrite,
         Outcome::UpstreamError,
         Outcome::ClientError,
         Outcome::OtherRefusal,
@@ -82,6 +85,7 @@ impl Outcome {
             Outcome::VersionUnknown => "version_unknown",
             Outcome::PreconditionNotChainable => "precondition_not_chainable",
             Outcome::VersionUnavailable => "version_unavailable",
+            Outcome::UnchainableWrite => "unchainable_write",
             Outcome::UpstreamError => "upstream_error",
             Outcome::ClientError => "client_error",
             Outcome::OtherRefusal => "other_refusal",
@@ -103,6 +107,7 @@ impl Outcome {
             Refusal::VersionUnknown { .. } => Outcome::VersionUnknown,
             Refusal::PreconditionNotChainable { .. } => Outcome::PreconditionNotChainable,
             Refusal::VersionUnavailable { .. } => Outcome::VersionUnavailable,
+            Refusal::Unchainable { .. } => Outcome::UnchainableWrite,
         }
     }
 
