@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 demos=("$@")
 if [ "${#demos[@]}" -eq 0 ]; then
-  demos=(gc_pause delayed_write seal lost_update redis_lock redlock etcd_lock zookeeper_lock postgres_lock torture)
+  demos=(gc_pause delayed_write late_write seal lost_update redis_lock redlock etcd_lock zookeeper_lock postgres_lock torture)
 fi
 
 cargo build --quiet --locked --examples
