@@ -363,6 +363,13 @@ fn on_webdav_the_gateway_learns_versions_itself_and_answers_conflicts() {
     assert_eq!(req("DELETE", 41, b"").status, 204);
     assert_eq!(apache.read(&target), None);
     assert_eq!(req("PUT", 41, b"d").status, 201);
+    // A collection: Apache answers a HEAD of it 404, its PROPFIND names the
+    // version its DELETE's If list needs; the gateway reads that.
+    let sub = format!("{collection}/sub");
+    apache.mkcol(&sub);
+    let gone = gw.req("DELETE", &sub, &[("X-Fencing-Token", "41")], b"");
+    assert_eq!(gone.status, 204, "{}", gone.text());
+    assert!(!apache.exists(&sub));
     // A client's own WebDAV If header (lock tokens) cannot be combined yet.
     let locked = gw.req(
         "PUT",
@@ -372,11 +379,12 @@ fn on_webdav_the_gateway_learns_versions_itself_and_answers_conflicts() {
     );
     assert_eq!(locked.status, 428, "{}", locked.text());
     assert_eq!(locked.json()["error"], "precondition_not_chainable");
-    // A HEAD before each write but the create after the delete (absent,
-    // learned from the delete's own answer): a, b, c and the delete.
+    // A read before each write but the create after the delete (absent,
+    // learned from the delete's own answer): a, b, c, the delete and the
+    // collection's delete.
     let metrics = gw.metrics();
     assert!(
-        metrics.contains("fencegate_chain_observations_total{source=\"gateway_head\"} 4"),
+        metrics.contains("fencegate_chain_observations_total{source=\"gateway_head\"} 5"),
         "{metrics}"
     );
 }

@@ -265,9 +265,10 @@ impl Gateway {
                 .chain_observe
                 .unwrap_or_else(|| config.conditional_writes.default_observer());
             Arc::new(match observer {
-                Observer::GatewayHead => {
-                    chain.with_reader(Arc::new(HeadThroughProxy(proxy.clone())))
-                }
+                Observer::GatewayHead => chain.with_reader(Arc::new(HeadThroughProxy {
+                    proxy: proxy.clone(),
+                    mode: config.conditional_writes,
+                })),
                 Observer::ClientHead => chain,
             })
         });

@@ -15,9 +15,18 @@ use tower_service::Service;
 use super::proxy::Proxy;
 use crate::chain::{Effect, HeadAnswer, Mode, Version, VersionReader};
 
-/// Reads versions with `HEAD`s sent through the gateway's proxy.
+/// Reads versions with requests sent through the gateway's proxy: a `HEAD`,
+/// or for WebDAV a `PROPFIND` of `getetag` (Apache answers a `HEAD` of a
+/// collection 404, while its `PROPFIND` names the version a `DELETE`'s `If`
+/// list must carry).
 #[derive(Clone)]
-pub(crate) struct HeadThroughProxy(pub(crate) Proxy);
+pub(crate) struct HeadThroughProxy {
+    pub(crate) proxy: Proxy,
+    pub(crate) mode: Mode,
+}
+
+/// The `PROPFIND` body that asks for the version alone.
+const PROPFIND_GETETAG: &str = r#"<?xml version="1.0" encoding="utf-8"?><propfind xmlns="DAV:"><prop><getetag/></prop></propfind>"#;
 
 impl VersionReader for HeadThroughProxy {
     fn head(
@@ -25,8 +34,25 @@ impl VersionReader for HeadThroughProxy {
         uri: &Uri,
         headers: &HeaderMap,
     ) -> Pin<Box<dyn Future<Output = HeadAnswer> + Send>> {
-        let mut head = Request::new(Body::empty());
-        *head.method_mut() = Method::HEAD;
+        let webdav = self.mode == Mode::Webdav;
+        let mut head = if webdav {
+            let mut propfind = Request::new(Body::from(PROPFIND_GETETAG));
+            if let Ok(method) = Method::from_bytes(b"PROPFIND") {
+                *propfind.method_mut() = method;
+            }
+            propfind
+                .headers_mut()
+                .insert("depth", http::HeaderValue::from_static("0"));
+            propfind.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("application/xml"),
+            );
+            propfind
+        } else {
+            let mut head = Request::new(Body::empty());
+            *head.method_mut() = Method::HEAD;
+            head
+        };
         *head.uri_mut() = uri.clone();
         // The client's credentials, which let it write the object, let the
         // gateway read it; nothing else of the write's head.
@@ -35,20 +61,47 @@ impl VersionReader for HeadThroughProxy {
                 head.headers_mut().append(name.clone(), value.clone());
             }
         }
-        let mut proxy = self.0.clone();
+        let mut proxy = self.proxy.clone();
         let path = uri.path().to_owned();
         Box::pin(async move {
             let Ok(answer) = proxy.call(head).await;
-            if answer.status().is_server_error() {
+            let status = answer.status();
+            if status.is_server_error() {
                 return Err(format!(
-                    "the gateway's HEAD of {path} was answered {}",
-                    answer.status()
+                    "the gateway's read of {path} was answered {status}"
                 ));
             }
-            let (parts, _body) = answer.into_parts();
-            Ok((parts.status, parts.headers))
+            let (parts, body) = answer.into_parts();
+            if !webdav || status != http::StatusCode::MULTI_STATUS {
+                return Ok((parts.status, parts.headers));
+            }
+            // A 207 names the version in `getetag`: answer as a HEAD would.
+            let bytes = http_body_util::BodyExt::collect(body)
+                .await
+                .map_err(|e| format!("reading the PROPFIND answer for {path}: {e}"))?
+                .to_bytes();
+            let text = String::from_utf8_lossy(&bytes);
+            let mut headers = HeaderMap::new();
+            if let Some(tag) = getetag(&text) {
+                if let Ok(value) = http::HeaderValue::from_str(&tag) {
+                    headers.insert(http::header::ETAG, value);
+                }
+            }
+            Ok((http::StatusCode::OK, headers))
         })
     }
+}
+
+/// The `DAV:getetag` of a `PROPFIND` answer, if it names one.
+fn getetag(multistatus: &str) -> Option<String> {
+    let document = roxmltree::Document::parse(multistatus).ok()?;
+    let tag = document
+        .descendants()
+        .find(|node| node.has_tag_name(("DAV:", "getetag")))?
+        .text()?
+        .trim()
+        .to_owned();
+    (!tag.is_empty()).then_some(tag)
 }
 
 /// What the start-up probe found.
