@@ -24,12 +24,10 @@ mod support;
 
 use std::io::{BufReader, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use support::apache::Apache;
-use support::moto::{moto, venv};
+use support::moto::{moto, run_client};
 use support::*;
 
 // ---------------------------------------------------------------------------
@@ -373,25 +371,9 @@ fn boto3_delete_objects_is_fenced_on_every_key_it_lists() {
     let moto = moto();
     let gw = s3_gateway();
     let bucket = "fenced-delete";
-    let script =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/boto3_delete_objects.py");
-    let out = Command::new(venv().join("bin/python"))
-        .arg(script)
-        .arg(gw.data_url())
-        .arg(moto.url())
-        .arg(bucket)
-        .env_remove("HTTP_PROXY")
-        .env_remove("http_proxy")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "boto3 client failed: {stdout}\n{}\ngateway stderr:\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        gw.stderr()
-    );
-    let result: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let args = [gw.data_url(), moto.url(), bucket.to_owned()];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let result = run_client("boto3_delete_objects.py", &args, || gw.stderr());
 
     assert_eq!(result["stale_put"], 409, "{result}");
     assert_eq!(result["stale_delete_objects"], 409, "{result}");

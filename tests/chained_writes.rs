@@ -31,7 +31,7 @@ mod support;
 use std::time::Duration;
 
 use support::apache::Apache;
-use support::moto::{moto, S3_AUTH};
+use support::moto::{moto, run_client, S3_AUTH};
 use support::*;
 
 /// How long the relay holds a request: past the gateway's
@@ -639,25 +639,10 @@ fn boto3_following_the_recipe_writes_through_the_chain() {
         "--conditional-writes",
         "s3",
     ]);
-    let script =
-        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/boto3_chained.py");
-    let out = std::process::Command::new(support::moto::venv().join("bin/python"))
-        .arg(script)
-        .arg(gw.data_url())
-        .arg(moto().url())
-        .arg("chain-boto3")
-        .env_remove("HTTP_PROXY")
-        .env_remove("http_proxy")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "boto3 client failed: {stdout}\n{}\ngateway stderr:\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        gw.stderr()
-    );
-    let result: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let url = moto().url();
+    let args = [gw.data_url(), url, "chain-boto3".to_owned()];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let result = run_client("boto3_chained.py", &args, || gw.stderr());
     for step in [
         "first",
         "write_2",
@@ -736,25 +721,9 @@ fn the_azure_sdk_writes_through_the_chain_to_azurite() {
         "--conditional-writes",
         "azure",
     ]);
-    let script =
-        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/azure_chained.py");
-    let out = std::process::Command::new(support::moto::venv().join("bin/python"))
-        .arg(script)
-        .arg(gw.data_url())
-        .arg(&azurite)
-        .arg("chain-azure")
-        .env_remove("HTTP_PROXY")
-        .env_remove("http_proxy")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "azure client failed: {stdout}\n{}\ngateway stderr:\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        gw.stderr()
-    );
-    let result: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let data_url = gw.data_url();
+    let args = [data_url.as_str(), azurite.as_str(), "chain-azure"];
+    let result = run_client("azure_chained.py", &args, || gw.stderr());
     for step in [
         "first",
         "write_2",

@@ -21,17 +21,13 @@
 
 mod support;
 
+use support::moto::venv;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 use support::{dead_port, http, try_http, wait_until, Gateway, Resp, HANG_GUARD};
-
-fn venv() -> PathBuf {
-    std::env::var_os("FENCEGATE_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/venv"))
-}
 
 /// `gcp-storage-emulator start --in-memory` on a free loopback port, killed
 /// on drop. Its log (it logs every request) goes to a file in its own

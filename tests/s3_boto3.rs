@@ -12,17 +12,13 @@
 
 mod support;
 
+use support::moto::venv;
+
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 use support::tls::TestCa;
 use support::{dead_port, wait_until, Gateway, HANG_GUARD};
-
-fn venv() -> PathBuf {
-    std::env::var_os("FENCEGATE_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/venv"))
-}
 
 /// moto's server, killed on drop.
 struct Moto(Child);

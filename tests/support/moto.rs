@@ -81,3 +81,31 @@ pub fn moto() -> &'static Moto {
         }
     })
 }
+
+/// Runs the Python client `tests/clients/NAME` (in [`venv`]) with `args`,
+/// and reads the one JSON object it prints; panics with its output and the
+/// gateway's stderr (`gateway_stderr`) if it fails.
+pub fn run_client(
+    name: &str,
+    args: &[&str],
+    gateway_stderr: impl FnOnce() -> String,
+) -> serde_json::Value {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/clients")
+        .join(name);
+    let out = Command::new(venv().join("bin/python"))
+        .arg(script)
+        .args(args)
+        .env_remove("HTTP_PROXY")
+        .env_remove("http_proxy")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{name} failed: {stdout}\n{}\ngateway stderr:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        gateway_stderr()
+    );
+    serde_json::from_str(stdout.trim()).unwrap()
+}

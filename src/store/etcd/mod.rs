@@ -252,19 +252,7 @@ impl FenceStore for EtcdStore {
                 hold: Some(Box::new(hold)),
             })));
         }
-        let (reply, answer) = oneshot::channel();
-        let queued = shared.queue.send(Pending {
-            key: key.to_owned(),
-            more: None,
-            token,
-            reply,
-        });
-        Box::pin(async move {
-            if queued.is_err() {
-                return Err(StoreError::Closed);
-            }
-            answer.await.map_err(|_| StoreError::Closed)?
-        })
+        shared.queue_claim(key.to_owned(), None, token)
     }
 
     /// One transaction for every key (see `claims.rs`): all raised and
@@ -291,19 +279,7 @@ impl FenceStore for EtcdStore {
             return Box::pin(std::future::ready(Err(shared.no_lease())));
         }
         let key = keys.remove(0);
-        let (reply, answer) = oneshot::channel();
-        let queued = shared.queue.send(Pending {
-            key,
-            more: Some(keys),
-            token,
-            reply,
-        });
-        Box::pin(async move {
-            if queued.is_err() {
-                return Err(StoreError::Closed);
-            }
-            answer.await.map_err(|_| StoreError::Closed)?
-        })
+        shared.queue_claim(key, Some(keys), token)
     }
 
     fn read_highests(&self, keys: &[&str]) -> HighestsFuture {
@@ -381,6 +357,23 @@ impl FenceStore for EtcdStore {
 }
 
 impl Shared {
+    /// Hands a claim to the committer; resolves with its answer.
+    fn queue_claim(&self, key: String, more: Option<Vec<String>>, token: u64) -> ClaimFuture {
+        let (reply, answer) = oneshot::channel();
+        let queued = self.queue.send(Pending {
+            key,
+            more,
+            token,
+            reply,
+        });
+        Box::pin(async move {
+            if queued.is_err() {
+                return Err(StoreError::Closed);
+            }
+            answer.await.map_err(|_| StoreError::Closed)?
+        })
+    }
+
     fn current_lease(&self) -> Option<Lease> {
         lock(&self.lease).clone()
     }
