@@ -113,6 +113,11 @@ pub mod fencing;
 
 pub mod refusal;
 
+#[cfg(feature = "client-tls")]
+pub mod client_tls;
+#[cfg(feature = "etcd-http")]
+mod etcd_http;
+
 pub use crate::fences::{AdmitAllError, AdmitError, Fences, InFlight, Stale, StaleReason};
 pub use crate::fencing::{Fencing, FencingLayer};
 pub use crate::key::Scope;

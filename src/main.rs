@@ -53,10 +53,10 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `SIGHUP` re-reads the TLS certificate and key; a bad pair keeps the old
-/// one and logs one line.
+/// `SIGHUP` re-reads the TLS certificates (the served one, the one shown to
+/// etcd); a bad file keeps the old one and logs one line.
 fn reload_on_sighup(gateway: &Gateway) -> tokio::task::JoinHandle<()> {
-    let cert = gateway.tls_reloader();
+    let certs = gateway.tls_reloader();
     tokio::spawn(async move {
         #[cfg(unix)]
         {
@@ -65,9 +65,11 @@ fn reload_on_sighup(gateway: &Gateway) -> tokio::task::JoinHandle<()> {
                 return;
             };
             while hangup.recv().await.is_some() {
-                let Some(cert) = &cert else { continue };
-                match cert.reload() {
-                    Ok(()) => tracing::info!("SIGHUP: TLS certificate reloaded"),
+                if certs.is_empty() {
+                    continue;
+                }
+                match certs.reload() {
+                    Ok(()) => tracing::info!("SIGHUP: TLS certificates reloaded"),
                     Err(error) => tracing::error!(
                         %error,
                         "SIGHUP: cannot reload the TLS certificate; the old one stays in use"
@@ -76,7 +78,7 @@ fn reload_on_sighup(gateway: &Gateway) -> tokio::task::JoinHandle<()> {
             }
         }
         #[cfg(not(unix))]
-        let _ = cert;
+        let _ = certs;
     })
 }
 

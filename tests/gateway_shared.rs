@@ -702,6 +702,8 @@ async fn two_services_sharing_fences_through_the_library_fence_as_one() {
         .unwrap();
     let options = |instance: &str| EtcdOptions {
         endpoints: endpoints.split(',').map(str::to_owned).collect(),
+        tls: None,
+        credentials: None,
         prefix: "/t-lib/".into(),
         lease_ttl: Duration::from_secs(6),
         instance: instance.into(),

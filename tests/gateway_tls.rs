@@ -221,7 +221,7 @@ fn sighup_reloads_the_certificate_and_keeps_the_old_one_when_the_new_is_bad() {
     assert_ne!(first.served, renewed.der);
     t.gw.sighup();
     assert!(
-        t.gw.wait_stderr("TLS certificate reloaded", HANG_GUARD),
+        t.gw.wait_stderr("TLS certificates reloaded", HANG_GUARD),
         "{}",
         t.gw.stderr()
     );

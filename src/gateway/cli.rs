@@ -8,9 +8,12 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 use http::HeaderName;
 
-use super::config::{AccessLogTarget, ClientLimits, Config, EtcdConfig, StateKind, TlsFiles};
+use super::config::{
+    AccessLogTarget, ClientLimits, Config, EtcdConfig, PasswordSource, StateKind, TlsFiles,
+};
 use super::upstream::Upstream;
 use crate::chain::{Mode, Observer};
+use crate::client_tls::{ClientTlsFiles, Secret};
 use crate::key::Scope;
 
 /// `fencegate [serve] [OPTIONS]`: every option also reads `FENCEGATE_<OPTION>`.
@@ -85,6 +88,39 @@ pub struct Cli {
     /// With --state etcd: this instance's lease, in whole seconds (at least 2).
     #[arg(long, env = "FENCEGATE_ETCD_LEASE_TTL", default_value = "6", value_name = "SECS", value_parser = clap::value_parser!(u64).range(2..=3600))]
     pub etcd_lease_ttl: u64,
+
+    /// With --state etcd: the CA bundle (PEM) that signs the https:// members' certificates
+    /// (default: the system's roots).
+    #[arg(long, env = "FENCEGATE_ETCD_CA", value_name = "FILE")]
+    pub etcd_ca: Option<PathBuf>,
+
+    /// With --state etcd: the client certificate (PEM) shown to the members, for etcd's
+    /// --client-cert-auth; with --etcd-key. Re-read on SIGHUP.
+    #[arg(
+        long,
+        env = "FENCEGATE_ETCD_CERT",
+        value_name = "FILE",
+        requires = "etcd_key"
+    )]
+    pub etcd_cert: Option<PathBuf>,
+
+    /// With --state etcd: the private key (PEM) of --etcd-cert.
+    #[arg(
+        long,
+        env = "FENCEGATE_ETCD_KEY",
+        value_name = "FILE",
+        requires = "etcd_cert"
+    )]
+    pub etcd_key: Option<PathBuf>,
+
+    /// With --state etcd: the etcd user the gateway acts as (etcd's authentication); its
+    /// password from --etcd-password-file or the environment variable FENCEGATE_ETCD_PASSWORD.
+    #[arg(long, env = "FENCEGATE_ETCD_USER", value_name = "NAME")]
+    pub etcd_user: Option<String>,
+
+    /// With --etcd-user: the file holding the user's password.
+    #[arg(long, env = "FENCEGATE_ETCD_PASSWORD_FILE", value_name = "FILE")]
+    pub etcd_password_file: Option<PathBuf>,
 
     /// With --state etcd: shown in etcd records, logs and /readyz (default: host name + pid).
     #[arg(long, env = "FENCEGATE_INSTANCE_NAME", value_name = "NAME")]
@@ -206,9 +242,41 @@ pub struct Cli {
 
     /// Check each new highest token with the lock service that issued it:
     /// redis://host:port/KEY, etcd://host:port[,...], postgres://user@host:port/db?sequence=NAME,
-    /// zookeeper://host:port[,...].
+    /// zookeeper://host:port[,...]; rediss:// and etcds:// for TLS, a user as user@host.
     #[arg(long, env = "FENCEGATE_TOKEN_ISSUER", value_name = "URL")]
     pub token_issuer: Option<String>,
+
+    /// The CA bundle (PEM) that signs the token issuer's certificate (rediss://, etcds://,
+    /// postgres:// with sslmode=verify-full; default: the system's roots).
+    #[arg(long, env = "FENCEGATE_TOKEN_ISSUER_CA", value_name = "FILE")]
+    pub token_issuer_ca: Option<PathBuf>,
+
+    /// A client certificate (PEM) shown to the token issuer; with --token-issuer-key.
+    #[arg(
+        long,
+        env = "FENCEGATE_TOKEN_ISSUER_CERT",
+        value_name = "FILE",
+        requires = "token_issuer_key"
+    )]
+    pub token_issuer_cert: Option<PathBuf>,
+
+    /// The private key (PEM) of --token-issuer-cert.
+    #[arg(
+        long,
+        env = "FENCEGATE_TOKEN_ISSUER_KEY",
+        value_name = "FILE",
+        requires = "token_issuer_cert"
+    )]
+    pub token_issuer_key: Option<PathBuf>,
+
+    /// The file holding the password of the user in the --token-issuer URL (or the
+    /// environment variable FENCEGATE_TOKEN_ISSUER_PASSWORD).
+    #[arg(
+        long,
+        env = "FENCEGATE_TOKEN_ISSUER_PASSWORD_FILE",
+        value_name = "FILE"
+    )]
+    pub token_issuer_password_file: Option<PathBuf>,
 
     /// One JSON line per data plane request, to this file (`-` = stdout).
     #[arg(long, env = "FENCEGATE_ACCESS_LOG", value_name = "PATH")]
@@ -294,6 +362,16 @@ impl Cli {
                 prefix: self.etcd_prefix.clone(),
                 lease_ttl: Duration::from_secs(self.etcd_lease_ttl),
                 instance: self.instance_name.clone(),
+                tls: ClientTlsFiles {
+                    ca: self.etcd_ca.clone(),
+                    cert: self.etcd_cert.clone(),
+                    key: self.etcd_key.clone(),
+                },
+                user: self.etcd_user.clone(),
+                password: password_source(
+                    self.etcd_password_file.as_ref(),
+                    "FENCEGATE_ETCD_PASSWORD",
+                ),
             },
             token_header: self.token_header.clone(),
             scope: self.scope,
@@ -316,8 +394,30 @@ impl Cli {
             access_log,
             admin_token_file: self.admin_token_file.clone(),
             token_issuer: self.token_issuer.clone(),
+            token_issuer_tls: ClientTlsFiles {
+                ca: self.token_issuer_ca.clone(),
+                cert: self.token_issuer_cert.clone(),
+                key: self.token_issuer_key.clone(),
+            },
+            token_issuer_password: password_source(
+                self.token_issuer_password_file.as_ref(),
+                "FENCEGATE_TOKEN_ISSUER_PASSWORD",
+            ),
             shutdown_timeout: self.shutdown_timeout,
         }
+    }
+}
+
+/// A password file if one is named, else the environment variable `var`:
+/// passwords are never options of their own, so that none is ever on a
+/// command line.
+fn password_source(file: Option<&PathBuf>, var: &str) -> PasswordSource {
+    match (file, std::env::var(var)) {
+        (Some(path), _) => PasswordSource::File(path.clone()),
+        (None, Ok(password)) if !password.is_empty() => {
+            PasswordSource::Given(Secret::new(password))
+        }
+        (None, _) => PasswordSource::None,
     }
 }
 

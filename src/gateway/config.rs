@@ -22,6 +22,7 @@ use http::HeaderName;
 
 use super::upstream::Upstream;
 use crate::chain::{Mode, Observer, DEFAULT_CACHE_ENTRIES};
+use crate::client_tls::{ClientTlsFiles, Secret, TlsError};
 use crate::fencing::TOKEN_HEADER;
 use crate::key::Scope;
 
@@ -86,6 +87,40 @@ pub struct Config {
     /// Token trust: the lock service that issues the tokens
     /// ([`crate::issuer::from_url`]).
     pub token_issuer: Option<String>,
+    /// TLS to the token issuer (`rediss://`, `etcds://`, PostgreSQL with
+    /// `sslmode=verify-full`): its CA and a client certificate.
+    pub token_issuer_tls: ClientTlsFiles,
+    /// The password of the user named in the token issuer's URL.
+    pub token_issuer_password: PasswordSource,
+}
+
+/// Where a password comes from: a file, or the environment; never the
+/// command line, which every user of the machine can read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum PasswordSource {
+    /// No password.
+    #[default]
+    None,
+    /// The content of this file (its line end removed).
+    File(PathBuf),
+    /// Given directly (from an environment variable).
+    Given(Secret),
+}
+
+impl PasswordSource {
+    /// The password, read now.
+    pub fn read(&self) -> Result<Option<Secret>, TlsError> {
+        match self {
+            PasswordSource::None => Ok(None),
+            PasswordSource::File(path) => Secret::from_file(path).map(Some),
+            PasswordSource::Given(secret) => Ok(Some(secret.clone())),
+        }
+    }
+
+    /// Whether a password is given.
+    pub fn is_some(&self) -> bool {
+        *self != PasswordSource::None
+    }
 }
 
 impl Default for Config {
@@ -114,6 +149,8 @@ impl Default for Config {
             shutdown_timeout: Duration::from_secs(10),
             admin_token_file: None,
             token_issuer: None,
+            token_issuer_tls: ClientTlsFiles::default(),
+            token_issuer_password: PasswordSource::None,
         }
     }
 }
@@ -140,6 +177,13 @@ pub struct EtcdConfig {
     pub lease_ttl: Duration,
     /// Shown in etcd records, logs and `/readyz`; `None`: host name + pid.
     pub instance: Option<String>,
+    /// TLS to `https://` members: their CA, and the client certificate
+    /// shown to them (etcd's `--client-cert-auth`).
+    pub tls: ClientTlsFiles,
+    /// etcd's authentication: the user the gateway acts as.
+    pub user: Option<String>,
+    /// The user's password.
+    pub password: PasswordSource,
 }
 
 impl Default for EtcdConfig {
@@ -149,6 +193,9 @@ impl Default for EtcdConfig {
             prefix: "/fencegate/".to_owned(),
             lease_ttl: Duration::from_secs(6),
             instance: None,
+            tls: ClientTlsFiles::default(),
+            user: None,
+            password: PasswordSource::None,
         }
     }
 }

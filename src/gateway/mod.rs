@@ -62,6 +62,8 @@ pub mod cli;
 pub mod server;
 
 pub use self::admin::AdminTokenError;
-pub use self::config::{AccessLogTarget, ClientLimits, Config, StateKind, TlsFiles};
-pub use self::server::{run, Gateway, Listeners, StartError};
+pub use self::config::{
+    AccessLogTarget, ClientLimits, Config, EtcdConfig, PasswordSource, StateKind, TlsFiles,
+};
+pub use self::server::{run, Gateway, Listeners, StartError, TlsReloader};
 pub use self::tls::TlsError;

@@ -40,6 +40,7 @@ use super::tls::{self, ServerCert, TlsError};
 use super::upstream::Upstream;
 use super::version_head::{self, HeadThroughProxy, Probe};
 use crate::chain::{Chain, Mode, Observer};
+use crate::client_tls::{ClientTls, Credentials};
 use crate::fencing::FencingLayer;
 use crate::store::StoreError;
 use crate::Fences;
@@ -102,6 +103,29 @@ pub enum StartError {
     Embedded(String),
 }
 
+/// The certificate files a gateway re-reads on `SIGHUP`: the one it serves
+/// and the one it shows to etcd.
+#[derive(Debug, Clone)]
+pub struct TlsReloader {
+    server: Option<Arc<ServerCert>>,
+    etcd: Option<Arc<ClientTls>>,
+}
+
+impl TlsReloader {
+    /// Whether there is anything to reload.
+    pub fn is_empty(&self) -> bool {
+        self.server.is_none() && self.etcd.is_none()
+    }
+
+    /// Reads every file again; each that fails keeps its old certificate,
+    /// and the first error is returned.
+    pub fn reload(&self) -> Result<(), TlsError> {
+        let server = self.server.as_ref().map_or(Ok(()), |cert| cert.reload());
+        let etcd = self.etcd.as_ref().map_or(Ok(()), |tls| tls.reload());
+        server.and(etcd)
+    }
+}
+
 /// The two listeners a gateway serves, bound by the caller (or by
 /// [`Listeners::bind`]).
 #[derive(Debug)]
@@ -145,6 +169,8 @@ pub struct Gateway {
     fences: Fences,
     readiness: Readiness,
     server_cert: Option<Arc<ServerCert>>,
+    /// The client certificate shown to etcd, re-read with the server's.
+    etcd_tls: Option<Arc<ClientTls>>,
     /// Stops the data plane's accept loop and drains its connections.
     stop_data: watch::Sender<bool>,
     /// Stops the admin plane and the embedded backend, once the data plane
@@ -193,15 +219,23 @@ impl Gateway {
             .as_deref()
             .map(admin::AdminToken::read)
             .transpose()?;
-        let issuer = config
-            .token_issuer
-            .as_deref()
-            .map(crate::issuer::from_url)
-            .transpose()?
-            .map(Arc::new);
+        let issuer = match config.token_issuer.as_deref() {
+            Some(url) => {
+                let access = crate::issuer::IssuerAccess {
+                    tls: config.token_issuer_tls.clone(),
+                    password: config
+                        .token_issuer_password
+                        .read()
+                        .map_err(|e| crate::issuer::IssuerUrlError::new(url, e.to_string()))?,
+                };
+                Some(Arc::new(crate::issuer::from_url_with(url, &access)?))
+            }
+            None => None,
+        };
         let data_addr = local_addr("data plane", &listeners.data)?;
         let admin_addr = local_addr("admin plane", &listeners.admin)?;
 
+        let mut etcd_tls = None;
         let fences = match config.state {
             StateKind::Disk => Fences::open(&config.data_dir)?,
             StateKind::Memory => {
@@ -210,7 +244,11 @@ impl Gateway {
                 );
                 Fences::in_memory()
             }
-            StateKind::Etcd => Fences::etcd(etcd_options(&config)?).await?,
+            StateKind::Etcd => {
+                let options = etcd_options(&config)?;
+                etcd_tls = options.tls.clone();
+                Fences::etcd(options).await?
+            }
         };
         let (stop_data, data_stopped) = watch::channel(false);
         let (stop_rest, rest_stopped) = watch::channel(false);
@@ -347,6 +385,7 @@ impl Gateway {
             fences,
             readiness,
             server_cert,
+            etcd_tls,
             stop_data,
             stop_rest,
             data_accept,
@@ -388,19 +427,19 @@ impl Gateway {
     }
 
     /// Reads the TLS certificate and key files again (the binary does it on
-    /// `SIGHUP`). New connections get the new certificate; on an error the
-    /// old one stays. Without TLS, does nothing.
+    /// `SIGHUP`): the served certificate and the one shown to etcd. New
+    /// connections get the new certificates; on an error the old ones stay.
+    /// Without TLS, does nothing.
     pub fn reload_tls(&self) -> Result<(), TlsError> {
-        match &self.server_cert {
-            Some(cert) => cert.reload(),
-            None => Ok(()),
-        }
+        self.tls_reloader().reload()
     }
 
-    /// The served certificate, to reload from another task (a signal
-    /// handler); `None` without TLS.
-    pub fn tls_reloader(&self) -> Option<Arc<ServerCert>> {
-        self.server_cert.clone()
+    /// The certificates to reload from another task (a signal handler).
+    pub fn tls_reloader(&self) -> TlsReloader {
+        TlsReloader {
+            server: self.server_cert.clone(),
+            etcd: self.etcd_tls.clone(),
+        }
     }
 
     /// Graceful shutdown: `/readyz` turns 503, the data plane stops
@@ -440,16 +479,17 @@ fn etcd_options(config: &Config) -> Result<crate::store::EtcdOptions, StartError
     let etcd = &config.etcd;
     if etcd.endpoints.is_empty() {
         return Err(StartError::Etcd(
-            "--etcd-endpoints is required (comma-separated http://host:port)".into(),
+            "--etcd-endpoints is required (comma-separated http://host:port or https://host:port)"
+                .into(),
         ));
     }
     for endpoint in &etcd.endpoints {
         let uri: http::Uri = endpoint
             .parse()
             .map_err(|e| StartError::Etcd(format!("bad etcd endpoint {endpoint:?}: {e}")))?;
-        if uri.scheme_str() != Some("http") || uri.host().is_none() {
+        if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
             return Err(StartError::Etcd(format!(
-                "bad etcd endpoint {endpoint:?}: expected http://host:port"
+                "bad etcd endpoint {endpoint:?}: expected http://host:port or https://host:port"
             )));
         }
     }
@@ -459,8 +499,42 @@ fn etcd_options(config: &Config) -> Result<crate::store::EtcdOptions, StartError
             etcd.prefix
         )));
     }
+    let secure = etcd.endpoints.iter().any(|e| e.starts_with("https://"));
+    if !secure && !etcd.tls.is_default() {
+        return Err(StartError::Etcd(
+            "--etcd-ca, --etcd-cert and --etcd-key need https:// endpoints".into(),
+        ));
+    }
+    let tls = secure
+        .then(|| ClientTls::load(etcd.tls.clone(), &[b"http/1.1"]))
+        .transpose()
+        .map_err(|e| StartError::Etcd(format!("TLS: {e}")))?;
+    let password = etcd
+        .password
+        .read()
+        .map_err(|e| StartError::Etcd(format!("password: {e}")))?;
+    let credentials = match (&etcd.user, password) {
+        (Some(user), Some(password)) => Some(Credentials {
+            user: user.clone(),
+            password,
+        }),
+        (None, None) => None,
+        (Some(_), None) => {
+            return Err(StartError::Etcd(
+                "--etcd-user needs a password: --etcd-password-file or FENCEGATE_ETCD_PASSWORD"
+                    .into(),
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(StartError::Etcd(
+                "a password is given but no --etcd-user".into(),
+            ))
+        }
+    };
     Ok(crate::store::EtcdOptions {
         endpoints: etcd.endpoints.clone(),
+        tls,
+        credentials,
         prefix: etcd.prefix.clone(),
         lease_ttl: etcd.lease_ttl,
         instance: etcd.instance_name(),

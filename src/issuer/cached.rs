@@ -28,9 +28,22 @@ pub trait BoundSource: std::fmt::Debug + Send + Sync + 'static {
     /// before the question is at most the answer (a linearizable read).
     /// `counter` is what [`counter`](BoundSource::counter) named.
     fn ask<'a>(&'a self, counter: Option<&'a str>) -> AskFuture<'a>;
+
+    /// Reads the TLS files of long-lived connections again (on `SIGHUP`):
+    /// new connections show the new certificate. Sources that read their
+    /// files at each connection do nothing.
+    #[cfg(feature = "client-tls")]
+    fn reload_tls(&self) -> Result<(), crate::client_tls::TlsError> {
+        Ok(())
+    }
 }
 
 impl BoundSource for Box<dyn BoundSource> {
+    #[cfg(feature = "client-tls")]
+    fn reload_tls(&self) -> Result<(), crate::client_tls::TlsError> {
+        (**self).reload_tls()
+    }
+
     fn counter(&self, key: &str) -> Option<String> {
         (**self).counter(key)
     }

@@ -1,85 +1,85 @@
-//! `etcd://host:port[,host:port...]`: tokens that are etcd revisions, such
-//! as the create revision of a `concurrency.Mutex` key.
+//! `etcd://host:port[,host:port...][/KEY]`: tokens that are etcd revisions,
+//! such as the create revision of a `concurrency.Mutex` key. `etcds://` is
+//! the same over TLS; `user@` before the hosts authenticates as that etcd
+//! user with the password given beside the URL.
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use std::sync::Arc;
 
 use super::cached::AskFuture;
+use super::url::Access;
 use super::{BoundSource, IssuerUrlError};
+use crate::client_tls::{ClientTls, TlsError};
+use crate::etcd_http::{b64, int, Client};
 
 /// The cluster's current revision, read through etcd's HTTP/JSON gateway
 /// (`POST /v3/kv/range`, linearizable by default): every revision committed
-/// before the question is at most the answer. Members are tried in order.
+/// before the question is at most the answer. Members are tried in turn.
+///
+/// The range read is of one key, `KEY` from the URL (default `"\0"`),
+/// count only: its answer's header carries the store's revision whatever
+/// the key. With etcd's authentication on, the user needs read permission
+/// on that key and nothing else.
 pub struct EtcdRevision {
-    endpoints: Vec<String>,
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client,
+    key: String,
+    tls: Option<Arc<ClientTls>>,
 }
 
 impl std::fmt::Debug for EtcdRevision {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EtcdRevision")
-            .field("endpoints", &self.endpoints)
+            .field("key", &self.key)
             .finish_non_exhaustive()
     }
 }
 
 impl EtcdRevision {
-    /// Parses `etcd://host:port[,host:port...]`.
-    pub fn from_url(url: &str) -> Result<Self, IssuerUrlError> {
-        let endpoints = super::url::hosts(url)?
+    /// Parses `etcd[s]://host:port[,host:port...][/KEY]` (the user already
+    /// taken out into `access`).
+    pub(crate) fn from_url(url: &str, access: &Access) -> Result<Self, IssuerUrlError> {
+        let secure = url.starts_with("etcds://");
+        let scheme = if secure { "https" } else { "http" };
+        let endpoints: Vec<String> = super::url::hosts(url)?
             .into_iter()
-            .map(|host| format!("http://{host}/v3/kv/range"))
+            .map(|host| format!("{scheme}://{host}"))
             .collect();
-        Ok(EtcdRevision {
-            endpoints,
-            client: Client::builder(TokioExecutor::new()).build_http(),
-        })
+        let key = match url
+            .split_once("://")
+            .and_then(|(_, rest)| rest.split_once('/'))
+        {
+            Some((_, key)) if !key.is_empty() => percent_encoding::percent_decode_str(key)
+                .decode_utf8()
+                .map_err(|_| IssuerUrlError::new(url, "KEY is not UTF-8"))?
+                .into_owned(),
+            _ => "\0".to_owned(),
+        };
+        let tls = if secure {
+            Some(
+                ClientTls::load(access.tls.clone(), &[b"http/1.1"])
+                    .map_err(|e| IssuerUrlError::new(url, e.to_string()))?,
+            )
+        } else {
+            access.refuse_tls(url, "etcds://")?;
+            None
+        };
+        let credentials = access.credentials(url)?.cloned();
+        let client = Client::new(&endpoints, tls.clone(), credentials)
+            .map_err(|e| IssuerUrlError::new(url, e.to_string()))?;
+        Ok(EtcdRevision { client, key, tls })
     }
 
     async fn revision(&self) -> Result<u64, String> {
-        let mut errors = Vec::new();
-        for endpoint in &self.endpoints {
-            match self.ask_member(endpoint).await {
-                Ok(revision) => return Ok(revision),
-                Err(error) => errors.push(format!("{endpoint}: {error}")),
-            }
-        }
-        Err(format!("etcd: {}", errors.join("; ")))
-    }
-
-    async fn ask_member(&self, endpoint: &str) -> Result<u64, String> {
-        // Any key will do: the header carries the store's revision. "\0",
-        // base64, with count_only so that nothing is sent back.
-        let request = http::Request::post(endpoint)
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .body(Full::new(Bytes::from_static(
-                br#"{"key":"AA==","count_only":true}"#,
-            )))
-            .map_err(|e| e.to_string())?;
-        let response = self
+        let request = serde_json::json!({ "key": b64(&self.key), "count_only": true });
+        let answer = self
             .client
-            .request(request)
+            .call("/v3/kv/range", &request)
             .await
-            .map_err(|e| e.to_string())?;
-        let status = response.status();
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| e.to_string())?
-            .to_bytes();
-        if !status.is_success() {
-            return Err(format!("{status}: {}", String::from_utf8_lossy(&body)));
-        }
-        let json: serde_json::Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
-        // 64-bit numbers come as strings in etcd's JSON.
-        json["header"]["revision"]
-            .as_str()
-            .and_then(|r| r.parse().ok())
-            .ok_or_else(|| format!("no revision in {json}"))
+            .map_err(|e| format!("etcd: {e}"))?;
+        let revision = int(&answer["header"]["revision"]);
+        u64::try_from(revision)
+            .ok()
+            .filter(|r| *r > 0)
+            .ok_or_else(|| format!("etcd: no revision in {answer}"))
     }
 }
 
@@ -90,5 +90,9 @@ impl BoundSource for EtcdRevision {
 
     fn ask<'a>(&'a self, _counter: Option<&'a str>) -> AskFuture<'a> {
         Box::pin(self.revision())
+    }
+
+    fn reload_tls(&self) -> Result<(), TlsError> {
+        self.tls.as_ref().map_or(Ok(()), |tls| tls.reload())
     }
 }

@@ -36,7 +36,7 @@ pub use self::cached::{
     AskFuture, BoundSource, CachedIssuer, IssuerCounts, IssuerStats, ASK_TIMEOUT,
 };
 #[cfg(feature = "issuer")]
-pub use self::url::{from_url, IssuerUrlError, UrlIssuer};
+pub use self::url::{from_url, from_url_with, IssuerAccess, IssuerUrlError, UrlIssuer};
 
 /// The future returned by [`TokenIssuer::check`].
 pub type CheckFuture<'a> = Pin<Box<dyn Future<Output = Result<(), IssuerError>> + Send + 'a>>;

@@ -1,15 +1,24 @@
 //! `redis://host:port/KEY`: the counter a Redis lock `INCR`s at every grant.
+//! `rediss://` is the same over TLS; `user@` before the host logs in as that
+//! ACL user (Redis 6 or later) with the password given beside the URL.
 
 use redis::aio::MultiplexedConnection;
-use redis::AsyncCommands;
+use redis::{AsyncCommands, IntoConnectionInfo};
 
 use super::cached::AskFuture;
+use super::url::Access;
 use super::{BoundSource, IssuerUrlError};
+use crate::client_tls::{ClientTlsFiles, TlsError};
 
 /// A Redis counter read with `GET`, one per lock when its name contains
 /// `{key}` (replaced by the fence key).
 pub struct RedisCounter {
-    client: redis::Client,
+    /// Rebuilt by [`BoundSource::reload_tls`]; connections already up keep
+    /// their certificate.
+    client: std::sync::Mutex<redis::Client>,
+    info: redis::ConnectionInfo,
+    /// `rediss://`: the files its certificates come from.
+    tls: Option<ClientTlsFiles>,
     key: String,
     /// Made at the first question, and again after a failed one.
     connection: tokio::sync::Mutex<Option<MultiplexedConnection>>,
@@ -24,11 +33,14 @@ impl std::fmt::Debug for RedisCounter {
 }
 
 impl RedisCounter {
-    /// Parses `redis://[user:password@]host:port/KEY` (`KEY` percent-encoded).
-    pub fn from_url(url: &str) -> Result<Self, IssuerUrlError> {
-        let rest = url
-            .strip_prefix("redis://")
-            .ok_or_else(|| IssuerUrlError::new(url, "expected redis://host:port/KEY"))?;
+    /// Parses `redis[s]://host:port/KEY` (`KEY` percent-encoded; the user
+    /// already taken out into `access`).
+    pub(crate) fn from_url(url: &str, access: &Access) -> Result<Self, IssuerUrlError> {
+        let (tls, rest) = match url.split_once("://") {
+            Some(("redis", rest)) => (false, rest),
+            Some(("rediss", rest)) => (true, rest),
+            _ => return Err(IssuerUrlError::new(url, "expected redis://host:port/KEY")),
+        };
         let (authority, key) = rest
             .split_once('/')
             .ok_or_else(|| IssuerUrlError::new(url, "expected redis://host:port/KEY: no KEY"))?;
@@ -39,10 +51,28 @@ impl RedisCounter {
         if key.is_empty() || authority.is_empty() {
             return Err(IssuerUrlError::new(url, "expected redis://host:port/KEY"));
         }
-        let client = redis::Client::open(format!("redis://{authority}"))
+        let scheme = if tls { "rediss" } else { "redis" };
+        let mut info = format!("{scheme}://{authority}")
+            .into_connection_info()
+            .map_err(|e| IssuerUrlError::new(url, e.to_string()))?;
+        if let Some(credentials) = access.credentials(url)? {
+            let settings = info
+                .redis_settings()
+                .clone()
+                .set_username(&credentials.user)
+                .set_password(credentials.password.expose());
+            info = info.set_redis_settings(settings);
+        }
+        if !tls {
+            access.refuse_tls(url, "rediss://")?;
+        }
+        let tls = tls.then(|| access.tls.clone());
+        let client = build_client(&info, tls.as_ref())
             .map_err(|e| IssuerUrlError::new(url, e.to_string()))?;
         Ok(RedisCounter {
-            client,
+            client: std::sync::Mutex::new(client),
+            info,
+            tls,
             key,
             connection: tokio::sync::Mutex::new(None),
         })
@@ -54,8 +84,12 @@ impl RedisCounter {
             match &*cached {
                 Some(connection) => connection.clone(),
                 None => {
-                    let connection = self
+                    let client = self
                         .client
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .clone();
+                    let connection = client
                         .get_multiplexed_async_connection()
                         .await
                         .map_err(|e| format!("redis: {e}"))?;
@@ -87,4 +121,38 @@ impl BoundSource for RedisCounter {
     fn ask<'a>(&'a self, counter: Option<&'a str>) -> AskFuture<'a> {
         Box::pin(self.get(counter.unwrap_or(&self.key)))
     }
+
+    fn reload_tls(&self) -> Result<(), TlsError> {
+        if self.tls.is_some() {
+            let fresh = build_client(&self.info, self.tls.as_ref())?;
+            *self
+                .client
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;
+        }
+        Ok(())
+    }
+}
+
+/// A client of `info`, over TLS with `tls`'s files if given (read now).
+fn build_client(
+    info: &redis::ConnectionInfo,
+    tls: Option<&ClientTlsFiles>,
+) -> Result<redis::Client, TlsError> {
+    let built = match tls {
+        Some(files) => {
+            let certificates = redis::TlsCertificates {
+                client_tls: files
+                    .identity_pem()?
+                    .map(|identity| redis::ClientTlsConfig {
+                        client_cert: identity.cert,
+                        client_key: identity.key,
+                    }),
+                root_cert: files.ca_pem()?,
+            };
+            redis::Client::build_with_tls(info.clone(), certificates)
+        }
+        None => redis::Client::open(info.clone()),
+    };
+    built.map_err(|e| TlsError::Config(e.to_string()))
 }

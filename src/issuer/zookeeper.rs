@@ -1,10 +1,15 @@
 //! `zookeeper://host:port[,host:port...]`: tokens that are zxids, such as
-//! the `czxid` of a Curator lock node.
+//! the `czxid` of a Curator lock node. `user@` before the hosts
+//! authenticates with ZooKeeper's `digest` scheme (the password given beside
+//! the URL). No TLS: the client crate's TLS builds rustls with the aws-lc-rs
+//! provider (cmake, minutes of build); see docs/SHARED.md, "Security".
 
 use zookeeper_client as zk;
 
 use super::cached::AskFuture;
+use super::url::Access;
 use super::{BoundSource, IssuerUrlError};
+use crate::client_tls::Credentials;
 
 /// The node written for each question.
 pub const PROBE_NODE: &str = "/fencegate-issuer";
@@ -15,9 +20,12 @@ pub const PROBE_NODE: &str = "/fencegate-issuer";
 /// its token from) is below the write's. The client library does not expose
 /// the session's last seen zxid, and a read's `Stat` only tells about the
 /// node read; one small write per question (the cache makes questions rare)
-/// is the exact answer. Needs write access to [`PROBE_NODE`].
+/// is the exact answer. Needs write access to [`PROBE_NODE`]; the gateway
+/// creates it if it is missing, readable and writable by anyone, or by the
+/// digest user alone when one is given.
 pub struct ZookeeperZxid {
     cluster: String,
+    credentials: Option<Credentials>,
     /// Made at the first question, and again once it broke.
     client: tokio::sync::Mutex<Option<zk::Client>>,
 }
@@ -31,11 +39,19 @@ impl std::fmt::Debug for ZookeeperZxid {
 }
 
 impl ZookeeperZxid {
-    /// Parses `zookeeper://host:port[,host:port...]`.
-    pub fn from_url(url: &str) -> Result<Self, IssuerUrlError> {
+    /// Parses `zookeeper://host:port[,host:port...]` (the user already
+    /// taken out into `access`).
+    pub(crate) fn from_url(url: &str, access: &Access) -> Result<Self, IssuerUrlError> {
         let hosts = super::url::hosts(url)?;
+        if !access.tls.is_default() {
+            return Err(IssuerUrlError::new(
+                url,
+                "TLS to ZooKeeper is not supported (docs/SHARED.md, \"Security\")",
+            ));
+        }
         Ok(ZookeeperZxid {
             cluster: hosts.join(","),
+            credentials: access.credentials(url)?.cloned(),
             client: tokio::sync::Mutex::new(None),
         })
     }
@@ -45,8 +61,13 @@ impl ZookeeperZxid {
         let connected = match &*client {
             Some(connected) if !connected.state().is_terminated() => connected.clone(),
             _ => {
-                let fresh = zk::Client::connector()
-                    .with_connection_timeout(super::ASK_TIMEOUT)
+                let mut connector =
+                    zk::Client::connector().with_connection_timeout(super::ASK_TIMEOUT);
+                if let Some(credentials) = &self.credentials {
+                    let digest = format!("{}:{}", credentials.user, credentials.password.expose());
+                    connector = connector.with_auth("digest", digest.as_bytes());
+                }
+                let fresh = connector
                     .connect(&self.cluster)
                     .await
                     .map_err(|e| format!("zookeeper: {e}"))?;
@@ -57,7 +78,12 @@ impl ZookeeperZxid {
         drop(client);
         let stat = match connected.set_data(PROBE_NODE, b"", None).await {
             Err(zk::Error::NoNode) => {
-                let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+                let acls = if self.credentials.is_some() {
+                    zk::Acls::creator_all()
+                } else {
+                    zk::Acls::anyone_all()
+                };
+                let persistent = zk::CreateMode::Persistent.with_acls(acls);
                 match connected.create(PROBE_NODE, b"", &persistent).await {
                     Ok((stat, _)) => Ok(stat),
                     // Made meanwhile by another gateway: write it.

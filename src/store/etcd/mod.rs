@@ -30,7 +30,6 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::JoinHandle;
 
-use self::client::{b64, int, text, CallError, Client};
 use self::layout::{pad, Entry, Layout};
 use self::replica::Replica;
 use super::lease::boot_clock;
@@ -38,10 +37,10 @@ use super::{
     AuditFuture, Claim, ClaimFuture, ClaimHold, FenceChange, FenceStore, FenceView, HighestsFuture,
     Lease, PersistFuture, StoreError, StoreStats,
 };
+use crate::etcd_http::{b64, int, text, CallError, Client};
 
 mod admin;
 mod claims;
-mod client;
 mod layout;
 mod lease_keeper;
 mod records;
@@ -62,8 +61,15 @@ const PAGE: usize = 10_000;
 /// How to reach and share the fences in etcd.
 #[derive(Debug, Clone)]
 pub struct EtcdOptions {
-    /// `http://host:port` of the cluster's members.
+    /// `http://host:port` of the cluster's members, or all `https://`
+    /// with [`EtcdOptions::tls`].
     pub endpoints: Vec<String>,
+    /// TLS to `https://` members: the CA that signs their certificates and
+    /// the client certificate shown to them (etcd's `--client-cert-auth`),
+    /// re-read by [`ClientTls::reload`](crate::client_tls::ClientTls::reload).
+    pub tls: Option<Arc<crate::client_tls::ClientTls>>,
+    /// etcd's authentication (RBAC): the user every call acts as.
+    pub credentials: Option<crate::client_tls::Credentials>,
     /// Every key written starts with it; holders with the same prefix share
     /// fences. Ends with `/`.
     pub prefix: String,
@@ -86,6 +92,8 @@ pub struct EtcdOptions {
 /// use fencegate::store::EtcdOptions;
 /// let fences = fencegate::Fences::etcd(EtcdOptions {
 ///     endpoints: vec!["http://127.0.0.1:2379".into()],
+///     tls: None,
+///     credentials: None,
 ///     prefix: "/fencegate/".into(),
 ///     lease_ttl: std::time::Duration::from_secs(6),
 ///     instance: "billing-1".into(),
@@ -172,9 +180,11 @@ impl EtcdStore {
             )));
         }
         let ttl = Duration::from_secs(options.lease_ttl.as_secs().max(2));
+        let client = Client::new(&options.endpoints, options.tls, options.credentials)
+            .map_err(unavailable)?;
         let (queue, pending) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
-            client: Client::new(&options.endpoints),
+            client,
             layout: Layout::new(&options.prefix),
             instance: options.instance,
             ttl,
