@@ -221,7 +221,12 @@ impl Client {
             .or_else(|| json["message"].as_str())
             .unwrap_or("unknown error")
             .to_owned();
-        Err(classify(json["code"].as_u64(), status, detail))
+        Err(classify(
+            json["code"].as_u64(),
+            status,
+            detail,
+            self.auth.is_some(),
+        ))
     }
 
     async fn send(
@@ -406,7 +411,8 @@ impl Auth {
 }
 
 /// A pool of connections to the members: TLS with `tls`'s current settings,
-/// else plaintext.
+/// else plaintext. `tls` must offer no ALPN: the connector offers
+/// `http/1.1` itself (and panics on a config that already does).
 fn build_http(tls: Option<&ClientTls>) -> Result<(u64, Http), TlsError> {
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
@@ -440,16 +446,22 @@ fn build_http(tls: Option<&ClientTls>) -> Result<(u64, Http), TlsError> {
 
 /// What an error answer means for the call: another member may do better,
 /// every member would say the same, or the auth token must be fetched again.
-fn classify(code: Option<u64>, status: http::StatusCode, detail: String) -> Attempt {
+fn classify(
+    code: Option<u64>,
+    status: http::StatusCode,
+    detail: String,
+    authenticated: bool,
+) -> Attempt {
     if is_token_error(code, &detail) {
         return Attempt::TokenRefused(detail);
     }
-    if detail.contains("user name is empty") {
+    let refused = detail.contains("user name is empty") || detail.contains("permission denied");
+    if refused && !authenticated {
         return Attempt::Final(format!(
-            "{detail} (authentication is on in the cluster: give a user and password)"
+            "{detail} (is authentication on in the cluster? then give a user and its password)"
         ));
     }
-    if detail.contains("permission denied") {
+    if refused {
         return Attempt::Final(format!(
             "{detail} (the user's role must allow read and write on the prefix)"
         ));

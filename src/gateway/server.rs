@@ -109,12 +109,13 @@ pub enum StartError {
 pub struct TlsReloader {
     server: Option<Arc<ServerCert>>,
     etcd: Option<Arc<ClientTls>>,
+    issuer: Option<Arc<crate::issuer::UrlIssuer>>,
 }
 
 impl TlsReloader {
     /// Whether there is anything to reload.
     pub fn is_empty(&self) -> bool {
-        self.server.is_none() && self.etcd.is_none()
+        self.server.is_none() && self.etcd.is_none() && self.issuer.is_none()
     }
 
     /// Reads every file again; each that fails keeps its old certificate,
@@ -122,7 +123,11 @@ impl TlsReloader {
     pub fn reload(&self) -> Result<(), TlsError> {
         let server = self.server.as_ref().map_or(Ok(()), |cert| cert.reload());
         let etcd = self.etcd.as_ref().map_or(Ok(()), |tls| tls.reload());
-        server.and(etcd)
+        let issuer = self.issuer.as_ref().map_or(Ok(()), |issuer| {
+            use crate::issuer::BoundSource as _;
+            issuer.source().reload_tls()
+        });
+        server.and(etcd).and(issuer)
     }
 }
 
@@ -171,6 +176,9 @@ pub struct Gateway {
     server_cert: Option<Arc<ServerCert>>,
     /// The client certificate shown to etcd, re-read with the server's.
     etcd_tls: Option<Arc<ClientTls>>,
+    /// The token issuer, whose long-lived connections' certificates are
+    /// re-read with the server's.
+    issuer: Option<Arc<crate::issuer::UrlIssuer>>,
     /// Stops the data plane's accept loop and drains its connections.
     stop_data: watch::Sender<bool>,
     /// Stops the admin plane and the embedded backend, once the data plane
@@ -386,6 +394,7 @@ impl Gateway {
             readiness,
             server_cert,
             etcd_tls,
+            issuer,
             stop_data,
             stop_rest,
             data_accept,
@@ -439,6 +448,7 @@ impl Gateway {
         TlsReloader {
             server: self.server_cert.clone(),
             etcd: self.etcd_tls.clone(),
+            issuer: self.issuer.clone(),
         }
     }
 
@@ -506,7 +516,7 @@ fn etcd_options(config: &Config) -> Result<crate::store::EtcdOptions, StartError
         ));
     }
     let tls = secure
-        .then(|| ClientTls::load(etcd.tls.clone(), &[b"http/1.1"]))
+        .then(|| ClientTls::load(etcd.tls.clone(), &[]))
         .transpose()
         .map_err(|e| StartError::Etcd(format!("TLS: {e}")))?;
     let password = etcd

@@ -55,7 +55,7 @@ impl EtcdRevision {
         };
         let tls = if secure {
             Some(
-                ClientTls::load(access.tls.clone(), &[b"http/1.1"])
+                ClientTls::load(access.tls.clone(), &[])
                     .map_err(|e| IssuerUrlError::new(url, e.to_string()))?,
             )
         } else {

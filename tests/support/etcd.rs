@@ -25,7 +25,21 @@ struct Member {
 pub struct EtcdCluster {
     members: Vec<Member>,
     initial_cluster: String,
+    /// Clients speak TLS and must show a certificate (`--client-cert-auth`).
+    tls: Option<EtcdTls>,
     _tmp: tempfile::TempDir,
+}
+
+/// A cluster's client TLS: the members' certificate, the CA that signs it
+/// and the clients' certificates, and a client certificate for the test's
+/// own `etcdctl`.
+#[derive(Clone)]
+pub struct EtcdTls {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
 }
 
 /// The etcd binary, or a panic that names the install script.
@@ -51,10 +65,20 @@ impl EtcdCluster {
     /// one not writable within the hang guard, is retried on fresh ports,
     /// and the members' logs are in the panic if no attempt comes up.
     pub fn start(size: usize) -> EtcdCluster {
+        EtcdCluster::start_with(size, None)
+    }
+
+    /// Starts `size` members serving clients over TLS only, each client
+    /// verified against the CA (`--client-cert-auth`).
+    pub fn start_secured(size: usize, tls: EtcdTls) -> EtcdCluster {
+        EtcdCluster::start_with(size, Some(tls))
+    }
+
+    fn start_with(size: usize, tls: Option<EtcdTls>) -> EtcdCluster {
         etcd_binary();
         let mut logs = String::new();
         for attempt in 1..=3 {
-            let mut cluster = EtcdCluster::spawn_all(size);
+            let mut cluster = EtcdCluster::spawn_all(size, tls.clone());
             // A member that could not bind exits at once: no use waiting.
             wait_until(HANG_GUARD, || {
                 cluster.any_exited() || cluster.writable_now()
@@ -69,7 +93,7 @@ impl EtcdCluster {
         panic!("etcd cluster did not come up in 3 attempts; member logs:\n{logs}");
     }
 
-    fn spawn_all(size: usize) -> EtcdCluster {
+    fn spawn_all(size: usize, tls: Option<EtcdTls>) -> EtcdCluster {
         let tmp = tempfile::tempdir().unwrap();
         let members: Vec<Member> = (0..size)
             .map(|i| Member {
@@ -88,6 +112,7 @@ impl EtcdCluster {
         let mut cluster = EtcdCluster {
             members,
             initial_cluster,
+            tls,
             _tmp: tmp,
         };
         // Members must not outlive the test binary, also when the cluster
@@ -164,15 +189,19 @@ impl EtcdCluster {
         } else {
             "new"
         };
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
         let mut command = Command::new(etcd_binary());
         command
             .args(["--name", &member.name])
             .arg("--data-dir")
             .arg(&member.dir)
-            .args(["--listen-client-urls", &format!("http://{}", member.client)])
+            .args([
+                "--listen-client-urls",
+                &format!("{scheme}://{}", member.client),
+            ])
             .args([
                 "--advertise-client-urls",
-                &format!("http://{}", member.client),
+                &format!("{scheme}://{}", member.client),
             ])
             .args(["--listen-peer-urls", &format!("http://{}", member.peer)])
             .args([
@@ -181,9 +210,20 @@ impl EtcdCluster {
             ])
             .args(["--initial-cluster", &initial_cluster])
             .args(["--initial-cluster-state", state])
-            .args(["--logger", "zap", "--log-level", "error"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null());
+            .args(["--logger", "zap", "--log-level", "error"]);
+        if let Some(tls) = &self.tls {
+            command
+                // Short-lived auth tokens: a gateway must fetch new ones.
+                .args(["--auth-token-ttl", "2"])
+                .arg("--cert-file")
+                .arg(&tls.cert)
+                .arg("--key-file")
+                .arg(&tls.key)
+                .arg("--trusted-ca-file")
+                .arg(&tls.ca)
+                .arg("--client-cert-auth");
+        }
+        command.stdin(Stdio::null()).stdout(Stdio::null());
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -204,9 +244,10 @@ impl EtcdCluster {
 
     /// `--etcd-endpoints`: every member's client URL.
     pub fn endpoints(&self) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
         self.members
             .iter()
-            .map(|m| format!("http://{}", m.client))
+            .map(|m| format!("{scheme}://{}", m.client))
             .collect::<Vec<_>>()
             .join(",")
     }
@@ -280,8 +321,59 @@ impl EtcdCluster {
         }
     }
 
+    /// Runs `etcdctl` against every member with the test's client
+    /// certificate (and `user`, `name:password`, if given); its stdout, or
+    /// a panic with its stderr.
+    pub fn etcdctl(&self, user: Option<&str>, args: &[&str]) -> String {
+        let mut command = Command::new("etcdctl");
+        command.env("ETCDCTL_API", "3").args([
+            "--endpoints",
+            &self
+                .members
+                .iter()
+                .map(|m| format!("{}", m.client))
+                .collect::<Vec<_>>()
+                .join(","),
+        ]);
+        if let Some(tls) = &self.tls {
+            command
+                .arg("--cacert")
+                .arg(&tls.ca)
+                .arg("--cert")
+                .arg(&tls.client_cert)
+                .arg("--key")
+                .arg(&tls.client_key);
+        }
+        if let Some(user) = user {
+            command.args(["--user", user]);
+        }
+        let output = command.args(args).output().expect("run etcdctl");
+        assert!(
+            output.status.success(),
+            "etcdctl {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
     /// Whether a write through member `i` succeeds now.
     pub fn writable_via(&self, i: usize) -> bool {
+        if let Some(tls) = &self.tls {
+            // Before authentication is turned on, any client with a
+            // certificate may write.
+            return Command::new("curl")
+                .args(["-s", "-f", "-o", "/dev/null", "--max-time", "2"])
+                .arg("--cacert")
+                .arg(&tls.ca)
+                .arg("--cert")
+                .arg(&tls.client_cert)
+                .arg("--key")
+                .arg(&tls.client_key)
+                .args(["-d", r#"{"key":"X19wcm9iZV9f","value":"MQ=="}"#])
+                .arg(format!("https://{}/v3/kv/put", self.members[i].client))
+                .status()
+                .is_ok_and(|s| s.success());
+        }
         let body = r#"{"key":"X19wcm9iZV9f","value":"MQ=="}"#; // __probe__ = 1
         try_http(
             self.members[i].client,
