@@ -12,6 +12,7 @@ set -euo pipefail
 # command -> Debian package
 declare -A wanted=(
   [redis-server]=redis-server
+  [redis-cli]=redis-tools
   [etcd]=etcd-server
   [etcdctl]=etcd-client
   [/usr/share/zookeeper/bin/zkServer.sh]=zookeeper

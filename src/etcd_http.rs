@@ -463,7 +463,7 @@ fn classify(
     }
     if refused {
         return Attempt::Final(format!(
-            "{detail} (the user's role must allow read and write on the prefix)"
+            "{detail} (the user's role does not allow this: docs/SHARED.md, \"Security\", lists what it needs)"
         ));
     }
     // gRPC codes: 14 unavailable, 4 deadline exceeded (no leader, a member

@@ -25,7 +25,15 @@ pub const VERSIONS_DIR: &str = "/usr/lib/postgresql";
 pub struct Postgres {
     /// Where it listens.
     pub addr: SocketAddr,
+    /// The directory of its Unix socket (`host=` for a local connection).
+    pub socket_dir: PathBuf,
     server: Server,
+}
+
+/// A server certificate and key (PEM files) for [`Postgres::start_secured`].
+pub struct ServerTls<'a> {
+    pub cert: &'a std::path::Path,
+    pub key: &'a std::path::Path,
 }
 
 /// uid and gid of `nobody`, from /etc/passwd.
@@ -76,6 +84,18 @@ impl Postgres {
     /// `initdb`, then `postgres` on a free loopback port; waits until it
     /// accepts a connection.
     pub async fn start() -> Result<Postgres> {
+        Postgres::start_with(None).await
+    }
+
+    /// As [`Postgres::start`], with TLS on (`ssl=on`) and TCP connections
+    /// accepted only over TLS with a password (`hostssl ... scram-sha-256`,
+    /// no `host` line); `postgres` connects without a password through the
+    /// Unix socket alone.
+    pub async fn start_secured(tls: ServerTls<'_>) -> Result<Postgres> {
+        Postgres::start_with(Some(tls)).await
+    }
+
+    async fn start_with(tls: Option<ServerTls<'_>>) -> Result<Postgres> {
         let initdb = require_binary(&binary("initdb"));
         let postgres = require_binary(&binary("postgres"));
         let root = running_as_root();
@@ -118,9 +138,36 @@ impl Postgres {
             .into());
         }
 
+        let mut ssl_options = Vec::new();
+        if let Some(tls) = &tls {
+            // The server reads its key only if the key is its own and
+            // private.
+            let cert = dir.path().join("server.crt");
+            let key = dir.path().join("server.key");
+            std::fs::copy(tls.cert, &cert)?;
+            std::fs::copy(tls.key, &key)?;
+            std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+            if let Some((uid, gid)) = user {
+                std::os::unix::fs::chown(&cert, Some(uid), Some(gid))?;
+                std::os::unix::fs::chown(&key, Some(uid), Some(gid))?;
+            }
+            std::fs::write(
+                data.join("pg_hba.conf"),
+                "local all all trust\nhostssl all all 127.0.0.1/32 scram-sha-256\n",
+            )?;
+            ssl_options = vec![
+                "ssl=on".to_owned(),
+                format!("ssl_cert_file={}", cert.display()),
+                format!("ssl_key_file={}", key.display()),
+            ];
+        }
+        let socket_dir = dir.path().to_owned();
         let port = free_port()?;
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let mut command = Command::new(postgres);
+        for option in &ssl_options {
+            command.args(["-c", option]);
+        }
         as_user(&mut command);
         command
             .arg("-D")
@@ -137,11 +184,40 @@ impl Postgres {
         // Fast shutdown (SIGINT) first, on drop and on Ctrl-C, so that the
         // server removes its shared memory; whatever is left is killed.
         server.graceful(Signal::SIGINT, data.join("postmaster.pid"));
-        server
-            .serving(Duration::from_secs(60), || connect(addr))
-            .await?;
-        Ok(Postgres { addr, server })
+        if tls.is_some() {
+            server
+                .serving(Duration::from_secs(60), || {
+                    connect_socket(&socket_dir, port)
+                })
+                .await?;
+        } else {
+            server
+                .serving(Duration::from_secs(60), || connect(addr))
+                .await?;
+        }
+        Ok(Postgres {
+            addr,
+            socket_dir,
+            server,
+        })
     }
+}
+
+/// A session as `postgres` on database `postgres` through the Unix socket in
+/// `dir`; the connection is driven by a spawned task.
+pub async fn connect_socket(dir: &std::path::Path, port: u16) -> Result<tokio_postgres::Client> {
+    let mut config = tokio_postgres::Config::new();
+    config
+        .host_path(dir)
+        .port(port)
+        .user("postgres")
+        .dbname("postgres")
+        .connect_timeout(Duration::from_secs(5));
+    let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(client)
 }
 
 /// A session as `postgres` on database `postgres`; the connection is driven

@@ -15,7 +15,8 @@ use crate::etcd_http::{b64, int, Client};
 /// (`POST /v3/kv/range`, linearizable by default): every revision committed
 /// before the question is at most the answer. Members are tried in turn.
 ///
-/// The range read is of one key, `KEY` from the URL (default `"\0"`),
+/// The range read is of one key, the URL's path (`/KEY`, its `/`
+/// included; default `"\0"`),
 /// count only: its answer's header carries the store's revision whatever
 /// the key. With etcd's authentication on, the user needs read permission
 /// on that key and nothing else.
@@ -47,10 +48,14 @@ impl EtcdRevision {
             .split_once("://")
             .and_then(|(_, rest)| rest.split_once('/'))
         {
-            Some((_, key)) if !key.is_empty() => percent_encoding::percent_decode_str(key)
-                .decode_utf8()
-                .map_err(|_| IssuerUrlError::new(url, "KEY is not UTF-8"))?
-                .into_owned(),
+            // The URL's path, its leading '/' included: etcd keys are
+            // usually written so.
+            Some((_, key)) if !key.is_empty() => {
+                let key = percent_encoding::percent_decode_str(key)
+                    .decode_utf8()
+                    .map_err(|_| IssuerUrlError::new(url, "KEY is not UTF-8"))?;
+                format!("/{key}")
+            }
             _ => "\0".to_owned(),
         };
         let tls = if secure {
