@@ -114,6 +114,10 @@ impl SecuredEtcd {
     }
 }
 
+/// What is wrong, the options that make it so, and what the start error
+/// must say.
+type Misconfiguration<'a> = (&'a str, Vec<(&'a str, &'a str)>, &'a str);
+
 fn path(path: &Path) -> String {
     path.display().to_string()
 }
@@ -133,7 +137,7 @@ fn etcd_with_client_certificates_and_rbac() {
     let other_ca = path(&other_ca.cert_path());
     let wrong_password = path(&write_file(etcd.ca.dir(), "wrong", "not-the-password"));
     let plain_endpoints = etcd.cluster.endpoints().replace("https://", "http://");
-    let cases: [(&str, Vec<(&str, &str)>, &str); 5] = [
+    let cases: [Misconfiguration; 5] = [
         (
             "no client certificate",
             vec![("--etcd-cert", ""), ("--etcd-key", "")],
