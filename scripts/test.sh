@@ -36,9 +36,13 @@ fi
 cargo fmt --all -- --check
 cargo clippy --locked --all-targets -- -D warnings
 cargo test --locked
+# The shared-fence tests again, over etcd as production runs it: TLS only
+# with client certificates, RBAC, 2 s auth tokens (tests/gateway_shared.rs).
+FENCEGATE_TEST_ETCD_SECURED=1 cargo test --locked --test gateway_shared
 scripts/demos.sh
 cargo build --locked --lib --no-default-features
 cargo build --locked --lib --no-default-features --features etcd
+cargo build --locked --lib --no-default-features --features issuer-etcd,issuer-redis,issuer-postgres,issuer-zookeeper
 # The fuzz targets, briefly (nightly; docs/RELIABILITY.md): each replays its
 # committed corpus and explores for 12 s. scripts/fuzz.sh runs them long.
 # (The benchmarks are type-checked by clippy --all-targets above;

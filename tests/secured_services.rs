@@ -239,12 +239,38 @@ fn etcd_with_client_certificates_and_rbac() {
     trusting.sighup();
     assert!(trusting.wait_stderr("TLS certificates reloaded", HANG_GUARD));
 
-    // SIGHUP re-reads the client certificate, and fencing goes on.
-    b.sighup();
-    assert!(b.wait_stderr("TLS certificates reloaded", HANG_GUARD));
-    assert_eq!(b.put("/reports/q5", 9).status, 200);
-    assert_eq!(backend.count(), 5);
-    for gw in [&a, &b, &trusting] {
+    // SIGHUP re-reads the client certificate, and new connections show
+    // it: one from a CA etcd does not trust is refused, the right one
+    // works again.
+    let dir = tempfile::tempdir().unwrap();
+    let cert = dir.path().join("client.pem");
+    let key = dir.path().join("client.key");
+    std::fs::copy(&etcd.client_cert, &cert).unwrap();
+    std::fs::copy(&etcd.client_key, &key).unwrap();
+    let mut args = vec!["--upstream".to_owned(), upstream.clone()];
+    args.extend(etcd.args(&[("--etcd-cert", &path(&cert)), ("--etcd-key", &path(&key))]));
+    let c = Gateway::start(&strs(&args));
+    assert_eq!(c.put("/reports/q5", 9).status, 200);
+    let untrusted_ca = TestCa::new("untrusted");
+    let untrusted = untrusted_ca.issue_client_without_cn("impostor");
+    std::fs::copy(&untrusted.cert, &cert).unwrap();
+    std::fs::copy(&untrusted.key, &key).unwrap();
+    c.sighup();
+    assert!(c.wait_stderr("TLS certificates reloaded", HANG_GUARD));
+    let refused = c.put("/reports/q6", 10);
+    let err = refused.assert_gateway_error(503, "fence_store_unavailable");
+    assert!(
+        err["detail"].as_str().unwrap().contains("BadCertificate"),
+        "{err}"
+    );
+    std::fs::copy(&etcd.client_cert, &cert).unwrap();
+    std::fs::copy(&etcd.client_key, &key).unwrap();
+    c.sighup();
+    assert!(support::wait_until(HANG_GUARD, || {
+        c.put("/reports/q6", 10).status == 200
+    }));
+    assert_eq!(backend.count(), 6);
+    for gw in [&a, &b, &c, &trusting] {
         assert!(!gw.stderr().contains(PASSWORD));
     }
 }

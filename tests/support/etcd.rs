@@ -27,8 +27,21 @@ pub struct EtcdCluster {
     initial_cluster: String,
     /// Clients speak TLS and must show a certificate (`--client-cert-auth`).
     tls: Option<EtcdTls>,
+    /// Authentication is on: the gateway's user and its password file.
+    auth: Option<EtcdAuth>,
     _tmp: tempfile::TempDir,
 }
+
+/// The user a gateway acts as on a cluster with authentication on, and the
+/// CA and certificates its TLS was made with.
+struct EtcdAuth {
+    ca: super::tls::TestCa,
+    client: super::tls::Leaf,
+    password_file: PathBuf,
+}
+
+/// The root user's `etcdctl --user`.
+const ROOT: &str = "root:rootpw";
 
 /// A cluster's client TLS: the members' certificate, the CA that signs it
 /// and the clients' certificates, and a client certificate for the test's
@@ -74,6 +87,108 @@ impl EtcdCluster {
         EtcdCluster::start_with(size, Some(tls))
     }
 
+    /// Starts `size` members as production runs them: TLS only with client
+    /// certificates, RBAC on, auth tokens that expire after 2 s; the
+    /// gateway's user `fencegate` may read and write every key under `/`.
+    /// [`EtcdCluster::gateway_args`] gives the options to reach it.
+    pub fn start_authenticated(size: usize) -> EtcdCluster {
+        let ca = super::tls::TestCa::new("etcd");
+        let server = ca.issue("etcd-server", &["127.0.0.1", "localhost"]);
+        // etcd's HTTP gateway refuses client certificates with a common
+        // name while authentication is on.
+        let client = ca.issue_client_without_cn("gateway-client");
+        let admin = ca.issue_client_without_cn("etcdctl");
+        let mut cluster = EtcdCluster::start_secured(
+            size,
+            EtcdTls {
+                ca: ca.cert_path(),
+                cert: server.cert.clone(),
+                key: server.key.clone(),
+                client_cert: admin.cert.clone(),
+                client_key: admin.key.clone(),
+            },
+        );
+        cluster.etcdctl(None, &["user", "add", ROOT]);
+        cluster.etcdctl(None, &["role", "add", "fencegate"]);
+        cluster.etcdctl(
+            None,
+            &[
+                "role",
+                "grant-permission",
+                "fencegate",
+                "--prefix=true",
+                "readwrite",
+                "/",
+            ],
+        );
+        cluster.etcdctl(None, &["user", "add", "fencegate:gateway-pw"]);
+        cluster.etcdctl(None, &["user", "grant-role", "fencegate", "fencegate"]);
+        cluster.etcdctl(None, &["auth", "enable"]);
+        let password_file = ca.dir().join("gateway-password");
+        std::fs::write(&password_file, "gateway-pw\n").unwrap();
+        cluster.auth = Some(EtcdAuth {
+            ca,
+            client,
+            password_file,
+        });
+        cluster
+    }
+
+    /// The gateway options that reach this cluster besides
+    /// `--etcd-endpoints`: TLS files and the user, when it has them.
+    pub fn gateway_args(&self) -> Vec<String> {
+        let Some(auth) = &self.auth else {
+            return Vec::new();
+        };
+        let path = |p: &std::path::Path| p.display().to_string();
+        vec![
+            "--etcd-ca".into(),
+            path(&auth.ca.cert_path()),
+            "--etcd-cert".into(),
+            path(&auth.client.cert),
+            "--etcd-key".into(),
+            path(&auth.client.key),
+            "--etcd-user".into(),
+            "fencegate".into(),
+            "--etcd-password-file".into(),
+            path(&auth.password_file),
+        ]
+    }
+
+    /// The library's view of [`EtcdCluster::gateway_args`].
+    pub fn library_access(
+        &self,
+    ) -> (
+        Option<std::sync::Arc<fencegate::client_tls::ClientTls>>,
+        Option<fencegate::client_tls::Credentials>,
+    ) {
+        let Some(auth) = &self.auth else {
+            return (None, None);
+        };
+        let files = fencegate::client_tls::ClientTlsFiles {
+            ca: Some(auth.ca.cert_path()),
+            cert: Some(auth.client.cert.clone()),
+            key: Some(auth.client.key.clone()),
+        };
+        let credentials = fencegate::client_tls::Credentials {
+            user: "fencegate".into(),
+            password: fencegate::client_tls::Secret::new("gateway-pw"),
+        };
+        (
+            Some(fencegate::client_tls::ClientTls::load(files, &[]).unwrap()),
+            Some(credentials),
+        )
+    }
+
+    /// `http` or `https`, as its members serve clients.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
+    }
+
     fn start_with(size: usize, tls: Option<EtcdTls>) -> EtcdCluster {
         etcd_binary();
         let mut logs = String::new();
@@ -113,6 +228,7 @@ impl EtcdCluster {
             members,
             initial_cluster,
             tls,
+            auth: None,
             _tmp: tmp,
         };
         // Members must not outlive the test binary, also when the cluster
@@ -254,6 +370,15 @@ impl EtcdCluster {
 
     /// The keys under `prefix` (raw, as stored), read through member `i`.
     pub fn keys(&self, prefix: &str) -> Vec<String> {
+        if self.tls.is_some() {
+            let user = self.auth.as_ref().map(|_| ROOT);
+            return self
+                .etcdctl(user, &["get", prefix, "--prefix", "--keys-only"])
+                .lines()
+                .filter(|line| !line.is_empty())
+                .map(str::to_owned)
+                .collect();
+        }
         use base64::Engine as _;
         let b64 = base64::engine::general_purpose::STANDARD;
         let mut end = prefix.as_bytes().to_vec();
@@ -325,15 +450,41 @@ impl EtcdCluster {
     /// certificate (and `user`, `name:password`, if given); its stdout, or
     /// a panic with its stderr.
     pub fn etcdctl(&self, user: Option<&str>, args: &[&str]) -> String {
+        let members: Vec<usize> = (0..self.members.len()).collect();
+        let output = self.etcdctl_output(&members, user, args);
+        assert!(
+            output.status.success(),
+            "etcdctl {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// `etcdctl` through member `i` alone; its stdout if it succeeded.
+    fn etcdctl_via(&self, i: usize, user: Option<&str>, args: &[&str]) -> Option<String> {
+        let output = self.etcdctl_output(&[i], user, args);
+        output
+            .status
+            .success()
+            .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+
+    fn etcdctl_output(
+        &self,
+        members: &[usize],
+        user: Option<&str>,
+        args: &[&str],
+    ) -> std::process::Output {
         let mut command = Command::new("etcdctl");
         command.env("ETCDCTL_API", "3").args([
             "--endpoints",
-            &self
-                .members
+            &members
                 .iter()
-                .map(|m| format!("{}", m.client))
+                .map(|&i| format!("{}", self.members[i].client))
                 .collect::<Vec<_>>()
                 .join(","),
+            "--command-timeout",
+            "2s",
         ]);
         if let Some(tls) = &self.tls {
             command
@@ -347,17 +498,16 @@ impl EtcdCluster {
         if let Some(user) = user {
             command.args(["--user", user]);
         }
-        let output = command.args(args).output().expect("run etcdctl");
-        assert!(
-            output.status.success(),
-            "etcdctl {args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8_lossy(&output.stdout).into_owned()
+        command.args(args).output().expect("run etcdctl")
     }
 
     /// Whether a write through member `i` succeeds now.
     pub fn writable_via(&self, i: usize) -> bool {
+        if self.auth.is_some() {
+            return self
+                .etcdctl_via(i, Some(ROOT), &["put", "__probe__", "1"])
+                .is_some();
+        }
         if let Some(tls) = &self.tls {
             // Before authentication is turned on, any client with a
             // certificate may write.
@@ -387,6 +537,24 @@ impl EtcdCluster {
 
     /// The index of the current leader, from each live member's status.
     pub fn leader(&self) -> Option<usize> {
+        if self.tls.is_some() {
+            let user = self.auth.as_ref().map(|_| ROOT);
+            for (i, member) in self.members.iter().enumerate() {
+                if member.child.is_none() {
+                    continue;
+                }
+                let Some(out) = self.etcdctl_via(i, user, &["endpoint", "status", "-w", "json"])
+                else {
+                    continue;
+                };
+                let json: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+                let status = &json[0]["Status"];
+                if status["leader"].is_u64() && status["leader"] == status["header"]["member_id"] {
+                    return Some(i);
+                }
+            }
+            return None;
+        }
         for (i, member) in self.members.iter().enumerate() {
             if member.child.is_none() {
                 continue;
