@@ -67,7 +67,7 @@ pub struct Cli {
     )]
     pub state: StateArg,
 
-    /// With --state etcd: the cluster's members, comma-separated http://host:port.
+    /// With --state etcd: the cluster's members, comma-separated http://host:port (or all https://).
     #[arg(
         long,
         env = "FENCEGATE_ETCD_ENDPOINTS",
