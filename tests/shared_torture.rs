@@ -14,6 +14,12 @@
 //! Then the same clients against 3 instances with `--state disk` (each its
 //! own fences) and no nemesis: the violations shared fences prevent.
 //!
+//! A second test runs the same clients (writes of objects only) over shared
+//! fences in front of a store that checks preconditions, each instance
+//! reaching it through a relay that can hold a `PUT` past the instance's
+//! `--upstream-timeout` and deliver it late: with `--conditional-writes
+//! http` no write is applied out of order; without, some are.
+//!
 //! Size: `TORTURE_HANDOVERS` (default 300, the short form CI runs) and
 //! `TORTURE_SECONDS` (a cap,
 //! default 150); `FENCEGATE_SEED` replays a run's random choices (not its
@@ -108,12 +114,19 @@ fn write(addr: SocketAddr, target: &str, token: u64, slow: bool) -> std::io::Res
 /// A lock holder: takes the next token of a key (the lock service's grant),
 /// writes with it through random instances until done or fenced; one time
 /// in eight it is a straggler that pauses and writes once more later.
-fn client(seed: u64, tokens: &[AtomicU64], routing: &Routing, tally: &Tally, stop: &AtomicBool) {
+fn client(
+    seed: u64,
+    tokens: &[AtomicU64],
+    routing: &Routing,
+    tally: &Tally,
+    stop: &AtomicBool,
+    collections: bool,
+) {
     let mut rng = Rng(seed);
     while !stop.load(Ordering::Relaxed) {
         let k = rng.below(KEYS as u64) as usize;
         let dir = k % DIRS;
-        let key = if rng.below(6) == 0 {
+        let key = if rng.below(6) == 0 && collections {
             format!("/torture/d{dir}")
         } else {
             key_path(k)
@@ -254,6 +267,10 @@ enum Move {
     PauseEtcdLeader,
     KillEtcdLeader,
     CutInstanceOff,
+    /// The network between an instance and the backend holds its next
+    /// `PUT`s past the instance's `--upstream-timeout` and delivers them
+    /// late: after the instance gave up (504) and the next holder wrote.
+    LateDelivery,
 }
 
 const MOVES: [Move; 5] = [
@@ -264,25 +281,43 @@ const MOVES: [Move; 5] = [
     Move::CutInstanceOff,
 ];
 
+/// The moves of the chained-writes runs: late delivery, and the pauses and
+/// cuts that leave a write in flight past its instance's lease.
+const LATE_MOVES: [Move; 4] = [
+    Move::LateDelivery,
+    Move::PauseNewestInstance,
+    Move::CutInstanceOff,
+    Move::KillInstance,
+];
+
+/// `--upstream-timeout` of the chained-writes runs, and how late a held
+/// `PUT` is delivered: past it.
+const LATE_TIMEOUT: &str = "1";
+const LATE_BY: Duration = Duration::from_millis(2500);
+
 fn signal(pid: u32, signal: Signal) {
     let _ = kill(Pid::from_raw(pid as i32), signal);
 }
 
 struct Nemesis<'a> {
     rng: Rng,
+    moves: &'static [Move],
     etcd: &'a mut EtcdCluster,
     gateways: &'a mut [Gateway],
     relays: &'a [Vec<Relay>],
+    /// Between each instance and the backend (late delivery).
+    backend_relays: &'a [Relay],
     routing: &'a Routing,
     done: HashMap<Move, usize>,
 }
 
 impl Nemesis<'_> {
     fn play(&mut self, round: usize) {
-        let step = if round < MOVES.len() {
-            MOVES[round]
+        let moves = self.moves;
+        let step = if round < moves.len() {
+            moves[round]
         } else {
-            MOVES[self.rng.below(MOVES.len() as u64) as usize]
+            moves[self.rng.below(moves.len() as u64) as usize]
         };
         let lease = Duration::from_secs(TTL.parse().unwrap());
         match step {
@@ -320,6 +355,12 @@ impl Nemesis<'_> {
                     relay.set(Fault::None);
                 }
             }
+            Move::LateDelivery => {
+                let i = self.rng.below(self.backend_relays.len() as u64) as usize;
+                self.backend_relays[i].set(Fault::DelayMethod("PUT", LATE_BY));
+                thread::sleep(Duration::from_millis(1500 + self.rng.below(1000)));
+                self.backend_relays[i].set(Fault::None);
+            }
         }
         *self.done.entry(step).or_default() += 1;
         // Let the system settle a little between moves.
@@ -329,12 +370,14 @@ impl Nemesis<'_> {
 
 /// Runs the clients against `routing` until `enough` says so or `limit`
 /// passes, with `nemesis` (if any) moving meanwhile.
+#[allow(clippy::too_many_arguments)]
 fn run_clients(
     seed: u64,
     routing: &Routing,
     tokens: &[AtomicU64],
     tally: &Tally,
     limit: Duration,
+    collections: bool,
     mut nemesis: Option<Nemesis<'_>>,
     enough: impl Fn(&HashMap<Move, usize>) -> bool,
 ) -> HashMap<Move, usize> {
@@ -343,7 +386,16 @@ fn run_clients(
     thread::scope(|s| {
         for c in 0..CLIENTS {
             let stop = &stop;
-            s.spawn(move || client(seed ^ (c as u64 + 1), tokens, routing, tally, stop));
+            s.spawn(move || {
+                client(
+                    seed ^ (c as u64 + 1),
+                    tokens,
+                    routing,
+                    tally,
+                    stop,
+                    collections,
+                )
+            });
         }
         let mut round = 0;
         let mut done = HashMap::new();
@@ -422,9 +474,11 @@ fn shared_fences_hold_under_the_nemesis_and_independent_fences_do_not() {
     let started = Instant::now();
     let nemesis = Nemesis {
         rng: Rng(seed.rotate_left(17)),
+        moves: &MOVES,
         etcd: &mut etcd,
         gateways: &mut gateways,
         relays: &relays,
+        backend_relays: &[],
         routing: &routing,
         done: HashMap::new(),
     };
@@ -434,6 +488,7 @@ fn shared_fences_hold_under_the_nemesis_and_independent_fences_do_not() {
         &tokens,
         &tally,
         limit,
+        true,
         Some(nemesis),
         |done| {
             MOVES.iter().all(|m| done.contains_key(m))
@@ -512,6 +567,7 @@ fn shared_fences_hold_under_the_nemesis_and_independent_fences_do_not() {
         &tokens,
         &tally,
         Duration::from_secs(20),
+        true,
         None,
         |_| {
             let verdict = check(&backend, &tally.acked_seqs);
@@ -531,6 +587,177 @@ fn shared_fences_hold_under_the_nemesis_and_independent_fences_do_not() {
     assert!(
         !verdict.decreases.is_empty(),
         "independent fences showed no violation: the clients do not exercise what sharing prevents"
+    );
+}
+
+/// The writes the store refused (412), and how many of them carried a token
+/// below one it had already applied to the key: late writes that, without
+/// the precondition, would have been violations.
+fn store_refusals(backend: &Backend) -> (usize, usize) {
+    let records = backend.records();
+    let mut highest: HashMap<&str, u64> = HashMap::new();
+    let (mut refused, mut late) = (0, 0);
+    for event in backend.events() {
+        let (seq, applied) = match event {
+            Event::BodyRead(seq) => (seq, true),
+            Event::PreconditionFailed(seq) => (seq, false),
+            _ => continue,
+        };
+        let record = &records[seq];
+        let Some(token) = record.token_u64() else {
+            continue;
+        };
+        let top = highest.entry(record.target.as_str()).or_default();
+        if applied {
+            *top = token.max(*top);
+        } else {
+            refused += 1;
+            if token < *top {
+                late += 1;
+            }
+        }
+    }
+    (refused, late)
+}
+
+/// One run of the late-delivery torture: three instances on shared fences,
+/// each reaching the backend (a store that checks preconditions) through a
+/// relay the nemesis can make late, with `--conditional-writes http` if
+/// `chained`. Runs until `enough` (or `limit`); the verdict and the moves
+/// made.
+fn late_delivery_run(
+    seed: u64,
+    chained: bool,
+    limit: Duration,
+    enough: impl Fn(&Verdict, &HashMap<Move, usize>) -> bool,
+) -> (Verdict, HashMap<Move, usize>) {
+    let mut etcd = EtcdCluster::start(3);
+    let backend = Backend::start_conditional();
+    let relays: Vec<Vec<Relay>> = (0..3)
+        .map(|_| {
+            (0..3)
+                .map(|m| Relay::start(etcd.client(m), Fault::None))
+                .collect()
+        })
+        .collect();
+    let backend_relays: Vec<Relay> = (0..3)
+        .map(|_| Relay::start(backend.addr(), Fault::None))
+        .collect();
+    let mut gateways: Vec<Gateway> = (0..3)
+        .map(|i| {
+            let endpoints = relays[i]
+                .iter()
+                .map(Relay::url)
+                .collect::<Vec<_>>()
+                .join(",");
+            let upstream = backend_relays[i].url();
+            let name = format!("gw{i}");
+            let mut args = vec![
+                "--upstream",
+                &upstream,
+                "--state",
+                "etcd",
+                "--etcd-endpoints",
+                &endpoints,
+                "--etcd-prefix",
+                "/torture-late/",
+                "--etcd-lease-ttl",
+                TTL,
+                "--instance-name",
+                &name,
+                "--upstream-timeout",
+                LATE_TIMEOUT,
+            ];
+            if chained {
+                args.extend(["--conditional-writes", "http"]);
+            }
+            Gateway::start(&args)
+        })
+        .collect();
+    let (routing, tokens, tally) = clients_for(&gateways);
+    let started = Instant::now();
+    let nemesis = Nemesis {
+        rng: Rng(seed.rotate_left(29)),
+        moves: &LATE_MOVES,
+        etcd: &mut etcd,
+        gateways: &mut gateways,
+        relays: &relays,
+        backend_relays: &backend_relays,
+        routing: &routing,
+        done: HashMap::new(),
+    };
+    let moves = run_clients(
+        seed,
+        &routing,
+        &tokens,
+        &tally,
+        limit,
+        false,
+        Some(nemesis),
+        |done| enough(&check(&backend, &tally.acked_seqs), done),
+    );
+    let verdict = check(&backend, &tally.acked_seqs);
+    let (refused, refused_late) = store_refusals(&backend);
+    eprintln!(
+        "late delivery, {}: {:.0?}, {} applied writes, {} handovers, acked {}, refused by the fence {}, \
+         refused by the store (412) {refused}, of them below a token already applied {refused_late}, 503 {}, failed or cut {}, nemesis {:?}; violations: {} \
+         decreases ({} below an acknowledged token), e.g. {:?}",
+        if chained {
+            "chained (--conditional-writes http)"
+        } else {
+            "unchained"
+        },
+        started.elapsed(),
+        verdict.applied,
+        verdict.handovers,
+        tally.acked.load(Ordering::Relaxed),
+        tally.stale.load(Ordering::Relaxed),
+        tally.unavailable.load(Ordering::Relaxed),
+        tally.failed.load(Ordering::Relaxed),
+        moves,
+        verdict.decreases.len(),
+        verdict.below_acked,
+        verdict.decreases.first(),
+    );
+    (verdict, moves)
+}
+
+/// Chained writes close the residual window (docs/CHAINED.md): with late
+/// deliveries and instances paused or cut off past their lease, a store
+/// that checks the forwarded precondition applies writes in token order;
+/// the same run without chaining does not.
+#[test]
+fn late_deliveries_land_out_of_order_unless_writes_are_chained() {
+    let want_handovers = env_or("TORTURE_HANDOVERS", 300) as usize;
+    let limit = Duration::from_secs(env_or("TORTURE_SECONDS", 150));
+    let seed = Rng::from_env_or_clock().next();
+
+    let (verdict, moves) = late_delivery_run(seed, true, limit, |verdict, done| {
+        LATE_MOVES.iter().all(|m| done.contains_key(m)) && verdict.handovers >= want_handovers
+    });
+    assert!(
+        verdict.decreases.is_empty(),
+        "chained writes were applied out of order:\n{}",
+        verdict.decreases.join("\n")
+    );
+    assert!(
+        LATE_MOVES.iter().all(|m| moves.contains_key(m)),
+        "inconclusive: not every nemesis move was made: {moves:?}"
+    );
+    assert!(
+        verdict.handovers >= want_handovers,
+        "inconclusive: {} handovers, {want_handovers} wanted (raise TORTURE_SECONDS)",
+        verdict.handovers
+    );
+
+    let (verdict, _) = late_delivery_run(seed, false, Duration::from_secs(60), |verdict, done| {
+        done.contains_key(&Move::LateDelivery)
+            && !verdict.decreases.is_empty()
+            && verdict.handovers >= 100
+    });
+    assert!(
+        !verdict.decreases.is_empty(),
+        "no late write landed out of order without chaining: the nemesis does not open the window"
     );
 }
 

@@ -1,6 +1,6 @@
 //! The test backend: an in-process HTTP/1.1 server that records what reaches it.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::future::Future;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -67,6 +67,9 @@ pub enum Event {
     BodyRead(usize),
     /// Request `seq`'s response was handed to the server (headers).
     Responded(usize),
+    /// Request `seq`'s body was read to its end, and its precondition
+    /// failed: answered 412, not applied ([`Backend::start_conditional`]).
+    PreconditionFailed(usize),
 }
 
 #[derive(Default)]
@@ -79,6 +82,11 @@ struct BackendState {
     log: Mutex<Log>,
     changed: Condvar,
     released: tokio::sync::watch::Sender<HashSet<String>>,
+    /// A store that checks conditions: the version (`"v<seq>"`, the seq
+    /// of the write that made it) of every object that exists, by path.
+    /// Checked and changed under the log's lock, at the moment a write is
+    /// applied.
+    versions: Option<Mutex<HashMap<String, usize>>>,
 }
 
 /// An HTTP/1.1 backend on 127.0.0.1:0 in its own tokio runtime. Controlled
@@ -107,7 +115,20 @@ pub struct Backend {
 
 impl Backend {
     pub fn start() -> Backend {
-        Self::start_with(None)
+        Self::start_with(None, false)
+    }
+
+    /// A backend that is also a store with versions and RFC 9110
+    /// preconditions, as S3, Azure Blob or WebDAV servers are: a `PUT` or
+    /// `DELETE` with `If-Match` (a list of tags, or `*`) or
+    /// `If-None-Match: *` is applied only if the object's version at the
+    /// moment its body has been read meets it, else 412 and
+    /// [`Event::PreconditionFailed`]; every applied `PUT` answers its new
+    /// `ETag: "v<seq>"`, and a `HEAD` or `GET` the current one (404 for an
+    /// object that does not exist). Paths are objects (the query ignored);
+    /// a `DELETE` removes only its own path.
+    pub fn start_conditional() -> Backend {
+        Self::start_with(None, true)
     }
 
     /// The same backend speaking only TLS (HTTP/1.1), with `leaf`'s
@@ -125,10 +146,13 @@ impl Backend {
         .with_single_cert(chain, key)
         .unwrap();
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        Self::start_with(Some(tokio_rustls::TlsAcceptor::from(Arc::new(config))))
+        Self::start_with(
+            Some(tokio_rustls::TlsAcceptor::from(Arc::new(config))),
+            false,
+        )
     }
 
-    fn start_with(tls: Option<tokio_rustls::TlsAcceptor>) -> Backend {
+    fn start_with(tls: Option<tokio_rustls::TlsAcceptor>, conditional: bool) -> Backend {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -142,6 +166,7 @@ impl Backend {
             log: Mutex::default(),
             changed: Condvar::new(),
             released: tokio::sync::watch::Sender::new(HashSet::new()),
+            versions: conditional.then(Mutex::default),
         });
         let accept_state = Arc::clone(&state);
         runtime.spawn(async move {
@@ -311,6 +336,42 @@ impl http_body::Body for SlowBody {
     }
 }
 
+/// Whether an object at `current` (`None`: it does not exist) meets the
+/// request's `If-Match` and `If-None-Match` (RFC 9110 13.1.1, 13.1.2:
+/// strong comparison; without either header, always).
+fn precondition_met(headers: &[(String, String)], current: Option<usize>) -> bool {
+    let tag = current.map(|v| format!("\"v{v}\""));
+    let lists = |name: &str| -> Vec<String> {
+        headers
+            .iter()
+            .filter(|(k, _)| k == name)
+            .flat_map(|(_, v)| v.split(',').map(|t| t.trim().to_owned()))
+            .filter(|t| !t.is_empty())
+            .collect()
+    };
+    let if_match = lists("if-match");
+    if !if_match.is_empty() {
+        let met = match &tag {
+            None => false,
+            Some(tag) => if_match.iter().any(|t| t == "*" || t == tag),
+        };
+        if !met {
+            return false;
+        }
+    }
+    let if_none_match = lists("if-none-match");
+    if !if_none_match.is_empty() {
+        let matched = match &tag {
+            None => false,
+            Some(tag) => if_none_match.iter().any(|t| t == "*" || t == tag),
+        };
+        if matched {
+            return false;
+        }
+    }
+    true
+}
+
 async fn handle(
     state: Arc<BackendState>,
     request: hyper::Request<hyper::body::Incoming>,
@@ -380,14 +441,69 @@ async fn handle(
             Err(_) => break,
         }
     }
-    {
+    let path = parts.uri.path().to_owned();
+    let mut version_header = None;
+    let applied = {
         let mut log = state.log.lock().unwrap();
         log.records[seq].body_len = Some(body_len);
         log.records[seq].body = kept;
         log.records[seq].trailers = trailers;
-        log.events.push(Event::BodyRead(seq));
-    }
+        let applied = match &state.versions {
+            None => true,
+            Some(versions) => {
+                let mut versions = versions.lock().unwrap();
+                let current = versions.get(&path).copied();
+                version_header = current.map(|v| format!("\"v{v}\""));
+                match parts.method.as_str() {
+                    "PUT" | "DELETE" => {
+                        let met = precondition_met(&headers, current);
+                        if met && parts.method == "PUT" {
+                            versions.insert(path.clone(), seq);
+                            version_header = Some(format!("\"v{seq}\""));
+                        } else if met {
+                            versions.remove(&path);
+                            version_header = None;
+                        }
+                        met
+                    }
+                    _ => true,
+                }
+            }
+        };
+        log.events.push(if applied {
+            Event::BodyRead(seq)
+        } else {
+            Event::PreconditionFailed(seq)
+        });
+        applied
+    };
     state.changed.notify_all();
+    if state.versions.is_some() {
+        let status = match parts.method.as_str() {
+            _ if !applied => 412,
+            "HEAD" | "GET" if version_header.is_none() => 404,
+            _ => 200,
+        };
+        let mut builder = hyper::Response::builder().status(status);
+        if let Some(tag) = &version_header {
+            builder = builder.header("etag", tag.as_str());
+        }
+        let echo = serde_json::json!({ "seq": seq, "method": parts.method.as_str() });
+        let body = if parts.method == "HEAD" {
+            String::new()
+        } else {
+            echo.to_string()
+        };
+        let response = builder
+            .header("content-type", "application/json")
+            .body(BackendBody::new(http_body_util::Full::new(Bytes::from(
+                body,
+            ))))
+            .unwrap();
+        state.log.lock().unwrap().events.push(Event::Responded(seq));
+        state.changed.notify_all();
+        return Ok(response);
+    }
 
     if get("x-test-abort").is_some() {
         return Err(std::io::Error::other("aborted on request"));
