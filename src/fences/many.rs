@@ -392,7 +392,7 @@ impl Fences {
                     };
                     return Ok(InFlight {
                         fence,
-                        more: fences.collect(),
+                        more: Some(fences.collect()),
                         token,
                         hold: hold.take(),
                     });

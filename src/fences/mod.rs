@@ -44,7 +44,7 @@
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::pin;
+use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::Poll;
@@ -264,8 +264,10 @@ impl AdmitError {
 pub struct InFlight {
     fence: Arc<Fence>,
     /// The other fences of a request admitted on several keys at once
-    /// ([`Fences::admit_all`]); empty (no allocation) for one key.
-    more: Vec<Arc<Fence>>,
+    /// ([`Fences::admit_all`]); `None` for one key. Boxed: two words,
+    /// where a `Vec` would add three to every request's future and
+    /// response body (moved and copied on every request) for a rare case.
+    more: Option<Box<[Arc<Fence>]>>,
     token: u64,
     /// The claim in a shared store, released after the count above.
     hold: Option<Box<dyn ClaimHold>>,
@@ -297,7 +299,7 @@ impl std::fmt::Debug for InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         leave(&self.fence);
-        for fence in &self.more {
+        for fence in self.more.iter().flatten() {
             leave(fence);
         }
     }
@@ -486,13 +488,7 @@ impl Fences {
             match step {
                 Step::Divert => {
                     drop(fence);
-                    // Boxed, as the other diversions below: rare paths
-                    // whose state would otherwise set the size of every
-                    // admission's future (and of the request's around it).
-                    let keys = [key.to_owned()];
-                    return Box::pin(self.admit_all(&keys, token, client, issuer))
-                        .await
-                        .map_err(|refused| refused.error);
+                    return self.admit_diverted(key, token, client, issuer).await;
                 }
                 Step::Stale(highest) => {
                     return Err(Stale {
@@ -548,6 +544,26 @@ impl Fences {
             // the request's around it), every byte of which is copied.
             Enter::Wait => Box::pin(self.wait_to_enter(key, fence, token, hold)).await,
         }
+    }
+
+    /// A subtree fence exists: `key` is admitted as a request on several
+    /// fences is (`many.rs`). Boxed with everything it holds, as the other
+    /// diversions: a rare path whose state would otherwise set the size of
+    /// every admission's future (and of the request's around it), every
+    /// byte of which is copied.
+    fn admit_diverted<'a>(
+        &'a self,
+        key: &str,
+        token: u64,
+        client: Option<SocketAddr>,
+        issuer: Option<&'a dyn TokenIssuer>,
+    ) -> Pin<Box<dyn Future<Output = Result<InFlight, AdmitError>> + Send + 'a>> {
+        let keys = [key.to_owned()];
+        Box::pin(async move {
+            self.admit_all(&keys, token, client, issuer)
+                .await
+                .map_err(|refused| refused.error)
+        })
     }
 
     /// Step 2's wait, once a first look found a lower token in flight.
@@ -713,7 +729,7 @@ impl Fences {
             state.in_flight += 1;
             return Enter::Decided(Ok(InFlight {
                 fence: Arc::clone(fence),
-                more: Vec::new(),
+                more: None,
                 token,
                 hold: hold.take(),
             }));
