@@ -24,6 +24,8 @@ pub mod rng;
 #[cfg(feature = "gateway")]
 pub mod apache;
 #[cfg(feature = "gateway")]
+pub mod azurite;
+#[cfg(feature = "gateway")]
 mod backend;
 #[cfg(feature = "gateway")]
 mod etcd;
