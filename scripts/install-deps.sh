@@ -77,7 +77,7 @@ if ! "$venv/bin/python" -c 'import gcp_storage_emulator, google.cloud.storage' 2
     'gcp-storage-emulator==2026.7.19' 'google-cloud-storage==3.17.1'
 fi
 
-# The Azure tests (tests/chained_writes.rs): the Azure SDK for Python in the
+# The Azure tests (tests/azure_blob.rs, tests/chained_writes.rs): the Azure SDK for Python in the
 # same environment, and Azurite (Microsoft's Azure Storage emulator, from
 # the npm registry) under target/node; both pinned.
 if ! "$venv/bin/python" -c 'import azure.storage.blob' 2>/dev/null; then
