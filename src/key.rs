@@ -2,7 +2,9 @@
 //!
 //! A fence is kept per *key*. The [`Scope`] says how a request maps to its key:
 //! its whole normalised path, the first N segments of it (one fence per bucket
-//! or folder), or the lock name the client sends in `X-Fencing-Lock`.
+//! or folder), or the lock name the client sends in `X-Fencing-Lock`; and in
+//! the `host+` scopes the request's host before either path key, for stores
+//! that name a bucket or tenant in the host (S3's virtual-hosted style).
 //!
 //! Normalisation exists to defeat alias bypass: `/a/b`, `//a/b`, `/a/./b`,
 //! `/a/x/../b` and `/a/%62` name one object at most backends, so they must share
@@ -18,13 +20,20 @@
 //!
 //! let bucket: Scope = "prefix:1".parse().unwrap();
 //! assert_eq!(bucket.key_for_path("/photos/2024/cat.jpg"), "/photos");
+//!
+//! let virtual_hosted: Scope = "host+path".parse().unwrap();
+//! let host = fencegate::key::normalize_host("MyBucket.s3.amazonaws.com.:443").unwrap();
+//! assert_eq!(virtual_hosted.key_for(Some(&host), "/reports/q3.csv"), "mybucket.s3.amazonaws.com/reports/q3.csv");
 //! ```
 
 use std::fmt;
 use std::num::NonZeroUsize;
 use std::str::FromStr;
 
-use http::header::{HeaderMap, HeaderName};
+use std::borrow::Cow;
+
+use http::header::{HeaderMap, HeaderName, HOST};
+use http::Uri;
 
 /// The header that names the lock in [`Scope::Header`].
 pub const LOCK_HEADER: HeaderName = HeaderName::from_static("x-fencing-lock");
@@ -42,6 +51,22 @@ pub enum PathError {
     /// The percent-decoded path is not UTF-8.
     #[error("the percent-decoded path is not UTF-8")]
     NotUtf8,
+}
+
+/// Why a request's host cannot be part of a fence key in the `host+`
+/// scopes. Answered with 400 `invalid_path`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum HostError {
+    /// Neither the request target nor a `Host` header names a host.
+    #[error("the request names no host (an absolute target, Host or :authority), which the host+ scopes key on")]
+    Missing,
+    /// `Host` appears more than once.
+    #[error("Host appears more than once")]
+    Repeated,
+    /// Not a reg-name, IPv4 address or bracketed IPv6 address, with an
+    /// optional numeric port.
+    #[error("the request's host is not a valid host[:port]")]
+    Malformed,
 }
 
 /// Why an `X-Fencing-Lock` header was refused. Answered with 400
@@ -69,26 +94,37 @@ pub enum Scope {
     Prefix(NonZeroUsize),
     /// One fence per value of `X-Fencing-Lock`.
     Header,
+    /// One fence per host and normalised path (`host+path`): the host
+    /// followed by the key of [`Scope::Path`].
+    HostPath,
+    /// One fence per host and first N segments (`host+prefix:N`): the host
+    /// followed by the key of [`Scope::Prefix`].
+    HostPrefix(NonZeroUsize),
 }
 
-/// A `--scope` value that is not `path`, `prefix:N` (N >= 1) or `header`.
+/// A `--scope` value that is not one of the scopes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid scope {0:?}: expected 'path', 'prefix:N' with N >= 1, or 'header'")]
+#[error("invalid scope {0:?}: expected 'path', 'prefix:N' with N >= 1, 'header', 'host+path' or 'host+prefix:N'")]
 pub struct ScopeParseError(String);
 
 impl FromStr for Scope {
     type Err = ScopeParseError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "path" => Ok(Scope::Path),
-            "header" => Ok(Scope::Header),
-            _ => s
-                .strip_prefix("prefix:")
-                .and_then(|n| n.parse::<NonZeroUsize>().ok())
-                .map(Scope::Prefix)
-                .ok_or_else(|| ScopeParseError(s.to_owned())),
-        }
+        let prefix = |n: &str| n.parse::<NonZeroUsize>().ok();
+        let scope = match s {
+            "path" => Some(Scope::Path),
+            "header" => Some(Scope::Header),
+            "host+path" => Some(Scope::HostPath),
+            _ => match s.strip_prefix("host+prefix:") {
+                Some(n) => prefix(n).map(Scope::HostPrefix),
+                None => s
+                    .strip_prefix("prefix:")
+                    .and_then(prefix)
+                    .map(Scope::Prefix),
+            },
+        };
+        scope.ok_or_else(|| ScopeParseError(s.to_owned()))
     }
 }
 
@@ -98,27 +134,60 @@ impl fmt::Display for Scope {
             Scope::Path => f.write_str("path"),
             Scope::Prefix(n) => write!(f, "prefix:{n}"),
             Scope::Header => f.write_str("header"),
+            Scope::HostPath => f.write_str("host+path"),
+            Scope::HostPrefix(n) => write!(f, "host+prefix:{n}"),
         }
     }
 }
 
 impl Scope {
+    /// Whether keys start with the request's host (the `host+` scopes).
+    pub fn has_host(self) -> bool {
+        matches!(self, Scope::HostPath | Scope::HostPrefix(_))
+    }
+
+    /// The scope of a key's path part: `path` for `host+path`,
+    /// `prefix:N` for `host+prefix:N`, the scope itself otherwise.
+    pub fn path_scope(self) -> Scope {
+        match self {
+            Scope::HostPath => Scope::Path,
+            Scope::HostPrefix(n) => Scope::Prefix(n),
+            other => other,
+        }
+    }
+
+    /// The key of a request to `host` (normalised by [`normalize_host`];
+    /// used in the `host+` scopes only) for an already normalised path.
+    pub fn key_for(&self, host: Option<&str>, normalized: &str) -> String {
+        match host.filter(|_| self.has_host()) {
+            Some(host) => {
+                let path = self.key_for_path(normalized);
+                let mut key = String::with_capacity(host.len() + path.len());
+                key.push_str(host);
+                key.push_str(&path);
+                key
+            }
+            None => self.key_for_path(normalized),
+        }
+    }
+
     /// [`key_for_path`](Self::key_for_path) for a path the caller owns:
     /// no copy in `path` scope.
     pub(crate) fn into_key(self, normalized: String) -> String {
         match self {
             Scope::Path | Scope::Header => normalized,
-            Scope::Prefix(_) => self.key_for_path(&normalized),
+            _ => self.key_for_path(&normalized),
         }
     }
 
-    /// The key for an already normalised path in `path` and `prefix:N` scope.
-    /// In `header` scope the key is the lock name instead; this returns the
-    /// path unchanged.
+    /// The key for an already normalised path in `path` and `prefix:N`
+    /// scope, and its path part in the `host+` scopes
+    /// ([`key_for`](Self::key_for) adds the host). In `header` scope the
+    /// key is the lock name instead; this returns the path unchanged.
     pub fn key_for_path(&self, normalized: &str) -> String {
-        match self {
-            Scope::Path | Scope::Header => normalized.to_owned(),
-            Scope::Prefix(n) => {
+        match self.path_scope() {
+            Scope::Path | Scope::Header | Scope::HostPath => normalized.to_owned(),
+            Scope::Prefix(n) | Scope::HostPrefix(n) => {
                 // Segment i ends at the (i+1)-th '/' after the leading one.
                 let end = normalized
                     .match_indices('/')
@@ -180,6 +249,101 @@ fn normalize_general(raw: &str) -> Result<String, PathError> {
     Ok(key)
 }
 
+/// The request's host, normalised for a fence key: the target's authority
+/// for a request in absolute form or over HTTP/2 (`:authority`), else the
+/// `Host` header.
+pub fn request_host(uri: &Uri, headers: &HeaderMap) -> Result<String, HostError> {
+    if let Some(authority) = uri.authority() {
+        return normalize_host(authority.as_str());
+    }
+    let mut values = headers.get_all(HOST).iter();
+    let value = values.next().ok_or(HostError::Missing)?;
+    if values.next().is_some() {
+        return Err(HostError::Repeated);
+    }
+    normalize_host(value.to_str().map_err(|_| HostError::Malformed)?)
+}
+
+/// A host (`host[:port]`, user info dropped) as the `host+` scopes key on
+/// it: lowercased, without a trailing `.`, without port 80 or 443 (either
+/// default), any other port kept. The host must be a reg-name (letters,
+/// digits and `-._~!$&'()*+,;=`, percent escapes), an IPv4 address or a
+/// bracketed IPv6 address (RFC 3986).
+///
+/// ```
+/// use fencegate::key::normalize_host;
+/// assert_eq!(normalize_host("Bucket.S3.Amazonaws.COM.").unwrap(), "bucket.s3.amazonaws.com");
+/// assert_eq!(normalize_host("gw:80").unwrap(), "gw");
+/// assert_eq!(normalize_host("gw:8080").unwrap(), "gw:8080");
+/// assert_eq!(normalize_host("[::1]:443").unwrap(), "[::1]");
+/// assert!(normalize_host("a/b").is_err() && normalize_host("").is_err() && normalize_host("h:x").is_err());
+/// ```
+pub fn normalize_host(raw: &str) -> Result<String, HostError> {
+    let authority = raw.rsplit('@').next().unwrap_or(raw);
+    let (host, port) = if authority.starts_with('[') {
+        let end = authority.find(']').ok_or(HostError::Malformed)?;
+        let (host, rest) = authority.split_at(end + 1);
+        let inner = &host[1..host.len() - 1];
+        let ipv6 = !inner.is_empty()
+            && inner
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.');
+        if !ipv6 {
+            return Err(HostError::Malformed);
+        }
+        match rest {
+            "" => (host, None),
+            _ => (
+                host,
+                Some(rest.strip_prefix(':').ok_or(HostError::Malformed)?),
+            ),
+        }
+    } else {
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        };
+        let host = host.strip_suffix('.').unwrap_or(host);
+        let reg_name = !host.is_empty()
+            && host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=%".contains(&b));
+        if !reg_name {
+            return Err(HostError::Malformed);
+        }
+        (host, port)
+    };
+    let port = match port {
+        None => None,
+        Some(port) => {
+            let number: u16 = port
+                .parse()
+                .ok()
+                .filter(|_| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()))
+                .ok_or(HostError::Malformed)?;
+            (number != 80 && number != 443).then_some(number)
+        }
+    };
+    let mut key = host.to_ascii_lowercase();
+    if let Some(port) = port {
+        key.push(':');
+        key.push_str(&port.to_string());
+    }
+    Ok(key)
+}
+
+/// A key's host part (empty for a key of the path scopes, which starts
+/// with `/`) and its path part.
+fn split_host(key: &str) -> (&str, &str) {
+    if key.starts_with('/') {
+        return ("", key);
+    }
+    match key.find('/') {
+        Some(i) => key.split_at(i),
+        None => (key, ""),
+    }
+}
+
 /// The fence key of everything strictly *under* the normalised `path`: the
 /// fence a write that acts on a whole collection (a WebDAV `DELETE` of a
 /// folder) raises, so that no lower token may change anything below it
@@ -202,24 +366,34 @@ pub fn subtree_key(path: &str) -> String {
     key
 }
 
-/// The path whose subtree `key` fences, if it is a [`subtree_key`].
+/// The path whose subtree `key` fences, if it is a [`subtree_key`] (in the
+/// `host+` scopes, the host followed by one: `host//` fences everything
+/// under the host's root `host/`).
 pub fn subtree_path(key: &str) -> Option<&str> {
-    if key == "//" {
-        return Some("/");
+    let (host, path) = split_host(key);
+    if path == "//" {
+        return Some(&key[..host.len() + 1]);
     }
-    (key.len() > 1 && key.ends_with('/')).then(|| &key[..key.len() - 1])
+    (path.len() > 1 && path.ends_with('/')).then(|| &key[..key.len() - 1])
 }
 
 /// The subtree keys that cover `key` (an object's or a subtree's), from the
-/// root down: for `/a/b` (or `/a/b/`), `//` and `/a/`. The root object `/`
-/// and the root subtree `//` have none.
-pub fn covering_subtrees(key: &str) -> impl Iterator<Item = &str> {
-    let path = subtree_path(key).unwrap_or(key);
+/// root down: for `/a/b` (or `/a/b/`), `//` and `/a/`; for `h/a/b`, `h//`
+/// and `h/a/`. The root object (`/`, `h/`) and the root subtree (`//`,
+/// `h//`) have none.
+pub fn covering_subtrees(key: &str) -> impl Iterator<Item = Cow<'_, str>> {
+    let (host, _) = split_host(key);
+    let whole = subtree_path(key).unwrap_or(key);
+    let path = &whole[host.len()..];
     let last = path.len().saturating_sub(1);
     path.match_indices('/')
         .map(|(i, _)| i)
         .filter(move |&i| i < last)
-        .map(move |i| if i == 0 { "//" } else { &path[..=i] })
+        .map(move |i| match (i, host) {
+            (0, "") => Cow::Borrowed("//"),
+            (0, host) => Cow::Owned(format!("{host}//")),
+            (i, host) => Cow::Borrowed(&whole[..host.len() + i + 1]),
+        })
 }
 
 /// Whether `key` is a fence key that requests can map to in `scope`: in
@@ -228,6 +402,15 @@ pub fn covering_subtrees(key: &str) -> impl Iterator<Item = &str> {
 /// writes): a key that no request maps to would be a fence that fences
 /// nothing, so it is refused with what is wrong.
 pub fn check_key(key: &str, scope: Scope) -> Result<(), String> {
+    if scope.has_host() {
+        let (host, path) = split_host(key);
+        if host.is_empty() || normalize_host(host).ok().as_deref() != Some(host) {
+            return Err(format!(
+                "in scope {scope} a key is a normalised host (lowercase, no default port) followed by a path: {key:?}"
+            ));
+        }
+        return check_key(path, scope.path_scope());
+    }
     match scope {
         Scope::Header => {
             let printable = key.bytes().all(|b| (0x20..=0x7e).contains(&b));
@@ -238,7 +421,7 @@ pub fn check_key(key: &str, scope: Scope) -> Result<(), String> {
             }
             Ok(())
         }
-        Scope::Path | Scope::Prefix(_) => {
+        Scope::Path | Scope::Prefix(_) | Scope::HostPath | Scope::HostPrefix(_) => {
             // A subtree's fence (left by a collection write) is named by its
             // path with a `/` appended: an operator may need to lower it.
             let subtree = subtree_path(key);
@@ -397,6 +580,86 @@ mod tests {
         assert_eq!(p2.key_for_path("/"), "/");
         let p1: Scope = "prefix:1".parse().unwrap();
         assert_eq!(p1.key_for_path("/bucket/k"), "/bucket");
+    }
+
+    #[test]
+    fn host_scopes() {
+        let hp: Scope = "host+path".parse().unwrap();
+        let hp1: Scope = "host+prefix:1".parse().unwrap();
+        assert_eq!(
+            (hp.to_string(), hp1.to_string()),
+            ("host+path".into(), "host+prefix:1".into())
+        );
+        for bad in [
+            "host+",
+            "host+prefix:0",
+            "host+header",
+            "Host+path",
+            "host+prefix",
+        ] {
+            assert!(bad.parse::<Scope>().is_err(), "{bad}");
+        }
+        assert_eq!(hp.key_for(Some("a.s3"), "/k/x"), "a.s3/k/x");
+        assert_eq!(hp1.key_for(Some("a.s3"), "/k/x"), "a.s3/k");
+        assert_eq!(hp1.key_for(Some("a.s3"), "/"), "a.s3/");
+        // Case, a trailing dot and the default ports fold; user info and
+        // other ports do not split or merge hosts wrongly.
+        for same in [
+            "A.S3",
+            "a.s3.",
+            "a.s3:80",
+            "a.s3:443",
+            "u@a.s3",
+            "A.S3.:443",
+        ] {
+            assert_eq!(normalize_host(same).unwrap(), "a.s3", "{same}");
+        }
+        assert_eq!(normalize_host("a.s3:8080").unwrap(), "a.s3:8080");
+        assert_eq!(normalize_host("10.0.0.1:9000").unwrap(), "10.0.0.1:9000");
+        assert_eq!(normalize_host("[FE80::1]").unwrap(), "[fe80::1]");
+        for bad in [
+            "", ".", ":80", "a b", "a/b", "a:", "a:99999", "a:8x", "[zz]", "[::1", "[::1]x", "a\\b",
+        ] {
+            assert!(normalize_host(bad).is_err(), "{bad:?}");
+        }
+        // Subtree keys carry the host too, and the host's root is no subtree.
+        assert_eq!(subtree_path("h/a/"), Some("h/a"));
+        assert_eq!(subtree_path("h//"), Some("h/"));
+        assert_eq!(subtree_path("h/"), None);
+        assert_eq!(subtree_path("h/a"), None);
+        let above: Vec<_> = covering_subtrees("h/a/b").collect();
+        assert_eq!(above, ["h//", "h/a/"]);
+        let above: Vec<_> = covering_subtrees("h/a/b/").collect();
+        assert_eq!(above, ["h//", "h/a/"]);
+        assert_eq!(covering_subtrees("h/").count(), 0);
+        assert_eq!(covering_subtrees("h//").count(), 0);
+        assert_eq!(covering_subtrees("h:81/a").collect::<Vec<_>>(), ["h:81//"]);
+        // Admin keys: a normalised host, then a key of the path scope.
+        assert!(check_key("a.s3/k/x", hp).is_ok());
+        assert!(check_key("a.s3/k/", hp).is_ok());
+        assert!(check_key("a.s3//", hp).is_ok());
+        assert!(check_key("a.s3/k", hp1).is_ok());
+        assert!(check_key("a.s3/k/x", hp1).is_err());
+        for bad in ["/k/x", "A.S3/k", "a.s3:80/k", "a.s3", "a.s3/k//x", "/"] {
+            assert!(check_key(bad, hp).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn request_hosts() {
+        let mut headers = HeaderMap::new();
+        let origin: Uri = "/k".parse().unwrap();
+        assert_eq!(request_host(&origin, &headers), Err(HostError::Missing));
+        headers.insert(HOST, "Bucket.Example:80".parse().unwrap());
+        assert_eq!(request_host(&origin, &headers).unwrap(), "bucket.example");
+        // An absolute target (proxy form, HTTP/2's :authority) wins.
+        let absolute: Uri = "http://other.example:8080/k".parse().unwrap();
+        assert_eq!(
+            request_host(&absolute, &headers).unwrap(),
+            "other.example:8080"
+        );
+        headers.append(HOST, "x".parse().unwrap());
+        assert_eq!(request_host(&origin, &headers), Err(HostError::Repeated));
     }
 
     #[test]

@@ -48,7 +48,7 @@
 use http::header::{HeaderName, CONTENT_TYPE, HOST};
 use http::{HeaderMap, Method, Request, Uri};
 
-use crate::key::{normalize_path, subtree_key, PathError, Scope};
+use crate::key::{normalize_path, request_host, subtree_key, HostError, PathError, Scope};
 
 /// The header naming the target of a WebDAV `COPY` or `MOVE`.
 pub const DESTINATION: HeaderName = HeaderName::from_static("destination");
@@ -87,6 +87,10 @@ pub enum ReachError {
     /// normalise: 400 `invalid_path`.
     #[error(transparent)]
     Path(#[from] PathError),
+    /// In the `host+` scopes, the request names no valid host: 400
+    /// `invalid_path`.
+    #[error(transparent)]
+    Host(#[from] HostError),
     /// 400 `unfenceable_write`.
     #[error(transparent)]
     Unfenceable(#[from] Unfenceable),
@@ -143,6 +147,13 @@ pub fn reach<B>(
         method.as_str(),
         "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PROPFIND"
     );
+    // In the `host+` scopes every key below is made in path space, then
+    // given the request's host: a `Destination` on another authority is
+    // refused (`destination`), so every key of a request shares its host.
+    let host = match rules.scope.has_host() {
+        true => Some(request_host(uri, headers)?),
+        false => None,
+    };
     let own = match gcs_objects(uri, write)? {
         Some(GcsObjects { object, copy_to }) => {
             if let Some(destination) = copy_to {
@@ -154,10 +165,12 @@ pub fn reach<B>(
     };
     let subtree = |path: &str| -> Option<String> {
         let applies = !rules.flat_keys
-            && match rules.scope {
-                Scope::Path => true,
+            && match rules.scope.path_scope() {
+                Scope::Path | Scope::HostPath => true,
                 // Only a path shorter than the prefix has keys under it.
-                Scope::Prefix(n) => path.matches('/').count() < n.get() || path == "/",
+                Scope::Prefix(n) | Scope::HostPrefix(n) => {
+                    path.matches('/').count() < n.get() || path == "/"
+                }
                 Scope::Header => false,
             };
         applies.then(|| subtree_key(path))
@@ -193,12 +206,13 @@ pub fn reach<B>(
                 let path = normalize_decoded(&format!("{base}/{object}"))?;
                 keys.push(rules.scope.key_for_path(&path));
             }
-            keys.sort_unstable();
-            keys.dedup();
-            return Ok(Reached {
-                key: rules.scope.key_for_path(&own),
-                keys,
-            });
+            return Ok(with_host(
+                host.as_deref(),
+                Reached {
+                    key: rules.scope.key_for_path(&own),
+                    keys,
+                },
+            ));
         }
         "POST" if is_form_upload(headers, &own) => {
             return Err(Unfenceable(
@@ -215,9 +229,20 @@ pub fn reach<B>(
     }
     let key = rules.scope.key_for_path(&own);
     keys.push(key.clone());
-    keys.sort_unstable();
-    keys.dedup();
-    Ok(Reached { key, keys })
+    Ok(with_host(host.as_deref(), Reached { key, keys }))
+}
+
+/// `reached`, its keys (in path space) given `host` in front if there is
+/// one, sorted and without repeats.
+fn with_host(host: Option<&str>, mut reached: Reached) -> Reached {
+    if let Some(host) = host {
+        let prefixed = |key: &mut String| key.insert_str(0, host);
+        prefixed(&mut reached.key);
+        reached.keys.iter_mut().for_each(prefixed);
+    }
+    reached.keys.sort_unstable();
+    reached.keys.dedup();
+    reached
 }
 
 /// Whether `request` is an S3 `DeleteObjects` (`POST /bucket?delete`),
@@ -545,6 +570,52 @@ mod tests {
         scope: Scope::Path,
         flat_keys: false,
     };
+
+    #[test]
+    fn in_host_scopes_every_key_carries_the_request_host() {
+        let host_path = Rules {
+            scope: Scope::HostPath,
+            flat_keys: false,
+        };
+        let found = keys(
+            "DELETE",
+            "/dav/dir",
+            &[("host", "Tenant-A.example")],
+            host_path,
+        );
+        assert_eq!(
+            found.unwrap(),
+            ["tenant-a.example/dav/dir", "tenant-a.example/dav/dir/"]
+        );
+        let found = keys(
+            "MOVE",
+            "/dav/a",
+            &[
+                ("host", "t.example:8080"),
+                ("destination", "http://T.example:8080/dav/b"),
+            ],
+            host_path,
+        );
+        assert_eq!(
+            found.unwrap(),
+            [
+                "t.example:8080/dav/a",
+                "t.example:8080/dav/a/",
+                "t.example:8080/dav/b",
+                "t.example:8080/dav/b/",
+            ]
+        );
+        assert!(matches!(
+            keys("DELETE", "/dav/dir", &[], host_path),
+            Err(ReachError::Host(HostError::Missing))
+        ));
+        let bucket = Rules {
+            scope: "host+prefix:1".parse().unwrap(),
+            flat_keys: false,
+        };
+        let found = keys("DELETE", "/", &[("host", "b.s3")], bucket);
+        assert_eq!(found.unwrap(), ["b.s3/", "b.s3//"]);
+    }
 
     #[test]
     fn destinations_normalise_like_paths() {

@@ -892,3 +892,36 @@ fn a_stale_move_onto_a_key_fenced_at_another_instance_is_refused() {
     assert!(wait_until(HANG_GUARD, || a.fence("/m/a") == Some(61)));
     assert_eq!(a.put("/m/a", 60).status, 409);
 }
+
+#[test]
+fn host_scoped_fences_are_shared_per_host_with_their_subtrees() {
+    let backend = Backend::start();
+    let scope = ["--scope", "host+path"];
+    let a = instance(cluster(), &backend, "/t-host/", "a", &scope);
+    let b = instance(cluster(), &backend, "/t-host/", "b", &scope);
+    let put = |gw: &Gateway, host: &str, target: &str, token: u64| {
+        gw.req(
+            "PUT",
+            target,
+            &[("Host", host), ("X-Fencing-Token", &token.to_string())],
+            b"data",
+        )
+    };
+    assert_eq!(put(&a, "a.s3", "/dir/x", 10).status, 200);
+    put(&b, "A.S3.", "/dir/x", 9).assert_gateway_error(409, "stale_token");
+    // Another host, the same path: a fence of its own.
+    assert_eq!(put(&b, "b.s3", "/dir/x", 1).status, 200);
+    // A collection DELETE through B fences everything under the host's
+    // /dir on A as well, and nothing under another host's.
+    let deleted = b.req(
+        "DELETE",
+        "/dir",
+        &[("Host", "a.s3"), ("X-Fencing-Token", "11")],
+        b"",
+    );
+    assert_eq!(deleted.status, 200, "{}", deleted.text());
+    assert!(wait_until(HANG_GUARD, || a.fence("a.s3/dir/") == Some(11)));
+    put(&a, "a.s3", "/dir/y", 10).assert_gateway_error(409, "stale_token");
+    assert_eq!(put(&a, "b.s3", "/dir/y", 2).status, 200);
+    assert_eq!(tokens_at(&backend, "/dir/x"), vec![10, 1]);
+}

@@ -24,7 +24,7 @@ use fencegate::admin_input::{
     audit_limit, fence_key, write_key, DeleteFence, ListQuery, PutFence, DEFAULT_AUDIT_LIMIT,
     DEFAULT_LIST_LIMIT, MAX_REASON,
 };
-use fencegate::key::{lock_name_from_headers, normalize_path, subtree_path};
+use fencegate::key::{lock_name_from_headers, normalize_host, normalize_path, subtree_path};
 use fencegate::{Fences, Scope};
 use libfuzzer_sys::fuzz_target;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
@@ -38,9 +38,12 @@ fuzz_target!(|input: &[u8]| {
     let [route, scope, highest, rest @ ..] = input else {
         return;
     };
-    let scope = match scope % 3 {
+    let two = std::num::NonZeroUsize::MIN.saturating_add(1);
+    let scope = match scope % 5 {
         0 => Scope::Path,
-        1 => Scope::Prefix(std::num::NonZeroUsize::MIN.saturating_add(1)),
+        1 => Scope::Prefix(two),
+        2 => Scope::HostPath,
+        3 => Scope::HostPrefix(two),
         _ => Scope::Header,
     };
     let (target, body) = match rest.iter().position(|b| *b == 0xff) {
@@ -74,6 +77,18 @@ fn lookup_key(encoded: &str) {
 /// Whether a request maps to `key` in `scope`, asked of the data plane's
 /// own functions.
 fn reachable(key: &str, scope: Scope) -> bool {
+    if scope.has_host() {
+        // A host as the data plane normalises it, then a key of the path
+        // scopes.
+        return match key.find('/') {
+            Some(at) if at > 0 => {
+                let (host, path) = key.split_at(at);
+                normalize_host(host).ok().as_deref() == Some(host)
+                    && reachable(path, scope.path_scope())
+            }
+            _ => false,
+        };
+    }
     match scope {
         Scope::Header => {
             let mut headers = http::HeaderMap::new();
@@ -83,7 +98,7 @@ fn reachable(key: &str, scope: Scope) -> bool {
             headers.insert("x-fencing-lock", value);
             lock_name_from_headers(&headers).as_deref() == Ok(key)
         }
-        Scope::Path | Scope::Prefix(_) => match subtree_path(key) {
+        _ => match subtree_path(key) {
             // A collection write's fence: its path's, where the scope gives
             // the collection's members keys of their own.
             Some(path) => {

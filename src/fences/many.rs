@@ -509,7 +509,7 @@ impl Fences {
         };
         for (key, _) in targets {
             for above in covering_subtrees(key) {
-                watch(above, &mut members);
+                watch(&above, &mut members);
             }
             if subtree_path(key).is_some() {
                 let keys = self.keys_under(key);
@@ -754,9 +754,9 @@ mod tests {
 
     #[test]
     fn covering_subtrees_from_the_root_down() {
-        let above: Vec<&str> = covering_subtrees("/a/b/c").collect();
+        let above: Vec<_> = covering_subtrees("/a/b/c").collect();
         assert_eq!(above, ["//", "/a/", "/a/b/"]);
-        let above: Vec<&str> = covering_subtrees("/a/b/").collect();
+        let above: Vec<_> = covering_subtrees("/a/b/").collect();
         assert_eq!(above, ["//", "/a/"]);
         assert_eq!(covering_subtrees("/").count(), 0);
         assert_eq!(covering_subtrees("//").count(), 0);

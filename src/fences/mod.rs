@@ -399,10 +399,13 @@ impl Fences {
     /// ([`crate::chain`]): a version observed before this read may be used
     /// by a write with a token at least this.
     pub async fn shared_highest(&self, key: &str) -> Result<Option<u64>, StoreError> {
+        let above: Vec<_> = if self.subtree_scope() {
+            crate::key::covering_subtrees(key).collect()
+        } else {
+            Vec::new()
+        };
         let mut keys = vec![key];
-        if self.subtree_scope() {
-            keys.extend(crate::key::covering_subtrees(key));
-        }
+        keys.extend(above.iter().map(|subtree| &**subtree));
         let highests = self.inner.store.read_highests(&keys).await?;
         Ok(highests.into_iter().flatten().max())
     }

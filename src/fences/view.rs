@@ -93,7 +93,7 @@ impl FenceView {
             return;
         }
         for subtree in covering_subtrees(key) {
-            wake(subtree);
+            wake(&subtree);
         }
         if subtree_path(key).is_some() {
             fences.wake_under(key);

@@ -12,7 +12,7 @@ use super::config::Config;
 use super::future::{refusal_response, ResponseFuture};
 use crate::fences::{AdmitError, Fences};
 use crate::issuer::IssuerError;
-use crate::key::{lock_name_from_headers, normalize_path, Scope};
+use crate::key::{lock_name_from_headers, normalize_path, request_host, Scope};
 use crate::reach::{self, ReachError};
 use crate::refusal::Refusal;
 use crate::store::{Lease, MAX_SHARED_KEYS};
@@ -101,10 +101,7 @@ impl<S> Fencing<S> {
             )) => (Some(key), Some(token)),
             Ok(Decision::Pass) => {
                 if self.config.is_write(request.method()) {
-                    let key = normalize_path(request.uri().path())
-                        .ok()
-                        .map(|path| self.config.scope.into_key(path));
-                    (key, None)
+                    (self.path_key(request).ok(), None)
                 } else {
                     (None, None)
                 }
@@ -112,6 +109,23 @@ impl<S> Fencing<S> {
             Err(Refusal::MissingToken { resource }) => (Some(resource), None),
             Err(_) => (None, None),
         }
+    }
+
+    /// The request's own key in the path scopes: its normalised path's key,
+    /// and in the `host+` scopes its host in front.
+    fn path_key<B>(&self, request: &Request<B>) -> Result<String, Refusal> {
+        let scope = self.config.scope;
+        let path = normalize_path(request.uri().path()).map_err(|e| Refusal::InvalidPath {
+            detail: e.to_string(),
+        })?;
+        if !scope.has_host() {
+            return Ok(scope.into_key(path));
+        }
+        let host =
+            request_host(request.uri(), request.headers()).map_err(|e| Refusal::InvalidPath {
+                detail: e.to_string(),
+            })?;
+        Ok(scope.key_for(Some(&host), &path))
     }
 
     /// Everything but admission, in the contract's order: token syntax and
@@ -141,10 +155,10 @@ impl<S> Fencing<S> {
             (Scope::Header, None) => lock_name_from_headers(headers).ok(),
             _ => None,
         };
-        let path = normalize_path(request.uri().path()).map_err(|e| Refusal::InvalidPath {
-            detail: e.to_string(),
-        })?;
-        let key = lock_name.unwrap_or_else(|| config.scope.into_key(path));
+        let key = match lock_name {
+            Some(lock_name) => lock_name,
+            None => self.path_key(request)?,
+        };
         let Some(token) = token else {
             return if config.allow_unfenced_writes {
                 Ok(Decision::Pass)
@@ -162,6 +176,9 @@ impl<S> Fencing<S> {
         let reached = reach::reach(request, &rules, request.extensions().get()).map_err(
             |error| match error {
                 ReachError::Path(e) => Refusal::InvalidPath {
+                    detail: e.to_string(),
+                },
+                ReachError::Host(e) => Refusal::InvalidPath {
                     detail: e.to_string(),
                 },
                 ReachError::Unfenceable(e) => Refusal::Unfenceable { detail: e.0 },

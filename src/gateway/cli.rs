@@ -135,12 +135,13 @@ pub struct Cli {
     )]
     pub token_header: HeaderName,
 
-    /// How a request maps to its fence: `path`, `prefix:N` or `header` (X-Fencing-Lock).
+    /// How a request maps to its fence: `path`, `prefix:N`, `header` (X-Fencing-Lock), or
+    /// `host+path` and `host+prefix:N` (the request's host first: S3 virtual-hosted style).
     #[arg(
         long,
         env = "FENCEGATE_SCOPE",
         default_value = "path",
-        value_name = "path|prefix:N|header"
+        value_name = "path|prefix:N|header|host+path|host+prefix:N"
     )]
     pub scope: Scope,
 

@@ -1,5 +1,6 @@
 //! Claims, committed many to an etcd transaction (group commit).
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 
 use tokio::task::JoinSet;
@@ -322,7 +323,7 @@ impl Shared {
 
     /// The subtree keys above `key` whose fences a claim of it must not
     /// pass (none unless keys shaped like subtree keys are subtrees here).
-    pub(super) fn subtrees_above<'k>(&self, key: &'k str) -> Vec<&'k str> {
+    pub(super) fn subtrees_above<'k>(&self, key: &'k str) -> Vec<Cow<'k, str>> {
         if !self.subtrees.load(Ordering::SeqCst) {
             return Vec::new();
         }
@@ -440,7 +441,7 @@ impl Shared {
                 watched.push((self.layout.highest(key), None));
             }
             for above in self.subtrees_above(key) {
-                watched.push((self.layout.highest(above), None));
+                watched.push((self.layout.highest(&above), None));
             }
         }
         watched.sort();

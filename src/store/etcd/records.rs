@@ -285,7 +285,7 @@ impl ClaimHold for Hold {
                     .shared
                     .subtrees_above(&self.key)
                     .into_iter()
-                    .any(|subtree| replica.blocks(subtree, self.token, &self.holder, revision))
+                    .any(|subtree| replica.blocks(&subtree, self.token, &self.holder, revision))
         })
     }
 
