@@ -122,6 +122,42 @@ fn boto3_through_the_gateway_to_s3_over_tls_with_a_stale_write_refused() {
     );
 }
 
+/// The AWS SDKs' default addressing, virtual-hosted style
+/// (`bucket.s3.region.amazonaws.com/key`), with the gateway as boto3's HTTP
+/// proxy and `--scope host+path`: each bucket has its own fences, so a
+/// lower token of another bucket's lock on the same key is no stale write.
+#[test]
+fn boto3_in_virtual_hosted_style_fences_per_bucket() {
+    let ca = TestCa::new("s3-virtual");
+    let (_moto, port) = start_moto(&ca);
+    let upstream = format!("https://localhost:{port}");
+    let ca_file = ca.cert_path().display().to_string();
+    let gw = Gateway::start(&[
+        "--upstream",
+        &upstream,
+        "--upstream-ca",
+        &ca_file,
+        "--upstream-timeout",
+        "20",
+        "--scope",
+        "host+path",
+        "--flat-keys",
+    ]);
+    let result = run_client(&gw, "virtual");
+    assert_eq!(result["stale_write"], 409, "{result}");
+    assert_eq!(result["stored"], "written by client 2", "{result}");
+    assert_eq!(result["other_bucket"], "accepted", "{result}");
+    assert_eq!(result["multipart_holder"], "ok", "{result}");
+    let host = "fenced-virtual.s3.us-east-1.amazonaws.com";
+    assert_eq!(gw.fence(&format!("{host}/report.csv")), Some(34));
+    assert_eq!(gw.fence(&format!("{host}/big-holder.bin")), Some(34));
+    assert_eq!(
+        gw.fence("fenced-virtual-b.s3.us-east-1.amazonaws.com/report.csv"),
+        Some(5)
+    );
+    assert_eq!(gw.fence("/fenced-virtual/report.csv"), None);
+}
+
 /// rclone (`scripts/install-deps.sh` installs it) with its S3 backend, the
 /// gateway as endpoint. Runs `rclone ARGS...` with the remote `gw:` and
 /// returns whether it exited 0, and its stdout and stderr.

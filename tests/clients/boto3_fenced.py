@@ -8,6 +8,9 @@ Usage: boto3_fenced.py GATEWAY_URL MODE
   MODE proxy:    the gateway is the HTTP proxy of http://s3.us-east-1.amazonaws.com
                  (the client signs for the real endpoint's host; the gateway
                  carries the request to its --upstream over TLS)
+  MODE virtual:  as proxy, in the SDK's default virtual-hosted style
+                 (bucket.s3.us-east-1.amazonaws.com/key; the gateway runs with
+                 --scope host+path, so each bucket has its own fences)
 Prints one JSON object with what happened; exits 0 if every step went as
 fencing says it must.
 """
@@ -73,7 +76,7 @@ def client(gateway, mode, holder):
         s3 = boto3.client("s3", endpoint_url=gateway, config=config, **common)
     else:
         config = botocore.config.Config(
-            s3={"addressing_style": "path"},
+            s3={"addressing_style": "virtual" if mode == "virtual" else "path"},
             proxies={"http": gateway},
             retries={"max_attempts": 1},
         )
@@ -113,6 +116,19 @@ def main():
         result["stale_write"] = "accepted"
     except ClientError as error:
         result["stale_write"] = error.response["ResponseMetadata"]["HTTPStatusCode"]
+
+    if mode == "virtual":
+        # Another bucket's object of the same key, by another lock whose
+        # tokens are lower: a fence of its own.
+        other = f"{bucket}-b"
+        holder.token = 1
+        s3.create_bucket(Bucket=other)
+        holder.token = 5
+        try:
+            s3.put_object(Bucket=other, Key="report.csv", Body=b"bucket b")
+            result["other_bucket"] = "accepted"
+        except ClientError as error:
+            result["other_bucket"] = error.response["ResponseMetadata"]["HTTPStatusCode"]
 
     holder.token = None
     body = s3.get_object(Bucket=bucket, Key="report.csv")["Body"].read().decode()
