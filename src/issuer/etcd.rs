@@ -5,9 +5,9 @@
 
 use std::sync::Arc;
 
+use super::access::{Access, IssuerUrlError};
 use super::cached::AskFuture;
-use super::url::Access;
-use super::{BoundSource, IssuerUrlError};
+use super::BoundSource;
 use crate::client_tls::{ClientTls, TlsError};
 use crate::etcd_http::{b64, int, Client};
 
@@ -40,7 +40,7 @@ impl EtcdRevision {
     pub(crate) fn from_url(url: &str, access: &Access) -> Result<Self, IssuerUrlError> {
         let secure = url.starts_with("etcds://");
         let scheme = if secure { "https" } else { "http" };
-        let endpoints: Vec<String> = super::url::hosts(url)?
+        let endpoints: Vec<String> = super::access::hosts(url)?
             .into_iter()
             .map(|host| format!("{scheme}://{host}"))
             .collect();

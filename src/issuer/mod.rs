@@ -19,6 +19,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 #[cfg(feature = "issuer")]
+mod access;
+#[cfg(feature = "issuer")]
 mod cached;
 #[cfg(feature = "issuer-etcd")]
 pub mod etcd;
@@ -32,11 +34,13 @@ mod url;
 pub mod zookeeper;
 
 #[cfg(feature = "issuer")]
+pub use self::access::{IssuerAccess, IssuerUrlError};
+#[cfg(feature = "issuer")]
 pub use self::cached::{
     AskFuture, BoundSource, CachedIssuer, IssuerCounts, IssuerStats, ASK_TIMEOUT,
 };
 #[cfg(feature = "issuer")]
-pub use self::url::{from_url, from_url_with, IssuerAccess, IssuerUrlError, UrlIssuer};
+pub use self::url::{from_url, from_url_with, UrlIssuer};
 
 /// The future returned by [`TokenIssuer::check`].
 pub type CheckFuture<'a> = Pin<Box<dyn Future<Output = Result<(), IssuerError>> + Send + 'a>>;

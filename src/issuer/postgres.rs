@@ -7,9 +7,9 @@
 use tokio_postgres::config::SslMode;
 use tokio_postgres::{Client, NoTls};
 
+use super::access::{Access, IssuerUrlError};
 use super::cached::AskFuture;
-use super::url::Access;
-use super::{BoundSource, IssuerUrlError};
+use super::BoundSource;
 use crate::client_tls::ClientTlsFiles;
 
 /// A PostgreSQL sequence, read with `pg_sequence_last_value` (PostgreSQL 10

@@ -5,9 +5,9 @@
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, IntoConnectionInfo};
 
+use super::access::{Access, IssuerUrlError};
 use super::cached::AskFuture;
-use super::url::Access;
-use super::{BoundSource, IssuerUrlError};
+use super::BoundSource;
 use crate::client_tls::{ClientTlsFiles, TlsError};
 
 /// A Redis counter read with `GET`, one per lock when its name contains

@@ -6,9 +6,9 @@
 
 use zookeeper_client as zk;
 
+use super::access::{Access, IssuerUrlError};
 use super::cached::AskFuture;
-use super::url::Access;
-use super::{BoundSource, IssuerUrlError};
+use super::BoundSource;
 use crate::client_tls::Credentials;
 
 /// The node written for each question.
@@ -42,7 +42,7 @@ impl ZookeeperZxid {
     /// Parses `zookeeper://host:port[,host:port...]` (the user already
     /// taken out into `access`).
     pub(crate) fn from_url(url: &str, access: &Access) -> Result<Self, IssuerUrlError> {
-        let hosts = super::url::hosts(url)?;
+        let hosts = super::access::hosts(url)?;
         if !access.tls.is_default() {
             return Err(IssuerUrlError::new(
                 url,
