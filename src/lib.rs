@@ -34,12 +34,19 @@
 //!    `Service<http::Request<B>>`; [`refusal`] holds the JSON answers.
 //!
 //! Beside the path, [`admin_input`] parses the admin plane's keys, queries
-//! and bodies, for the gateway's admin routes or an admin plane of your own.
+//! and bodies, for the gateway's admin routes or an admin plane of your own;
+//! `client_tls` (feature `client-tls`) reads the TLS files and passwords with
+//! which the gateway reaches etcd, the token issuers and an `https://`
+//! backend, and a private module speaks etcd's JSON API for the etcd store
+//! and the etcd issuer alike.
 //!
 //! The gateway binary (feature `gateway`) adds the reverse proxy, the embedded
-//! backend, the admin plane and the CLI on top; the library does not depend on
-//! any of it: `cargo build --lib --no-default-features` builds steps 1 to 6
-//! with the in-memory store only.
+//! backend, the admin plane and the CLI on top (its files, in a request's
+//! order: the `gateway` module's docs); `src/main.rs` is the command line,
+//! logging and signals. The library does not depend on any of it:
+//! `cargo build --lib --no-default-features` builds steps 1 to 6 with the
+//! in-memory store only. This is the one description of the layout; the
+//! docs link here.
 //!
 //! # Example: an axum service that fences itself
 //!
