@@ -16,12 +16,12 @@ mod support;
 
 use support::azurite::azurite;
 use support::moto::run_client;
-use support::Gateway;
+use support::GatewayProcess;
 
 #[test]
 fn the_azure_sdk_signing_with_shared_key_writes_fenced_through_the_gateway() {
     let azurite = format!("http://{}", azurite());
-    let gw = Gateway::start(&["--upstream", &azurite, "--flat-keys"]);
+    let gw = GatewayProcess::start(&["--upstream", &azurite, "--flat-keys"]);
     let data_url = gw.data_url();
     let args = [data_url.as_str(), azurite.as_str(), "fenced-azure"];
     let result = run_client("azure_fenced.py", &args, || gw.stderr());

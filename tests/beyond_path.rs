@@ -36,7 +36,7 @@ use support::*;
 
 /// A request with `X-Fencing-Token: token` and `headers`.
 fn fenced(
-    gw: &Gateway,
+    gw: &GatewayProcess,
     method: &str,
     target: &str,
     token: u64,
@@ -103,11 +103,11 @@ fn send_while_reading(addr: SocketAddr, raw: Vec<u8>) -> Resp {
 // ---------------------------------------------------------------------------
 
 /// A gateway in front of the test binary's Apache, with `extra` options.
-fn dav_gateway(extra: &[&str]) -> Gateway {
+fn dav_gateway(extra: &[&str]) -> GatewayProcess {
     let url = Apache::shared().url();
     let mut args = vec!["--upstream", url.as_str()];
     args.extend_from_slice(extra);
-    Gateway::start(&args)
+    GatewayProcess::start(&args)
 }
 
 /// `/dav/NAME`, a collection of the calling test's own, made at Apache
@@ -120,7 +120,7 @@ fn collection(name: &str) -> String {
 
 /// A `Destination` naming `path` on the gateway's own authority, as a
 /// client that addresses the gateway writes it.
-fn destination(gw: &Gateway, path: &str) -> String {
+fn destination(gw: &GatewayProcess, path: &str) -> String {
     format!("http://{}{}", gw.data_addr(), path)
 }
 
@@ -361,9 +361,9 @@ fn with_flat_keys_a_delete_is_fenced_on_its_own_key_only() {
 
 /// A gateway for S3 in front of moto: `--flat-keys`, as S3 has no
 /// collections.
-fn s3_gateway() -> Gateway {
+fn s3_gateway() -> GatewayProcess {
     let url = moto().url();
-    Gateway::start(&["--upstream", &url, "--flat-keys"])
+    GatewayProcess::start(&["--upstream", &url, "--flat-keys"])
 }
 
 #[test]
@@ -450,7 +450,7 @@ fn delete_body(keys: &[&str]) -> String {
 #[test]
 fn delete_objects_bodies_the_gateway_cannot_read_are_refused_unforwarded() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &["--flat-keys"]);
+    let gw = GatewayProcess::in_front_of(&backend, &["--flat-keys"]);
     let too_many: Vec<String> = (0..1001).map(|i| format!("k{i}")).collect();
     let too_many: Vec<&str> = too_many.iter().map(String::as_str).collect();
     // Well-formed, one key, over 2 MiB: whitespace between elements.
@@ -488,7 +488,7 @@ fn delete_objects_bodies_the_gateway_cannot_read_are_refused_unforwarded() {
 #[test]
 fn a_readable_delete_objects_is_fenced_on_its_keys_and_forwarded_byte_for_byte() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &["--flat-keys"]);
+    let gw = GatewayProcess::in_front_of(&backend, &["--flat-keys"]);
     let body = b"<Delete><Object><Key>a</Key></Object><Object><Key>b/c</Key></Object></Delete>";
     let resp = fenced(
         &gw,
@@ -522,7 +522,7 @@ fn a_readable_delete_objects_is_fenced_on_its_keys_and_forwarded_byte_for_byte()
 #[test]
 fn delete_objects_waits_for_a_lower_token_in_flight_on_one_of_its_keys() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &["--flat-keys"]);
+    let gw = GatewayProcess::in_front_of(&backend, &["--flat-keys"]);
     let addr = gw.data_addr();
     let put = std::thread::spawn(move || {
         http(

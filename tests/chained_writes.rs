@@ -39,7 +39,7 @@ use support::*;
 /// `--upstream-timeout` of 1 s.
 const HELD: Duration = Duration::from_millis(2500);
 
-fn request(gw: &Gateway, method: &str, target: &str, token: u64, body: &[u8]) -> Resp {
+fn request(gw: &GatewayProcess, method: &str, target: &str, token: u64, body: &[u8]) -> Resp {
     let token = token.to_string();
     gw.req(
         method,
@@ -65,8 +65,8 @@ fn stored(target: &str) -> Option<String> {
 }
 
 /// A gateway in front of moto through a relay, with `mode`.
-fn gateway(relay: &Relay, mode: &str) -> Gateway {
-    Gateway::start(&[
+fn gateway(relay: &Relay, mode: &str) -> GatewayProcess {
+    GatewayProcess::start(&[
         "--upstream",
         &relay.url(),
         "--flat-keys",
@@ -145,7 +145,7 @@ fn with_the_chain_a_late_stale_delete_is_refused_by_the_store() {
 fn the_steady_state_needs_one_head_and_the_answers_say_what_to_do() {
     let bucket = "chain-answers";
     make_bucket(bucket);
-    let gw = Gateway::start(&[
+    let gw = GatewayProcess::start(&[
         "--upstream",
         &moto().url(),
         "--flat-keys",
@@ -240,7 +240,7 @@ fn with_shared_fences_a_late_stale_put_from_one_instance_is_refused_after_anothe
     let endpoints = etcd.endpoints();
     let relay = Relay::start(moto().addr, Fault::None);
     let shared = |upstream: &str, name: &str| {
-        Gateway::start(&[
+        GatewayProcess::start(&[
             "--upstream",
             upstream,
             "--flat-keys",
@@ -288,7 +288,7 @@ fn stale_dav_put_delivered_late(mode: &str, name: &str) -> Option<String> {
     let collection = format!("/dav/{name}");
     apache.mkcol(&collection);
     let relay = Relay::start(apache.addr(), Fault::None);
-    let gw = Gateway::start(&[
+    let gw = GatewayProcess::start(&[
         "--upstream",
         &relay.url(),
         "--upstream-timeout",
@@ -336,7 +336,7 @@ fn on_webdav_the_gateway_learns_versions_itself_and_answers_conflicts() {
     let apache = Apache::shared();
     let collection = "/dav/chain-answers";
     apache.mkcol(collection);
-    let gw = Gateway::start(&[
+    let gw = GatewayProcess::start(&[
         "--upstream",
         &apache.url(),
         "--conditional-writes",
@@ -538,8 +538,8 @@ fn in_front_of_a_store_that_ignores_conditions_the_gateway_refuses_to_start() {
 /// A fencegate process used as a plain store: its embedded backend (ETags,
 /// RFC 9110 conditions), its fencing out of the way (another token header,
 /// unfenced writes allowed).
-fn embedded_store() -> Gateway {
-    Gateway::start(&[
+fn embedded_store() -> GatewayProcess {
+    GatewayProcess::start(&[
         "--state",
         "memory",
         "--token-header",
@@ -551,7 +551,7 @@ fn embedded_store() -> Gateway {
 fn stale_put_to_the_embedded_store_delivered_late(mode: &str) -> Option<String> {
     let store = embedded_store();
     let relay = Relay::start(store.data_addr(), Fault::None);
-    let gw = Gateway::start(&[
+    let gw = GatewayProcess::start(&[
         "--upstream",
         &relay.url(),
         "--upstream-timeout",
@@ -593,7 +593,7 @@ fn on_the_embedded_backend_with_the_chain_a_late_stale_put_is_refused() {
 #[test]
 fn a_holder_rewriting_an_object_pays_one_head_in_all() {
     let store = embedded_store();
-    let gw = Gateway::start(&[
+    let gw = GatewayProcess::start(&[
         "--upstream",
         &store.data_url(),
         "--conditional-writes",
@@ -633,7 +633,7 @@ fn a_holder_rewriting_an_object_pays_one_head_in_all() {
 
 #[test]
 fn boto3_following_the_recipe_writes_through_the_chain() {
-    let gw = Gateway::start(&[
+    let gw = GatewayProcess::start(&[
         "--upstream",
         &moto().url(),
         "--flat-keys",
@@ -676,7 +676,7 @@ fn boto3_following_the_recipe_writes_through_the_chain() {
 #[test]
 fn the_azure_sdk_writes_through_the_chain_to_azurite() {
     let azurite = format!("http://{}", azurite());
-    let gw = Gateway::start(&[
+    let gw = GatewayProcess::start(&[
         "--upstream",
         &azurite,
         "--flat-keys",
@@ -731,7 +731,7 @@ fn azurite_sas(container: &str) -> String {
 fn stale_blob_put_delivered_late(mode: &str, container: &str) -> Option<String> {
     let sas = azurite_sas(container);
     let relay = Relay::start(azurite(), Fault::None);
-    let gw = Gateway::start(&[
+    let gw = GatewayProcess::start(&[
         "--upstream",
         &relay.url(),
         "--flat-keys",

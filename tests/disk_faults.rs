@@ -59,7 +59,7 @@ fn a_full_disk_refuses_new_raises_with_503_and_recovers_when_space_returns() {
     let wrapper = in_own_mounts(&format!("mount -t tmpfs -o size=4m tmpfs '{dir_text}'"));
     let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
     let url = backend.url();
-    let gw = Gateway::start_full(
+    let gw = GatewayProcess::start_full(
         &wrapper,
         &["--upstream", &url, "--data-dir", &dir_text],
         &[],
@@ -153,7 +153,8 @@ fn a_read_only_data_dir_is_one_clear_line_at_start() {
     std::fs::create_dir_all(&empty).unwrap();
     let used = tmp.path().join("used");
     {
-        let mut gw = Gateway::in_front_of(&backend, &["--data-dir", &used.display().to_string()]);
+        let mut gw =
+            GatewayProcess::in_front_of(&backend, &["--data-dir", &used.display().to_string()]);
         assert_eq!(gw.put("/ro", 5).status, 200);
         gw.sigterm();
         assert!(gw.wait_exit(HANG_GUARD).success());
@@ -193,7 +194,7 @@ fn a_store_truncated_between_runs_is_a_start_error_never_an_empty_table() {
 /// then stops the gateway: with SIGTERM (a clean stop), or `killed` with
 /// SIGKILL.
 fn write_fences_and_stop(backend: &Backend, data_dir: &str, prefix: &str, killed: bool) {
-    let mut gw = Gateway::in_front_of(backend, &["--data-dir", data_dir]);
+    let mut gw = GatewayProcess::in_front_of(backend, &["--data-dir", data_dir]);
     for i in 0..50 {
         assert_eq!(gw.put(&format!("{prefix}/{i}"), 9).status, 200);
     }
@@ -246,7 +247,7 @@ fn a_store_whose_newest_commit_is_corrupted_is_a_start_error_never_a_roll_back()
         assert_one_line_start_error(&output, "Primary is corrupted");
         // The same file uncorrupted holds every fence.
         std::fs::write(&store, intact).unwrap();
-        let gw = Gateway::in_front_of(&backend, &["--data-dir", &d]);
+        let gw = GatewayProcess::in_front_of(&backend, &["--data-dir", &d]);
         for i in 0..50 {
             assert_eq!(gw.fence(&format!("/c/{i}")), Some(9), "killed: {killed}");
         }

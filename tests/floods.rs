@@ -66,7 +66,7 @@ impl KeepAlive {
 }
 
 /// A normal fenced write on a fresh connection, and how long it took.
-fn normal_request(gw: &Gateway, key: &str, token: u64) -> (u16, Duration) {
+fn normal_request(gw: &GatewayProcess, key: &str, token: u64) -> (u16, Duration) {
     let started = Instant::now();
     let status = gw.put(key, token).status;
     (status, started.elapsed())
@@ -79,7 +79,7 @@ fn idle_and_half_open_connections_leave_room_for_a_normal_request() {
     // Room above the flood: at the cap a new client would wait for a slot
     // (the next test), which is not what this one measures.
     let cap = (n + 100).to_string();
-    let gw = Gateway::in_front_of(
+    let gw = GatewayProcess::in_front_of(
         &backend,
         &["--client-header-timeout", "60", "--max-connections", &cap],
     );
@@ -125,7 +125,7 @@ fn idle_and_half_open_connections_leave_room_for_a_normal_request() {
 #[test]
 fn at_the_connection_cap_a_new_client_waits_for_a_slot_and_is_then_served() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(
+    let gw = GatewayProcess::in_front_of(
         &backend,
         &["--max-connections", "100", "--client-header-timeout", "2"],
     );
@@ -148,7 +148,7 @@ fn at_the_connection_cap_a_new_client_waits_for_a_slot_and_is_then_served() {
 fn many_slow_uploads_at_once_leave_room_for_a_normal_request() {
     let n = size("FLOOD_UPLOADS", 100);
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let rss0 = gw.rss_bytes().unwrap();
     let body = vec![b'u'; 4096];
     let uploads: Vec<TcpStream> = (0..n)
@@ -192,7 +192,7 @@ fn many_distinct_keys_cost_a_bounded_amount_of_memory_each() {
     let n = size("FLOOD_KEYS", 20_000);
     let threads = 8;
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &["--state", "memory"]);
+    let gw = GatewayProcess::in_front_of(&backend, &["--state", "memory"]);
     let rss0 = gw.rss_bytes().unwrap();
     let started = Instant::now();
     thread::scope(|s| {
@@ -227,7 +227,7 @@ fn a_burst_of_stale_requests_on_one_key_is_refused_and_leaves_room() {
     let n = size("FLOOD_STALE", 10_000);
     let threads = 8;
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     assert_eq!(gw.put("/hot", 1_000_000).status, 200);
     let started = Instant::now();
     let normal = thread::scope(|s| {

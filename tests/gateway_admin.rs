@@ -3,18 +3,18 @@
 
 mod support;
 
-use support::{dead_port, metric, outcome, pct, Backend, Gateway};
+use support::{dead_port, metric, outcome, pct, Backend, GatewayProcess};
 
 #[test]
 fn healthz_is_200() {
-    let gw = Gateway::start(&[]);
+    let gw = GatewayProcess::start(&[]);
     assert_eq!(gw.admin_get("/healthz").status, 200);
 }
 
 #[test]
 fn one_fence_by_percent_encoded_key() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     assert_eq!(gw.put("/bucket/obj", 7).status, 200);
     let resp = gw.admin_get("/fences/%2Fbucket%2Fobj");
     assert_eq!(resp.status, 200, "{}", resp.text());
@@ -43,7 +43,7 @@ fn one_fence_by_percent_encoded_key() {
 #[test]
 fn fence_list_is_sorted_prefixed_and_limited() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     for (path, token) in [
         ("/p/c", 3),
         ("/q/a", 9),
@@ -101,7 +101,7 @@ fn fence_list_is_sorted_prefixed_and_limited() {
 #[test]
 fn fence_list_limit_defaults_to_1000() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &["--state", "memory"]);
+    let gw = GatewayProcess::in_front_of(&backend, &["--state", "memory"]);
     let addr = gw.data_addr();
     let threads: Vec<_> = (0..4)
         .map(|t| {
@@ -136,7 +136,7 @@ fn fence_list_limit_defaults_to_1000() {
 #[test]
 fn metrics_count_every_outcome() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let before = gw.metrics();
     let outcomes = [
         "forwarded",
@@ -200,7 +200,7 @@ fn metrics_count_every_outcome() {
 #[test]
 fn metrics_count_upstream_timeouts_and_unreachable_upstreams() {
     let port = dead_port();
-    let gw = Gateway::start(&["--upstream", &format!("http://127.0.0.1:{port}")]);
+    let gw = GatewayProcess::start(&["--upstream", &format!("http://127.0.0.1:{port}")]);
     gw.put("/x", 1)
         .assert_gateway_error(502, "upstream_unavailable");
     gw.req("GET", "/x", &[], b"")
@@ -210,7 +210,7 @@ fn metrics_count_upstream_timeouts_and_unreachable_upstreams() {
     assert_eq!(outcome(&text, "forwarded"), 0.0, "{text}");
 
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &["--upstream-timeout", "0.3"]);
+    let gw = GatewayProcess::in_front_of(&backend, &["--upstream-timeout", "0.3"]);
     gw.req("GET", "/h", &[("X-Test-Hang", "1")], b"")
         .assert_gateway_error(504, "upstream_timeout");
     let text = gw.metrics();
@@ -220,7 +220,7 @@ fn metrics_count_upstream_timeouts_and_unreachable_upstreams() {
 #[test]
 fn admin_plane_is_separate_from_the_data_plane() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     // /metrics on the data plane is an ordinary (unfenced) read: forwarded.
     let resp = gw.req("GET", "/metrics", &[], b"");
     assert_eq!(resp.status, 200);

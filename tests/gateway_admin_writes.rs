@@ -7,17 +7,17 @@ mod support;
 use std::time::Duration;
 
 use serde_json::json;
-use support::{http, pct, wait_until, Backend, Gateway, Resp};
+use support::{http, pct, wait_until, Backend, GatewayProcess, Resp};
 
 const TOKEN: &str = "s3cret-admin-token";
 
 /// A gateway in front of `backend` whose admin plane takes [`TOKEN`]. The
 /// token file lives in the returned directory.
-fn gateway_with_token(backend: &Backend) -> (Gateway, tempfile::TempDir) {
+fn gateway_with_token(backend: &Backend) -> (GatewayProcess, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("admin-token");
     std::fs::write(&file, format!("  {TOKEN}\n")).unwrap();
-    let gw = Gateway::in_front_of(backend, &["--admin-token-file", file.to_str().unwrap()]);
+    let gw = GatewayProcess::in_front_of(backend, &["--admin-token-file", file.to_str().unwrap()]);
     (gw, dir)
 }
 
@@ -25,7 +25,7 @@ fn bearer() -> String {
     format!("Bearer {TOKEN}")
 }
 
-fn admin(gw: &Gateway, method: &str, target: &str, body: &serde_json::Value) -> Resp {
+fn admin(gw: &GatewayProcess, method: &str, target: &str, body: &serde_json::Value) -> Resp {
     let auth = bearer();
     let body = if body.is_null() {
         Vec::new()
@@ -46,16 +46,22 @@ fn admin(gw: &Gateway, method: &str, target: &str, body: &serde_json::Value) -> 
 
 /// A request to the admin plane of `gw` as it is sent: `auth`, if any, is
 /// its only header.
-fn admin_raw(gw: &Gateway, auth: Option<&str>, method: &str, target: &str, body: &[u8]) -> Resp {
+fn admin_raw(
+    gw: &GatewayProcess,
+    auth: Option<&str>,
+    method: &str,
+    target: &str,
+    body: &[u8],
+) -> Resp {
     let headers: Vec<(&str, &str)> = auth.map(|a| ("Authorization", a)).into_iter().collect();
     http(gw.admin_addr(), method, target, &headers, body)
 }
 
-fn set(gw: &Gateway, key: &str, body: serde_json::Value) -> Resp {
+fn set(gw: &GatewayProcess, key: &str, body: serde_json::Value) -> Resp {
     admin(gw, "PUT", &format!("/fences/{}", pct(key)), &body)
 }
 
-fn forget(gw: &Gateway, key: &str, query: &str) -> Resp {
+fn forget(gw: &GatewayProcess, key: &str, query: &str) -> Resp {
     admin(
         gw,
         "DELETE",
@@ -64,7 +70,7 @@ fn forget(gw: &Gateway, key: &str, query: &str) -> Resp {
     )
 }
 
-fn highest(gw: &Gateway, key: &str) -> Option<u64> {
+fn highest(gw: &GatewayProcess, key: &str) -> Option<u64> {
     let resp = admin(
         gw,
         "GET",
@@ -78,7 +84,7 @@ fn highest(gw: &Gateway, key: &str) -> Option<u64> {
     }
 }
 
-fn audit(gw: &Gateway) -> Vec<serde_json::Value> {
+fn audit(gw: &GatewayProcess) -> Vec<serde_json::Value> {
     let resp = admin(gw, "GET", "/audit", &serde_json::Value::Null);
     assert_eq!(resp.status, 200, "{}", resp.text());
     resp.json()["entries"].as_array().unwrap().clone()
@@ -87,7 +93,7 @@ fn audit(gw: &Gateway) -> Vec<serde_json::Value> {
 /// A PUT of `token` to `path` held at the backend until `release(hold)`,
 /// sent from a thread; returns once the backend has it.
 fn held_put(
-    gw: &Gateway,
+    gw: &GatewayProcess,
     backend: &Backend,
     path: &'static str,
     token: &'static str,
@@ -146,7 +152,7 @@ fn the_token_guards_everything_but_the_probes() {
 #[test]
 fn without_a_token_file_the_admin_plane_is_read_only() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     assert_eq!(gw.put("/a", 5).status, 200);
     let put = admin_raw(
         &gw,

@@ -5,7 +5,9 @@ mod support;
 
 use std::net::TcpListener;
 
-use support::{run_on_free_ports, run_on_free_ports_with_env, run_to_exit, Finished, Gateway};
+use support::{
+    run_on_free_ports, run_on_free_ports_with_env, run_to_exit, Finished, GatewayProcess,
+};
 
 fn assert_one_line_failure(what: &str, out: &Finished) {
     assert!(
@@ -210,7 +212,7 @@ fn help_and_version_succeed() {
 #[test]
 fn serve_subcommand_and_defaults() {
     // `fencegate serve [OPTIONS]` is the same as `fencegate [OPTIONS]`.
-    let gw = Gateway::start(&["serve"]);
+    let gw = GatewayProcess::start(&["serve"]);
     assert!((200..300).contains(&gw.put("/s", 1).status));
     // The embedded backend's quick-start line.
     assert!(
@@ -224,7 +226,7 @@ fn serve_subcommand_and_defaults() {
 
 #[test]
 fn fractional_upstream_timeout_is_accepted() {
-    let gw = Gateway::start(&[
+    let gw = GatewayProcess::start(&[
         "--upstream-timeout",
         "0.25",
         "--upstream",

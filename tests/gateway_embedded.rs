@@ -3,9 +3,9 @@
 
 mod support;
 
-use support::Gateway;
+use support::GatewayProcess;
 
-fn check_object_semantics(gw: &Gateway) {
+fn check_object_semantics(gw: &GatewayProcess) {
     let tok = |t: u64| t.to_string();
     let put = |path: &str, t: u64, body: &[u8]| {
         gw.req("PUT", path, &[("X-Fencing-Token", &tok(t))], body)
@@ -62,7 +62,7 @@ fn check_object_semantics(gw: &Gateway) {
 
 #[test]
 fn embedded_backend_on_disk() {
-    let mut gw = Gateway::start(&[]);
+    let mut gw = GatewayProcess::start(&[]);
     assert!(
         gw.wait_stdout("curl", support::HANG_GUARD),
         "no curl hint on stdout: {:?}",
@@ -81,7 +81,7 @@ fn embedded_backend_on_disk() {
 
 #[test]
 fn embedded_backend_in_memory() {
-    let mut gw = Gateway::start(&["--state", "memory"]);
+    let mut gw = GatewayProcess::start(&["--state", "memory"]);
     check_object_semantics(&gw);
     assert!((200..300).contains(&gw.put("/keep/me", 9).status));
     gw.kill9();

@@ -9,20 +9,22 @@ mod support;
 
 use std::time::Duration;
 
-use support::{http, metric, try_http, wait_until, Backend, Fault, Gateway, Relay, HANG_GUARD};
+use support::{
+    http, metric, try_http, wait_until, Backend, Fault, GatewayProcess, Relay, HANG_GUARD,
+};
 
 /// The gateway in front of `relay`, which is in front of `backend`.
-fn through_relay(backend: &Backend, fault: Fault, extra: &[&str]) -> (Relay, Gateway) {
+fn through_relay(backend: &Backend, fault: Fault, extra: &[&str]) -> (Relay, GatewayProcess) {
     let relay = Relay::start(backend.addr(), fault);
     let url = relay.url();
     let mut args = vec!["--upstream", url.as_str()];
     args.extend_from_slice(extra);
-    (relay, Gateway::start(&args))
+    (relay, GatewayProcess::start(&args))
 }
 
 /// After a fault: no panic, and a fresh request through the healed relay
 /// reaches the backend.
-fn heals(gw: &Gateway, relay: &Relay, backend: &Backend, token: u64) {
+fn heals(gw: &GatewayProcess, relay: &Relay, backend: &Backend, token: u64) {
     relay.set(Fault::None);
     let before = backend.count();
     let resp = gw.put("/after", token);
@@ -181,7 +183,7 @@ fn a_trickled_response_arrives_whole() {
 #[test]
 fn a_client_reset_mid_response_releases_the_key() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let relay = Relay::start(gw.data_addr(), Fault::ResetAt(2_000));
     let resp = try_http(
         relay.addr(),
@@ -208,7 +210,7 @@ fn a_client_reset_mid_response_releases_the_key() {
 fn a_half_closing_client_is_taken_for_gone_and_releases_its_key() {
     use std::io::Write;
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let mut stream = std::net::TcpStream::connect(gw.data_addr()).unwrap();
     stream
         .write_all(

@@ -14,7 +14,7 @@ use std::io::{BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use support::{http, read_response, send_raw, Backend, Gateway, HANG_GUARD};
+use support::{http, read_response, send_raw, Backend, GatewayProcess, HANG_GUARD};
 
 fn connect(addr: SocketAddr) -> TcpStream {
     let stream = TcpStream::connect(addr).unwrap();
@@ -53,7 +53,7 @@ fn is_closed_within(stream: &mut TcpStream, timeout: Duration) -> bool {
 #[test]
 fn a_slowloris_head_is_cut_at_the_header_timeout() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &["--client-header-timeout", "1"]);
+    let gw = GatewayProcess::in_front_of(&backend, &["--client-header-timeout", "1"]);
     let mut stream = connect(gw.data_addr());
     let start = Instant::now();
     stream
@@ -89,7 +89,7 @@ fn a_slowloris_head_is_cut_at_the_header_timeout() {
 #[test]
 fn a_silent_new_connection_is_cut_at_the_header_timeout() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(
+    let gw = GatewayProcess::in_front_of(
         &backend,
         &[
             "--client-header-timeout",
@@ -110,7 +110,7 @@ fn a_silent_new_connection_is_cut_at_the_header_timeout() {
 #[test]
 fn an_idle_keep_alive_connection_is_cut_at_the_idle_timeout() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(
+    let gw = GatewayProcess::in_front_of(
         &backend,
         &[
             "--client-idle-timeout",
@@ -142,7 +142,7 @@ fn an_idle_keep_alive_connection_is_cut_at_the_idle_timeout() {
 #[test]
 fn the_connection_cap_holds_and_frees_up() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &["--max-connections", "2"]);
+    let gw = GatewayProcess::in_front_of(&backend, &["--max-connections", "2"]);
     let addr = gw.data_addr();
     let raw = support::build_request(addr, "GET", "/capped", &[], b"");
     // Two keep-alive connections, each served once and left open.
@@ -177,7 +177,7 @@ fn the_connection_cap_holds_and_frees_up() {
 #[test]
 fn a_head_above_64_kib_is_431_and_one_below_is_served() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let big = "a".repeat(70 * 1024);
     match support::try_http(gw.data_addr(), "GET", "/big", &[("X-Big", &big)], b"") {
         Ok(resp) => assert_eq!(resp.status, 431, "{}", resp.text()),
@@ -217,7 +217,7 @@ fn trickle_upload(
 #[test]
 fn a_slow_upload_longer_than_the_upstream_timeout_is_answered_by_the_backend() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(
+    let gw = GatewayProcess::in_front_of(
         &backend,
         &["--upstream-timeout", "1", "--client-body-timeout", "5"],
     );
@@ -243,7 +243,7 @@ fn a_slow_upload_longer_than_the_upstream_timeout_is_answered_by_the_backend() {
 #[test]
 fn the_upstream_timeout_starts_when_the_body_has_been_sent() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(
+    let gw = GatewayProcess::in_front_of(
         &backend,
         &["--upstream-timeout", "1", "--client-body-timeout", "5"],
     );
@@ -278,7 +278,7 @@ fn the_upstream_timeout_starts_when_the_body_has_been_sent() {
 #[test]
 fn a_stalled_upload_is_cut_towards_the_backend_and_its_fence_stays_raised() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &["--client-body-timeout", "1"]);
+    let gw = GatewayProcess::in_front_of(&backend, &["--client-body-timeout", "1"]);
     let mut stream = connect(gw.data_addr());
     stream
         .write_all(b"PUT /stalled HTTP/1.1\r\nHost: x\r\nX-Fencing-Token: 40\r\nContent-Length: 100000\r\n\r\n")
@@ -317,7 +317,7 @@ fn a_stalled_upload_is_cut_towards_the_backend_and_its_fence_stays_raised() {
 #[test]
 fn an_absolute_form_request_is_fenced_and_forwarded_with_its_authority_as_host() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let raw = b"PUT http://s3.eu-west-1.amazonaws.com/bucket/key?x-id=PutObject HTTP/1.1\r\n\
         Host: gateway.internal\r\nX-Fencing-Token: 12\r\nContent-Length: 4\r\n\r\ndata";
     let resp = send_raw(gw.data_addr(), raw, false);
@@ -347,7 +347,7 @@ fn an_absolute_form_request_is_fenced_and_forwarded_with_its_authority_as_host()
 #[test]
 fn readyz_is_ready_then_503_while_draining() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &["--shutdown-timeout", "20"]);
+    let gw = GatewayProcess::in_front_of(&backend, &["--shutdown-timeout", "20"]);
     let ready = gw.admin_get("/readyz");
     assert_eq!(ready.status, 200);
     assert_eq!(ready.json(), serde_json::json!({"status": "ready"}));
@@ -386,7 +386,7 @@ fn the_access_log_has_a_line_with_every_field_per_request_and_raises_are_logged(
     let backend = Backend::start();
     let tmp = tempfile::tempdir().unwrap();
     let log = tmp.path().join("access.log");
-    let gw = Gateway::in_front_of(&backend, &["--access-log", &log.display().to_string()]);
+    let gw = GatewayProcess::in_front_of(&backend, &["--access-log", &log.display().to_string()]);
     let addr = gw.data_addr();
     assert_eq!(
         http(
@@ -549,7 +549,7 @@ async fn an_in_process_gateway_serves_caller_bound_listeners_and_drains() {
 #[test]
 fn a_refused_upload_keeps_its_keep_alive_connection() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     assert_eq!(gw.put("/kept", 9).status, 200);
     let mut stream = connect(gw.data_addr());
     let mut reader = BufReader::new(stream.try_clone().unwrap());
@@ -580,7 +580,7 @@ fn a_refused_upload_keeps_its_keep_alive_connection() {
 #[test]
 fn a_refused_expect_continue_upload_never_desyncs_the_connection() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     assert_eq!(gw.put("/expect", 9).status, 200);
     let mut stream = connect(gw.data_addr());
     let mut reader = BufReader::new(stream.try_clone().unwrap());
@@ -624,7 +624,7 @@ fn a_refused_expect_continue_upload_never_desyncs_the_connection() {
 #[test]
 fn content_length_beside_chunked_never_reaches_the_backend() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let raw = b"PUT /smuggle HTTP/1.1\r\nHost: x\r\nX-Fencing-Token: 1\r\nContent-Length: 100\r\n\
         Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n";
     let resp = send_raw(gw.data_addr(), raw, false);

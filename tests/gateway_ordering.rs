@@ -13,11 +13,16 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use support::{http, Backend, Event, Gateway, Resp, HANG_GUARD};
+use support::{http, Backend, Event, GatewayProcess, Resp, HANG_GUARD};
 
 use support::rng::Rng;
 
-fn put_async(gw: &Gateway, path: &str, token: u64, extra: &[(&str, &str)]) -> JoinHandle<Resp> {
+fn put_async(
+    gw: &GatewayProcess,
+    path: &str,
+    token: u64,
+    extra: &[(&str, &str)],
+) -> JoinHandle<Resp> {
     let addr = gw.data_addr();
     let path = path.to_string();
     let token = token.to_string();
@@ -52,7 +57,7 @@ fn seq_of(backend: &Backend, token: u64) -> usize {
 #[test]
 fn slow_lower_token_is_not_overtaken() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let t30 = put_async(&gw, "/k", 30, &[("X-Test-Hold", "h30")]);
     assert!(
         backend.wait_for(HANG_GUARD, |r| r.len() == 1),
@@ -88,7 +93,7 @@ fn slow_lower_token_with_delay_is_not_overtaken() {
     // The same with a plain backend delay instead of a hold: whatever the
     // timing, 31 must arrive after 30's answer.
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let t30 = put_async(&gw, "/d", 30, &[("X-Test-Delay-Ms", "300")]);
     assert!(backend.wait_for(HANG_GUARD, |r| r.len() == 1));
     let r31 = gw.put("/d", 31);
@@ -107,7 +112,7 @@ fn slow_lower_token_with_delay_is_not_overtaken() {
 #[test]
 fn waiting_token_overtaken_by_a_higher_one_is_409_overtaken() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let t30 = put_async(&gw, "/k", 30, &[("X-Test-Hold", "h30")]);
     assert!(backend.wait_for(HANG_GUARD, |r| r.len() == 1));
     let t31 = put_async(&gw, "/k", 31, &[]);
@@ -132,7 +137,7 @@ fn waiting_token_overtaken_by_a_higher_one_is_409_overtaken() {
 #[test]
 fn equal_tokens_are_in_flight_together() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let a = put_async(&gw, "/eq", 40, &[("X-Test-Hold", "a")]);
     assert!(backend.wait_for(HANG_GUARD, |r| r.len() == 1));
     let b = put_async(&gw, "/eq", 40, &[("X-Test-Hold", "b")]);
@@ -156,7 +161,7 @@ fn equal_tokens_are_in_flight_together() {
 #[test]
 fn other_keys_do_not_wait() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let held = put_async(&gw, "/a", 30, &[("X-Test-Hold", "a")]);
     assert!(backend.wait_for(HANG_GUARD, |r| r.len() == 1));
     // A higher token on another key is not held back by /a.
@@ -172,7 +177,7 @@ fn in_flight_lasts_until_the_response_body_is_relayed() {
     // yet: more than socket buffers hold, so the gateway is still relaying
     // it. 31 must not reach the backend until the client has read it all.
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let mut stream = std::net::TcpStream::connect(gw.data_addr()).unwrap();
     stream.set_read_timeout(Some(HANG_GUARD)).unwrap();
     std::io::Write::write_all(
@@ -218,7 +223,7 @@ fn in_flight_lasts_until_the_response_body_is_relayed() {
 fn concurrent_burst_reaches_the_backend_in_non_decreasing_token_order_per_key() {
     let mut rng = Rng::from_env_or_clock();
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let keys = ["/burst/a", "/burst/b"];
     let mut plan = Vec::new();
     // Tokens rise over the burst with noise, so that many requests are
@@ -343,7 +348,7 @@ fn client_going_away_ends_in_flight() {
     // hangs up while 30 is held at the backend: 31 must then go, without
     // waiting for the backend to answer 30.
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let mut client = std::net::TcpStream::connect(gw.data_addr()).unwrap();
     std::io::Write::write_all(
         &mut client,
@@ -368,7 +373,7 @@ fn client_going_away_ends_in_flight() {
 #[test]
 fn timed_out_request_ends_in_flight() {
     let backend = Backend::start();
-    let gw = Gateway::start(&["--upstream", &backend.url(), "--upstream-timeout", "0.5"]);
+    let gw = GatewayProcess::start(&["--upstream", &backend.url(), "--upstream-timeout", "0.5"]);
     let t30 = put_async(&gw, "/t", 30, &[("X-Test-Hang", "1")]);
     assert!(backend.wait_for(HANG_GUARD, |r| r.len() == 1));
     let t31 = put_async(&gw, "/t", 31, &[]);

@@ -4,9 +4,9 @@
 
 mod support;
 
-use support::{http, send_raw, try_http, Backend, Gateway, HANG_GUARD};
+use support::{http, send_raw, try_http, Backend, GatewayProcess, HANG_GUARD};
 
-fn put_with(gw: &Gateway, path: &str, headers: &[(&str, &str)]) -> support::Resp {
+fn put_with(gw: &GatewayProcess, path: &str, headers: &[(&str, &str)]) -> support::Resp {
     gw.req("PUT", path, headers, b"data")
 }
 
@@ -17,7 +17,7 @@ fn put_with(gw: &Gateway, path: &str, headers: &[(&str, &str)]) -> support::Resp
 #[test]
 fn fenced_read_raises_the_fence() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let resp = gw.req("GET", "/r/obj", &[("X-Fencing-Token", "34")], b"");
     assert_eq!(resp.status, 200, "{}", resp.text());
     assert_eq!(gw.fence("/r/obj"), Some(34));
@@ -38,7 +38,7 @@ fn fenced_read_raises_the_fence() {
 #[test]
 fn unfenced_read_is_forwarded_and_does_not_wait_behind_a_slow_write() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let addr = gw.data_addr();
     let held = std::thread::spawn(move || {
         http(
@@ -71,7 +71,7 @@ fn unfenced_read_is_forwarded_and_does_not_wait_behind_a_slow_write() {
 #[test]
 fn aliases_share_one_fence() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     assert_eq!(gw.put("/bucket/obj", 34).status, 200);
     for alias in [
         "//bucket/obj",
@@ -112,7 +112,7 @@ fn aliases_share_one_fence() {
 #[test]
 fn requests_are_forwarded_with_the_path_as_sent() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let targets = [
         "//bucket/./x/../obj",
         "/bucket/%6fbj?q=%2F&x=1",
@@ -138,7 +138,7 @@ fn requests_are_forwarded_with_the_path_as_sent() {
 #[test]
 fn prefix_scope_shares_one_fence_per_bucket() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &["--scope", "prefix:1"]);
+    let gw = GatewayProcess::in_front_of(&backend, &["--scope", "prefix:1"]);
     assert_eq!(gw.put("/photos/a.jpg", 10).status, 200);
     let json = gw
         .put("/photos/2024/b.jpg", 9)
@@ -163,7 +163,7 @@ fn prefix_scope_shares_one_fence_per_bucket() {
 #[test]
 fn prefix_2_scope() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &["--scope", "prefix:2"]);
+    let gw = GatewayProcess::in_front_of(&backend, &["--scope", "prefix:2"]);
     assert_eq!(gw.put("/a/b/c", 10).status, 200);
     let json = gw
         .put("/a/b/d/e", 9)
@@ -178,7 +178,7 @@ fn prefix_2_scope() {
 #[test]
 fn header_scope_fences_per_lock_name() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &["--scope", "header"]);
+    let gw = GatewayProcess::in_front_of(&backend, &["--scope", "header"]);
     let ok = put_with(
         &gw,
         "/x",
@@ -220,7 +220,7 @@ fn header_scope_fences_per_lock_name() {
 #[test]
 fn allow_unfenced_writes_forwards_writes_without_a_token() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &["--allow-unfenced-writes"]);
+    let gw = GatewayProcess::in_front_of(&backend, &["--allow-unfenced-writes"]);
     for method in ["PUT", "POST", "DELETE", "PATCH"] {
         let resp = gw.req(method, "/free", &[], b"x");
         assert_eq!(resp.status, 200, "{method}: {}", resp.text());
@@ -237,7 +237,7 @@ fn allow_unfenced_writes_forwards_writes_without_a_token() {
 #[test]
 fn without_allow_unfenced_writes_the_default_is_428() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     gw.req("PUT", "/free", &[], b"x")
         .assert_gateway_error(428, "missing_token");
     assert_eq!(backend.count(), 0);
@@ -246,7 +246,7 @@ fn without_allow_unfenced_writes_the_default_is_428() {
 #[test]
 fn custom_token_header() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &["--token-header", "X-Lock-Token"]);
+    let gw = GatewayProcess::in_front_of(&backend, &["--token-header", "X-Lock-Token"]);
     assert_eq!(put_with(&gw, "/t", &[("X-Lock-Token", "5")]).status, 200);
     let resp = put_with(&gw, "/t", &[("x-lock-token", "4")]);
     let json = resp.assert_gateway_error(409, "stale_token");
@@ -267,7 +267,7 @@ fn custom_token_header() {
 fn options_read_from_environment_variables() {
     let backend = Backend::start();
     let url = backend.url();
-    let gw = Gateway::start_with_env(
+    let gw = GatewayProcess::start_with_env(
         &[],
         &[
             ("FENCEGATE_UPSTREAM", &url),
@@ -303,7 +303,7 @@ fn addresses_data_dir_and_state_from_environment() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("env-data");
     let dir_s = dir.display().to_string();
-    let mut gw = Gateway::start_with_env(
+    let mut gw = GatewayProcess::start_with_env(
         &[],
         &[
             ("FENCEGATE_LISTEN", "127.0.0.1:0"),
@@ -324,7 +324,7 @@ fn addresses_data_dir_and_state_from_environment() {
 
     let mem_dir = tmp.path().join("mem-data");
     let mem_dir_s = mem_dir.display().to_string();
-    let gw = Gateway::start_with_env(
+    let gw = GatewayProcess::start_with_env(
         &["--upstream", &url, "--data-dir", &mem_dir_s],
         &[("FENCEGATE_STATE", "memory")],
     );
@@ -340,7 +340,7 @@ fn addresses_data_dir_and_state_from_environment() {
 fn allow_unfenced_writes_from_environment() {
     let backend = Backend::start();
     let url = backend.url();
-    let gw = Gateway::start_with_env(
+    let gw = GatewayProcess::start_with_env(
         &["--upstream", &url],
         &[("FENCEGATE_ALLOW_UNFENCED_WRITES", "true")],
     );
@@ -351,7 +351,7 @@ fn allow_unfenced_writes_from_environment() {
 fn command_line_wins_over_environment() {
     let backend = Backend::start();
     let url = backend.url();
-    let gw = Gateway::start_with_env(
+    let gw = GatewayProcess::start_with_env(
         &["--upstream", &url, "--scope", "path"],
         &[("FENCEGATE_SCOPE", "prefix:1")],
     );
@@ -366,7 +366,7 @@ fn command_line_wins_over_environment() {
 #[test]
 fn hop_by_hop_request_headers_are_not_forwarded() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let request = "PUT /hop HTTP/1.1\r\n\
         Host: x\r\n\
         Content-Length: 4\r\n\
@@ -424,7 +424,7 @@ fn hop_by_hop_request_headers_are_not_forwarded() {
 #[test]
 fn forwarded_headers_are_added_and_host_is_kept() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let resp = gw.req(
         "PUT",
         "/fw",
@@ -459,7 +459,7 @@ fn forwarded_headers_are_added_and_host_is_kept() {
 #[test]
 fn hop_by_hop_response_headers_are_dropped_and_the_rest_relayed() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let resp = gw.req(
         "PUT",
         "/resp",
@@ -500,7 +500,7 @@ fn hop_by_hop_response_headers_are_dropped_and_the_rest_relayed() {
 #[test]
 fn backend_errors_are_relayed_unchanged() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     for status in ["404", "409", "500", "503"] {
         let resp = gw.req(
             "PUT",
@@ -518,7 +518,7 @@ fn backend_errors_are_relayed_unchanged() {
 #[test]
 fn response_body_is_streamed_back() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let resp = gw.req("GET", "/big", &[("X-Test-Response-Bytes", "5000000")], b"");
     assert_eq!(resp.status, 200);
     assert_eq!(resp.body.len(), 5_000_000);
@@ -528,7 +528,7 @@ fn response_body_is_streamed_back() {
 #[test]
 fn request_body_is_forwarded_intact_chunked_and_sized() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let chunked = "PUT /chunked HTTP/1.1\r\nHost: x\r\nX-Fencing-Token: 1\r\n\
         Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
     let resp = send_raw(gw.data_addr(), chunked.as_bytes(), false);
@@ -550,7 +550,7 @@ fn upstream_base_path_is_prepended() {
     let backend = Backend::start();
     for base in ["/base", "/base/"] {
         let url = format!("{}{base}", backend.url());
-        let gw = Gateway::start(&["--upstream", &url]);
+        let gw = GatewayProcess::start(&["--upstream", &url]);
         let resp = gw.put("/bucket/obj?x=1", 3);
         assert_eq!(resp.status, 200);
         assert_eq!(gw.req("GET", "/", &[], b"").status, 200);
@@ -572,7 +572,7 @@ fn upstream_base_path_is_prepended() {
 #[test]
 fn h2c_prior_knowledge_clients_are_served() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let base = gw.data_url();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -634,7 +634,7 @@ fn h2c_prior_knowledge_clients_are_served() {
 #[test]
 fn h2c_upgrade_offer_is_ignored_not_refused() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let request = "GET /up HTTP/1.1\r\nHost: x\r\n\
         Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n\
         HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n";
@@ -654,7 +654,7 @@ fn h2c_upgrade_offer_is_ignored_not_refused() {
 fn expect_100_continue_is_honoured() {
     use std::io::{BufRead, BufReader, Write};
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let mut stream = std::net::TcpStream::connect(gw.data_addr()).unwrap();
     stream.set_read_timeout(Some(HANG_GUARD)).unwrap();
     stream
@@ -697,7 +697,7 @@ fn upstream_timeout_bounds_each_pause_of_a_response_body_not_the_whole() {
         ("X-Test-Response-Bytes", "200000"),
         ("X-Test-Body-Delay-Ms", "1500"),
     ];
-    let gw = Gateway::in_front_of(&backend, &["--upstream-timeout", "3"]);
+    let gw = GatewayProcess::in_front_of(&backend, &["--upstream-timeout", "3"]);
     let resp = gw.req("GET", "/slow-body", &slow_body, b"");
     assert_eq!(resp.status, 200);
     assert_eq!(resp.body.len(), 200_000);
@@ -705,7 +705,7 @@ fn upstream_timeout_bounds_each_pause_of_a_response_body_not_the_whole() {
     // With --upstream-timeout 0.5 the same pause cuts the relayed response
     // (its headers are already out: the connection is closed short), and the
     // next request is served normally.
-    let gw = Gateway::in_front_of(&backend, &["--upstream-timeout", "0.5"]);
+    let gw = GatewayProcess::in_front_of(&backend, &["--upstream-timeout", "0.5"]);
     let cut = try_http(gw.data_addr(), "GET", "/slow-body", &slow_body, b"");
     assert!(
         cut.is_err(),
@@ -722,7 +722,7 @@ fn upstream_timeout_bounds_each_pause_of_a_response_body_not_the_whole() {
 #[test]
 fn request_trailers_are_forwarded() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let request = "PUT /trailers HTTP/1.1\r\nHost: x\r\nX-Fencing-Token: 1\r\n\
         Transfer-Encoding: chunked\r\nTrailer: X-Checksum\r\n\r\n\
         5\r\nhello\r\n0\r\nX-Checksum: abc123\r\n\r\n";

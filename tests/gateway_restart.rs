@@ -6,13 +6,13 @@ mod support;
 
 use std::time::Duration;
 
-use support::{http, Backend, Gateway, HANG_GUARD};
+use support::{http, Backend, GatewayProcess, HANG_GUARD};
 
 #[test]
 fn kill9_and_restart_keep_every_admitted_token() {
     let backend = Backend::start();
     let url = backend.url();
-    let mut gw = Gateway::start(&["--upstream", &url]);
+    let mut gw = GatewayProcess::start(&["--upstream", &url]);
     assert!(!gw.stderr().to_ascii_lowercase().contains("memory"));
     assert_eq!(gw.put("/bucket/obj", 50).status, 200);
     for i in 0..20 {
@@ -67,7 +67,7 @@ fn kill9_during_a_burst_never_forgets_an_answered_admission() {
     // each key's fence is at least the highest token the backend saw.
     let backend = Backend::start();
     let url = backend.url();
-    let mut gw = Gateway::start(&["--upstream", &url]);
+    let mut gw = GatewayProcess::start(&["--upstream", &url]);
     let addr = gw.data_addr();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let threads: Vec<_> = (0..4u64)
@@ -120,7 +120,7 @@ fn kill9_during_a_burst_never_forgets_an_answered_admission() {
 fn memory_state_warns_and_forgets_on_restart() {
     let backend = Backend::start();
     let url = backend.url();
-    let mut gw = Gateway::start(&["--upstream", &url, "--state", "memory"]);
+    let mut gw = GatewayProcess::start(&["--upstream", &url, "--state", "memory"]);
     assert!(
         gw.wait_stderr("memory", HANG_GUARD),
         "no warning about --state memory on stderr: {:?}",
@@ -151,7 +151,7 @@ fn memory_state_warns_and_forgets_on_restart() {
 fn sigterm_drains_a_request_in_flight_then_exits_0() {
     let backend = Backend::start();
     let url = backend.url();
-    let mut gw = Gateway::start(&["--upstream", &url]);
+    let mut gw = GatewayProcess::start(&["--upstream", &url]);
     let addr = gw.data_addr();
     let slow = std::thread::spawn(move || {
         http(
@@ -185,7 +185,7 @@ fn sigterm_drains_a_request_in_flight_then_exits_0() {
 
 #[test]
 fn sigterm_when_idle_exits_0_promptly() {
-    let mut gw = Gateway::start(&[]);
+    let mut gw = GatewayProcess::start(&[]);
     assert!((200..300).contains(&gw.put("/x", 3).status));
     gw.sigterm();
     let status = gw.wait_exit(HANG_GUARD);
@@ -197,7 +197,7 @@ fn sigterm_when_idle_exits_0_promptly() {
 
 #[test]
 fn second_gateway_on_the_same_data_dir_is_refused() {
-    let gw = Gateway::start(&[]);
+    let gw = GatewayProcess::start(&[]);
     let dir = gw.data_dir().display().to_string();
     let out = support::run_on_free_ports(&["--data-dir", &dir]);
     out.start_error("a second gateway on the same data dir");

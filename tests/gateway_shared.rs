@@ -43,7 +43,7 @@ fn instance(
     prefix: &str,
     name: &str,
     extra: &[&str],
-) -> Gateway {
+) -> GatewayProcess {
     let endpoints = etcd.endpoints();
     let access = etcd.gateway_args();
     let mut args = vec![
@@ -58,12 +58,12 @@ fn instance(
     ];
     args.extend(access.iter().map(String::as_str));
     args.extend_from_slice(extra);
-    Gateway::in_front_of(backend, &args)
+    GatewayProcess::in_front_of(backend, &args)
 }
 
 /// A fenced PUT of `target` with `token`, held at the backend until
 /// `Backend::release(hold)`.
-fn held_put(gateway: &Gateway, target: &str, token: u64, hold: &str) -> Resp {
+fn held_put(gateway: &GatewayProcess, target: &str, token: u64, hold: &str) -> Resp {
     gateway.req(
         "PUT",
         target,
@@ -374,7 +374,7 @@ fn with_the_etcd_majority_down_every_instance_refuses_and_is_not_ready() {
 }
 
 /// An admin request on `gateway`'s admin plane, with bearer token `token`.
-fn admin(gateway: &Gateway, token: &str, method: &str, target: &str, body: &str) -> Resp {
+fn admin(gateway: &GatewayProcess, token: &str, method: &str, target: &str, body: &str) -> Resp {
     http(
         gateway.admin_addr(),
         method,
@@ -388,7 +388,7 @@ fn admin(gateway: &Gateway, token: &str, method: &str, target: &str, body: &str)
 }
 
 /// The highest of `key` on `gateway`, read with bearer token "tok".
-fn fence_with_token(gateway: &Gateway, key: &str) -> Option<u64> {
+fn fence_with_token(gateway: &GatewayProcess, key: &str) -> Option<u64> {
     let resp = admin(gateway, "tok", "GET", &format!("/fences/{}", pct(key)), "");
     match resp.status {
         200 => resp.json()["highest"].as_u64(),
@@ -505,7 +505,7 @@ fn a_steady_token_and_stale_refusals_are_decided_without_etcd() {
     assert_eq!(ready.json()["instance"], "a");
     assert_eq!(a.put("/r9", 7).status, 200);
     assert_eq!(a.put("/r9", 8).status, 200);
-    let round_trips = |gateway: &Gateway| {
+    let round_trips = |gateway: &GatewayProcess| {
         metric(
             &gateway.metrics(),
             "fencegate_shared_etcd_round_trips_total",
@@ -547,7 +547,7 @@ fn instance_via(
     prefix: &str,
     name: &str,
     ttl: &str,
-) -> Gateway {
+) -> GatewayProcess {
     let access = cluster().gateway_args();
     let mut args = vec![
         "--state",
@@ -562,7 +562,7 @@ fn instance_via(
         ttl,
     ];
     args.extend(access.iter().map(String::as_str));
-    Gateway::in_front_of(backend, &args)
+    GatewayProcess::in_front_of(backend, &args)
 }
 
 #[test]
@@ -636,7 +636,7 @@ fn a_response_still_relayed_at_the_deadline_is_cut() {
         "3",
     ];
     args.extend(access.iter().map(String::as_str));
-    let a = Gateway::start(&args);
+    let a = GatewayProcess::start(&args);
     let started = Instant::now();
     let answer = thread::scope(|s| {
         let read = s.spawn(|| {
@@ -779,7 +779,7 @@ async fn two_services_sharing_fences_through_the_library_fence_as_one() {
 
 /// A fenced request of `method` on `target` with `token` and `headers`.
 fn fenced(
-    gateway: &Gateway,
+    gateway: &GatewayProcess,
     method: &str,
     target: &str,
     token: u64,
@@ -899,7 +899,7 @@ fn host_scoped_fences_are_shared_per_host_with_their_subtrees() {
     let scope = ["--scope", "host+path"];
     let a = instance(cluster(), &backend, "/t-host/", "a", &scope);
     let b = instance(cluster(), &backend, "/t-host/", "b", &scope);
-    let put = |gw: &Gateway, host: &str, target: &str, token: u64| {
+    let put = |gw: &GatewayProcess, host: &str, target: &str, token: u64| {
         gw.req(
             "PUT",
             target,

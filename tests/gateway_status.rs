@@ -4,17 +4,17 @@
 
 mod support;
 
-use support::{dead_port, send_raw, Backend, Gateway, HANG_GUARD};
+use support::{dead_port, send_raw, Backend, GatewayProcess, HANG_GUARD};
 
 /// `raw` must be a complete request to the data plane; returns the answer.
-fn raw(gw: &Gateway, request: &str) -> support::Resp {
+fn raw(gw: &GatewayProcess, request: &str) -> support::Resp {
     send_raw(gw.data_addr(), request.as_bytes(), false)
 }
 
 #[test]
 fn invalid_token_malformed_values_are_400_and_never_forwarded() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let bad: &[&[u8]] = &[
         b"",
         b"   ",
@@ -57,7 +57,7 @@ fn invalid_token_malformed_values_are_400_and_never_forwarded() {
 #[test]
 fn valid_token_spellings_are_accepted() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     // Surrounding spaces and tabs are trimmed; leading zeros spell the same number.
     for (i, value) in [" 7 ", "\t8\t", "009", "18446744073709551615", "0"]
         .iter()
@@ -80,7 +80,7 @@ fn valid_token_spellings_are_accepted() {
 #[test]
 fn invalid_token_repeated_header_is_400() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     for method in ["PUT", "GET"] {
         for (a, b) in [("5", "5"), ("5", "6")] {
             let resp = raw(
@@ -104,7 +104,7 @@ fn invalid_token_repeated_header_is_400() {
 #[test]
 fn header_scope_lock_missing_repeated_or_bad_is_invalid_token() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &["--scope", "header"]);
+    let gw = GatewayProcess::in_front_of(&backend, &["--scope", "header"]);
     let long = "L".repeat(257);
     let cases: Vec<String> = vec![
         String::new(),                                       // missing
@@ -140,7 +140,7 @@ fn header_scope_lock_missing_repeated_or_bad_is_invalid_token() {
 #[test]
 fn invalid_path_is_400_and_never_forwarded() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     for path in [
         "/..",
         "/a/../../x",
@@ -167,7 +167,7 @@ fn invalid_path_is_400_and_never_forwarded() {
 #[test]
 fn stale_token_is_409_with_resource_token_highest_reason_and_header() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     assert_eq!(gw.put("/bucket/obj", 34).status, 200);
     let resp = gw.put("/bucket/obj", 33);
     let json = resp.assert_gateway_error(409, "stale_token");
@@ -199,7 +199,7 @@ fn stale_token_is_409_with_resource_token_highest_reason_and_header() {
 #[test]
 fn missing_token_on_every_write_method_is_428_with_resource() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     for method in [
         "PUT",
         "POST",
@@ -235,7 +235,7 @@ fn missing_token_on_every_write_method_is_428_with_resource() {
 fn upstream_unavailable_is_502_and_keeps_the_fence() {
     let port = dead_port();
     let url = format!("http://127.0.0.1:{port}");
-    let gw = Gateway::start(&["--upstream", &url]);
+    let gw = GatewayProcess::start(&["--upstream", &url]);
     let json = gw
         .put("/k", 5)
         .assert_gateway_error(502, "upstream_unavailable");
@@ -251,7 +251,7 @@ fn upstream_unavailable_is_502_and_keeps_the_fence() {
 #[test]
 fn backend_reset_is_502() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let resp = gw.req(
         "PUT",
         "/reset",
@@ -265,7 +265,7 @@ fn backend_reset_is_502() {
 #[test]
 fn upstream_timeout_is_504_and_keeps_the_fence() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &["--upstream-timeout", "0.5"]);
+    let gw = GatewayProcess::in_front_of(&backend, &["--upstream-timeout", "0.5"]);
     let resp = gw.req(
         "PUT",
         "/slow",
@@ -298,7 +298,7 @@ fn fence_store_unavailable_is_503_and_nothing_is_forwarded() {
     }
     let backend = Backend::start();
     let url = backend.url();
-    let gw = Gateway::start_full(
+    let gw = GatewayProcess::start_full(
         &[
             "sh",
             "-c",
@@ -375,7 +375,7 @@ fn fence_store_unavailable_is_503_and_nothing_is_forwarded() {
 #[test]
 fn order_invalid_token_before_invalid_path() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     gw.req("PUT", "/a/../../x", &[("X-Fencing-Token", "abc")], b"")
         .assert_gateway_error(400, "invalid_token");
     let resp = raw(
@@ -389,7 +389,7 @@ fn order_invalid_token_before_invalid_path() {
 #[test]
 fn order_lock_header_before_invalid_path() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &["--scope", "header"]);
+    let gw = GatewayProcess::in_front_of(&backend, &["--scope", "header"]);
     gw.req("PUT", "/a/../../x", &[("X-Fencing-Token", "1")], b"")
         .assert_gateway_error(400, "invalid_token");
     assert_eq!(backend.count(), 0);
@@ -398,7 +398,7 @@ fn order_lock_header_before_invalid_path() {
 #[test]
 fn order_invalid_path_before_missing_token() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     for path in ["/a/../../x", "/%ff"] {
         gw.req("PUT", path, &[], b"")
             .assert_gateway_error(400, "invalid_path");
@@ -411,7 +411,7 @@ fn order_invalid_path_before_missing_token() {
 #[test]
 fn order_invalid_token_and_path_before_admission() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     assert_eq!(gw.put("/k", 10).status, 200);
     // A malformed token on a fenced key is 400, not 409.
     gw.req("PUT", "/k", &[("X-Fencing-Token", "9x")], b"")
@@ -432,7 +432,7 @@ fn refusals_do_not_wait_for_slow_requests() {
     // A stale or malformed request is answered while a request on the same
     // key is held at the backend (it never queues behind it).
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let data = gw.data_addr();
     let held = std::thread::spawn(move || {
         support::http(
@@ -459,7 +459,7 @@ fn refused_request_body_is_never_taken_for_a_request() {
     // a request (token 99 must never reach the backend), whether the gateway
     // skips the unread body or closes the connection.
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     assert_eq!(gw.put("/k", 34).status, 200);
     let inner = "PUT /k HTTP/1.1\r\nHost: x\r\nX-Fencing-Token: 99\r\nContent-Length: 0\r\n\r\n";
     let pipelined = format!(

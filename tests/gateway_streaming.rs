@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::{read_response, rss_of, Backend, Gateway, HANG_GUARD};
+use support::{read_response, rss_of, Backend, GatewayProcess, HANG_GUARD};
 
 const LIMIT: u64 = 64 * 1024 * 1024;
 
@@ -69,7 +69,7 @@ struct Measure {
 impl Measure {
     /// Warms `gw` up, then takes the baseline and starts sampling and the
     /// clock.
-    fn start(gw: &Gateway) -> Measure {
+    fn start(gw: &GatewayProcess) -> Measure {
         warm_up(gw);
         let pid = gw.pid();
         let baseline = rss_of(pid).unwrap();
@@ -102,7 +102,7 @@ fn assert_bounded(growth: u64, size: u64, what: &str) {
 }
 
 /// A connection to the gateway's data plane whose reads fail rather than hang.
-fn connect(gw: &Gateway) -> TcpStream {
+fn connect(gw: &GatewayProcess) -> TcpStream {
     let stream = TcpStream::connect(gw.data_addr()).unwrap();
     stream.set_read_timeout(Some(HANG_GUARD)).unwrap();
     stream
@@ -110,16 +110,16 @@ fn connect(gw: &Gateway) -> TcpStream {
 
 /// A gateway in front of a backend, warmed up and measured from now on, and
 /// a connection to it on which `head` has been sent.
-fn start(head: &str) -> (Backend, Gateway, Measure, TcpStream) {
+fn start(head: &str) -> (Backend, GatewayProcess, Measure, TcpStream) {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     let measure = Measure::start(&gw);
     let mut stream = connect(&gw);
     stream.write_all(head.as_bytes()).unwrap();
     (backend, gw, measure, stream)
 }
 
-fn warm_up(gw: &Gateway) {
+fn warm_up(gw: &GatewayProcess) {
     // One small request each way, so that the baseline includes the
     // connection pools, buffers and lazily allocated state.
     for i in 0..3 {
@@ -216,7 +216,7 @@ fn refused_upload_is_not_read_and_not_forwarded() {
     // A stale 1 GiB upload is answered at once, without the gateway reading
     // (let alone forwarding) its body.
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
     assert_eq!(gw.put("/big/stale", 10).status, 200);
     let mut stream = connect(&gw);
     write!(

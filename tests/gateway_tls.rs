@@ -8,15 +8,15 @@ mod support;
 use std::process::Command;
 
 use support::tls::{tls_request, TestCa};
-use support::{build_request, run_on_free_ports, run_to_exit, Backend, Gateway, HANG_GUARD};
+use support::{build_request, run_on_free_ports, run_to_exit, Backend, GatewayProcess, HANG_GUARD};
 
 /// The gateway in front of `backend` over TLS, trusting `ca`.
-fn gateway_to_https(backend: &Backend, ca: &TestCa, extra: &[&str]) -> Gateway {
+fn gateway_to_https(backend: &Backend, ca: &TestCa, extra: &[&str]) -> GatewayProcess {
     let url = backend.https_url("localhost");
     let ca = ca.cert_path().display().to_string();
     let mut args = vec!["--upstream", url.as_str(), "--upstream-ca", ca.as_str()];
     args.extend_from_slice(extra);
-    Gateway::start(&args)
+    GatewayProcess::start(&args)
 }
 
 #[test]
@@ -113,7 +113,7 @@ struct TlsGateway {
     /// The files the gateway serves (and re-reads on SIGHUP).
     leaf: support::tls::Leaf,
     backend: Backend,
-    gw: Gateway,
+    gw: GatewayProcess,
 }
 
 fn tls_gateway() -> TlsGateway {
@@ -123,7 +123,7 @@ fn tls_gateway() -> TlsGateway {
     let url = backend.url();
     let cert = leaf.cert.display().to_string();
     let key = leaf.key.display().to_string();
-    let gw = Gateway::start(&["--upstream", &url, "--tls-cert", &cert, "--tls-key", &key]);
+    let gw = GatewayProcess::start(&["--upstream", &url, "--tls-cert", &cert, "--tls-key", &key]);
     TlsGateway {
         ca,
         leaf,
@@ -253,7 +253,7 @@ fn sighup_reloads_the_certificate_and_keeps_the_old_one_when_the_new_is_bad() {
     assert_eq!(kept.served, renewed.der);
 }
 
-fn wait_count(gw: &Gateway, needle: &str, count: usize) -> bool {
+fn wait_count(gw: &GatewayProcess, needle: &str, count: usize) -> bool {
     support::wait_until(HANG_GUARD, || gw.stderr().matches(needle).count() >= count)
 }
 

@@ -10,7 +10,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use support::{wait_until, Gateway, HANG_GUARD};
+use support::{wait_until, GatewayProcess, HANG_GUARD};
 
 /// What the backend saw on one connection.
 #[derive(Debug, Default, Clone)]
@@ -111,14 +111,14 @@ fn serve(stream: TcpStream, index: usize, log: &Mutex<Vec<Conn>>, close_after_ea
     log.lock().unwrap()[index].ended = true;
 }
 
-fn get(gw: &Gateway, path: &str) -> u16 {
+fn get(gw: &GatewayProcess, path: &str) -> u16 {
     gw.req("GET", path, &[], b"").status
 }
 
 #[test]
 fn sequential_requests_reuse_one_connection() {
     let backend = RawBackend::start(false);
-    let gw = Gateway::start(&["--upstream", &backend.url()]);
+    let gw = GatewayProcess::start(&["--upstream", &backend.url()]);
     for i in 0..20 {
         assert_eq!(get(&gw, &format!("/reuse/{i}")), 200);
     }
@@ -133,7 +133,7 @@ fn sequential_requests_reuse_one_connection() {
 #[test]
 fn idle_connections_are_closed_after_the_idle_timeout() {
     let backend = RawBackend::start(false);
-    let gw = Gateway::start(&[
+    let gw = GatewayProcess::start(&[
         "--upstream",
         &backend.url(),
         "--upstream-idle-timeout",
@@ -159,7 +159,7 @@ fn idle_connections_are_closed_after_the_idle_timeout() {
 #[test]
 fn a_connection_the_backend_closed_is_not_reused() {
     let backend = RawBackend::start(true);
-    let gw = Gateway::start(&["--upstream", &backend.url()]);
+    let gw = GatewayProcess::start(&["--upstream", &backend.url()]);
     for i in 0..5 {
         assert_eq!(get(&gw, &format!("/closed/{i}")), 200, "request {i}");
         // Let the gateway see the close before the next request.
@@ -171,7 +171,7 @@ fn a_connection_the_backend_closed_is_not_reused() {
 #[test]
 fn a_connection_whose_response_was_abandoned_is_not_reused() {
     let backend = RawBackend::start(false);
-    let gw = Gateway::start(&["--upstream", &backend.url()]);
+    let gw = GatewayProcess::start(&["--upstream", &backend.url()]);
     assert_eq!(get(&gw, "/warm"), 200);
 
     // A client that takes the start of a large download and hangs up.

@@ -27,7 +27,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
-use support::{dead_port, http, try_http, wait_until, Gateway, Resp, HANG_GUARD};
+use support::{dead_port, http, try_http, wait_until, GatewayProcess, Resp, HANG_GUARD};
 
 /// `gcp-storage-emulator start --in-memory` on a free loopback port, killed
 /// on drop. Its log (it logs every request) goes to a file in its own
@@ -107,9 +107,9 @@ impl Emulator {
 
 /// The gateway in front of the emulator, with `--flat-keys` (GCS has no
 /// collections).
-fn gcs_gateway(emulator: &Emulator) -> Gateway {
+fn gcs_gateway(emulator: &Emulator) -> GatewayProcess {
     let url = emulator.url();
-    Gateway::start(&["--upstream", &url, "--flat-keys"])
+    GatewayProcess::start(&["--upstream", &url, "--flat-keys"])
 }
 
 fn token(t: u64) -> String {
@@ -117,7 +117,7 @@ fn token(t: u64) -> String {
 }
 
 /// `POST /storage/v1/b?project=...` through the gateway with token `t`.
-fn create_bucket(gw: &Gateway, bucket: &str, t: u64) {
+fn create_bucket(gw: &GatewayProcess, bucket: &str, t: u64) {
     let body = format!(r#"{{"name":"{bucket}"}}"#);
     let resp = gw.req(
         "POST",
@@ -133,7 +133,7 @@ fn create_bucket(gw: &Gateway, bucket: &str, t: u64) {
 }
 
 /// A JSON-API media upload through the gateway: `?uploadType=media&name=`.
-fn json_upload(gw: &Gateway, bucket: &str, name: &str, t: u64, data: &str) -> Resp {
+fn json_upload(gw: &GatewayProcess, bucket: &str, name: &str, t: u64, data: &str) -> Resp {
     let target = format!(
         "/upload/storage/v1/b/{bucket}/o?uploadType=media&name={}",
         support::pct(name)
@@ -150,13 +150,13 @@ fn json_upload(gw: &Gateway, bucket: &str, name: &str, t: u64, data: &str) -> Re
 }
 
 /// A JSON-API object delete through the gateway: `/storage/v1/b/B/o/N`.
-fn json_delete(gw: &Gateway, bucket: &str, name: &str, t: u64) -> Resp {
+fn json_delete(gw: &GatewayProcess, bucket: &str, name: &str, t: u64) -> Resp {
     let target = format!("/storage/v1/b/{bucket}/o/{}", support::pct(name));
     gw.req("DELETE", &target, &[("X-Fencing-Token", &token(t))], b"")
 }
 
 /// An XML-API object write through the gateway: `PUT /B/N`.
-fn xml_put(gw: &Gateway, bucket: &str, name: &str, t: u64, data: &str) -> Resp {
+fn xml_put(gw: &GatewayProcess, bucket: &str, name: &str, t: u64, data: &str) -> Resp {
     gw.req(
         "PUT",
         &format!("/{bucket}/{name}"),
@@ -391,7 +391,7 @@ fn uploads_named_in_their_body_are_refused_and_never_reach_the_emulator() {
 
 /// Runs `tests/clients/gcs_fenced.py` (Google's `google-cloud-storage`
 /// client) against the gateway; returns what it printed.
-fn run_python_client(gw: &Gateway, bucket: &str, name: &str) -> serde_json::Value {
+fn run_python_client(gw: &GatewayProcess, bucket: &str, name: &str) -> serde_json::Value {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/gcs_fenced.py");
     let out = Command::new(venv().join("bin/python"))
         .arg(script)

@@ -13,7 +13,7 @@ use std::process::Command;
 use support::tls::TestCa;
 use support::*;
 
-fn put_to(gw: &Gateway, host: &str, target: &str, token: u64) -> Resp {
+fn put_to(gw: &GatewayProcess, host: &str, target: &str, token: u64) -> Resp {
     gw.req(
         "PUT",
         target,
@@ -25,7 +25,7 @@ fn put_to(gw: &Gateway, host: &str, target: &str, token: u64) -> Resp {
 #[test]
 fn two_buckets_with_one_key_fence_independently_and_host_spellings_fold() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &["--scope", "host+path"]);
+    let gw = GatewayProcess::in_front_of(&backend, &["--scope", "host+path"]);
 
     assert_eq!(put_to(&gw, "a.s3.example", "/report.csv", 34).status, 200);
     // The same key in another bucket: a fence of its own.
@@ -71,7 +71,7 @@ X-Fencing-Token: 33\r\nContent-Length: 4\r\n\r\ndata";
 #[test]
 fn host_prefix_fences_one_bucket_per_host_and_first_segments() {
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(&backend, &["--scope", "host+prefix:1"]);
+    let gw = GatewayProcess::in_front_of(&backend, &["--scope", "host+prefix:1"]);
     assert_eq!(put_to(&gw, "tenant-a", "/reports/q3.csv", 7).status, 200);
     put_to(&gw, "tenant-a", "/reports/q4.csv", 6).assert_gateway_error(409, "stale_token");
     assert_eq!(put_to(&gw, "tenant-b", "/reports/q4.csv", 6).status, 200);
@@ -85,7 +85,7 @@ fn admin_writes_take_host_keys_and_refuse_what_no_request_maps_to() {
     let dir = tempfile::tempdir().unwrap();
     let token_file = dir.path().join("admin-token");
     std::fs::write(&token_file, "s3cret\n").unwrap();
-    let gw = Gateway::in_front_of(
+    let gw = GatewayProcess::in_front_of(
         &backend,
         &[
             "--scope",
@@ -130,7 +130,7 @@ fn http2_authority_and_http1_host_name_the_same_fence() {
     let ca = TestCa::new("host-scopes");
     let leaf = ca.issue("gateway", &["a.s3.test", "localhost"]);
     let backend = Backend::start();
-    let gw = Gateway::in_front_of(
+    let gw = GatewayProcess::in_front_of(
         &backend,
         &[
             "--scope",

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 use support::tls::TestCa;
-use support::{dead_port, wait_until, Gateway, HANG_GUARD};
+use support::{dead_port, wait_until, GatewayProcess, HANG_GUARD};
 
 /// moto's server, killed on drop.
 struct Moto(Child);
@@ -61,7 +61,7 @@ fn start_moto(ca: &TestCa) -> (Moto, u16) {
     (moto, port)
 }
 
-fn run_client(gateway: &Gateway, mode: &str) -> serde_json::Value {
+fn run_client(gateway: &GatewayProcess, mode: &str) -> serde_json::Value {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/boto3_fenced.py");
     let out = Command::new(venv().join("bin/python"))
         .arg(script)
@@ -90,7 +90,7 @@ fn boto3_through_the_gateway_to_s3_over_tls_with_a_stale_write_refused() {
     let (_moto, port) = start_moto(&ca);
     let upstream = format!("https://localhost:{port}");
     let ca_file = ca.cert_path().display().to_string();
-    let gw = Gateway::start(&[
+    let gw = GatewayProcess::start(&[
         "--upstream",
         &upstream,
         "--upstream-ca",
@@ -132,7 +132,7 @@ fn boto3_in_virtual_hosted_style_fences_per_bucket() {
     let (_moto, port) = start_moto(&ca);
     let upstream = format!("https://localhost:{port}");
     let ca_file = ca.cert_path().display().to_string();
-    let gw = Gateway::start(&[
+    let gw = GatewayProcess::start(&[
         "--upstream",
         &upstream,
         "--upstream-ca",
@@ -161,7 +161,7 @@ fn boto3_in_virtual_hosted_style_fences_per_bucket() {
 /// rclone (`scripts/install-deps.sh` installs it) with its S3 backend, the
 /// gateway as endpoint. Runs `rclone ARGS...` with the remote `gw:` and
 /// returns whether it exited 0, and its stdout and stderr.
-fn rclone(gateway: &Gateway, args: &[&str]) -> (bool, String) {
+fn rclone(gateway: &GatewayProcess, args: &[&str]) -> (bool, String) {
     let out = Command::new("rclone")
         .args(args)
         // No retries: a refusal is an answer, not a glitch.
@@ -195,7 +195,7 @@ fn rclone_header_fences_deletes_and_header_upload_does_not() {
     let (_moto, port) = start_moto(&ca);
     let upstream = format!("https://localhost:{port}");
     let ca_file = ca.cert_path().display().to_string();
-    let gw = Gateway::start(&["--upstream", &upstream, "--upstream-ca", &ca_file]);
+    let gw = GatewayProcess::start(&["--upstream", &upstream, "--upstream-ca", &ca_file]);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("report.csv");
     std::fs::write(&file, "written by client 2").unwrap();

@@ -21,7 +21,7 @@ mod demo;
 use std::path::{Path, PathBuf};
 
 use support::tls::TestCa;
-use support::{run_on_free_ports_with_env, Backend, Gateway, HANG_GUARD};
+use support::{run_on_free_ports_with_env, Backend, GatewayProcess, HANG_GUARD};
 use support::{EtcdCluster, EtcdTls};
 
 const PASSWORD: &str = "s3cret-fencegate-pw";
@@ -176,10 +176,10 @@ fn etcd_with_client_certificates_and_rbac() {
     // The password from the environment instead of a file.
     let mut args = vec!["--upstream".to_owned(), upstream.clone()];
     args.extend(etcd.args(&[("--etcd-password-file", "")]));
-    let a = Gateway::start_with_env(&strs(&args), &[("FENCEGATE_ETCD_PASSWORD", PASSWORD)]);
+    let a = GatewayProcess::start_with_env(&strs(&args), &[("FENCEGATE_ETCD_PASSWORD", PASSWORD)]);
     let mut args = vec!["--upstream".to_owned(), upstream.clone()];
     args.extend(etcd.args(&[]));
-    let b = Gateway::start(&strs(&args));
+    let b = GatewayProcess::start(&strs(&args));
 
     // Shared fences work through TLS and RBAC: a raise at A is seen at B.
     assert_eq!(a.put("/reports/q3", 5).status, 200);
@@ -217,7 +217,7 @@ fn etcd_with_client_certificates_and_rbac() {
         &["user", "grant-role", "issuer", "lock-reader"],
     );
     let hosts = etcd.cluster.endpoints().replace("https://", "");
-    let trusting = Gateway::start_with_env(
+    let trusting = GatewayProcess::start_with_env(
         &[
             "--upstream",
             &upstream,
@@ -249,7 +249,7 @@ fn etcd_with_client_certificates_and_rbac() {
     std::fs::copy(&etcd.client_key, &key).unwrap();
     let mut args = vec!["--upstream".to_owned(), upstream.clone()];
     args.extend(etcd.args(&[("--etcd-cert", &path(&cert)), ("--etcd-key", &path(&key))]));
-    let c = Gateway::start(&strs(&args));
+    let c = GatewayProcess::start(&strs(&args));
     assert_eq!(c.put("/reports/q5", 9).status, 200);
     let untrusted_ca = TestCa::new("untrusted");
     let untrusted = untrusted_ca.issue_client_without_cn("impostor");
@@ -277,7 +277,7 @@ fn etcd_with_client_certificates_and_rbac() {
 
 /// What a token issuer behind TLS and a password must do: a token above
 /// the lock service's counter is refused, one at it admitted.
-fn check_trusted(gw: &Gateway, issued: u64) {
+fn check_trusted(gw: &GatewayProcess, issued: u64) {
     let err = gw
         .put("/a", issued + 1_000)
         .assert_gateway_error(403, "token_not_issued");
@@ -287,7 +287,7 @@ fn check_trusted(gw: &Gateway, issued: u64) {
 }
 
 /// A raise the issuer cannot confirm: 503, and why (never the password).
-fn unavailable_detail(gw: &Gateway) -> String {
+fn unavailable_detail(gw: &GatewayProcess) -> String {
     let err = gw
         .put("/b", 1)
         .assert_gateway_error(503, "token_issuer_unavailable");
@@ -391,7 +391,7 @@ fn redis_over_tls_with_an_acl_user() {
     let url = format!("rediss://fencegate@127.0.0.1:{}/locks:counter", redis.port);
     let ca = path(&redis.ca.cert_path());
     let with = |ca: &str, password: &str| {
-        Gateway::start_with_env(
+        GatewayProcess::start_with_env(
             &[
                 "--upstream",
                 &backend.url(),
@@ -468,7 +468,7 @@ fn postgres_over_tls_only_with_a_password() {
         )
     };
     let with = |url: &str, ca: &Path, password: &Path| {
-        Gateway::start(&[
+        GatewayProcess::start(&[
             "--upstream",
             &backend.url(),
             "--token-issuer",
@@ -500,7 +500,7 @@ fn postgres_over_tls_only_with_a_password() {
 
     // Plaintext is refused by the server (hostssl only); TLS without
     // verification is refused by the gateway at start.
-    let plain = Gateway::start_with_env(
+    let plain = GatewayProcess::start_with_env(
         &[
             "--upstream",
             &backend.url(),
@@ -558,7 +558,7 @@ fn zookeeper_with_digest_authentication() {
     let backend = Backend::start();
     let url = format!("zookeeper://fencegate@{}", zookeeper.addr);
     let with = |password: &str| {
-        Gateway::start_with_env(
+        GatewayProcess::start_with_env(
             &["--upstream", &backend.url(), "--token-issuer", &url],
             &[("FENCEGATE_TOKEN_ISSUER_PASSWORD", password)],
         )

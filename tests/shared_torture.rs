@@ -303,7 +303,7 @@ struct Nemesis<'a> {
     rng: Rng,
     moves: &'static [Move],
     etcd: &'a mut EtcdCluster,
-    gateways: &'a mut [Gateway],
+    gateways: &'a mut [GatewayProcess],
     relays: &'a [Vec<Relay>],
     /// Between each instance and the backend (late delivery).
     backend_relays: &'a [Relay],
@@ -419,9 +419,9 @@ fn run_clients(
 
 /// What the clients of a run share: the gateways' addresses, the lock
 /// service's counters (one per directory), the tally.
-fn clients_for(gateways: &[Gateway]) -> (Routing, Vec<AtomicU64>, Tally) {
+fn clients_for(gateways: &[GatewayProcess]) -> (Routing, Vec<AtomicU64>, Tally) {
     let routing = Routing {
-        addrs: RwLock::new(gateways.iter().map(Gateway::data_addr).collect()),
+        addrs: RwLock::new(gateways.iter().map(GatewayProcess::data_addr).collect()),
         newest: Mutex::new((0, 0)),
     };
     let tokens = (0..DIRS).map(|_| AtomicU64::new(0)).collect();
@@ -445,13 +445,13 @@ fn shared_fences_hold_under_the_nemesis_and_independent_fences_do_not() {
                 .collect()
         })
         .collect();
-    let mut gateways: Vec<Gateway> = relays
+    let mut gateways: Vec<GatewayProcess> = relays
         .iter()
         .enumerate()
         .map(|(i, relays)| {
             let endpoints = relays.iter().map(Relay::url).collect::<Vec<_>>().join(",");
             let name = format!("gw{i}");
-            Gateway::in_front_of(
+            GatewayProcess::in_front_of(
                 &backend,
                 &[
                     "--state",
@@ -557,8 +557,8 @@ fn shared_fences_hold_under_the_nemesis_and_independent_fences_do_not() {
 
     // --- Independent fences (`--state disk` on each instance).
     let backend = Backend::start();
-    let gateways: Vec<Gateway> = (0..3)
-        .map(|_| Gateway::in_front_of(&backend, &["--state", "disk"]))
+    let gateways: Vec<GatewayProcess> = (0..3)
+        .map(|_| GatewayProcess::in_front_of(&backend, &["--state", "disk"]))
         .collect();
     let (routing, tokens, tally) = clients_for(&gateways);
     run_clients(
@@ -643,7 +643,7 @@ fn late_delivery_run(
     let backend_relays: Vec<Relay> = (0..3)
         .map(|_| Relay::start(backend.addr(), Fault::None))
         .collect();
-    let mut gateways: Vec<Gateway> = (0..3)
+    let mut gateways: Vec<GatewayProcess> = (0..3)
         .map(|i| {
             let endpoints = relays[i]
                 .iter()
@@ -671,7 +671,7 @@ fn late_delivery_run(
             if chained {
                 args.extend(["--conditional-writes", "http"]);
             }
-            Gateway::start(&args)
+            GatewayProcess::start(&args)
         })
         .collect();
     let (routing, tokens, tally) = clients_for(&gateways);

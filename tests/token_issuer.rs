@@ -12,19 +12,25 @@ mod demo;
 
 use std::net::SocketAddr;
 
-use support::{metric, outcome, Backend, Gateway};
+use support::{metric, outcome, Backend, GatewayProcess};
 
-fn gateway(backend: &Backend, issuer: &str) -> Gateway {
-    Gateway::in_front_of(backend, &["--token-issuer", issuer])
+fn gateway(backend: &Backend, issuer: &str) -> GatewayProcess {
+    GatewayProcess::in_front_of(backend, &["--token-issuer", issuer])
 }
 
-fn questions(gw: &Gateway) -> f64 {
+fn questions(gw: &GatewayProcess) -> f64 {
     metric(&gw.metrics(), "fencegate_issuer_questions_total").unwrap_or(0.0)
 }
 
 /// What every issuer must do, given tokens the issuer did and did not hand
 /// out, and a way to stop it.
-fn check_issuer(gw: &Gateway, backend: &Backend, issued: u64, forged: u64, stop: impl FnOnce()) {
+fn check_issuer(
+    gw: &GatewayProcess,
+    backend: &Backend,
+    issued: u64,
+    forged: u64,
+    stop: impl FnOnce(),
+) {
     let refused = gw.put("/a", forged);
     let err = refused.assert_gateway_error(403, "token_not_issued");
     assert_eq!(err["resource"], "/a");

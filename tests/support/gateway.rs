@@ -29,7 +29,7 @@ struct Output {
 }
 
 /// The real `fencegate` binary, running. Killed on drop.
-pub struct Gateway {
+pub struct GatewayProcess {
     child: Option<Child>,
     program: Vec<String>,
     args: Vec<String>,
@@ -47,33 +47,33 @@ fn has_option(args: &[String], envs: &[(String, String)], flag: &str, var: &str)
         || envs.iter().any(|(k, _)| k == var)
 }
 
-impl Gateway {
+impl GatewayProcess {
     /// Starts the gateway in front of `backend` (`--upstream`), with `extra`
     /// options.
-    pub fn in_front_of(backend: &Backend, extra: &[&str]) -> Gateway {
+    pub fn in_front_of(backend: &Backend, extra: &[&str]) -> GatewayProcess {
         let url = backend.url();
         let mut args = vec!["--upstream", url.as_str()];
         args.extend_from_slice(extra);
-        Gateway::start(&args)
+        GatewayProcess::start(&args)
     }
 
     /// Starts the gateway with `args`, adding `--listen 127.0.0.1:0
     /// --admin-listen 127.0.0.1:0` and a fresh temporary `--data-dir` unless
     /// given, and waits (bounded) until both addresses are printed.
-    pub fn start(args: &[&str]) -> Gateway {
+    pub fn start(args: &[&str]) -> GatewayProcess {
         Self::start_full(&[], args, &[])
     }
 
     /// As [`start`](Self::start), with extra `FENCEGATE_*` (or other)
     /// environment variables. Every `FENCEGATE_*` variable inherited from the
     /// test's environment is removed first.
-    pub fn start_with_env(args: &[&str], envs: &[(&str, &str)]) -> Gateway {
+    pub fn start_with_env(args: &[&str], envs: &[(&str, &str)]) -> GatewayProcess {
         Self::start_full(&[], args, envs)
     }
 
     /// As [`start`](Self::start), but runs `wrapper... BIN args...`, e.g.
     /// a shell that sets resource limits and then `exec`s the binary.
-    pub fn start_full(wrapper: &[&str], args: &[&str], envs: &[(&str, &str)]) -> Gateway {
+    pub fn start_full(wrapper: &[&str], args: &[&str], envs: &[(&str, &str)]) -> GatewayProcess {
         let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         let envs: Vec<(String, String)> = envs
             .iter()
@@ -97,7 +97,7 @@ impl Gateway {
         };
         let mut program: Vec<String> = wrapper.iter().map(|s| s.to_string()).collect();
         program.push(BIN.to_string());
-        let mut gateway = Gateway {
+        let mut gateway = GatewayProcess {
             child: None,
             program,
             args,
@@ -344,7 +344,7 @@ impl Gateway {
     }
 }
 
-impl Drop for Gateway {
+impl Drop for GatewayProcess {
     fn drop(&mut self) {
         self.kill9();
     }

@@ -1,6 +1,6 @@
 //! Shared helpers of the tests, one file per concern:
 //!
-//! - `gateway`: the real `fencegate` binary as a child process ([`Gateway`]),
+//! - `gateway`: the real `fencegate` binary as a child process ([`GatewayProcess`]),
 //!   runs to exit, and reading `/metrics`;
 //! - `backend`: an in-process test backend that records what reaches it
 //!   ([`Backend`]);
