@@ -7,6 +7,10 @@
 //! kept: an idle timeout (below the backend's keep-alive, hyper issues #2136
 //! and #2275), enforced on checkout and by a reaper task; a connection goes
 //! back only once its response is over; a closed one is never handed out.
+//!
+//! Generic over the request body type of the connections it holds, so that
+//! it knows nothing of the proxy that fills it; what a response body may do
+//! while it is relayed (its stall timeout) is the proxy's to decide.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,63 +18,64 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
 use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
 
-use super::body_timeout::{Side, StallTimeout};
-use super::proxy::UpstreamBody;
-
-/// Idle connections to the backend, the most recently used last (it is the
-/// one reused first, so that surplus connections age out).
-pub(crate) struct Pool {
-    idle: Mutex<Vec<Idle>>,
+/// Idle connections to the backend whose requests have bodies of type `B`,
+/// the most recently used last (it is the one reused first, so that surplus
+/// connections age out).
+pub(crate) struct Pool<B> {
+    idle: Mutex<Vec<Idle<B>>>,
     idle_timeout: Duration,
-    /// The longest pause allowed within a response body.
-    body_timeout: Duration,
     reaper_started: AtomicBool,
 }
 
-struct Idle {
-    sender: SendRequest<UpstreamBody>,
+struct Idle<B> {
+    sender: SendRequest<B>,
     since: Instant,
 }
 
-impl Pool {
-    /// An empty pool whose connections are closed after `idle_timeout` idle,
-    /// and whose response bodies fail when they pause for `body_timeout`.
-    pub(crate) fn new(idle_timeout: Duration, body_timeout: Duration) -> Self {
+/// A response body and what becomes of its connection.
+pub(crate) enum Released<B: Send + 'static> {
+    /// The response had no body: the connection is back in the pool.
+    Done(Incoming),
+    /// The connection goes back once this body has been read to its end.
+    Pooled(PooledBody<B>),
+}
+
+impl<B: Send + 'static> Pool<B> {
+    /// An empty pool whose connections are closed after `idle_timeout` idle.
+    pub(crate) fn new(idle_timeout: Duration) -> Self {
         Pool {
             idle: Mutex::new(Vec::new()),
             idle_timeout,
-            body_timeout,
             reaper_started: AtomicBool::new(false),
         }
     }
 
     /// The response body `body`, which gives `sender`'s connection back to
     /// the pool once it has been read to the end, or at once if it is empty.
-    /// A body that stalls fails, and its connection is not reused.
+    /// A body that fails or is dropped early does not give it back (unless
+    /// hyper had read the response to its end anyway).
     pub(crate) fn release_after(
-        pool: &Arc<Pool>,
-        sender: SendRequest<UpstreamBody>,
+        pool: &Arc<Pool<B>>,
+        sender: SendRequest<B>,
         body: Incoming,
-    ) -> Body {
+    ) -> Released<B> {
         if http_body::Body::is_end_stream(&body) {
             Pool::checkin(pool, sender);
-            Body::new(body)
+            Released::Done(body)
         } else {
-            let pooled = PooledBody {
+            Released::Pooled(PooledBody {
                 body,
                 release: Some((sender, Arc::clone(pool))),
-            };
-            Body::new(StallTimeout::new(pooled, pool.body_timeout, Side::Upstream))
+            })
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Idle>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Idle<B>>> {
         // Held for a push or a pop; the vector stays consistent whatever
         // happens, so a poisoned lock is still usable.
         self.idle.lock().unwrap_or_else(PoisonError::into_inner)
@@ -78,7 +83,7 @@ impl Pool {
 
     /// A connection ready for a request, if one is idle. Connections idle
     /// for too long or closed by the backend are dropped (which closes them).
-    pub(crate) fn checkout(&self) -> Option<SendRequest<UpstreamBody>> {
+    pub(crate) fn checkout(&self) -> Option<SendRequest<B>> {
         let now = Instant::now();
         let mut idle = self.lock();
         while let Some(entry) = idle.pop() {
@@ -92,7 +97,7 @@ impl Pool {
     /// Returns a connection whose response is done. It takes a new request
     /// once its connection task has finished the previous exchange, which is
     /// normally already the case; otherwise a task waits for that.
-    fn checkin(pool: &Arc<Pool>, mut sender: SendRequest<UpstreamBody>) {
+    fn checkin(pool: &Arc<Pool<B>>, mut sender: SendRequest<B>) {
         if sender.is_ready() {
             pool.put(sender);
         } else if !sender.is_closed() {
@@ -109,7 +114,7 @@ impl Pool {
         }
     }
 
-    fn put(self: &Arc<Pool>, sender: SendRequest<UpstreamBody>) {
+    fn put(self: &Arc<Pool<B>>, sender: SendRequest<B>) {
         self.lock().push(Idle {
             sender,
             since: Instant::now(),
@@ -121,7 +126,7 @@ impl Pool {
 
     /// Closes connections idle for longer than the idle timeout, also when
     /// no request comes to find them. Ends with the proxy.
-    fn start_reaper(pool: &Arc<Pool>) {
+    fn start_reaper(pool: &Arc<Pool<B>>) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
@@ -137,7 +142,7 @@ impl Pool {
                 tick.tick().await;
                 let Some(pool) = weak.upgrade() else { break };
                 let now = Instant::now();
-                let expired: Vec<Idle> = {
+                let expired: Vec<Idle<B>> = {
                     let mut idle = pool.lock();
                     let (keep, expired) = std::mem::take(&mut *idle).into_iter().partition(|e| {
                         now.duration_since(e.since) < pool.idle_timeout && !e.sender.is_closed()
@@ -156,13 +161,21 @@ pin_project_lite::pin_project! {
     /// A response body that gives its connection back to the pool once it
     /// has been read to the end (or dropped: then the connection is only
     /// reused if hyper finished reading the response anyway).
-    struct PooledBody {
+    pub(crate) struct PooledBody<B>
+    where
+        B: Send,
+        B: 'static,
+    {
         #[pin]
         body: Incoming,
-        release: Option<(SendRequest<UpstreamBody>, Arc<Pool>)>,
+        release: Option<(SendRequest<B>, Arc<Pool<B>>)>,
     }
 
-    impl PinnedDrop for PooledBody {
+    impl<B> PinnedDrop for PooledBody<B>
+    where
+        B: Send,
+        B: 'static,
+    {
         fn drop(this: Pin<&mut Self>) {
             if let Some((sender, pool)) = this.project().release.take() {
                 Pool::checkin(&pool, sender);
@@ -171,7 +184,7 @@ pin_project_lite::pin_project! {
     }
 }
 
-impl http_body::Body for PooledBody {
+impl<B: Send + 'static> http_body::Body for PooledBody<B> {
     type Data = Bytes;
     type Error = hyper::Error;
 

@@ -34,10 +34,10 @@ use pin_project_lite::pin_project;
 use tokio_rustls::TlsConnector;
 use tower_service::Service;
 
-use super::body_timeout::{find_cause, BodyStalled, Side};
+use super::body_timeout::{find_cause, BodyStalled, Side, StallTimeout};
 use super::hop::strip_hop_by_hop;
 use super::outcome::Outcome;
-use super::pool::Pool;
+use super::pool::{Pool, Released};
 use super::upstream::Upstream;
 use crate::refusal::error_response;
 use crate::store::Lease;
@@ -71,7 +71,7 @@ struct Shared {
     /// backend's authority, as hyper-util's client would set it.
     default_host: HeaderValue,
     timeout: Duration,
-    pool: Arc<Pool>,
+    pool: Arc<Pool<UpstreamBody>>,
     /// `Some` for an `https://` upstream.
     tls: Option<TlsConnector>,
 }
@@ -105,7 +105,7 @@ impl Proxy {
                 upstream,
                 default_host,
                 timeout,
-                pool: Arc::new(Pool::new(idle_timeout, timeout)),
+                pool: Arc::new(Pool::new(idle_timeout)),
                 tls,
             }),
             client: Arc::new(Client {
@@ -312,7 +312,14 @@ impl Shared {
                 Ok(response) => {
                     let (mut parts, body) = response.into_parts();
                     strip_hop_by_hop(&mut parts.headers);
-                    let body = Pool::release_after(&self.pool, sender, body);
+                    // A response body that stalls fails, and its
+                    // connection is not reused.
+                    let body = match Pool::release_after(&self.pool, sender, body) {
+                        Released::Done(body) => Body::new(body),
+                        Released::Pooled(body) => {
+                            Body::new(StallTimeout::new(body, self.timeout, Side::Upstream))
+                        }
+                    };
                     return Ok(Response::from_parts(parts, body));
                 }
                 Err(mut error) => match error.take_message() {
