@@ -382,7 +382,9 @@ impl Fences {
             subtree_scope: AtomicBool::new(false),
             index: Mutex::new(None),
         });
-        table.store.attach(FenceView::new(Arc::downgrade(&table)));
+        table
+            .store
+            .attach(Arc::new(FenceView::new(Arc::downgrade(&table))));
         Fences { inner: table }
     }
 

@@ -9,7 +9,8 @@ use crate::key::{covering_subtrees, subtree_path};
 use super::{Fence, Fences, Table};
 
 /// A handle on the fence table for the store it is built over
-/// ([`FenceStore::attach`](crate::store::FenceStore::attach)). A shared store
+/// ([`FenceStore::attach`](crate::store::FenceStore::attach), as a
+/// [`FenceEvents`](crate::store::FenceEvents)). A shared store
 /// reports through it what other holders changed, so that stale requests
 /// are refused from memory and waiters wake up. Holds the table weakly: a
 /// store's background tasks do not keep a dropped table alive.
@@ -112,5 +113,27 @@ impl FenceView {
 
     fn fences(&self) -> Option<Fences> {
         self.table.upgrade().map(|inner| Fences { inner })
+    }
+}
+
+impl crate::store::FenceEvents for FenceView {
+    fn raised(&self, key: &str, highest: u64) {
+        FenceView::raised(self, key, highest);
+    }
+
+    fn set(&self, key: &str, highest: Option<u64>) {
+        FenceView::set(self, key, highest);
+    }
+
+    fn changed(&self, key: &str) {
+        FenceView::changed(self, key);
+    }
+
+    fn highest(&self, key: &str) -> Option<u64> {
+        FenceView::highest(self, key)
+    }
+
+    fn is_live(&self) -> bool {
+        FenceView::is_live(self)
     }
 }

@@ -17,7 +17,7 @@
 //!   in-flight record on the instance's lease, and answers the stored highest
 //!   and whether a lower claim of another instance must finish first
 //!   ([`ClaimHold::waits`]). Changes made by other instances reach the table
-//!   through the [`FenceView`] the store is attached to.
+//!   through the [`FenceEvents`] the store is attached to.
 //!
 //! Each admin write ([`FenceChange`]) is recorded together with its audit
 //! entry.
@@ -30,7 +30,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::audit::AuditEntry;
-pub use crate::fences::FenceView;
 
 #[cfg(feature = "etcd")]
 mod etcd;
@@ -90,7 +89,7 @@ impl std::fmt::Debug for Claim {
 pub trait ClaimHold: Send + Sync + 'static {
     /// Whether a lower-token claim of another holder is still in flight on
     /// the key: the request must wait. When this changes the store wakes
-    /// the key's waiters through its [`FenceView`].
+    /// the key's waiters through its [`FenceEvents`].
     fn waits(&self) -> bool;
 
     /// The lease the claim lives on: once it is revoked, the request must
@@ -127,6 +126,32 @@ pub enum Setting {
     Exactly(u64),
     /// No fence for the key any more.
     Forget,
+}
+
+/// Where a shared store reports what other holders changed, so that stale
+/// requests are refused from memory and waiters wake up: the fence table's
+/// view ([`FenceView`](crate::fences::FenceView)) implements it, handed to
+/// the store by [`FenceStore::attach`]. The store depends on this trait only,
+/// not on the table.
+pub trait FenceEvents: Send + Sync + 'static {
+    /// Another holder made `highest` the key's highest (committed in the
+    /// store): refuse lower tokens from now on, overtake waiters below it.
+    /// Never lowers.
+    fn raised(&self, key: &str, highest: u64);
+
+    /// An admin write of another holder set the key's highest (`None`: the
+    /// fence was deleted).
+    fn set(&self, key: &str, highest: Option<u64>);
+
+    /// Something that waiters on the key wait for changed (another holder's
+    /// in-flight record came or went): wake them to look again.
+    fn changed(&self, key: &str);
+
+    /// The table's highest for `key`.
+    fn highest(&self, key: &str) -> Option<u64>;
+
+    /// Whether the table is still there.
+    fn is_live(&self) -> bool;
 }
 
 /// Where fences' highest tokens live, for every holder that shares them.
@@ -166,7 +191,7 @@ pub trait FenceStore: Send + Sync + 'static {
     /// Hands the store the table's view, through which a shared store
     /// reports what other holders changed. Called once, when the table is
     /// built; stores with a single holder ignore it.
-    fn attach(&self, view: FenceView) {
+    fn attach(&self, view: Arc<dyn FenceEvents>) {
         drop(view);
     }
 

@@ -34,8 +34,8 @@ use self::layout::{pad, Entry, Layout};
 use self::replica::Replica;
 use super::lease::boot_clock;
 use super::{
-    AuditFuture, Claim, ClaimFuture, ClaimHold, FenceChange, FenceStore, FenceView, HighestsFuture,
-    Lease, PersistFuture, StoreError, StoreStats,
+    AuditFuture, Claim, ClaimFuture, ClaimHold, FenceChange, FenceEvents, FenceStore,
+    HighestsFuture, Lease, PersistFuture, StoreError, StoreStats,
 };
 use crate::etcd_http::{b64, int, text, CallError, Client};
 
@@ -116,7 +116,7 @@ struct Shared {
     layout: Layout,
     instance: String,
     ttl: Duration,
-    view: OnceLock<FenceView>,
+    view: OnceLock<Arc<dyn FenceEvents>>,
     /// The lease claims are made under; `None` between losing one and
     /// being granted the next.
     lease: Mutex<Option<Lease>>,
@@ -239,7 +239,7 @@ impl FenceStore for EtcdStore {
         Ok(())
     }
 
-    fn attach(&self, view: FenceView) {
+    fn attach(&self, view: Arc<dyn FenceEvents>) {
         if self.shared.view.set(view).is_ok() {
             let watcher = tokio::spawn(Arc::clone(&self.shared).watch(self.watch_from));
             lock(&self.tasks).push(watcher);
