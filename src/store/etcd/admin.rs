@@ -9,11 +9,17 @@
 //! the highest is still the one the admin saw. Other instances apply it to
 //! their view when the watch brings the audit entry.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::SystemTime;
 
-use super::*;
+use serde_json::{json, Value};
+
+use super::layout::pad;
+use super::{unavailable, Shared};
 use crate::audit::{AuditAction, AuditEntry};
-use crate::store::{FenceChange, Setting};
+use crate::etcd_http::{b64, text};
+use crate::store::{FenceChange, Setting, StoreError};
 
 /// Makes audit keys written in the same millisecond by one instance distinct.
 static AUDIT_SEQUENCE: AtomicU64 = AtomicU64::new(0);

@@ -1,12 +1,20 @@
 //! Claims, committed many to an etcd transaction (group commit).
 
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
 
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
-use super::*;
+use super::layout::{pad, Entry};
+use super::{lock, unavailable, Shared, MAX_BATCH};
+use crate::etcd_http::{b64, int, text, CallError};
 use crate::key::{covering_subtrees, subtree_path};
+use crate::store::{Claim, Lease, StoreError};
 
 pub(super) struct Pending {
     pub(super) key: String,

@@ -1,7 +1,16 @@
 //! This holder's lease: granted, kept alive every TTL/6, and revoked at
 //! its deadline, after which a fresh one is taken.
 
-use super::*;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde_json::json;
+
+use super::{lock, Shared};
+use crate::etcd_http::{b64, int, CallError};
+use crate::store::lease::boot_clock;
+use crate::store::Lease;
 
 /// Seconds since the Unix epoch: when an instance started, in its member
 /// record.

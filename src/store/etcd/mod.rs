@@ -21,21 +21,20 @@
 //!   revoked locally: requests in flight under it are cut, new claims get
 //!   503 until a fresh lease is held.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::JoinHandle;
 
-use self::layout::{pad, Entry, Layout};
+use self::layout::{Entry, Layout};
 use self::replica::Replica;
-use super::lease::boot_clock;
 use super::{
-    AuditFuture, Claim, ClaimFuture, ClaimHold, FenceChange, FenceEvents, FenceStore,
-    HighestsFuture, Lease, PersistFuture, StoreError, StoreStats,
+    AuditFuture, Claim, ClaimFuture, FenceChange, FenceEvents, FenceStore, HighestsFuture, Lease,
+    PersistFuture, StoreError, StoreStats,
 };
 use crate::etcd_http::{b64, int, text, CallError, Client};
 

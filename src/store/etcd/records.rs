@@ -1,7 +1,15 @@
 //! This holder's in-flight records: who uses each, the hold a request
 //! keeps, and the sweeper that deletes a record once no request needs it.
 
-use super::*;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::{lock, Shared, MAX_BATCH};
+use crate::etcd_http::b64;
+use crate::store::{ClaimHold, Lease};
 
 /// How long a record stays after its last request, in case the same token
 /// comes again (the steady state of one lock holder).

@@ -1,7 +1,15 @@
 //! The watch that keeps the replica of records, and the table's view of
 //! every highest, up to date with what other holders do.
 
-use super::*;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::layout::Entry;
+use super::{lock, Shared};
+use crate::etcd_http::{int, text, CallError};
 
 /// A watch that brought nothing for this long is reopened (from where it
 /// was): a connection can die without a word (a partition, a member
