@@ -339,7 +339,7 @@ upload() {
   [ -n "${gw_pid:-}" ] || { start_processes; gw_pid=$disk_pid; }
   log "upload: ${upload_mib} MiB through fencegate --state disk"
   truncate -s "${upload_mib}M" "$work/upload.bin"
-  # Warm the gateway's buffers and pools first, as tests/gateway_streaming.rs does.
+  # Warm the gateway's buffers and pools first, as tests/binary/gateway_streaming.rs does.
   for i in 1 2 3; do
     curl -fsS -o /dev/null -X PUT -H 'X-Fencing-Token: 1' -H 'Expect:' \
       --data-binary @<(head -c 1048576 /dev/zero) "http://127.0.0.1:$gw_port/upload/warm-$i"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The flood tests (tests/floods.rs) at full size (docs/RELIABILITY.md,
+# The flood tests (tests/binary/floods.rs) at full size (docs/RELIABILITY.md,
 # "Floods"): 10,000 idle or half-open connections, 1,000 slow uploads at
 # once, 1,000,000 distinct keys, a burst of 100,000 stale requests. Each
 # prints what it measured. Override any size with its FLOOD_* variable.

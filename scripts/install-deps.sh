@@ -2,7 +2,7 @@
 # Installs, from Debian's packages, everything the tests, demos and benchmarks
 # start as real processes: lock services (redis-server, etcd, ZooKeeper,
 # PostgreSQL), nginx and wrk for the benchmarks, prlimit/curl, rclone and
-# Apache httpd (WebDAV with mod_dav, tests/beyond_path.rs) used by tests;
+# Apache httpd (WebDAV with mod_dav, tests/services/beyond_path.rs) used by tests;
 # then a Python environment with boto3 and moto's S3 server for the S3 client
 # tests (target/venv, or $FENCEGATE_VENV), from PyPI; Azurite from npm.
 # Idempotent: does nothing when everything is already there.
@@ -57,7 +57,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# The S3 client tests (tests/s3_boto3.rs, tests/beyond_path.rs): boto3 and
+# The S3 client tests (tests/services/s3_boto3.rs, tests/services/beyond_path.rs): boto3 and
 # moto's server, pinned.
 venv=${FENCEGATE_VENV:-$(cd "$(dirname "$0")/.." && pwd)/target/venv}
 if ! "$venv/bin/python" -c 'import boto3, moto.server' 2>/dev/null; then
@@ -67,7 +67,7 @@ if ! "$venv/bin/python" -c 'import boto3, moto.server' 2>/dev/null; then
     'boto3==1.44.5' 'moto[server]==5.2.5'
 fi
 
-# The GCS test (tests/gcs_json.rs): a GCS emulator that speaks the JSON and
+# The GCS test (tests/services/gcs_json.rs): a GCS emulator that speaks the JSON and
 # XML APIs (gcp-storage-emulator, pure Python) and Google's own client,
 # pinned, in the same environment.
 if ! "$venv/bin/python" -c 'import gcp_storage_emulator, google.cloud.storage' 2>/dev/null; then
@@ -77,7 +77,7 @@ if ! "$venv/bin/python" -c 'import gcp_storage_emulator, google.cloud.storage' 2
     'gcp-storage-emulator==2026.7.19' 'google-cloud-storage==3.17.1'
 fi
 
-# The Azure tests (tests/azure_blob.rs, tests/chained_writes.rs): the Azure SDK for Python in the
+# The Azure tests (tests/services/azure_blob.rs, tests/services/chained_writes.rs): the Azure SDK for Python in the
 # same environment, and Azurite (Microsoft's Azure Storage emulator, from
 # the npm registry) under target/node; both pinned.
 if ! "$venv/bin/python" -c 'import azure.storage.blob' 2>/dev/null; then

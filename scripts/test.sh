@@ -37,7 +37,7 @@ cargo fmt --all -- --check
 cargo clippy --locked --all-targets -- -D warnings
 cargo test --locked
 # The shared-fence tests again, over etcd as production runs it: TLS only
-# with client certificates, RBAC, 2 s auth tokens (tests/gateway_shared.rs).
+# with client certificates, RBAC, 2 s auth tokens (tests/services/gateway_shared.rs).
 FENCEGATE_TEST_ETCD_SECURED=1 cargo test --locked --test gateway_shared
 scripts/demos.sh
 cargo build --locked --lib --no-default-features

@@ -1,6 +1,6 @@
 """The Azure SDK for Python (azure-storage-blob) writing a block blob through
 fencegate with `--conditional-writes azure`, in front of Azurite, as
-tests/chained_writes.rs runs it. Every fenced call carries X-Fencing-Token
+tests/services/chained_writes.rs runs it. Every fenced call carries X-Fencing-Token
 as a per-request header (`headers=`). The client is authorised with an
 account SAS (in the query: no signature covers the condition headers the
 gateway adds); a client signing with SharedKey is refused 400

@@ -1,6 +1,6 @@
 """The Azure SDK for Python (azure-storage-blob) writing block blobs through
 fencegate in front of Azurite, fenced and signed with SharedKey (the
-account key, Azurite's default credential), as tests/azure_blob.rs runs it.
+account key, Azurite's default credential), as tests/services/azure_blob.rs runs it.
 
 The token rides on every request the client makes through the client's
 `raw_request_hook`, which the SDK runs on each request before it signs it

@@ -1,6 +1,6 @@
 """A boto3 (SigV4) lock holder writing through fencegate with
 `--conditional-writes s3`, as docs/CLIENTS.md's recipe says and
-tests/chained_writes.rs runs it: the token travels in X-Fencing-Token (a
+tests/services/chained_writes.rs runs it: the token travels in X-Fencing-Token (a
 before-sign hook); before its first write of an object the holder sends a
 fenced HEAD (head_object; a 404 is fine: absent is a version); a 409
 `version_conflict` with `retry: true` is answered by a HEAD and the same

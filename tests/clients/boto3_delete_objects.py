@@ -1,5 +1,5 @@
 """A boto3 (SigV4) client deleting several objects at once (S3 DeleteObjects,
-`POST /bucket?delete`) through fencegate, as tests/beyond_path.rs runs it.
+`POST /bucket?delete`) through fencegate, as tests/services/beyond_path.rs runs it.
 The fencing token travels in X-Fencing-Token, added by a before-sign hook
 (as in boto3_fenced.py). What the store holds is read from moto directly,
 never through the gateway.

@@ -1,5 +1,5 @@
 """A boto3 (SigV4) client writing to S3 through fencegate, as
-tests/s3_boto3.rs runs it. The fencing token travels in X-Fencing-Token,
+tests/services/s3_boto3.rs runs it. The fencing token travels in X-Fencing-Token,
 added by a before-sign hook so that it is signed with the request. The token
 lives in a holder object, not a contextvar: upload_file runs in threads.
 

@@ -1,5 +1,5 @@
 """Google's own Cloud Storage client (google-cloud-storage) writing to a GCS
-emulator through fencegate's JSON-API support, as tests/gcs_json.rs runs it.
+emulator through fencegate's JSON-API support, as tests/services/gcs_json.rs runs it.
 
 The fencing token travels in X-Fencing-Token on every request: the client is
 given its own requests.Session (in production a

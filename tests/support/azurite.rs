@@ -1,5 +1,5 @@
 //! Azurite, the Azure Blob Storage emulator, for the tests that speak to it
-//! (`tests/chained_writes.rs`, `tests/azure_blob.rs`).
+//! (`tests/services/chained_writes.rs`, `tests/services/azure_blob.rs`).
 
 use super::*;
 

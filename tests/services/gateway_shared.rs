@@ -9,6 +9,7 @@
 //! certificates, RBAC on, auth tokens that expire after 2 s; the same tests
 //! must pass.
 
+#[path = "../support/mod.rs"]
 mod support;
 
 use std::sync::OnceLock;

@@ -8,6 +8,7 @@
 //! Every wait is bounded by a hang guard; no assertion depends on the
 //! machine being fast.
 
+#[path = "../support/mod.rs"]
 mod support;
 
 use std::io::{BufReader, Read, Write};

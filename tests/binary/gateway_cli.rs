@@ -1,6 +1,7 @@
 //! Bad configuration: the binary exits non-zero with exactly one line on
 //! stderr, never a panic or a backtrace. Also the accepted spellings.
 
+#[path = "../support/mod.rs"]
 mod support;
 
 use std::net::TcpListener;

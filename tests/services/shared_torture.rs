@@ -25,6 +25,7 @@
 //! default 150); `FENCEGATE_SEED` replays a run's random choices (not its
 //! timing). `scripts/torture-shared.sh` runs it long.
 
+#[path = "../support/mod.rs"]
 mod support;
 
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -14,6 +14,7 @@ use fencegate::store::{
 };
 use fencegate::Fences;
 
+#[path = "../support/mod.rs"]
 mod support;
 use support::rng::Rng;
 

@@ -2,6 +2,7 @@
 //! writes (raise, forced lower, delete) with each error of the contract, and
 //! the audit log, also across kill -9.
 
+#[path = "../support/mod.rs"]
 mod support;
 
 use std::time::Duration;

@@ -8,6 +8,7 @@
 //! read-only bind mount, so that nothing on the machine is touched. The
 //! test reaches into that namespace through `/proc/PID/root`.
 
+#[path = "../support/mod.rs"]
 mod support;
 
 use std::io::Write;

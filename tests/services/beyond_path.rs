@@ -20,6 +20,7 @@
 //! `scripts/install-deps.sh` makes (`target/venv`, or `FENCEGATE_VENV`);
 //! missing, the tests that need them fail and say so.
 
+#[path = "../support/mod.rs"]
 mod support;
 
 use std::io::{BufReader, Write};

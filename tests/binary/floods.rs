@@ -9,6 +9,7 @@
 //! `FLOOD_*` variables (idle connections 10,000, slow uploads 1,000, keys
 //! 1,000,000, stale requests 100,000).
 
+#[path = "../support/mod.rs"]
 mod support;
 
 use std::io::{BufReader, Write};

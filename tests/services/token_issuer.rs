@@ -4,10 +4,11 @@
 //! a stale one is refused without asking, a stopped issuer is 503 with
 //! nothing forwarded, and many concurrent raises cost one question.
 
+#[path = "../support/mod.rs"]
 mod support;
 
 #[allow(dead_code, unused_imports, clippy::all)]
-#[path = "../examples/support/mod.rs"]
+#[path = "../../examples/support/mod.rs"]
 mod demo;
 
 use std::net::SocketAddr;

@@ -19,6 +19,7 @@
 //! Needs the Python environment that `scripts/install-deps.sh` makes
 //! (`target/venv`, or `FENCEGATE_VENV`); missing, the test fails and says so.
 
+#[path = "../support/mod.rs"]
 mod support;
 
 use support::moto::venv;

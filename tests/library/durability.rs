@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use fencegate::store::{RedbStore, StoreError};
 use fencegate::{Fences, StaleReason};
 
+#[path = "../support/mod.rs"]
 mod support;
 use support::rng::Rng;
 

@@ -5,6 +5,7 @@
 //! request through the healed path succeeds (the upstream pool is not
 //! poisoned), and memory stays bounded.
 
+#[path = "../support/mod.rs"]
 mod support;
 
 use std::time::Duration;

@@ -6,6 +6,7 @@
 //! name the same fence; a fenced request without a valid host is 400
 //! `invalid_path` and never forwarded; the admin plane takes the keys.
 
+#[path = "../support/mod.rs"]
 mod support;
 
 use std::process::Command;

@@ -17,6 +17,7 @@ use fencegate::{AdmitError, Fences, InFlight, Stale, StaleReason};
 use proptest::prelude::*;
 use tokio::time::{sleep, Instant};
 
+#[path = "../support/mod.rs"]
 mod support;
 use support::rng::Rng;
 

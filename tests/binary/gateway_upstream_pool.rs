@@ -3,6 +3,7 @@
 //! `--upstream-idle-timeout`, and one the backend closed, or whose response
 //! the client stopped reading, is not used again.
 
+#[path = "../support/mod.rs"]
 mod support;
 
 use std::io::{BufRead, BufReader, Read, Write};

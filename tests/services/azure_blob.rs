@@ -12,6 +12,7 @@
 //! Needs what `scripts/install-deps.sh` installs: Azurite under
 //! `target/node`, and the Python environment with `azure-storage-blob`.
 
+#[path = "../support/mod.rs"]
 mod support;
 
 use support::azurite::azurite;

@@ -2,6 +2,7 @@
 //! order of checks. Each gateway-made answer must be JSON with an `error`
 //! field, and a refused request must never reach the backend.
 
+#[path = "../support/mod.rs"]
 mod support;
 
 use support::{dead_port, send_raw, Backend, GatewayProcess, HANG_GUARD};

@@ -3,6 +3,7 @@
 //! MiB (asserted: under 64 MiB). The size is 1 GiB unless
 //! `FENCEGATE_TEST_STREAM_MIB` says otherwise.
 
+#[path = "../support/mod.rs"]
 mod support;
 
 use std::io::{BufReader, Read, Write};

@@ -26,6 +26,7 @@
 //!   409 `version_conflict` with `retry`, a client's own condition
 //!   forwarded untouched, part uploads not chained; and the metrics.
 
+#[path = "../support/mod.rs"]
 mod support;
 
 use std::time::Duration;

@@ -12,10 +12,11 @@
 //! - ZooKeeper: digest authentication, the probe node writable by the
 //!   gateway's user alone.
 
+#[path = "../support/mod.rs"]
 mod support;
 
 #[allow(dead_code, unused_imports, clippy::all)]
-#[path = "../examples/support/mod.rs"]
+#[path = "../../examples/support/mod.rs"]
 mod demo;
 
 use std::path::{Path, PathBuf};

@@ -3,6 +3,7 @@
 //! clients over HTTP/1.1 and HTTP/2 (curl and rustls), certificate reload on
 //! `SIGHUP`, and bad certificate files at start.
 
+#[path = "../support/mod.rs"]
 mod support;
 
 use std::process::Command;

@@ -2,6 +2,7 @@
 //! `disk` state, `memory` state forgets (and says so at start), and SIGTERM
 //! drains requests in flight before exiting 0.
 
+#[path = "../support/mod.rs"]
 mod support;
 
 use std::time::Duration;

@@ -1,6 +1,7 @@
 //! The admin plane of the real binary: `/fences/{key}`, `/fences?prefix&limit`,
 //! `/metrics` and `/healthz`.
 
+#[path = "../support/mod.rs"]
 mod support;
 
 use support::{dead_port, metric, outcome, pct, Backend, GatewayProcess};

@@ -6,6 +6,7 @@
 //! "In flight" is controlled with the backend's `X-Test-Hold`, so that no
 //! test depends on how fast the gateway or the machine is.
 
+#[path = "../support/mod.rs"]
 mod support;
 
 use std::collections::HashMap;

@@ -1,6 +1,7 @@
 //! The embedded backend (no `--upstream`): PUT/GET/HEAD/DELETE/POST through
 //! the gateway, in `disk` and `memory` state.
 
+#[path = "../support/mod.rs"]
 mod support;
 
 use support::GatewayProcess;

@@ -2,6 +2,7 @@
 //! options and their environment variables, header hygiene in both
 //! directions, the upstream base path, and HTTP/2 (h2c) clients.
 
+#[path = "../support/mod.rs"]
 mod support;
 
 use support::{http, send_raw, try_http, Backend, GatewayProcess, HANG_GUARD};
