@@ -861,7 +861,10 @@ enum Enter {
 
 /// A request waited past the end of its instance's lease.
 fn lease_ended_while_waiting() -> AdmitError {
-    StoreError::Unavailable("this instance's lease ended while the request waited".into()).into()
+    let ended = crate::store::LeaseEnded {
+        stage: crate::store::LeaseStage::Waiting,
+    };
+    StoreError::Unavailable(ended.to_string().into()).into()
 }
 
 /// The log line of a raise; `previous` is `None` for a new fence, logged

@@ -35,6 +35,7 @@ use super::proxy::{close_after, gateway_error, refuse_unproxyable, Proxy};
 use crate::fencing::{refusal_response, Fencing, FencingLayer, ResponseBody, ResponseFuture};
 use crate::reach;
 use crate::refusal::Refusal;
+use crate::store::{LeaseEnded, LeaseStage};
 
 /// Makes one [`Connection`] service per accepted connection.
 #[derive(Debug, Clone)]
@@ -411,12 +412,6 @@ fn cut(connection: Option<&ConnectionShared>, entry: Option<&mut Entry>, why: Ou
     }
 }
 
-/// A response cut towards the client because the lease its request was
-/// admitted under ended (shared fences).
-#[derive(Debug, thiserror::Error)]
-#[error("this instance's lease on the shared fences ended while the response was being relayed; the client received it cut off")]
-struct ResponseLeaseEnded;
-
 impl http_body::Body for Relayed {
     type Data = Bytes;
     type Error = axum::Error;
@@ -434,7 +429,10 @@ impl http_body::Body for Relayed {
             tracing::warn!("lease ended while a response was relayed: the response is cut");
             let why = Outcome::FenceStoreUnavailable;
             cut(this.connection.as_deref(), this.entry.as_mut(), why);
-            return Poll::Ready(Some(Err(axum::Error::new(ResponseLeaseEnded))));
+            let ended = LeaseEnded {
+                stage: LeaseStage::RelayingResponse,
+            };
+            return Poll::Ready(Some(Err(axum::Error::new(ended))));
         }
         match (&frame, this.entry.as_mut()) {
             (Some(Ok(frame)), Some(entry)) => {

@@ -40,7 +40,7 @@ use super::outcome::Outcome;
 use super::pool::{Pool, Released};
 use super::upstream::Upstream;
 use crate::refusal::error_response;
-use crate::store::Lease;
+use crate::store::{Lease, LeaseEnded, LeaseStage};
 
 const X_FORWARDED_FOR: http::HeaderName = http::HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: http::HeaderName = http::HeaderName::from_static("x-forwarded-proto");
@@ -200,7 +200,10 @@ impl Proxy {
             return gateway_error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "fence_store_unavailable",
-                "this instance's lease on the shared fences ended before the request was sent; it was not sent",
+                &LeaseEnded {
+                    stage: LeaseStage::BeforeSending,
+                }
+                .to_string(),
                 Outcome::FenceStoreUnavailable,
             );
         }
@@ -258,7 +261,10 @@ impl Shared {
                 return close_after(gateway_error(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "fence_store_unavailable",
-                    &LeaseEnded.to_string(),
+                    &LeaseEnded {
+                        stage: LeaseStage::SendingBody,
+                    }
+                    .to_string(),
                     Outcome::FenceStoreUnavailable,
                 ));
             }
@@ -573,14 +579,10 @@ impl http_body::Body for UpstreamBody {
 #[inline(never)]
 fn lease_ended(sent: &SentAt, started: Instant) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
     sent.mark(started);
-    Poll::Ready(Some(Err(axum::Error::new(LeaseEnded))))
+    Poll::Ready(Some(Err(axum::Error::new(LeaseEnded {
+        stage: LeaseStage::SendingBody,
+    }))))
 }
-
-/// A request body cut towards the backend because the lease it was admitted
-/// under ended (shared fences).
-#[derive(Debug, thiserror::Error)]
-#[error("this instance's lease on the shared fences ended while the request body was being sent; the backend received it cut off")]
-struct LeaseEnded;
 
 /// hyper's errors hide the cause (connection refused, reset) in `source()`.
 fn error_chain(error: &dyn std::error::Error) -> String {

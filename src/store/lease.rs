@@ -9,6 +9,51 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+/// What a request was doing when the lease it was admitted under ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseStage {
+    /// Waiting for a lower token in flight: it never reached the backend.
+    Waiting,
+    /// Admitted, about to be sent: it was not sent.
+    BeforeSending,
+    /// Its body was being sent: the backend received it cut off.
+    SendingBody,
+    /// Its response was being relayed: the client received it cut off.
+    RelayingResponse,
+}
+
+/// The lease a request was admitted under ended (shared fences): the one
+/// error for it, whatever the request was doing ([`LeaseStage`]). Every
+/// step that reaches the backend or the client checks the lease
+/// ([`Lease::is_live`]) and fails with this.
+///
+/// ```
+/// use fencegate::store::{LeaseEnded, LeaseStage};
+/// let ended = LeaseEnded { stage: LeaseStage::SendingBody };
+/// assert!(ended.to_string().contains("the backend received it cut off"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("this instance's lease on the shared fences ended {}", stage.describe())]
+pub struct LeaseEnded {
+    /// What the request was doing.
+    pub stage: LeaseStage,
+}
+
+impl LeaseStage {
+    fn describe(self) -> &'static str {
+        match self {
+            LeaseStage::Waiting => "while the request waited; it was not sent",
+            LeaseStage::BeforeSending => "before the request was sent; it was not sent",
+            LeaseStage::SendingBody => {
+                "while the request body was being sent; the backend received it cut off"
+            }
+            LeaseStage::RelayingResponse => {
+                "while the response was being relayed; the client received it cut off"
+            }
+        }
+    }
+}
+
 /// A holder's lease on a shared store, as this process sees it: live until
 /// its deadline unless renewed, revoked for good at the deadline or when the
 /// store says it is gone. Cheap to clone; every request admitted under it

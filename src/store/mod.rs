@@ -41,7 +41,7 @@ mod redb;
 #[cfg(feature = "etcd")]
 pub use self::etcd::{EtcdOptions, EtcdStore};
 
-pub use self::lease::{boot_clock, Lease};
+pub use self::lease::{boot_clock, Lease, LeaseEnded, LeaseStage};
 pub use self::memory::MemoryStore;
 #[cfg(feature = "disk")]
 pub use self::redb::RedbStore;
