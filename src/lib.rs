@@ -25,16 +25,17 @@
 //!    admits goes on: a durable raise (redb with group commit in `disk`
 //!    state), nothing (memory state), or a compare-and-set plus an in-flight
 //!    record that every instance sharing an etcd prefix sees (feature
-//!    `etcd`, `docs/SHARED.md`); admin writes too, each with its [`audit`]
-//!    entry.
+//!    `etcd`, `docs/SHARED.md`); admin writes too, each with its
+//!    [`admin::audit`] entry.
 //! 5. [`chain`]: chained writes, where the store can check a version: a
 //!    write carries a precondition on the version its object had before any
 //!    higher token existed, so the store refuses it if it arrives late.
 //! 6. [`fencing`]: the tower middleware wiring steps 1 to 5 in front of any
 //!    `Service<http::Request<B>>`; [`refusal`] holds the JSON answers.
 //!
-//! Beside the path, [`admin_input`] parses the admin plane's keys, queries
-//! and bodies, for the gateway's admin routes or an admin plane of your own;
+//! Beside the path, [`admin`] holds the library's side of administration:
+//! [`admin::input`] parses the admin plane's keys, queries and bodies, for
+//! the gateway's admin routes or an admin plane of your own;
 //! `client_tls` (feature `client-tls`) reads the TLS files and passwords with
 //! which the gateway reaches etcd, the token issuers and an `https://`
 //! backend, and a private module speaks etcd's JSON API for the etcd store
@@ -111,9 +112,7 @@ pub mod issuer;
 
 pub mod store;
 
-pub mod audit;
-
-pub mod admin_input;
+pub mod admin;
 
 pub mod chain;
 pub mod fencing;

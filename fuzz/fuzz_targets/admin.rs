@@ -1,4 +1,4 @@
-//! The admin plane's inputs (`fencegate::admin_input`): the key of
+//! The admin plane's inputs (`fencegate::admin::input`): the key of
 //! `/fences/{key}`, the query strings and the JSON body of a write, from a
 //! request target that `http` accepts and a body of any bytes; then the
 //! write itself, on a fence table holding one fence.
@@ -20,7 +20,7 @@ use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
-use fencegate::admin_input::{
+use fencegate::admin::input::{
     audit_limit, fence_key, write_key, DeleteFence, ListQuery, PutFence, DEFAULT_AUDIT_LIMIT,
     DEFAULT_LIST_LIMIT, MAX_REASON,
 };

@@ -38,7 +38,7 @@ use std::sync::{Arc, PoisonError};
 use std::time::SystemTime;
 
 use super::{log_raise, Fence, Fences, FROZEN, RETIRED};
-use crate::audit::{AuditAction, AuditEntry};
+use crate::admin::audit::{AuditAction, AuditEntry};
 use crate::store::{FenceChange, Setting, StoreError};
 
 /// An admin's request to set a fence (`PUT /fences/{key}`).

@@ -2,7 +2,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{AuditFuture, Claim, ClaimFuture, FenceChange, FenceStore, PersistFuture, StoreError};
-use crate::audit::AuditEntry;
+use crate::admin::audit::AuditEntry;
 
 /// The newest audit entries a memory store keeps; older ones are dropped
 /// (they are also on stderr, logged at warn level when made).

@@ -29,7 +29,7 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use crate::audit::AuditEntry;
+use crate::admin::audit::AuditEntry;
 
 #[cfg(feature = "etcd")]
 mod etcd;

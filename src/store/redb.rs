@@ -11,7 +11,7 @@ use super::{
     AuditFuture, Claim, ClaimFuture, FenceChange, FenceStore, PersistFuture, Setting, StoreError,
     StoreStats,
 };
-use crate::audit::AuditEntry;
+use crate::admin::audit::AuditEntry;
 
 const FENCES: TableDefinition<'static, &str, u64> = TableDefinition::new("fences");
 

@@ -13,7 +13,7 @@ use axum::{Json, Router};
 use serde_json::json;
 
 use super::metrics::Metrics;
-use crate::admin_input::{fence_key, InvalidInput, ListQuery};
+use crate::admin::input::{fence_key, InvalidInput, ListQuery};
 use crate::key::Scope;
 use crate::Fences;
 

@@ -11,8 +11,8 @@ use axum::{Extension, Json};
 use serde_json::json;
 
 use super::{encoded_key, error, invalid, json_error, Admin};
-use crate::admin_input::{self, audit_limit, DeleteFence, InvalidInput, PutFence};
-use crate::audit::AuditEntry;
+use crate::admin::audit::AuditEntry;
+use crate::admin::input::{self, audit_limit, DeleteFence, InvalidInput, PutFence};
 use crate::fences::{AdminWriteError, FenceWritten};
 
 /// `PUT /fences/{key}`: raise, or force lower.
@@ -152,7 +152,7 @@ fn write_key(admin: &Admin, uri: &Uri) -> Result<String, WriteRefusal> {
     if !admin.writes_enabled {
         return Err(WriteRefusal::Disabled);
     }
-    admin_input::write_key(encoded_key(uri), admin.scope).map_err(WriteRefusal::InvalidKey)
+    input::write_key(encoded_key(uri), admin.scope).map_err(WriteRefusal::InvalidKey)
 }
 
 fn writes_disabled() -> Response {

@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 
 use super::layout::pad;
 use super::{unavailable, Shared};
-use crate::audit::{AuditAction, AuditEntry};
+use crate::admin::audit::{AuditAction, AuditEntry};
 use crate::etcd_http::{b64, text};
 use crate::store::{FenceChange, Setting, StoreError};
 

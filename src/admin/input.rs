@@ -5,7 +5,7 @@
 //! `fuzz/fuzz_targets/admin.rs` feeds these functions arbitrary bytes.
 //!
 //! ```
-//! use fencegate::admin_input::{write_key, PutFence};
+//! use fencegate::admin::input::{write_key, PutFence};
 //! use fencegate::Scope;
 //!
 //! assert_eq!(write_key("%2Freports%2Fq3.csv", Scope::Path).unwrap(), "/reports/q3.csv");

@@ -4,7 +4,7 @@
 //!
 //! ```
 //! use std::time::SystemTime;
-//! use fencegate::audit::{AuditAction, AuditEntry};
+//! use fencegate::admin::audit::{AuditAction, AuditEntry};
 //!
 //! let entry = AuditEntry {
 //!     time: SystemTime::now(),
