@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use fencegate::fences::Admission;
 use fencegate::key::{normalize_path, Scope};
 use fencegate::token::parse_token_value;
 use fencegate::Fences;
@@ -74,7 +75,7 @@ fn admission(c: &mut Criterion) {
     let with_subtrees = Fences::in_memory();
     current.block_on(async {
         let subtree = ["/elsewhere".to_owned(), "/elsewhere/".to_owned()];
-        drop(with_subtrees.admit_all(&subtree, 1, None, None).await);
+        drop(with_subtrees.admit_all(&subtree, Admission::new(1)).await);
         for i in 0..100 {
             drop(with_subtrees.admit(&format!("/dir/obj-{i}"), 7).await);
         }
@@ -86,12 +87,17 @@ fn admission(c: &mut Criterion) {
     let moving = ["/bucket/a".to_owned(), "/bucket/b".to_owned()];
     group.bench_function("two_keys_steady_token", |b| {
         b.to_async(&current)
-            .iter(|| async { drop(with_subtrees.admit_all(&moving, 7, None, None).await) })
+            .iter(|| async { drop(with_subtrees.admit_all(&moving, Admission::new(7)).await) })
     });
     let collection = ["/dir".to_owned(), "/dir/".to_owned()];
     group.bench_function("subtree_of_100_fences", |b| {
-        b.to_async(&current)
-            .iter(|| async { drop(with_subtrees.admit_all(&collection, 7, None, None).await) })
+        b.to_async(&current).iter(|| async {
+            drop(
+                with_subtrees
+                    .admit_all(&collection, Admission::new(7))
+                    .await,
+            )
+        })
     });
 
     // 64 tasks admitting the same token on one key at once, on 2 threads.

@@ -58,7 +58,6 @@
 
 use std::collections::BTreeSet;
 use std::future::Future;
-use std::net::SocketAddr;
 use std::ops::Bound;
 use std::pin::pin;
 use std::sync::atomic::Ordering;
@@ -66,8 +65,8 @@ use std::sync::{Arc, MutexGuard, PoisonError};
 use std::task::Poll;
 
 use super::{
-    lease_ended_while_waiting, log_raise, AdmitError, Fence, FenceState, Fences, InFlight, Stale,
-    StaleReason, FROZEN, RETIRED,
+    lease_ended_while_waiting, log_raise, Admission, AdmitError, Fence, FenceState, Fences,
+    InFlight, Stale, StaleReason, FROZEN, RETIRED,
 };
 use crate::issuer::TokenIssuer;
 use crate::key::{covering_subtrees, subtree_path};
@@ -160,27 +159,31 @@ impl Fences {
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use fencegate::fences::Admission;
     /// use fencegate::Fences;
     ///
     /// let fences = Fences::in_memory();
     /// drop(fences.admit("/dav/report", 34).await.unwrap());
     /// // A stale MOVE of /dav/tmp onto /dav/report: refused on the destination.
     /// let keys = ["/dav/report".to_owned(), "/dav/tmp".to_owned()];
-    /// let refused = fences.admit_all(&keys, 33, None, None).await.unwrap_err();
+    /// let refused = fences.admit_all(&keys, Admission::new(33)).await.unwrap_err();
     /// assert_eq!(refused.resource, "/dav/report");
     /// assert_eq!(fences.highest("/dav/tmp"), None); // none: nothing raised
     /// // A collection DELETE of /dav with 35 fences everything under it.
-    /// drop(fences.admit_all(&["/dav".into(), "/dav/".into()], 35, None, None).await.unwrap());
+    /// drop(fences.admit_all(&["/dav".into(), "/dav/".into()], Admission::new(35)).await.unwrap());
     /// assert!(fences.admit("/dav/new", 34).await.is_err());
     /// # });
     /// ```
     pub async fn admit_all(
         &self,
         keys: &[String],
-        token: u64,
-        client: Option<SocketAddr>,
-        issuer: Option<&dyn TokenIssuer>,
+        admission: Admission<'_>,
     ) -> Result<InFlight, AdmitAllError> {
+        let Admission {
+            token,
+            client,
+            issuer,
+        } = admission;
         let mut keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         keys.sort_unstable();
         keys.dedup();
@@ -770,7 +773,7 @@ mod tests {
             let fences = Fences::in_memory();
             drop(fences.admit("/b", 34).await.unwrap());
             let refused = fences
-                .admit_all(&keys(&["/a", "/b", "/c"]), 33, None, None)
+                .admit_all(&keys(&["/a", "/b", "/c"]), Admission::new(33))
                 .await
                 .unwrap_err();
             assert_eq!(refused.resource, "/b");
@@ -779,7 +782,7 @@ mod tests {
             assert_eq!(fences.highest("/c"), None);
             assert_eq!(fences.len(), 1, "no fence left behind by the refusal");
             let admitted = fences
-                .admit_all(&keys(&["/c", "/a", "/b"]), 35, None, None)
+                .admit_all(&keys(&["/c", "/a", "/b"]), Admission::new(35))
                 .await
                 .unwrap();
             for key in ["/a", "/b", "/c"] {
@@ -800,7 +803,7 @@ mod tests {
             drop(fences.admit("/d/x/y", 34).await.unwrap());
             // Below a fence under it: refused, naming that fence.
             let refused = fences
-                .admit_all(&keys(&["/d", "/d/"]), 33, None, None)
+                .admit_all(&keys(&["/d", "/d/"]), Admission::new(33))
                 .await
                 .unwrap_err();
             assert_eq!(refused.resource, "/d/x/y");
@@ -808,14 +811,14 @@ mod tests {
             // A current one raises the subtree's fence...
             drop(
                 fences
-                    .admit_all(&keys(&["/d", "/d/"]), 36, None, None)
+                    .admit_all(&keys(&["/d", "/d/"]), Admission::new(36))
                     .await
                     .unwrap(),
             );
             assert_eq!(fences.highest("/d/"), Some(36));
             // ...which refuses lower tokens on any key under it, new or not.
             for key in ["/d/x/y", "/d/new", "/d/x/"] {
-                let refused = fences.admit_all(&keys(&[key]), 35, None, None).await;
+                let refused = fences.admit_all(&keys(&[key]), Admission::new(35)).await;
                 assert_eq!(refused.unwrap_err().resource, "/d/", "{key}");
             }
             assert!(fences.admit("/d/x/y", 35).await.is_err());
@@ -825,7 +828,7 @@ mod tests {
             // The root subtree covers everything but the root object.
             drop(
                 fences
-                    .admit_all(&keys(&["//"]), 40, None, None)
+                    .admit_all(&keys(&["//"]), Admission::new(40))
                     .await
                     .unwrap(),
             );
@@ -839,7 +842,7 @@ mod tests {
         run(async {
             let fences = Fences::in_memory();
             let collection = fences
-                .admit_all(&keys(&["/d", "/d/"]), 36, None, None)
+                .admit_all(&keys(&["/d", "/d/"]), Admission::new(36))
                 .await
                 .unwrap();
             let mut member = Box::pin(fences.admit("/d/m", 37));
@@ -849,7 +852,7 @@ mod tests {
             // And the other way round.
             let member = fences.admit("/d/m", 38).await.unwrap();
             let subtree = keys(&["/d/"]);
-            let mut collection = Box::pin(fences.admit_all(&subtree, 39, None, None));
+            let mut collection = Box::pin(fences.admit_all(&subtree, Admission::new(39)));
             assert!(
                 futures_poll(&mut collection).is_none(),
                 "waits for a member"
@@ -866,7 +869,7 @@ mod tests {
             let fences = Fences::open(dir.path()).unwrap();
             drop(
                 fences
-                    .admit_all(&keys(&["/a", "/b", "/d/"]), 7, None, None)
+                    .admit_all(&keys(&["/a", "/b", "/d/"]), Admission::new(7))
                     .await
                     .unwrap(),
             );
@@ -973,7 +976,7 @@ mod tests {
                         let admitted = if request.plain {
                             fences.admit(&request.keys[0], request.token).await.ok()
                         } else {
-                            fences.admit_all(&request.keys, request.token, None, None).await.ok()
+                            fences.admit_all(&request.keys, Admission::new(request.token)).await.ok()
                         };
                         let Some(guard) = admitted else { return Vec::new() };
                         let mut violations = Vec::new();

@@ -257,6 +257,51 @@ impl AdmitError {
     }
 }
 
+/// What a request's admission is besides the fences it is admitted on: its
+/// token, the client named in the log line of a raise, and the issuer that
+/// confirms a token that would raise a fence. One value, taken by
+/// [`Fences::admit_with`] (one key) and [`Fences::admit_all`] (several).
+#[derive(Clone, Copy)]
+pub struct Admission<'a> {
+    /// The request's token.
+    pub token: u64,
+    /// The client, for the log line of a raise.
+    pub client: Option<SocketAddr>,
+    /// Token trust: asked before a token raises a fence.
+    pub issuer: Option<&'a dyn TokenIssuer>,
+}
+
+impl<'a> Admission<'a> {
+    /// An admission of `token`, from no named client, with no issuer.
+    pub fn new(token: u64) -> Self {
+        Admission {
+            token,
+            client: None,
+            issuer: None,
+        }
+    }
+
+    /// The same, naming `client` in the log line of a raise.
+    pub fn from_client(self, client: Option<SocketAddr>) -> Self {
+        Admission { client, ..self }
+    }
+
+    /// The same, with `issuer` confirming a token that would raise a fence.
+    pub fn checked_by(self, issuer: Option<&'a dyn TokenIssuer>) -> Self {
+        Admission { issuer, ..self }
+    }
+}
+
+impl std::fmt::Debug for Admission<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admission")
+            .field("token", &self.token)
+            .field("client", &self.client)
+            .field("issuer", &self.issuer.is_some())
+            .finish()
+    }
+}
+
 /// Proof that a request was admitted and is in flight. Keep it until the
 /// request's response is complete; dropping it (also by cancellation or a
 /// panic unwinding) lets waiting higher tokens through.
@@ -434,32 +479,35 @@ impl Fences {
     /// with [`Fences::admit_all`]. Once a subtree fence exists, this looks
     /// at the subtrees above `key` too.
     pub async fn admit(&self, key: &str, token: u64) -> Result<InFlight, AdmitError> {
-        self.admit_from(key, token, None).await
+        self.admit_with(key, Admission::new(token)).await
     }
 
-    /// [`Fences::admit`], naming `client` in the log line of a raise. Every
-    /// raise of a fence is logged at info level once it is durable: key,
-    /// previous highest, new highest, client.
-    pub async fn admit_from(
+    /// [`Fences::admit`] of a request's whole [`Admission`]: its token, the
+    /// client named in the log line of a raise (every raise is logged at
+    /// info level once it is durable: key, previous highest, new highest,
+    /// client), and the issuer that must first confirm a token that would
+    /// raise the fence (token trust: tokens at or below the highest are
+    /// never checked; a token the issuer does not confirm never raises it).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use fencegate::fences::Admission;
+    /// let fences = fencegate::Fences::in_memory();
+    /// let client = "10.0.0.7:51234".parse().ok();
+    /// let in_flight = fences.admit_with("/reports/q3", Admission::new(34).from_client(client)).await.unwrap();
+    /// assert_eq!(in_flight.token(), 34);
+    /// # });
+    /// ```
+    pub async fn admit_with(
         &self,
         key: &str,
-        token: u64,
-        client: Option<SocketAddr>,
+        admission: Admission<'_>,
     ) -> Result<InFlight, AdmitError> {
-        self.admit_checked(key, token, client, None).await
-    }
-
-    /// [`Fences::admit_from`], and a token that would raise the fence is
-    /// first confirmed by `issuer` (token trust). Tokens at or below the
-    /// highest are never checked. A token the issuer does not confirm never
-    /// raises the fence.
-    pub async fn admit_checked(
-        &self,
-        key: &str,
-        token: u64,
-        client: Option<SocketAddr>,
-        issuer: Option<&dyn TokenIssuer>,
-    ) -> Result<InFlight, AdmitError> {
+        let Admission {
+            token,
+            client,
+            issuer,
+        } = admission;
         let mut confirmed = issuer.is_none();
         let durable_store = self.inner.durable;
         let shared = self.inner.shared;
@@ -493,7 +541,7 @@ impl Fences {
             match step {
                 Step::Divert => {
                     drop(fence);
-                    return self.admit_diverted(key, token, client, issuer).await;
+                    return self.admit_diverted(key, admission).await;
                 }
                 Step::Stale(highest) => {
                     return Err(Stale {
@@ -559,13 +607,11 @@ impl Fences {
     fn admit_diverted<'a>(
         &'a self,
         key: &str,
-        token: u64,
-        client: Option<SocketAddr>,
-        issuer: Option<&'a dyn TokenIssuer>,
+        admission: Admission<'a>,
     ) -> Pin<Box<dyn Future<Output = Result<InFlight, AdmitError>> + Send + 'a>> {
         let keys = [key.to_owned()];
         Box::pin(async move {
-            self.admit_all(&keys, token, client, issuer)
+            self.admit_all(&keys, admission)
                 .await
                 .map_err(|refused| refused.error)
         })

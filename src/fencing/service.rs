@@ -10,7 +10,7 @@ use super::body::ResponseBody;
 use super::chained;
 use super::config::Config;
 use super::future::{refusal_response, ResponseFuture};
-use crate::fences::{AdmitError, Fences};
+use crate::fences::{self, AdmitError, Fences};
 use crate::issuer::IssuerError;
 use crate::key::{lock_name_from_headers, normalize_path, request_host, Scope};
 use crate::reach::{self, ReachError};
@@ -35,12 +35,12 @@ enum Decision {
     /// Unfenced read, or unfenced write allowed by policy: straight through.
     Pass,
     /// Fenced: admit first.
-    Admit(Admission),
+    Admit(Admit),
 }
 
 /// What a fenced request is admitted on.
 #[derive(Debug, PartialEq, Eq)]
-enum Admission {
+enum Admit {
     /// `token` on fence `key`.
     One { key: String, token: u64 },
     /// `token` on every one of `keys` at once: a write that reaches beyond
@@ -96,9 +96,9 @@ impl<S> Fencing<S> {
     /// For logs; admission itself does not use it.
     pub fn fence_of<B>(&self, request: &Request<B>) -> (Option<String>, Option<u64>) {
         match self.decide(request) {
-            Ok(Decision::Admit(
-                Admission::One { key, token } | Admission::All { key, token, .. },
-            )) => (Some(key), Some(token)),
+            Ok(Decision::Admit(Admit::One { key, token } | Admit::All { key, token, .. })) => {
+                (Some(key), Some(token))
+            }
             Ok(Decision::Pass) => {
                 if self.config.is_write(request.method()) {
                     (self.path_key(request).ok(), None)
@@ -167,7 +167,7 @@ impl<S> Fencing<S> {
             };
         };
         if config.scope == Scope::Header || reach::is_plain(request) {
-            return Ok(Decision::Admit(Admission::One { key, token }));
+            return Ok(Decision::Admit(Admit::One { key, token }));
         }
         let rules = reach::Rules {
             scope: config.scope,
@@ -185,7 +185,7 @@ impl<S> Fencing<S> {
             },
         )?;
         match <[String; 1]>::try_from(reached.keys) {
-            Ok([key]) => Ok(Decision::Admit(Admission::One { key, token })),
+            Ok([key]) => Ok(Decision::Admit(Admit::One { key, token })),
             Err(keys) => {
                 if config.fences.is_shared() && keys.len() > MAX_SHARED_KEYS {
                     return Err(Refusal::Unfenceable {
@@ -195,7 +195,7 @@ impl<S> Fencing<S> {
                         ),
                     });
                 }
-                Ok(Decision::Admit(Admission::All {
+                Ok(Decision::Admit(Admit::All {
                     key: reached.key,
                     keys,
                     token,
@@ -284,10 +284,10 @@ impl<S> Fencing<S> {
             .inspect_err(|refusal| log_refusal(refusal, request))
     }
 
-    /// Admission as `admission` says, then `inner` called with `request`.
+    /// Admit as `admission` says, then `inner` called with `request`.
     fn admitting<ReqBody, ResBody>(
         &self,
-        admission: Admission,
+        admission: Admit,
         request: Request<ReqBody>,
         inner: S,
     ) -> ResponseFuture<S::Future, ResBody, S::Error>
@@ -305,20 +305,32 @@ impl<S> Fencing<S> {
             // The request's own key stays in hand (it is borrowed across the
             // admission anyway): a refusal names it, a chain needs it.
             let (resource, token, admitted) = match admission {
-                Admission::One { key, token } => {
+                Admit::One { key, token } => {
                     let admitted = config
                         .fences
-                        .admit_checked(&key, token, client, issuer)
+                        .admit_with(
+                            &key,
+                            fences::Admission::new(token)
+                                .from_client(client)
+                                .checked_by(issuer),
+                        )
                         .await;
                     (key, token, admitted)
                 }
                 // Boxed: a rare path, whose state would otherwise set the
                 // size of every request's future (and push its allocation
                 // out of the allocator's fast path).
-                Admission::All { key, keys, token } => {
-                    let admitted = Box::pin(config.fences.admit_all(&keys, token, client, issuer))
-                        .await
-                        .map_err(|refused| (refused.resource, refused.error));
+                Admit::All { key, keys, token } => {
+                    let admitted = Box::pin(
+                        config.fences.admit_all(
+                            &keys,
+                            fences::Admission::new(token)
+                                .from_client(client)
+                                .checked_by(issuer),
+                        ),
+                    )
+                    .await
+                    .map_err(|refused| (refused.resource, refused.error));
                     match admitted {
                         Ok(in_flight) => (key, token, Ok(in_flight)),
                         Err((on, error)) => (on, token, Err(error)),
