@@ -541,6 +541,13 @@ impl Fences {
             match step {
                 Step::Divert => {
                     drop(fence);
+                    // Rebuilt from its parts, not kept whole: the whole
+                    // value would be kept in every admission's future.
+                    let admission = Admission {
+                        token,
+                        client,
+                        issuer,
+                    };
                     return self.admit_diverted(key, admission).await;
                 }
                 Step::Stale(highest) => {
