@@ -247,7 +247,23 @@ impl Client {
         self.http()
             .request(request)
             .await
-            .map_err(|e| Attempt::Retry(describe(&e)))
+            .map_err(|e| Attempt::Retry(self.with_hint(describe(&e))))
+    }
+
+    /// `detail` with what to do about it, where that is clear: a member
+    /// that refused the handshake for want of a client certificate when
+    /// none is configured.
+    fn with_hint(&self, detail: String) -> String {
+        let refused = detail.contains("BadCertificate") || detail.contains("CertificateRequired");
+        let without_certificate = self
+            .tls
+            .as_ref()
+            .is_some_and(|tls| tls.files().cert.is_none());
+        if refused && without_certificate {
+            format!("{detail} (does the cluster require a client certificate? give --etcd-cert and --etcd-key)")
+        } else {
+            detail
+        }
     }
 
     /// The pool for a new request: rebuilt once after a TLS reload.
