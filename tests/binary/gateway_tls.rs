@@ -6,9 +6,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
-use std::process::Command;
-
-use support::tls::{tls_request, TestCa};
+use support::tls::{curl, tls_request, TestCa};
 use support::{build_request, run_on_free_ports, run_to_exit, Backend, GatewayProcess, HANG_GUARD};
 
 /// The gateway in front of `backend` over TLS, trusting `ca`.
@@ -131,33 +129,6 @@ fn tls_gateway() -> TlsGateway {
         backend,
         gw,
     }
-}
-
-/// `curl` over TLS to the gateway: (status, HTTP version) as curl saw them.
-fn curl(ca: &TestCa, version_flag: &str, args: &[&str], url: &str) -> (String, String) {
-    let out = Command::new("curl")
-        .args([
-            "-sS",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code} %{http_version}",
-        ])
-        .args(["--max-time", "20", "--cacert"])
-        .arg(ca.cert_path())
-        .arg(version_flag)
-        .args(args)
-        .arg(url)
-        .output()
-        .expect("curl (scripts/install-deps.sh installs it)");
-    assert!(
-        out.status.success(),
-        "curl failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    let (status, version) = text.split_once(' ').unwrap();
-    (status.to_string(), version.to_string())
 }
 
 #[test]

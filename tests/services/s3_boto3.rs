@@ -62,6 +62,25 @@ fn start_moto(ca: &TestCa) -> (Moto, u16) {
     (moto, port)
 }
 
+/// moto over TLS with a certificate of a CA made for the test, and the
+/// gateway in front of it trusting that CA, with `extra` options.
+fn gateway_to_moto(ca_name: &str, extra: &[&str]) -> (Moto, GatewayProcess) {
+    let ca = TestCa::new(ca_name);
+    let (moto, port) = start_moto(&ca);
+    let upstream = format!("https://localhost:{port}");
+    let ca_file = ca.cert_path().display().to_string();
+    let mut args = vec![
+        "--upstream",
+        &upstream,
+        "--upstream-ca",
+        &ca_file,
+        "--upstream-timeout",
+        "20",
+    ];
+    args.extend_from_slice(extra);
+    (moto, GatewayProcess::start(&args))
+}
+
 fn run_client(gateway: &GatewayProcess, mode: &str) -> serde_json::Value {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/boto3_fenced.py");
     let out = Command::new(venv().join("bin/python"))
@@ -87,18 +106,7 @@ fn run_client(gateway: &GatewayProcess, mode: &str) -> serde_json::Value {
 
 #[test]
 fn boto3_through_the_gateway_to_s3_over_tls_with_a_stale_write_refused() {
-    let ca = TestCa::new("s3");
-    let (_moto, port) = start_moto(&ca);
-    let upstream = format!("https://localhost:{port}");
-    let ca_file = ca.cert_path().display().to_string();
-    let gw = GatewayProcess::start(&[
-        "--upstream",
-        &upstream,
-        "--upstream-ca",
-        &ca_file,
-        "--upstream-timeout",
-        "20",
-    ]);
+    let (_moto, gw) = gateway_to_moto("s3", &[]);
     for mode in ["endpoint", "proxy"] {
         let result = run_client(&gw, mode);
         assert_eq!(result["stale_write"], 409, "{result}");
@@ -129,21 +137,7 @@ fn boto3_through_the_gateway_to_s3_over_tls_with_a_stale_write_refused() {
 /// lower token of another bucket's lock on the same key is no stale write.
 #[test]
 fn boto3_in_virtual_hosted_style_fences_per_bucket() {
-    let ca = TestCa::new("s3-virtual");
-    let (_moto, port) = start_moto(&ca);
-    let upstream = format!("https://localhost:{port}");
-    let ca_file = ca.cert_path().display().to_string();
-    let gw = GatewayProcess::start(&[
-        "--upstream",
-        &upstream,
-        "--upstream-ca",
-        &ca_file,
-        "--upstream-timeout",
-        "20",
-        "--scope",
-        "host+path",
-        "--flat-keys",
-    ]);
+    let (_moto, gw) = gateway_to_moto("s3-virtual", &["--scope", "host+path", "--flat-keys"]);
     let result = run_client(&gw, "virtual");
     assert_eq!(result["stale_write"], 409, "{result}");
     assert_eq!(result["stored"], "written by client 2", "{result}");

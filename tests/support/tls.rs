@@ -151,3 +151,30 @@ pub fn tls_request(
         response,
     })
 }
+
+/// `curl` over TLS to the gateway: (status, HTTP version) as curl saw them.
+pub fn curl(ca: &TestCa, version_flag: &str, args: &[&str], url: &str) -> (String, String) {
+    let out = std::process::Command::new("curl")
+        .args([
+            "-sS",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code} %{http_version}",
+        ])
+        .args(["--max-time", "20", "--cacert"])
+        .arg(ca.cert_path())
+        .arg(version_flag)
+        .args(args)
+        .arg(url)
+        .output()
+        .expect("curl (scripts/install-deps.sh installs it)");
+    assert!(
+        out.status.success(),
+        "curl failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let (status, version) = text.split_once(' ').unwrap();
+    (status.to_string(), version.to_string())
+}
