@@ -39,6 +39,8 @@ mod version_head;
 
 mod hop;
 
+mod http1;
+
 mod pool;
 
 mod tls;

@@ -28,16 +28,15 @@ use http::header::{HeaderValue, CONNECTION, HOST};
 use http::request::Parts;
 use http::{Method, Request, Response, StatusCode, Version};
 use http_body::{Frame, SizeHint};
-use hyper::client::conn::http1::{self, SendRequest};
-use hyper_util::rt::TokioIo;
 use pin_project_lite::pin_project;
 use tokio_rustls::TlsConnector;
 use tower_service::Service;
 
 use super::body_timeout::{find_cause, BodyStalled, Side, StallTimeout};
 use super::hop::strip_hop_by_hop;
+use super::http1::{self, Connection, Failed, ResponseBody, SendError, Stream};
 use super::outcome::Outcome;
-use super::pool::{Pool, Released};
+use super::pool::Pool;
 use super::upstream::Upstream;
 use crate::refusal::error_response;
 use crate::store::{Lease, LeaseEnded, LeaseStage};
@@ -71,7 +70,7 @@ struct Shared {
     /// backend's authority, as hyper-util's client would set it.
     default_host: HeaderValue,
     timeout: Duration,
-    pool: Arc<Pool<UpstreamBody>>,
+    pool: Arc<Pool<Connection>>,
     /// `Some` for an `https://` upstream.
     tls: Option<TlsConnector>,
 }
@@ -255,40 +254,38 @@ impl Shared {
             Err(error) => error,
         };
         let detail = error_chain(&error);
-        if let UpstreamError::Send(hyper_error) = &error {
-            if find_cause::<LeaseEnded>(hyper_error).is_some() {
-                tracing::error!(upstream = %self.upstream, "lease ended during the request body; aborted towards the backend");
-                return close_after(gateway_error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "fence_store_unavailable",
-                    &LeaseEnded {
-                        stage: LeaseStage::SendingBody,
-                    }
-                    .to_string(),
-                    Outcome::FenceStoreUnavailable,
-                ));
+        match &error {
+            UpstreamError::Send(SendError::RequestBody(cause)) => {
+                let cause: &(dyn std::error::Error + 'static) = cause.as_ref();
+                if find_cause::<LeaseEnded>(cause).is_some() {
+                    tracing::error!(upstream = %self.upstream, "lease ended during the request body; aborted towards the backend");
+                    return close_after(gateway_error(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "fence_store_unavailable",
+                        &LeaseEnded {
+                            stage: LeaseStage::SendingBody,
+                        }
+                        .to_string(),
+                        Outcome::FenceStoreUnavailable,
+                    ));
+                }
+                // The request body failed: that is the client's doing, not
+                // the backend's. The backend saw a cut-off body.
+                if let Some(stalled) = BodyStalled::find(cause).filter(|s| s.side == Side::Client) {
+                    tracing::info!(upstream = %self.upstream, after = ?stalled.after, "request body stalled; aborted towards the backend");
+                    return close_after(gateway_error(
+                        StatusCode::REQUEST_TIMEOUT,
+                        "client_body_timeout",
+                        &format!("the request body paused for longer than {:?}; the backend received it cut off", stalled.after),
+                        Outcome::ClientError,
+                    ));
+                }
+                return client_body_error(&self.upstream, &detail);
             }
-            // The request body failed: that is the client's doing, not the
-            // backend's. The backend saw a cut-off body.
-            if let Some(stalled) = BodyStalled::find(hyper_error).filter(|s| s.side == Side::Client)
-            {
-                tracing::info!(upstream = %self.upstream, after = ?stalled.after, "request body stalled; aborted towards the backend");
-                return close_after(gateway_error(
-                    StatusCode::REQUEST_TIMEOUT,
-                    "client_body_timeout",
-                    &format!("the request body paused for longer than {:?}; the backend received it cut off", stalled.after),
-                    Outcome::ClientError,
-                ));
+            UpstreamError::Send(SendError::BodyLength) => {
+                return client_body_error(&self.upstream, &detail);
             }
-            if hyper_error.is_user() {
-                tracing::info!(upstream = %self.upstream, error = %detail, "request body failed; aborted towards the backend");
-                return close_after(gateway_error(
-                    StatusCode::BAD_REQUEST,
-                    "client_body_error",
-                    &format!("the request body could not be read: {detail}"),
-                    Outcome::ClientError,
-                ));
-            }
+            _ => {}
         }
         tracing::warn!(upstream = %self.upstream, error = %detail, "upstream unavailable");
         gateway_error(
@@ -300,51 +297,52 @@ impl Shared {
     }
 
     /// Sends `request` on an idle pooled connection, or a new one. A request
-    /// that a reused connection gave back unsent (the backend had closed it
-    /// meanwhile) is retried on another connection, as hyper-util's client
-    /// does; one that may have reached the backend never is.
-    async fn send(
-        &self,
-        mut request: Request<UpstreamBody>,
-    ) -> Result<Response<Body>, UpstreamError> {
+    /// that a reused connection could not take at all (the backend had
+    /// closed it meanwhile) is sent again on another connection, as
+    /// hyper-util's client does; one that may have reached the backend
+    /// never is.
+    async fn send(&self, request: Request<UpstreamBody>) -> Result<Response<Body>, UpstreamError> {
+        let (parts, body) = request.into_parts();
+        let mut request = http1::Request::new(&parts, body);
+        drop(parts);
         loop {
-            let (mut sender, reused) = match self.pool.checkout() {
-                Some(sender) => (sender, true),
+            let (conn, reused) = match self.pool.checkout() {
+                Some(conn) => (conn, true),
                 // Boxed: connecting is rare, and its large future would
                 // otherwise be part of (and copied with) every request's.
                 None => (Box::pin(self.connect()).await?, false),
             };
-            match sender.try_send_request(request).await {
-                Ok(response) => {
-                    let (mut parts, body) = response.into_parts();
-                    strip_hop_by_hop(&mut parts.headers);
+            match conn.send(request).await {
+                Ok((head, conn, whole)) => {
+                    let reuse = head.keep_alive && whole;
+                    let body = ResponseBody::new(conn, head.body, reuse, Arc::clone(&self.pool));
                     // A response body that stalls fails, and its
                     // connection is not reused.
-                    let body = match Pool::release_after(&self.pool, sender, body) {
-                        Released::Done(body) => Body::new(body),
-                        Released::Pooled(body) => {
-                            Body::new(StallTimeout::new(body, self.timeout, Side::Upstream))
-                        }
+                    let body = if http_body::Body::is_end_stream(&body) {
+                        Body::new(body)
+                    } else {
+                        Body::new(StallTimeout::new(body, self.timeout, Side::Upstream))
                     };
-                    return Ok(Response::from_parts(parts, body));
+                    return Ok(Response::from_parts(head.parts, body));
                 }
-                Err(mut error) => match error.take_message() {
-                    Some(unsent) if reused => request = unsent,
-                    _ => return Err(UpstreamError::Send(error.into_error())),
-                },
+                Err(Failed {
+                    unsent: Some(unsent),
+                    ..
+                }) if reused => request = unsent,
+                Err(failed) => return Err(UpstreamError::Send(failed.error)),
             }
         }
     }
 
     /// A new connection to the backend, TLS included, within the timeout.
-    async fn connect(&self) -> Result<SendRequest<UpstreamBody>, UpstreamError> {
+    async fn connect(&self) -> Result<Connection, UpstreamError> {
         match tokio::time::timeout(self.timeout, self.handshake()).await {
             Ok(result) => result,
             Err(_) => Err(UpstreamError::ConnectTimeout(self.timeout)),
         }
     }
 
-    async fn handshake(&self) -> Result<SendRequest<UpstreamBody>, UpstreamError> {
+    async fn handshake(&self) -> Result<Connection, UpstreamError> {
         let host = self.upstream.host();
         let stream = tokio::net::TcpStream::connect((host, self.upstream.port()))
             .await
@@ -352,7 +350,7 @@ impl Shared {
         // Small request/response exchanges must not wait on Nagle.
         stream.set_nodelay(true).map_err(UpstreamError::Connect)?;
         let Some(connector) = &self.tls else {
-            return http1_handshake(TokioIo::new(stream)).await;
+            return Ok(Connection::new(Stream::Plain(stream)));
         };
         // SNI and verification use the upstream URL's host, whatever Host
         // the client sent.
@@ -362,24 +360,19 @@ impl Shared {
             .connect(name, stream)
             .await
             .map_err(UpstreamError::Tls)?;
-        http1_handshake(TokioIo::new(stream)).await
+        Ok(Connection::new(Stream::Tls(Box::new(stream))))
     }
 }
 
-async fn http1_handshake<I>(io: I) -> Result<SendRequest<UpstreamBody>, UpstreamError>
-where
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-{
-    let (sender, connection) = http1::Builder::new()
-        .handshake(io)
-        .await
-        .map_err(UpstreamError::Send)?;
-    tokio::spawn(async move {
-        if let Err(error) = connection.await {
-            tracing::debug!(error = %error, "upstream connection ended with an error");
-        }
-    });
-    Ok(sender)
+/// 400 for a request body that failed or did not match its length.
+fn client_body_error(upstream: &Upstream, detail: &str) -> Response<Body> {
+    tracing::info!(upstream = %upstream, error = %detail, "request body failed; aborted towards the backend");
+    close_after(gateway_error(
+        StatusCode::BAD_REQUEST,
+        "client_body_error",
+        &format!("the request body could not be read: {detail}"),
+        Outcome::ClientError,
+    ))
 }
 
 /// Why the backend could not be asked (502).
@@ -392,7 +385,7 @@ enum UpstreamError {
     #[error("TLS handshake failed")]
     Tls(#[source] std::io::Error),
     #[error("request failed")]
-    Send(#[source] hyper::Error),
+    Send(#[source] SendError),
 }
 
 impl Service<Request<Body>> for Proxy {
