@@ -130,7 +130,7 @@ pub(crate) enum HeadError {
     #[error("response head larger than {MAX_HEAD} bytes")]
     TooLarge,
     /// A `101 Switching Protocols` that nothing asked for.
-    #[error("an unrequested protocol switch (101)")]
+    #[error("a response switching protocols (101) that nothing asked for")]
     Switch,
     /// Ambiguous framing.
     #[error("response framing: {0}")]
