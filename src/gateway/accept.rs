@@ -24,9 +24,13 @@ use tokio::sync::{watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::task::TaskTracker;
 
-use super::activity::{Activity, ClientStream, Order};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::activity::{Activity, ClientStream, Expiry, Order};
 use super::body_timeout::BoxError;
 use super::config::ClientLimits;
+use super::http1;
 
 /// The largest request head accepted: above it HTTP/1.1 clients get 431.
 pub(crate) const MAX_HEAD: usize = 64 * 1024;
@@ -69,6 +73,37 @@ where
     type Body = B;
 }
 
+/// Whether a connection's HTTP/1.x requests are served by the gateway's
+/// own engine (`http1`), and by which handler; HTTP/2 always goes to hyper.
+pub(crate) trait MaybeEngine {
+    /// The engine's handler.
+    type Engine: http1::Handler<Future: Send, Body: Send> + Send + Sync + 'static;
+
+    /// The handler, if this service's HTTP/1.x requests go to the engine.
+    fn engine(&self) -> Option<Self::Engine>;
+}
+
+/// Services that the engine never serves (the admin plane's).
+impl<S> MaybeEngine for hyper_util::service::TowerToHyperService<S> {
+    type Engine = NoEngine;
+
+    fn engine(&self) -> Option<NoEngine> {
+        None
+    }
+}
+
+/// The engine handler of a service without one: no value exists.
+pub(crate) enum NoEngine {}
+
+impl http1::Handler for NoEngine {
+    type Body = http_body_util::Empty<bytes::Bytes>;
+    type Future = std::future::Pending<Result<Response<Self::Body>, Infallible>>;
+
+    fn call(&self, _: Request<http1::RequestBody>) -> Self::Future {
+        match *self {}
+    }
+}
+
 /// What a service for one connection may know of it.
 #[derive(Debug, Clone)]
 pub(crate) struct ConnInfo {
@@ -88,7 +123,7 @@ pub(crate) async fn serve<M, S>(
     tasks: TaskTracker,
 ) where
     M: Fn(&ConnInfo) -> S,
-    S: ConnectionService,
+    S: ConnectionService + MaybeEngine,
 {
     let permits = Arc::new(Semaphore::new(options.limits.max_connections));
     let builder = Arc::new(connection_builder());
@@ -158,7 +193,7 @@ pub(crate) async fn serve<M, S>(
 /// this one through [`Activity::order`]: polling a timer and a stop signal
 /// beside the connection on every wake-up cost hundreds of instructions per
 /// request, where reading one atomic costs a few.
-async fn drive<S: ConnectionService>(
+async fn drive<S: ConnectionService + MaybeEngine>(
     builder: &auto::Builder<TokioExecutor>,
     stream: ClientStream,
     service: S,
@@ -186,21 +221,12 @@ async fn drive<S: ConnectionService>(
             }
         }
     });
-    let connection = builder.serve_connection(TokioIo::new(stream), service);
-    let mut connection = pin!(connection);
-    let mut draining = false;
-    let result = std::future::poll_fn(|cx| {
-        match activity.orders(cx) {
-            Some(Order::Close(expiry)) => return Poll::Ready(Err(expiry)),
-            Some(Order::Drain) if !draining => {
-                draining = true;
-                connection.as_mut().graceful_shutdown();
-            }
-            _ => {}
+    let result = match service.engine() {
+        Some(handler) if !stream.negotiated_h2() => {
+            engine(builder, stream, service, handler, activity, options).await
         }
-        connection.as_mut().poll(cx).map(Ok)
-    })
-    .await;
+        _ => hyper_connection(builder, TokioIo::new(stream), service, activity).await,
+    };
     watchdog.abort();
     match result {
         Ok(Ok(())) => {}
@@ -211,6 +237,155 @@ async fn drive<S: ConnectionService>(
             // Dropping the connection closed it; nothing was in progress.
             tracing::debug!(plane = options.name, %peer, ?expiry, "closed a slow or idle client connection");
         }
+    }
+}
+
+/// The start of HTTP/2's connection preface (RFC 9113 §3.4): a plaintext
+/// client that speaks HTTP/2 from its first byte (h2c with prior knowledge).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n";
+
+/// Serves a connection with the HTTP/1.1 engine, or with hyper if the
+/// client's first bytes are HTTP/2's preface.
+async fn engine<S: ConnectionService, H: http1::Handler>(
+    builder: &auto::Builder<TokioExecutor>,
+    mut stream: ClientStream,
+    service: S,
+    handler: H,
+    activity: &Arc<Activity>,
+    options: &PlaneOptions,
+) -> Result<Result<(), BoxError>, Expiry> {
+    let mut read = bytes::BytesMut::with_capacity(8 * 1024);
+    let limits = http1::Limits {
+        max_head: MAX_HEAD,
+        drain_timeout: options.limits.body_timeout,
+    };
+    // Enough of the first bytes to tell HTTP/2's preface from a request.
+    let sniffed = std::future::poll_fn(|cx| {
+        if let Some(Order::Close(expiry)) = activity.orders(cx) {
+            return Poll::Ready(Err(expiry));
+        }
+        loop {
+            let common = read.len().min(H2_PREFACE.len());
+            if read[..common] != H2_PREFACE[..common] || common == H2_PREFACE.len() {
+                return Poll::Ready(Ok(true));
+            }
+            match tokio_util::io::poll_read_buf(Pin::new(&mut stream), cx, &mut read) {
+                Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return Poll::Ready(Ok(false)),
+                Poll::Ready(Ok(_)) => {}
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    })
+    .await?;
+    if !sniffed {
+        return Ok(Ok(()));
+    }
+    if read.starts_with(H2_PREFACE) {
+        let replayed = Replay {
+            first: read.freeze(),
+            stream,
+        };
+        return hyper_connection(builder, TokioIo::new(replayed), service, activity).await;
+    }
+    let draining = AtomicBool::new(false);
+    let serving = http1::serve(stream, read, &handler, &draining, limits);
+    let mut serving = pin!(serving);
+    std::future::poll_fn(|cx| {
+        match activity.orders(cx) {
+            Some(Order::Close(expiry)) => return Poll::Ready(Err(expiry)),
+            Some(Order::Drain) => draining.store(true, Ordering::Relaxed),
+            None => {}
+        }
+        serving
+            .as_mut()
+            .poll(cx)
+            .map(|result| Ok(result.map_err(BoxError::from)))
+    })
+    .await
+}
+
+/// A connection served by hyper (HTTP/2, and the admin plane's HTTP/1.1).
+async fn hyper_connection<S: ConnectionService, I>(
+    builder: &auto::Builder<TokioExecutor>,
+    io: TokioIo<I>,
+    service: S,
+    activity: &Arc<Activity>,
+) -> Result<Result<(), BoxError>, Expiry>
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let connection = builder.serve_connection(io, service);
+    let mut connection = pin!(connection);
+    let mut draining = false;
+    std::future::poll_fn(|cx| {
+        match activity.orders(cx) {
+            Some(Order::Close(expiry)) => return Poll::Ready(Err(expiry)),
+            Some(Order::Drain) if !draining => {
+                draining = true;
+                connection.as_mut().graceful_shutdown();
+            }
+            _ => {}
+        }
+        connection.as_mut().poll(cx).map(Ok)
+    })
+    .await
+}
+
+/// A client stream whose first bytes, already read, are read again.
+struct Replay {
+    first: bytes::Bytes,
+    stream: ClientStream,
+}
+
+impl tokio::io::AsyncRead for Replay {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        if this.first.is_empty() {
+            return Pin::new(&mut this.stream).poll_read(cx, buf);
+        }
+        let n = this.first.len().min(buf.remaining());
+        buf.put_slice(&this.first.split_to(n));
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl tokio::io::AsyncWrite for Replay {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
     }
 }
 

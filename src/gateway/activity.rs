@@ -209,6 +209,14 @@ impl ClientStream {
             activity,
         }
     }
+
+    /// Whether TLS chose HTTP/2 (ALPN `h2`).
+    pub(crate) fn negotiated_h2(&self) -> bool {
+        match &self.inner {
+            Inner::Plain(_) => false,
+            Inner::Tls(stream) => stream.get_ref().1.alpn_protocol() == Some(b"h2"),
+        }
+    }
 }
 
 impl AsyncRead for ClientStream {

@@ -29,6 +29,7 @@ use super::accept::ConnInfo;
 use super::access_log::{AccessLog, Counted, Entry};
 use super::activity::{Activity, Busy};
 use super::body_timeout::{BoxError, Side, StallTimeout};
+use super::http1;
 use super::metrics::Metrics;
 use super::outcome::Outcome;
 use super::proxy::{close_after, gateway_error, refuse_unproxyable, Proxy};
@@ -104,12 +105,71 @@ struct ConnectionShared {
 
 type Inner = <Fencing<Proxy> as Service<Request<Body>>>::Future;
 
+/// A request body as the server of the client's connection gives it:
+/// hyper's (HTTP/2) or the HTTP/1.1 engine's.
+pub(crate) enum IncomingBody {
+    Hyper(Incoming),
+    Engine(http1::RequestBody),
+}
+
+impl http_body::Body for IncomingBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.get_mut() {
+            IncomingBody::Hyper(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
+            IncomingBody::Engine(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            IncomingBody::Hyper(body) => body.is_end_stream(),
+            IncomingBody::Engine(body) => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            IncomingBody::Hyper(body) => body.size_hint(),
+            IncomingBody::Engine(body) => body.size_hint(),
+        }
+    }
+}
+
 impl hyper::service::Service<Request<Incoming>> for Connection {
     type Response = Response<Relayed>;
     type Error = Infallible;
     type Future = Metered;
 
     fn call(&self, request: Request<Incoming>) -> Metered {
+        self.serve(request.map(IncomingBody::Hyper))
+    }
+}
+
+impl http1::Handler for Connection {
+    type Body = Relayed;
+    type Future = Metered;
+
+    fn call(&self, request: Request<http1::RequestBody>) -> Metered {
+        self.serve(request.map(IncomingBody::Engine))
+    }
+}
+
+impl super::accept::MaybeEngine for Connection {
+    type Engine = Connection;
+
+    fn engine(&self) -> Option<Connection> {
+        Some(self.clone())
+    }
+}
+
+impl Connection {
+    fn serve(&self, request: Request<IncomingBody>) -> Metered {
         let shared = &self.shared;
         let busy = shared.activity.begin();
         let timeout = shared.body_timeout;
@@ -130,7 +190,9 @@ impl hyper::service::Service<Request<Incoming>> for Connection {
         // reads once more "in case a tiny body was included", which can
         // swallow a next request that arrived meanwhile.
         let expects_continue = request.headers().contains_key(EXPECT);
-        let drain = !expects_continue;
+        // The engine drains a body itself, after the response, before it
+        // reads the next request from the same bytes.
+        let drain = !expects_continue && matches!(request.body(), IncomingBody::Hyper(_));
         let close_if_refused = expects_continue && request.version() <= Version::HTTP_11;
         let request = request.map(|body| {
             if http_body::Body::is_end_stream(&body) {
@@ -231,7 +293,7 @@ const DRAIN_LIMIT: u64 = 64 * 1024;
 /// (HTTP/2), which some clients report as an error instead of the refusal.
 /// Bounded by [`DRAIN_LIMIT`] and by the body's stall timeout.
 struct DrainOnDrop {
-    body: Option<StallTimeout<Incoming>>,
+    body: Option<StallTimeout<IncomingBody>>,
     /// False when the body must be abandoned instead (`Expect: 100-continue`).
     drain: bool,
 }

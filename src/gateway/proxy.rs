@@ -34,7 +34,7 @@ use tower_service::Service;
 
 use super::body_timeout::{find_cause, BodyStalled, Side, StallTimeout};
 use super::hop::strip_hop_by_hop;
-use super::http1::{self, Connection, Failed, ResponseBody, SendError, Stream};
+use super::http1::{self, Connection, Failed, ResponseBody, SendError, Stream, WriteError};
 use super::outcome::Outcome;
 use super::pool::Pool;
 use super::upstream::Upstream;
@@ -255,7 +255,7 @@ impl Shared {
         };
         let detail = error_chain(&error);
         match &error {
-            UpstreamError::Send(SendError::RequestBody(cause)) => {
+            UpstreamError::Send(SendError::Write(WriteError::Body(cause))) => {
                 let cause: &(dyn std::error::Error + 'static) = cause.as_ref();
                 if find_cause::<LeaseEnded>(cause).is_some() {
                     tracing::error!(upstream = %self.upstream, "lease ended during the request body; aborted towards the backend");
@@ -282,7 +282,7 @@ impl Shared {
                 }
                 return client_body_error(&self.upstream, &detail);
             }
-            UpstreamError::Send(SendError::BodyLength) => {
+            UpstreamError::Send(SendError::Write(WriteError::BodyLength)) => {
                 return client_body_error(&self.upstream, &detail);
             }
             _ => {}

@@ -13,8 +13,8 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use support::{http, read_response, try_http};
 use support::GatewayProcess;
+use support::{http, read_response, try_http};
 
 /// The response the scripted backend writes for a request target, and
 /// whether it closes the connection afterwards.
@@ -158,7 +158,10 @@ fn ambiguous_responses_are_502_and_nothing_of_them_is_relayed() {
         let error = response.assert_gateway_error(502, "upstream_unavailable");
         assert!(!response.text().contains("hello"), "{target}");
         assert!(
-            error["detail"].as_str().unwrap_or_default().contains("response"),
+            error["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("response"),
             "{target}: {error}"
         );
     }
@@ -202,7 +205,10 @@ fn a_backend_connection_is_reused_only_after_a_response_that_ended_on_its_frame(
     // HEAD, 204 and chunked responses end on their frame: the connection
     // is reused (a response to HEAD has no body whatever its length says).
     let head = exchange("HEAD", "/head");
-    assert_eq!((head.status, head.header("content-length")), (200, Some("5")));
+    assert_eq!(
+        (head.status, head.header("content-length")),
+        (200, Some("5"))
+    );
     assert_eq!(exchange("GET", "/no-content").status, 204);
     assert_eq!(exchange("GET", "/chunked").body, b"hello");
     assert_eq!(exchange("GET", "/").status, 200);
@@ -224,6 +230,171 @@ fn a_response_body_with_bad_chunks_is_cut_never_completed() {
     let response = try_http(gateway.data_addr(), "GET", "/bad-chunk", &[], b"");
     match response {
         Err(_) => {}
-        Ok(response) => panic!("a complete response: {} {:?}", response.status, response.text()),
+        Ok(response) => panic!(
+            "a complete response: {} {:?}",
+            response.status,
+            response.text()
+        ),
     }
+}
+
+// ---------------------------------------------------------------------------
+// Requests: the smuggling shapes a client can send
+// ---------------------------------------------------------------------------
+
+/// A gateway in front of the recording backend, shared by the request-side
+/// tests (each uses paths of its own).
+fn recording() -> &'static (GatewayProcess, support::Backend) {
+    static GATEWAY: OnceLock<(GatewayProcess, support::Backend)> = OnceLock::new();
+    GATEWAY.get_or_init(|| {
+        let backend = support::Backend::start();
+        let gateway = GatewayProcess::in_front_of(&backend, &[]);
+        (gateway, backend)
+    })
+}
+
+/// Writes `raw` on a new connection; the first response, and whether the
+/// gateway then closed the connection (read to EOF, bounded).
+fn send_then_eof(addr: SocketAddr, raw: &[u8]) -> (support::Resp, bool) {
+    let stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    writer.write_all(raw).unwrap();
+    let mut reader = BufReader::new(stream);
+    let response = read_response(&mut reader, false).unwrap();
+    let mut rest = Vec::new();
+    let closed = std::io::Read::read_to_end(&mut reader, &mut rest).is_ok() && rest.is_empty();
+    (response, closed)
+}
+
+/// The framing a request must never be forwarded with: (name, head lines
+/// after the request line and Host, body).
+const AMBIGUOUS_REQUESTS: &[(&str, &str, &str)] = &[
+    (
+        "cl-te",
+        "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",
+        "0\r\n\r\nGET /smuggled HTTP/1.1\r\n\r\n",
+    ),
+    (
+        "te-cl",
+        "Transfer-Encoding: chunked\r\nContent-Length: 30\r\n",
+        "0\r\n\r\n",
+    ),
+    (
+        "te-te-final-not-chunked",
+        "Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n",
+        "0\r\n\r\n",
+    ),
+    (
+        "te-xchunked",
+        "Transfer-Encoding: xchunked\r\n",
+        "0\r\n\r\n",
+    ),
+    (
+        "te-chunked-twice",
+        "Transfer-Encoding: chunked, chunked\r\n",
+        "0\r\n\r\n",
+    ),
+    (
+        "te-vertical-tab",
+        "Transfer-Encoding: \x0bchunked\r\n",
+        "0\r\n\r\n",
+    ),
+    (
+        "te-space-before-colon",
+        "Transfer-Encoding : chunked\r\n",
+        "0\r\n\r\n",
+    ),
+    (
+        "te-obs-fold",
+        "X-Padding: a\r\n Transfer-Encoding: chunked\r\n",
+        "0\r\n\r\n",
+    ),
+    (
+        "differing-lengths",
+        "Content-Length: 5\r\nContent-Length: 6\r\n",
+        "hello!",
+    ),
+    ("length-list", "Content-Length: 5, 6\r\n", "hello!"),
+    ("signed-length", "Content-Length: +5\r\n", "hello"),
+    ("hex-length", "Content-Length: 0x5\r\n", "hello"),
+    ("bare-cr", "X-A: a\rb\r\nContent-Length: 5\r\n", "hello"),
+    ("bare-lf", "X-A: a\nContent-Length: 5\r\n", "hello"),
+];
+
+#[test]
+fn ambiguous_request_framing_is_400_closed_and_never_forwarded() {
+    let (gateway, backend) = recording();
+    for (name, lines, body) in AMBIGUOUS_REQUESTS {
+        let raw = format!(
+            "PUT /ambiguous/{name} HTTP/1.1\r\nHost: store\r\nX-Fencing-Token: 5\r\n{lines}\r\n{body}"
+        );
+        let (response, closed) = send_then_eof(gateway.data_addr(), raw.as_bytes());
+        assert_eq!(response.status, 400, "{name}: {}", response.text());
+        assert!(closed, "{name}: the connection stays open");
+    }
+    // An HTTP/1.0 request has no chunked coding.
+    let raw = "PUT /ambiguous/http10 HTTP/1.0\r\nHost: store\r\nX-Fencing-Token: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
+    let (response, closed) = send_then_eof(gateway.data_addr(), raw.as_bytes());
+    assert_eq!((response.status, closed), (400, true));
+    // Nothing of them reached the backend, and no fence was raised.
+    let reached: Vec<_> = backend
+        .records()
+        .into_iter()
+        .filter(|r| r.target.starts_with("/ambiguous") || r.target.starts_with("/smuggled"))
+        .collect();
+    assert!(reached.is_empty(), "forwarded: {reached:?}");
+    let fences = http(gateway.admin_addr(), "GET", "/fences", &[], b"");
+    assert!(!fences.text().contains("/ambiguous"), "{}", fences.text());
+}
+
+#[test]
+fn a_fragment_is_400_invalid_path_never_a_delete_of_its_directory() {
+    let (gateway, backend) = recording();
+    let raw = "DELETE /fragment/dir/#frag HTTP/1.1\r\nHost: store\r\nX-Fencing-Token: 5\r\n\r\n";
+    let (response, _) = send_then_eof(gateway.data_addr(), raw.as_bytes());
+    response.assert_gateway_error(400, "invalid_path");
+    assert!(backend.records_for("/fragment/dir/").is_empty());
+}
+
+#[test]
+fn a_malformed_chunk_reaches_the_backend_only_cut_off() {
+    let (gateway, backend) = recording();
+    // The head is good and admitted; the body goes wrong after a chunk.
+    let raw = "PUT /chunks/bad HTTP/1.1\r\nHost: store\r\nX-Fencing-Token: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\nmore\r\n0\r\n\r\n";
+    let (response, closed) = send_then_eof(gateway.data_addr(), raw.as_bytes());
+    response.assert_gateway_error(400, "client_body_error");
+    assert!(closed);
+    // Whatever the backend saw of it, never a whole body.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    for record in backend.records_for("/chunks/bad") {
+        assert!(
+            record.body_len.is_none() || record.body_failed,
+            "a complete request: {record:?}"
+        );
+    }
+}
+
+#[test]
+fn pipelined_requests_after_bodies_are_answered_in_order_with_their_own_bodies() {
+    let (gateway, backend) = recording();
+    let mut raw = Vec::new();
+    raw.extend_from_slice(b"PUT /pipelined/a HTTP/1.1\r\nHost: store\r\nX-Fencing-Token: 5\r\nX-Test-Keep-Body: 1\r\nContent-Length: 5\r\n\r\nhello");
+    raw.extend_from_slice(b"PUT /pipelined/b HTTP/1.1\r\nHost: store\r\nX-Fencing-Token: 5\r\nX-Test-Keep-Body: 1\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nGET\r\n2\r\n /\r\n0\r\nx-sum: 1\r\n\r\n");
+    raw.extend_from_slice(b"GET /pipelined/c HTTP/1.1\r\nHost: store\r\n\r\n");
+    let stream = TcpStream::connect(gateway.data_addr()).unwrap();
+    stream.set_read_timeout(Some(support::HANG_GUARD)).unwrap();
+    (&stream).write_all(&raw).unwrap();
+    let mut reader = BufReader::new(stream);
+    for _ in 0..3 {
+        assert_eq!(read_response(&mut reader, false).unwrap().status, 200);
+    }
+    let bodies: Vec<_> = ["/pipelined/a", "/pipelined/b"]
+        .iter()
+        .map(|target| backend.records_for(target)[0].body.clone().unwrap())
+        .collect();
+    assert_eq!(bodies, [b"hello".to_vec(), b"GET /".to_vec()]);
+    assert_eq!(backend.records_for("/pipelined/c").len(), 1);
 }

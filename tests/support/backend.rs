@@ -41,6 +41,9 @@ pub struct Record {
     pub body: Option<Vec<u8>>,
     /// Trailer fields received after the body, names lower-cased.
     pub trailers: Vec<(String, String)>,
+    /// Whether the body ended in an error (cut off, malformed) rather than
+    /// at its end; `body_len` then counts what came before.
+    pub body_failed: bool,
 }
 
 impl Record {
@@ -407,6 +410,7 @@ async fn handle(
             headers: headers.clone(),
             token: get("x-fencing-token"),
             body_len: None,
+            body_failed: false,
             body: None,
             trailers: Vec::new(),
         });
@@ -418,6 +422,7 @@ async fn handle(
     let mut body_len = 0u64;
     let mut kept = get("x-test-keep-body").map(|_| Vec::new());
     let mut trailers = Vec::new();
+    let mut body_failed = false;
     while let Some(frame) = body.frame().await {
         match frame {
             Ok(frame) => match frame.into_data() {
@@ -438,7 +443,10 @@ async fn handle(
                     }
                 }
             },
-            Err(_) => break,
+            Err(_) => {
+                body_failed = true;
+                break;
+            }
         }
     }
     let path = parts.uri.path().to_owned();
@@ -448,6 +456,7 @@ async fn handle(
         log.records[seq].body_len = Some(body_len);
         log.records[seq].body = kept;
         log.records[seq].trailers = trailers;
+        log.records[seq].body_failed = body_failed;
         let applied = match &state.versions {
             None => true,
             Some(versions) => {

@@ -23,6 +23,9 @@ pub(crate) enum Outgoing {
     Length(u64),
     /// Chunked: its size was not known in advance.
     Chunked,
+    /// As it comes, ended by closing the connection (a response to an
+    /// HTTP/1.0 client whose length is not known in advance).
+    UntilClose,
 }
 
 /// Writes the head of `parts` (already prepared for the backend: hop-by-hop

@@ -10,11 +10,20 @@
 //!   reading its response head in the request's own task.
 //! - `response_body`: the response body, read from that connection, which
 //!   it gives back to the pool at its end.
+//! - `outbound`: writing a message, head and body, in as few writes as the
+//!   data allows (both sides).
+//! - `server`: a client's HTTP/1.x connection served to its end: heads
+//!   read and checked, request bodies read as the proxy polls them,
+//!   responses written.
 
 mod connection;
 pub(crate) mod framing;
 mod head;
+mod outbound;
 mod response_body;
+mod server;
 
 pub(crate) use self::connection::{Connection, Failed, Request, SendError, Stream};
+pub(crate) use self::outbound::WriteError;
 pub(crate) use self::response_body::ResponseBody;
+pub(crate) use self::server::{serve, Handler, Limits, RequestBody};

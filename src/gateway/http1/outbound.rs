@@ -1,0 +1,209 @@
+//! Writing one message (a request to the backend, a response to a client):
+//! its head, then its body framed as the head said, in as few writes as the
+//! data allows: data that is there when the head is written goes in the
+//! same write, small chunks are copied behind their framing, large ones are
+//! written from where they are.
+
+use std::io::{self, IoSlice};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::{Buf, Bytes};
+use http_body::Body;
+use tokio::io::AsyncWrite;
+
+use super::head::{self, Outgoing};
+use crate::gateway::body_timeout::BoxError;
+
+/// Body data up to this size is copied behind the head (or the chunk size
+/// line) and written with it in one call; larger data is written from where
+/// it is.
+const COPY_BELOW: usize = 16 * 1024;
+
+/// Why writing a message failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WriteError {
+    /// Writing the connection failed.
+    #[error("connection error")]
+    Io(#[source] io::Error),
+    /// The body being sent failed (for a request, the client's doing: the
+    /// backend sees it cut off).
+    #[error("the body failed")]
+    Body(#[source] BoxError),
+    /// The body did not match its `Content-Length`.
+    #[error("the body does not match its Content-Length")]
+    BodyLength,
+}
+
+/// One message on its way out.
+pub(crate) struct Outbound<B> {
+    /// The head, then framing and small data, not yet written from `at` on.
+    pub(super) out: Vec<u8>,
+    at: usize,
+    pub(super) body: Option<B>,
+    pub(super) outgoing: Outgoing,
+    /// Data written from where it is, after `out`.
+    large: Bytes,
+    /// A chunk's CRLF to write after `large`.
+    crlf_after_large: bool,
+    /// Bytes of the body still expected (`Outgoing::Length`).
+    left: u64,
+    /// Whether anything was written.
+    pub(super) written: bool,
+    /// Whether everything was written and flushed.
+    pub(super) done: bool,
+}
+
+impl<B> Outbound<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    /// `head` (framing fields included), then `body` framed as `outgoing`
+    /// says (no body: `None`).
+    pub(crate) fn new(head: Vec<u8>, body: Option<B>, outgoing: Outgoing) -> Self {
+        let left = match outgoing {
+            Outgoing::Length(n) => n,
+            _ => 0,
+        };
+        Outbound {
+            out: head,
+            at: 0,
+            body,
+            outgoing,
+            large: Bytes::new(),
+            crlf_after_large: false,
+            left,
+            written: false,
+            done: false,
+        }
+    }
+
+    /// Writes until done: `Ready(Ok)` once everything was written and
+    /// flushed, `Pending` while the socket or the body is not ready.
+    pub(crate) fn poll_write_all<W: AsyncWrite + Unpin>(
+        &mut self,
+        io: &mut W,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), WriteError>> {
+        while !self.done {
+            std::task::ready!(self.poll_step(io, cx))?;
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// One step: `Ready(Ok)` when something moved or everything is done
+    /// (see `done`), `Pending` when waiting on the socket or the body.
+    pub(crate) fn poll_step<W: AsyncWrite + Unpin>(
+        &mut self,
+        io: &mut W,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), WriteError>> {
+        let out = &self.out[self.at..];
+        if !out.is_empty() || !self.large.is_empty() {
+            let slices = [IoSlice::new(out), IoSlice::new(&self.large)];
+            let n = match Pin::new(&mut *io).poll_write_vectored(cx, &slices) {
+                Poll::Ready(Ok(0)) => {
+                    return Poll::Ready(Err(WriteError::Io(io::ErrorKind::WriteZero.into())))
+                }
+                Poll::Ready(Ok(n)) => n,
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(WriteError::Io(error))),
+                Poll::Pending => return Poll::Pending,
+            };
+            self.written = true;
+            let from_out = n.min(out.len());
+            self.at += from_out;
+            self.large.advance(n - from_out);
+            if self.at == self.out.len() {
+                self.out.clear();
+                self.at = 0;
+            }
+            if self.large.is_empty() && self.crlf_after_large {
+                self.crlf_after_large = false;
+                self.out.extend_from_slice(b"\r\n");
+            }
+            return Poll::Ready(Ok(()));
+        }
+        let Some(body) = self.body.as_mut() else {
+            // All written: make sure it left (TLS keeps what it could not
+            // write yet).
+            std::task::ready!(Pin::new(&mut *io).poll_flush(cx)).map_err(WriteError::Io)?;
+            self.done = true;
+            return Poll::Ready(Ok(()));
+        };
+        let frame = match Pin::new(&mut *body).poll_frame(cx) {
+            Poll::Ready(frame) => frame,
+            Poll::Pending => {
+                // What was written so far goes out while the body pauses.
+                std::task::ready!(Pin::new(&mut *io).poll_flush(cx)).map_err(WriteError::Io)?;
+                return Poll::Pending;
+            }
+        };
+        // hyper's bodies say they have ended with their last frame rather
+        // than with one more poll.
+        let last = frame.is_none() || body.is_end_stream();
+        match frame {
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(data) => self.put_data(data)?,
+                Err(frame) => {
+                    if let (Ok(trailers), Outgoing::Chunked) =
+                        (frame.into_trailers(), self.outgoing)
+                    {
+                        head::put_trailers(&mut self.out, &trailers);
+                        self.outgoing = Outgoing::Empty;
+                    }
+                }
+            },
+            Some(Err(error)) => return Poll::Ready(Err(WriteError::Body(error.into()))),
+            None => {}
+        }
+        if last {
+            self.finish_body()?;
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    fn put_data(&mut self, data: Bytes) -> Result<(), WriteError> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let out = &mut self.out;
+        match self.outgoing {
+            Outgoing::Length(_) => {
+                let len = data.len() as u64;
+                if len > self.left {
+                    return Err(WriteError::BodyLength);
+                }
+                self.left -= len;
+            }
+            Outgoing::Chunked => head::put_chunk_size(out, data.len()),
+            Outgoing::UntilClose => {}
+            // Data after the trailers, or for a message sent without a body.
+            Outgoing::Empty => return Err(WriteError::BodyLength),
+        }
+        if data.len() < COPY_BELOW {
+            out.extend_from_slice(&data);
+            if self.outgoing == Outgoing::Chunked {
+                out.extend_from_slice(b"\r\n");
+            }
+        } else {
+            self.large = data;
+            self.crlf_after_large = self.outgoing == Outgoing::Chunked;
+        }
+        Ok(())
+    }
+
+    /// The body is over: the last chunk, or a check that the length was met.
+    /// Dropping the body is what tells the proxy that the request was sent
+    /// in full (the upstream timeout starts then).
+    fn finish_body(&mut self) -> Result<(), WriteError> {
+        self.body = None;
+        match self.outgoing {
+            Outgoing::Chunked => self.out.extend_from_slice(b"0\r\n\r\n"),
+            Outgoing::Length(_) if self.left != 0 => return Err(WriteError::BodyLength),
+            _ => {}
+        }
+        self.outgoing = Outgoing::Empty;
+        Ok(())
+    }
+}

@@ -1,0 +1,668 @@
+//! The client side of the engine: one HTTP/1.x connection served to its
+//! end, in its own task. Each head is read with httparse (no lenient
+//! option) and checked against `framing.rs` before anything else sees it:
+//! ambiguous framing, a bare LF or a fragment in the target is refused with
+//! 400 and the connection closed, never handed on (SPEC, "What is never
+//! forwarded"). The request body is read from the connection by whoever
+//! polls it ([`RequestBody`]), in the same task; the response is written
+//! with the framing its body needs.
+//!
+//! What hyper's server did that clients rely on is kept: `Expect:
+//! 100-continue` is answered when the body is first read; a client that
+//! closes its side while its request waits cancels the request (README,
+//! "Forwarding"); the unread rest of a request body that was answered early
+//! is drained when small, else the connection is closed; a `Date` is added
+//! to answers that have none; pipelined requests are answered in order.
+
+use std::convert::Infallible;
+use std::future::{poll_fn, Future};
+use std::io;
+use std::pin::{pin, Pin};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll};
+use std::time::{Duration, SystemTime};
+
+use bytes::{Buf, Bytes, BytesMut};
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Request, Response, StatusCode, Uri, Version};
+use http_body::{Body, Frame, SizeHint};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+
+use super::framing::{has_bare_lf, request_body, BodyLength, ChunkedDecoder, FramingError, Step};
+use super::head::{itoa, parse_trailers, Outgoing};
+use super::outbound::Outbound;
+use crate::gateway::activity::ClientStream;
+use crate::gateway::body_timeout::BoxError;
+
+/// The most header fields a request head may have.
+const MAX_HEADERS: usize = 100;
+/// The most of an unwanted request body read and thrown away after its
+/// response, to keep the connection.
+const DRAIN_LIMIT: u64 = 64 * 1024;
+/// What a read asks for at least.
+const READ_SIZE: usize = 8 * 1024;
+
+/// What serves the requests of a connection.
+pub(crate) trait Handler {
+    /// The response body.
+    type Body: Body<Data = Bytes, Error: Into<BoxError>> + Unpin;
+    /// The answer.
+    type Future: Future<Output = Result<Response<Self::Body>, Infallible>>;
+
+    /// Answers `request`.
+    fn call(&self, request: Request<RequestBody>) -> Self::Future;
+}
+
+/// How a connection is served.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// The largest head.
+    pub(crate) max_head: usize,
+    /// How long the rest of an unwanted body may take to drain.
+    pub(crate) drain_timeout: Duration,
+}
+
+/// The connection, shared between the loop that serves it and the body of
+/// the request in progress (never at the same time: the loop touches it
+/// only between requests, or to see the client leave once the body is read).
+struct Shared {
+    stream: ClientStream,
+    read: BytesMut,
+    body: BodyState,
+    /// The interim answer to `Expect: 100-continue`, owed until the body is
+    /// first read; how much of it was written.
+    continue_owed: Option<usize>,
+}
+
+enum BodyState {
+    Length(u64),
+    Chunked(ChunkedDecoder),
+    Done,
+    /// Failed or cut: the connection cannot be reused.
+    Broken,
+}
+
+type SharedConn = Arc<Mutex<Shared>>;
+
+fn lock(conn: &SharedConn) -> MutexGuard<'_, Shared> {
+    // Never held across an await; the state stays consistent.
+    conn.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// A request body, read from the client connection as it is polled.
+pub(crate) struct RequestBody {
+    conn: SharedConn,
+}
+
+/// Why a request body failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RequestBodyError {
+    /// Reading the connection failed.
+    #[error("reading the request body failed")]
+    Io(#[source] io::Error),
+    /// The client closed the connection before the body's end.
+    #[error("the client closed the connection before the end of the request body")]
+    Incomplete,
+    /// The chunked framing was malformed.
+    #[error("request body framing: {0}")]
+    Framing(#[from] FramingError),
+}
+
+impl Body for RequestBody {
+    type Data = Bytes;
+    type Error = RequestBodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, RequestBodyError>>> {
+        let mut guard = lock(&self.conn);
+        let conn = &mut *guard;
+        if let Some(written) = conn.continue_owed {
+            let mut at = written;
+            while at < CONTINUE.len() {
+                match Pin::new(&mut conn.stream).poll_write(cx, &CONTINUE[at..]) {
+                    Poll::Ready(Ok(n)) if n > 0 => at += n,
+                    Poll::Ready(Ok(_)) => return fail(conn, RequestBodyError::Incomplete),
+                    Poll::Ready(Err(error)) => return fail(conn, RequestBodyError::Io(error)),
+                    Poll::Pending => {
+                        conn.continue_owed = Some(at);
+                        return Poll::Pending;
+                    }
+                }
+            }
+            if Pin::new(&mut conn.stream).poll_flush(cx).is_pending() {
+                conn.continue_owed = Some(at);
+                return Poll::Pending;
+            }
+            conn.continue_owed = None;
+        }
+        loop {
+            match &mut conn.body {
+                BodyState::Done | BodyState::Broken => return Poll::Ready(None),
+                BodyState::Length(left) => {
+                    if !conn.read.is_empty() {
+                        let n = usize::try_from(*left)
+                            .unwrap_or(usize::MAX)
+                            .min(conn.read.len());
+                        let data = conn.read.split_to(n).freeze();
+                        *left -= n as u64;
+                        if *left == 0 {
+                            conn.body = BodyState::Done;
+                        }
+                        return Poll::Ready(Some(Ok(Frame::data(data))));
+                    }
+                }
+                BodyState::Chunked(decoder) => match decoder.step(&conn.read) {
+                    Ok(Step::Framing(n)) => {
+                        conn.read.advance(n);
+                        continue;
+                    }
+                    Ok(Step::Data(n)) => {
+                        return Poll::Ready(Some(Ok(Frame::data(conn.read.split_to(n).freeze()))));
+                    }
+                    Ok(Step::Trailers { n, fields }) => {
+                        let trailers = if fields.is_empty() {
+                            Some(HeaderMap::new())
+                        } else {
+                            parse_trailers(&conn.read[fields])
+                        };
+                        conn.read.advance(n);
+                        let Some(trailers) = trailers else {
+                            return fail(conn, FramingError::BadTrailer.into());
+                        };
+                        conn.body = BodyState::Done;
+                        if trailers.is_empty() {
+                            return Poll::Ready(None);
+                        }
+                        return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
+                    }
+                    Ok(Step::NeedMore) => {}
+                    Err(error) => return fail(conn, error.into()),
+                },
+            }
+            if conn.read.capacity() - conn.read.len() < READ_SIZE / 2 {
+                conn.read.reserve(READ_SIZE);
+            }
+            match tokio_util::io::poll_read_buf(Pin::new(&mut conn.stream), cx, &mut conn.read) {
+                Poll::Ready(Ok(0)) => return fail(conn, RequestBodyError::Incomplete),
+                Poll::Ready(Ok(_)) => {}
+                Poll::Ready(Err(error)) => return fail(conn, RequestBodyError::Io(error)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(lock(&self.conn).body, BodyState::Done | BodyState::Broken)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match lock(&self.conn).body {
+            BodyState::Length(n) => SizeHint::with_exact(n),
+            BodyState::Chunked(_) => SizeHint::default(),
+            _ => SizeHint::with_exact(0),
+        }
+    }
+}
+
+fn fail(
+    conn: &mut Shared,
+    error: RequestBodyError,
+) -> Poll<Option<Result<Frame<Bytes>, RequestBodyError>>> {
+    conn.body = BodyState::Broken;
+    Poll::Ready(Some(Err(error)))
+}
+
+/// What the loop keeps of a request to answer it.
+struct Asked {
+    to_head: bool,
+    http10: bool,
+    keep_alive: bool,
+}
+
+/// A head the gateway refuses itself, before any handler sees it.
+struct Refused {
+    status: StatusCode,
+    error: &'static str,
+    detail: String,
+}
+
+/// Serves HTTP/1.x requests on `stream` with `handler` until the client
+/// closes it, a request asks to close it, or `draining` turns true between
+/// two requests. `read` holds bytes already read from the stream.
+pub(crate) async fn serve<H: Handler>(
+    stream: ClientStream,
+    read: BytesMut,
+    handler: &H,
+    draining: &AtomicBool,
+    limits: Limits,
+) -> io::Result<()> {
+    let conn = Arc::new(Mutex::new(Shared {
+        stream,
+        read,
+        body: BodyState::Done,
+        continue_owed: None,
+    }));
+    loop {
+        let parsed = match poll_fn(|cx| poll_head(&conn, cx, draining, limits.max_head)).await {
+            None => break,
+            Some(parsed) => parsed,
+        };
+        let (request, asked) = match parsed {
+            Ok(parsed) => parsed,
+            Err(refused) => {
+                let response =
+                    crate::refusal::error_response(refused.status, refused.error, &refused.detail);
+                let asked = Asked {
+                    to_head: false,
+                    http10: false,
+                    keep_alive: false,
+                };
+                let response = response.map(http_body_util::Full::new);
+                write_response(&conn, response, &asked, true).await?;
+                break;
+            }
+        };
+        let mut keep_alive = asked.keep_alive;
+        let mut future = pin!(handler.call(request));
+        let answered = poll_fn(|cx| {
+            if let Poll::Ready(Ok(response)) = future.as_mut().poll(cx) {
+                return Poll::Ready(Some(response));
+            }
+            // While the request waits, a client that closes its side has
+            // gone: its request is cancelled.
+            if watch_for_close(&conn, cx, limits.max_head) {
+                return Poll::Ready(None);
+            }
+            Poll::Pending
+        })
+        .await;
+        let Some(response) = answered else {
+            break;
+        };
+        if draining.load(Ordering::Relaxed) {
+            keep_alive = false;
+        }
+        let keep_alive = write_response(
+            &conn,
+            response,
+            &Asked {
+                keep_alive,
+                ..asked
+            },
+            false,
+        )
+        .await?;
+        if !keep_alive || !drain_body(&conn, limits.drain_timeout).await {
+            break;
+        }
+    }
+    // A clean end of the write side (a FIN after the last response, before
+    // the socket goes), bounded: a TLS close_notify waits on the client.
+    if let Ok(shared) = Arc::try_unwrap(conn) {
+        let mut stream = shared
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+            .stream;
+        let _ = tokio::time::timeout(Duration::from_secs(1), stream.shutdown()).await;
+    }
+    Ok(())
+}
+
+/// A request to serve, or a head refused before any handler sees it.
+type NextHead = Result<(Request<RequestBody>, Asked), Refused>;
+
+/// Reads the next head. `None`: the connection is over (closed by the
+/// client between requests, or draining).
+fn poll_head(
+    conn: &SharedConn,
+    cx: &mut Context<'_>,
+    draining: &AtomicBool,
+    max_head: usize,
+) -> Poll<Option<NextHead>> {
+    let mut guard = lock(conn);
+    let shared = &mut *guard;
+    loop {
+        if !shared.read.is_empty() {
+            match parse_request(&mut shared.read, max_head) {
+                Ok(Some((parts, length, asked, expects))) => {
+                    shared.body = match length {
+                        BodyLength::Length(0) | BodyLength::Empty => BodyState::Done,
+                        BodyLength::Length(n) => BodyState::Length(n),
+                        BodyLength::Chunked => BodyState::Chunked(ChunkedDecoder::default()),
+                        // Not for requests.
+                        BodyLength::UntilClose => BodyState::Broken,
+                    };
+                    shared.continue_owed =
+                        (expects && !matches!(shared.body, BodyState::Done)).then_some(0);
+                    let body = RequestBody {
+                        conn: Arc::clone(conn),
+                    };
+                    return Poll::Ready(Some(Ok((Request::from_parts(parts, body), asked))));
+                }
+                Ok(None) => {}
+                Err(refused) => return Poll::Ready(Some(Err(refused))),
+            }
+        } else if draining.load(Ordering::Relaxed) {
+            return Poll::Ready(None);
+        }
+        if shared.read.capacity() - shared.read.len() < READ_SIZE / 2 {
+            shared.read.reserve(READ_SIZE);
+        }
+        match tokio_util::io::poll_read_buf(Pin::new(&mut shared.stream), cx, &mut shared.read) {
+            // Closed between requests, or in the middle of a head: either
+            // way there is nobody to answer.
+            Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return Poll::Ready(None),
+            Poll::Ready(Ok(_)) => {}
+            Poll::Pending => return Poll::Pending,
+        }
+    }
+}
+
+/// Whether the client has closed the connection while its request waits
+/// (only watched once its body has been read: before that, the body sees
+/// it). Bytes that arrive meanwhile are the next request's, kept.
+fn watch_for_close(conn: &SharedConn, cx: &mut Context<'_>, max_head: usize) -> bool {
+    let mut guard = lock(conn);
+    let shared = &mut *guard;
+    if !matches!(shared.body, BodyState::Done) {
+        return false;
+    }
+    while shared.read.len() < max_head {
+        if shared.read.capacity() - shared.read.len() < READ_SIZE / 2 {
+            shared.read.reserve(READ_SIZE);
+        }
+        match tokio_util::io::poll_read_buf(Pin::new(&mut shared.stream), cx, &mut shared.read) {
+            Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return true,
+            Poll::Ready(Ok(_)) => {}
+            Poll::Pending => return false,
+        }
+    }
+    false
+}
+
+type Parsed = (http::request::Parts, BodyLength, Asked, bool);
+
+/// Parses the head at the start of `buf`, taking it out; `None` if it is
+/// not complete yet.
+fn parse_request(buf: &mut BytesMut, max_head: usize) -> Result<Option<Parsed>, Refused> {
+    let mut at = [(0u32, 0u32, 0u32, 0u32); MAX_HEADERS];
+    let bad = |detail: String| Refused {
+        status: StatusCode::BAD_REQUEST,
+        error: "bad_request",
+        detail,
+    };
+    let (len, method, target, http10, count, length, close, keep_alive_token, expects) = {
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut request = httparse::Request::new(&mut headers);
+        let len = match request.parse(buf) {
+            Ok(httparse::Status::Complete(len)) => len,
+            Ok(httparse::Status::Partial) if buf.len() < max_head => return Ok(None),
+            Ok(httparse::Status::Partial) => {
+                return Err(Refused {
+                    status: StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                    error: "headers_too_large",
+                    detail: format!("the request head is larger than {max_head} bytes"),
+                })
+            }
+            Err(httparse::Error::TooManyHeaders) => {
+                return Err(Refused {
+                    status: StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                    error: "headers_too_large",
+                    detail: format!("more than {MAX_HEADERS} header fields"),
+                })
+            }
+            Err(httparse::Error::Version) => {
+                return Err(Refused {
+                    status: StatusCode::HTTP_VERSION_NOT_SUPPORTED,
+                    error: "version_not_supported",
+                    detail: "only HTTP/1.0 and HTTP/1.1 are served as text".to_owned(),
+                })
+            }
+            Err(error) => return Err(bad(format!("malformed request head: {error}"))),
+        };
+        if has_bare_lf(&buf[..len]) {
+            return Err(bad(
+                "malformed request head: a line ends in a bare LF".to_owned()
+            ));
+        }
+        let http10 = request.version == Some(0);
+        let length = request_body(http10, request.headers)
+            .map_err(|error| bad(format!("ambiguous message framing: {error}")))?;
+        let base = buf.as_ptr() as usize;
+        let mut close = false;
+        let mut keep_alive_token = false;
+        let mut expects = false;
+        for (slot, header) in at.iter_mut().zip(request.headers.iter()) {
+            let name = header.name.as_ptr() as usize - base;
+            let value = header.value.as_ptr() as usize - base;
+            *slot = (
+                name as u32,
+                (name + header.name.len()) as u32,
+                value as u32,
+                (value + header.value.len()) as u32,
+            );
+            if header.name.eq_ignore_ascii_case("connection") {
+                for token in header.value.split(|&b| b == b',') {
+                    let token = token.trim_ascii();
+                    close |= token.eq_ignore_ascii_case(b"close");
+                    keep_alive_token |= token.eq_ignore_ascii_case(b"keep-alive");
+                }
+            } else if header.name.eq_ignore_ascii_case("expect") {
+                expects |= header
+                    .value
+                    .trim_ascii()
+                    .eq_ignore_ascii_case(b"100-continue");
+            }
+        }
+        let method = request.method.unwrap_or("GET");
+        let target = request.path.unwrap_or("/");
+        let method_at = method.as_ptr() as usize - base;
+        let target_at = target.as_ptr() as usize - base;
+        (
+            len,
+            (method_at, method_at + method.len()),
+            (target_at, target_at + target.len()),
+            http10,
+            request.headers.len(),
+            length,
+            close,
+            keep_alive_token,
+            expects,
+        )
+    };
+    let head = buf.split_to(len).freeze();
+    let target_bytes = &head[target.0..target.1];
+    if target_bytes.contains(&b'#') {
+        return Err(Refused {
+            status: StatusCode::BAD_REQUEST,
+            error: "invalid_path",
+            detail: "the request target holds a fragment ('#'), which a request line may not carry"
+                .to_owned(),
+        });
+    }
+    let method = Method::from_bytes(&head[method.0..method.1])
+        .map_err(|_| bad("malformed method".to_owned()))?;
+    let uri = Uri::from_maybe_shared(head.slice(target.0..target.1))
+        .map_err(|error| bad(format!("malformed request target: {error}")))?;
+    let mut headers = HeaderMap::with_capacity(count);
+    for &(n0, n1, v0, v1) in &at[..count] {
+        let name = HeaderName::from_bytes(&head[n0 as usize..n1 as usize])
+            .map_err(|_| bad("malformed header field name".to_owned()))?;
+        let value = HeaderValue::from_maybe_shared(head.slice(v0 as usize..v1 as usize))
+            .map_err(|_| bad("malformed header field value".to_owned()))?;
+        headers.append(name, value);
+    }
+    let mut parts = Request::new(()).into_parts().0;
+    parts.method = method;
+    parts.uri = uri;
+    parts.version = if http10 {
+        Version::HTTP_10
+    } else {
+        Version::HTTP_11
+    };
+    parts.headers = headers;
+    let keep_alive = if http10 { keep_alive_token } else { !close };
+    // After a CONNECT or an upgrade the bytes that follow are not HTTP.
+    let keep_alive = keep_alive && parts.method != Method::CONNECT;
+    let asked = Asked {
+        to_head: parts.method == Method::HEAD,
+        http10,
+        keep_alive,
+    };
+    Ok(Some((parts, length, asked, expects && !http10)))
+}
+
+/// Writes `response`; whether the connection may carry another request.
+async fn write_response<B>(
+    conn: &SharedConn,
+    response: Response<B>,
+    asked: &Asked,
+    refused: bool,
+) -> io::Result<bool>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    let (parts, body) = response.into_parts();
+    let status = parts.status.as_u16();
+    let no_body = asked.to_head || (100..200).contains(&status) || status == 204 || status == 304;
+    let mut keep_alive = asked.keep_alive && !refused;
+    let mut out = Vec::with_capacity(256);
+    out.extend_from_slice(if asked.http10 {
+        b"HTTP/1.0 "
+    } else {
+        b"HTTP/1.1 "
+    });
+    out.extend_from_slice(parts.status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(parts.status.canonical_reason().unwrap_or("").as_bytes());
+    out.extend_from_slice(b"\r\n");
+    let mut declared = None;
+    let mut has_date = false;
+    for (name, value) in &parts.headers {
+        if name == http::header::CONTENT_LENGTH {
+            declared = declared.or_else(|| {
+                std::str::from_utf8(value.as_bytes())
+                    .ok()?
+                    .parse::<u64>()
+                    .ok()
+            });
+        } else if name == http::header::DATE {
+            has_date = true;
+        } else if name == http::header::CONNECTION {
+            keep_alive &= !value
+                .as_bytes()
+                .split(|&b| b == b',')
+                .any(|token| token.trim_ascii().eq_ignore_ascii_case(b"close"));
+            // Said below, once, as this connection needs.
+            continue;
+        } else if name == http::header::TRANSFER_ENCODING {
+            continue;
+        }
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if !has_date {
+        out.extend_from_slice(b"date: ");
+        out.extend_from_slice(&http_date());
+        out.extend_from_slice(b"\r\n");
+    }
+    let outgoing = if no_body {
+        Outgoing::Empty
+    } else if let Some(n) = declared {
+        Outgoing::Length(n)
+    } else if body.is_end_stream() {
+        out.extend_from_slice(b"content-length: 0\r\n");
+        Outgoing::Length(0)
+    } else if let Some(n) = body.size_hint().exact() {
+        out.extend_from_slice(b"content-length: ");
+        out.extend_from_slice(itoa(n, &mut [0; 20]));
+        out.extend_from_slice(b"\r\n");
+        Outgoing::Length(n)
+    } else if asked.http10 {
+        // An HTTP/1.0 client knows no chunks: the data as it comes, ended
+        // by the close.
+        keep_alive = false;
+        Outgoing::UntilClose
+    } else {
+        out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+        Outgoing::Chunked
+    };
+    if !keep_alive && !asked.http10 {
+        out.extend_from_slice(b"connection: close\r\n");
+    } else if keep_alive && asked.http10 {
+        out.extend_from_slice(b"connection: keep-alive\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    let body = (!no_body).then_some(body);
+    let mut outbound = Outbound::new(out, body, outgoing);
+    let written = poll_fn(|cx| {
+        let mut guard = lock(conn);
+        outbound.poll_write_all(&mut guard.stream, cx)
+    })
+    .await;
+    match written {
+        Ok(()) => Ok(keep_alive),
+        // The head is out: the client sees the response cut off.
+        Err(error) => Err(io::Error::other(error)),
+    }
+}
+/// Reads and throws away what is left of a request body that was answered
+/// before it was read, if that is little and comes in time; whether the
+/// connection can go on.
+async fn drain_body(conn: &SharedConn, timeout: Duration) -> bool {
+    {
+        let shared = lock(conn);
+        match shared.body {
+            BodyState::Done => return true,
+            BodyState::Broken => return false,
+            // The client was never told to send it.
+            _ if shared.continue_owed.is_some() => return false,
+            BodyState::Length(left) if left > DRAIN_LIMIT => return false,
+            _ => {}
+        }
+    }
+    let mut body = RequestBody {
+        conn: Arc::clone(conn),
+    };
+    let drained = tokio::time::timeout(timeout, async {
+        let mut read = 0u64;
+        while let Some(frame) = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+            let Ok(frame) = frame else { return false };
+            read += frame.data_ref().map_or(0, |data| data.len() as u64);
+            if read > DRAIN_LIMIT {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+    drained.unwrap_or(false)
+}
+
+/// Today's date for a `Date` field, formatted once a second.
+fn http_date() -> [u8; 29] {
+    use std::sync::atomic::AtomicU64;
+    static CACHED_AT: AtomicU64 = AtomicU64::new(u64::MAX);
+    static CACHED: Mutex<[u8; 29]> = Mutex::new([0; 29]);
+    let now = SystemTime::now();
+    let second = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut cached = CACHED.lock().unwrap_or_else(PoisonError::into_inner);
+    if CACHED_AT.load(Ordering::Relaxed) != second {
+        let text = httpdate::fmt_http_date(now);
+        if text.len() == 29 {
+            cached.copy_from_slice(text.as_bytes());
+            CACHED_AT.store(second, Ordering::Relaxed);
+        }
+    }
+    *cached
+}
