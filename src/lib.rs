@@ -119,6 +119,9 @@ pub mod fencing;
 
 pub mod refusal;
 
+#[cfg(feature = "http1")]
+pub mod http1;
+
 #[cfg(feature = "client-tls")]
 pub mod client_tls;
 #[cfg(feature = "etcd-http")]

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::activity::{Activity, ClientStream, Expiry, Order};
 use super::body_timeout::BoxError;
 use super::config::ClientLimits;
-use super::http1;
+use super::engine;
 
 /// The largest request head accepted: above it HTTP/1.1 clients get 431.
 pub(crate) const MAX_HEAD: usize = 64 * 1024;
@@ -77,7 +77,7 @@ where
 /// own engine (`http1`), and by which handler; HTTP/2 always goes to hyper.
 pub(crate) trait MaybeEngine {
     /// The engine's handler.
-    type Engine: http1::Handler<Future: Send, Body: Send> + Send + Sync + 'static;
+    type Engine: engine::Handler<Future: Send, Body: Send> + Send + Sync + 'static;
 
     /// The handler, if this service's HTTP/1.x requests go to the engine.
     fn engine(&self) -> Option<Self::Engine>;
@@ -95,11 +95,11 @@ impl<S> MaybeEngine for hyper_util::service::TowerToHyperService<S> {
 /// The engine handler of a service without one: no value exists.
 pub(crate) enum NoEngine {}
 
-impl http1::Handler for NoEngine {
+impl engine::Handler for NoEngine {
     type Body = http_body_util::Empty<bytes::Bytes>;
     type Future = std::future::Pending<Result<Response<Self::Body>, Infallible>>;
 
-    fn call(&self, _: Request<http1::RequestBody>) -> Self::Future {
+    fn call(&self, _: Request<engine::RequestBody>) -> Self::Future {
         match *self {}
     }
 }
@@ -246,7 +246,7 @@ const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n";
 
 /// Serves a connection with the HTTP/1.1 engine, or with hyper if the
 /// client's first bytes are HTTP/2's preface.
-async fn engine<S: ConnectionService, H: http1::Handler>(
+async fn engine<S: ConnectionService, H: engine::Handler>(
     builder: &auto::Builder<TokioExecutor>,
     mut stream: ClientStream,
     service: S,
@@ -255,7 +255,7 @@ async fn engine<S: ConnectionService, H: http1::Handler>(
     options: &PlaneOptions,
 ) -> Result<Result<(), BoxError>, Expiry> {
     let mut read = bytes::BytesMut::with_capacity(8 * 1024);
-    let limits = http1::Limits {
+    let limits = engine::Limits {
         max_head: MAX_HEAD,
         drain_timeout: options.limits.body_timeout,
     };
@@ -288,7 +288,7 @@ async fn engine<S: ConnectionService, H: http1::Handler>(
         return hyper_connection(builder, TokioIo::new(replayed), service, activity).await;
     }
     let draining = AtomicBool::new(false);
-    let serving = http1::serve(stream, read, &handler, &draining, limits);
+    let serving = engine::serve(stream, read, &handler, &draining, limits);
     let mut serving = pin!(serving);
     std::future::poll_fn(|cx| {
         match activity.orders(cx) {

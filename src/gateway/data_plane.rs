@@ -29,7 +29,7 @@ use super::accept::ConnInfo;
 use super::access_log::{AccessLog, Counted, Entry};
 use super::activity::{Activity, Busy};
 use super::body_timeout::{BoxError, Side, StallTimeout};
-use super::http1;
+use super::engine;
 use super::metrics::Metrics;
 use super::outcome::Outcome;
 use super::proxy::{close_after, gateway_error, refuse_unproxyable, Proxy};
@@ -109,7 +109,7 @@ type Inner = <Fencing<Proxy> as Service<Request<Body>>>::Future;
 /// hyper's (HTTP/2) or the HTTP/1.1 engine's.
 pub(crate) enum IncomingBody {
     Hyper(Incoming),
-    Engine(http1::RequestBody),
+    Engine(engine::RequestBody),
 }
 
 impl http_body::Body for IncomingBody {
@@ -151,11 +151,11 @@ impl hyper::service::Service<Request<Incoming>> for Connection {
     }
 }
 
-impl http1::Handler for Connection {
+impl engine::Handler for Connection {
     type Body = Relayed;
     type Future = Metered;
 
-    fn call(&self, request: Request<http1::RequestBody>) -> Metered {
+    fn call(&self, request: Request<engine::RequestBody>) -> Metered {
         self.serve(request.map(IncomingBody::Engine))
     }
 }

@@ -39,7 +39,7 @@ mod version_head;
 
 mod hop;
 
-mod http1;
+mod engine;
 
 mod pool;
 

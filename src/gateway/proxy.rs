@@ -1,8 +1,8 @@
 //! Forwarding an admitted request to the backend and relaying its answer,
 //! bodies streamed both ways.
 //!
-//! The upstream side is HTTP/1.1 connections, plain or TLS, made with
-//! hyper's connection API ([`hyper::client::conn::http1`]) and kept in a
+//! The upstream side is HTTP/1.1 connections, plain or TLS, driven by the
+//! gateway's engine (`engine`) in the request's own task and kept in a
 //! small pool of our own (`pool.rs` says why); requests keep their target
 //! as they came, in origin form.
 //!
@@ -33,8 +33,8 @@ use tokio_rustls::TlsConnector;
 use tower_service::Service;
 
 use super::body_timeout::{find_cause, BodyStalled, Side, StallTimeout};
+use super::engine::{self, Connection, Failed, ResponseBody, SendError, Stream, WriteError};
 use super::hop::strip_hop_by_hop;
-use super::http1::{self, Connection, Failed, ResponseBody, SendError, Stream, WriteError};
 use super::outcome::Outcome;
 use super::pool::Pool;
 use super::upstream::Upstream;
@@ -303,7 +303,7 @@ impl Shared {
     /// never is.
     async fn send(&self, request: Request<UpstreamBody>) -> Result<Response<Body>, UpstreamError> {
         let (parts, body) = request.into_parts();
-        let mut request = http1::Request::new(&parts, body);
+        let mut request = engine::Request::new(&parts, body);
         drop(parts);
         loop {
             let (conn, reused) = match self.pool.checkout() {

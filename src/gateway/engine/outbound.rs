@@ -12,7 +12,7 @@ use bytes::{Buf, Bytes};
 use http_body::Body;
 use tokio::io::AsyncWrite;
 
-use super::head::{self, Outgoing};
+use super::encode::{self as head, Outgoing};
 use crate::gateway::body_timeout::BoxError;
 
 /// Body data up to this size is copied behind the head (or the chunk size

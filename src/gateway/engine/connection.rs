@@ -20,11 +20,15 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
-use super::head::{self, parse_response, HeadError, Parsed, ResponseHead};
+use super::encode;
 use super::outbound::{Outbound, WriteError};
 use crate::gateway::body_timeout::BoxError;
+use crate::gateway::hop::strip_hop_by_hop;
 use crate::gateway::pool::Reusable;
+use crate::http1::head::{parse_response, HeadError, Parsed, ResponseHead};
 
+/// The largest response head.
+const MAX_HEAD: usize = 64 * 1024;
 /// What a read asks for at least.
 const READ_SIZE: usize = 8 * 1024;
 
@@ -134,7 +138,7 @@ pub(crate) enum SendError {
     #[error("the backend closed the connection before answering")]
     Closed,
     /// The response head was refused.
-    #[error(transparent)]
+    #[error("bad response head")]
     Head(#[from] HeadError),
 }
 
@@ -163,7 +167,7 @@ where
         let has_body = !body.is_end_stream();
         let mut out = Vec::with_capacity(512);
         let outgoing =
-            head::write_request_head(&mut out, parts, has_body, body.size_hint().exact());
+            encode::write_request_head(&mut out, parts, has_body, body.size_hint().exact());
         Request {
             outbound: Outbound::new(out, has_body.then_some(body), outgoing),
             to_head: parts.method == http::Method::HEAD,
@@ -230,8 +234,11 @@ impl Connection {
             match tokio_util::io::poll_read_buf(Pin::new(&mut self.stream), cx, &mut self.read) {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(SendError::Closed)),
                 Poll::Ready(Ok(_)) => loop {
-                    match parse_response(&mut self.read, request.to_head)? {
-                        Parsed::Final(head) => return Poll::Ready(Ok(head)),
+                    match parse_response(&mut self.read, request.to_head, MAX_HEAD)? {
+                        Parsed::Complete(mut head) => {
+                            strip_hop_by_hop(&mut head.parts.headers);
+                            return Poll::Ready(Ok(head));
+                        }
                         Parsed::Interim => continue,
                         Parsed::Partial => break,
                     }

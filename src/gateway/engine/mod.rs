@@ -1,11 +1,9 @@
-//! The gateway's HTTP/1.1 engine, built on httparse: each head parsed once,
-//! bodies relayed with the framing already checked, no second task or
-//! channel per request.
+//! The gateway's HTTP/1.1 engine: client and backend connections driven
+//! with the heads and framing of [`crate::http1`] (httparse, strict), each
+//! head parsed once, bodies relayed with the framing already checked, no
+//! second task or channel per request.
 //!
-//! - `framing`: where a message's body ends (RFC 9112 §6 and §7.1), the
-//!   rules request smuggling lives in, in one file.
-//! - `head`: request heads written for the backend, response heads read
-//!   from it.
+//! - `encode`: request heads written for the backend, chunk framing.
 //! - `connection`: one connection to the backend, sending a request and
 //!   reading its response head in the request's own task.
 //! - `response_body`: the response body, read from that connection, which
@@ -17,8 +15,7 @@
 //!   responses written.
 
 mod connection;
-pub(crate) mod framing;
-mod head;
+mod encode;
 mod outbound;
 mod response_body;
 mod server;

@@ -10,9 +10,10 @@
 //!   lets a recipient drop the length; nginx refuses, and so do we).
 //! - Several `Content-Length` values: refused unless all are the same
 //!   `1*DIGIT` (§6.3 rule 5); no sign, no space inside, no overflow.
-//! - `Transfer-Encoding`: a list of codings whose last is `chunked`, which
+//! - `Transfer-Encoding`: a list of tokens whose last is `chunked`, which
 //!   appears once (§6.1); in a request anything else is refused (§6.3 rule
-//!   4), in a response it means "read until the connection closes". Any
+//!   4); in a response a final coding other than `chunked` means "read
+//!   until the connection closes", `chunked` twice is refused. Any
 //!   `Transfer-Encoding` in an HTTP/1.0 message is refused (§6.1).
 //! - No framing field: a request has no body (§6.3 rule 6); a response is
 //!   read until the connection closes (rule 8).
@@ -31,7 +32,7 @@ use std::ops::Range;
 
 /// How a message's body is delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum BodyLength {
+pub enum BodyLength {
     /// No body.
     Empty,
     /// Exactly this many bytes.
@@ -44,7 +45,7 @@ pub(crate) enum BodyLength {
 
 /// Why a message's framing was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum FramingError {
+pub enum FramingError {
     /// Both framing fields (RFC 9112 §6.3 rule 3).
     #[error("both Content-Length and Transfer-Encoding")]
     LengthAndTransferEncoding,
@@ -55,9 +56,12 @@ pub(crate) enum FramingError {
     #[error("a Content-Length that is not a number")]
     BadLength,
     /// A request `Transfer-Encoding` whose final coding is not `chunked`,
-    /// or that names `chunked` twice.
+    /// or a coding that is not a token.
     #[error("a Transfer-Encoding whose final coding is not chunked")]
     NotChunked,
+    /// `chunked` more than once (RFC 9112 §6.1).
+    #[error("a Transfer-Encoding that applies chunked more than once")]
+    ChunkedTwice,
     /// `Transfer-Encoding` in an HTTP/1.0 message.
     #[error("Transfer-Encoding in an HTTP/1.0 message")]
     TransferEncodingInHttp10,
@@ -77,17 +81,14 @@ pub(crate) enum FramingError {
 }
 
 /// Chunk extension bytes allowed in one message: hyper allows 16 KiB.
-pub(crate) const MAX_CHUNK_EXTENSIONS: usize = 16 * 1024;
+pub const MAX_CHUNK_EXTENSIONS: usize = 16 * 1024;
 /// The largest trailer section.
-pub(crate) const MAX_TRAILER: usize = 16 * 1024;
+pub const MAX_TRAILER: usize = 16 * 1024;
 /// Chunk-size digits: 15 hexadecimal digits stay below 2^60.
 const MAX_SIZE_DIGITS: u8 = 15;
 
 /// The body length of a request with these header fields (RFC 9112 §6.3).
-// The client side of the engine reads requests with it; until then, its
-// tests and the differential fuzz target do.
-#[allow(dead_code)]
-pub(crate) fn request_body(
+pub fn request_body(
     http10: bool,
     headers: &[httparse::Header<'_>],
 ) -> Result<BodyLength, FramingError> {
@@ -101,7 +102,7 @@ pub(crate) fn request_body(
 
 /// The body length of a response with `status` and these header fields,
 /// answering a `HEAD` request if `to_head` (RFC 9112 §6.3).
-pub(crate) fn response_body(
+pub fn response_body(
     to_head: bool,
     status: u16,
     http10: bool,
@@ -128,7 +129,8 @@ enum Fields {
 
 fn framing_fields(http10: bool, headers: &[httparse::Header<'_>]) -> Result<Fields, FramingError> {
     let mut length: Option<u64> = None;
-    let mut coding: Option<Coding> = None;
+    // Transfer-Encoding: present; chunked seen; chunked the last coding.
+    let (mut coded, mut chunked, mut chunked_last) = (false, false, false);
     for header in headers {
         if header.name.eq_ignore_ascii_case("content-length") {
             for value in header.value.split(|&b| b == b',') {
@@ -139,41 +141,36 @@ fn framing_fields(http10: bool, headers: &[httparse::Header<'_>]) -> Result<Fiel
                 length = Some(n);
             }
         } else if header.name.eq_ignore_ascii_case("transfer-encoding") {
+            // A field present, even empty, is a Transfer-Encoding.
+            coded = true;
             // Field lines form one list (RFC 9110 §5.3), read in order.
             for value in header.value.split(|&b| b == b',') {
                 let value = trim_ows(value);
                 if value.is_empty() {
                     continue;
                 }
-                coding = Some(match coding {
-                    // Anything after chunked: chunked is not final.
-                    Some(Coding::Chunked) | Some(Coding::ChunkedThenOther) => {
-                        Coding::ChunkedThenOther
-                    }
-                    _ if value.eq_ignore_ascii_case(b"chunked") => Coding::Chunked,
-                    _ => Coding::Other,
-                });
+                // A coding is a token (RFC 9112 §7); parameters, which no
+                // coding in use takes, are refused with everything else.
+                if !value.iter().all(|&b| is_tchar(b)) {
+                    return Err(FramingError::NotChunked);
+                }
+                chunked_last = value.eq_ignore_ascii_case(b"chunked");
+                if chunked_last && chunked {
+                    // "MUST NOT apply chunked more than once" (§6.1).
+                    return Err(FramingError::ChunkedTwice);
+                }
+                chunked |= chunked_last;
             }
-            // A field present but empty is still a Transfer-Encoding.
-            coding.get_or_insert(Coding::Other);
         }
     }
-    match (length, coding) {
-        (Some(_), Some(_)) => Err(FramingError::LengthAndTransferEncoding),
-        (_, Some(_)) if http10 => Err(FramingError::TransferEncodingInHttp10),
-        (Some(n), None) => Ok(Fields::Length(n)),
-        (None, Some(Coding::Chunked)) => Ok(Fields::Chunked),
-        (None, Some(_)) => Ok(Fields::OtherCoding),
-        (None, None) => Ok(Fields::None),
+    match (length, coded) {
+        (Some(_), true) => Err(FramingError::LengthAndTransferEncoding),
+        (_, true) if http10 => Err(FramingError::TransferEncodingInHttp10),
+        (Some(n), false) => Ok(Fields::Length(n)),
+        (None, true) if chunked_last => Ok(Fields::Chunked),
+        (None, true) => Ok(Fields::OtherCoding),
+        (None, false) => Ok(Fields::None),
     }
-}
-
-#[derive(Clone, Copy)]
-enum Coding {
-    Chunked,
-    /// `chunked` followed by another coding, or by itself again.
-    ChunkedThenOther,
-    Other,
 }
 
 /// `1*DIGIT`, without overflow.
@@ -190,6 +187,11 @@ fn parse_length(digits: &[u8]) -> Result<u64, FramingError> {
     })
 }
 
+/// A token character (RFC 9110 §5.6.2).
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
 fn trim_ows(mut value: &[u8]) -> &[u8] {
     while let [b' ' | b'\t', rest @ ..] = value {
         value = rest;
@@ -202,23 +204,27 @@ fn trim_ows(mut value: &[u8]) -> &[u8] {
 
 /// What a [`ChunkedDecoder`] found at the start of the bytes it was given.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Step {
+pub enum Step {
     /// The bytes given end inside framing: give more.
     NeedMore,
     /// The first `n` bytes were framing (a size line, a CRLF): drop them.
     Framing(usize),
     /// The first `n` bytes are body data.
     Data(usize),
-    /// The first `n` bytes are the trailer section, ending the body; the
-    /// fields are at `fields` within them (empty when there are none).
-    Trailers { n: usize, fields: Range<usize> },
+    /// The trailer section, which ends the body.
+    Trailers {
+        /// Its length from the start of the bytes given.
+        n: usize,
+        /// Where its field lines are (empty when there are none).
+        fields: Range<usize>,
+    },
 }
 
 /// A strict, incremental decoder of the chunked transfer coding (RFC 9112
 /// §7.1) that never copies: it says which bytes are data and which are
 /// framing, and the caller keeps or drops them.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct ChunkedDecoder {
+pub struct ChunkedDecoder {
     state: ChunkState,
     /// The chunk's size, while its line is read; then the data left.
     size: u64,
@@ -241,15 +247,14 @@ enum ChunkState {
 
 impl ChunkedDecoder {
     /// Whether the last chunk and the trailer section have been read.
-    #[allow(dead_code)]
-    pub(crate) fn is_done(&self) -> bool {
+    pub fn is_done(&self) -> bool {
         self.state == ChunkState::Done
     }
 
     /// Decodes from the start of `buf`, the bytes that follow those already
     /// accounted for. Never returns `Framing(0)` or `Data(0)`; on an empty
     /// `buf` it returns `NeedMore` (or `Trailers` once done).
-    pub(crate) fn step(&mut self, buf: &[u8]) -> Result<Step, FramingError> {
+    pub fn step(&mut self, buf: &[u8]) -> Result<Step, FramingError> {
         match self.state {
             ChunkState::Data => {
                 if buf.is_empty() {
@@ -365,7 +370,7 @@ impl ChunkedDecoder {
 
 /// A line end that is a lone LF: httparse accepts it (RFC 9112 §2.2 lets a
 /// recipient), but another parser may not see a line end there.
-pub(crate) fn has_bare_lf(bytes: &[u8]) -> bool {
+pub fn has_bare_lf(bytes: &[u8]) -> bool {
     bytes
         .iter()
         .enumerate()
@@ -443,7 +448,7 @@ mod tests {
             ),
             (
                 &[("Transfer-Encoding", "chunked, chunked")],
-                FramingError::NotChunked,
+                FramingError::ChunkedTwice,
             ),
             (
                 &[("Transfer-Encoding", "xchunked")],
@@ -454,6 +459,14 @@ mod tests {
                 FramingError::NotChunked,
             ),
             (&[("Transfer-Encoding", "")], FramingError::NotChunked),
+            (
+                &[("Transfer-Encoding", "\u{92} gzip, chunked")],
+                FramingError::NotChunked,
+            ),
+            (
+                &[("Transfer-Encoding", "gzip;q=1, chunked")],
+                FramingError::NotChunked,
+            ),
         ] {
             assert_eq!(request(lines), Err(error), "{lines:?}");
         }

@@ -11,9 +11,9 @@ use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 
 use super::connection::Connection;
-use super::framing::{BodyLength, ChunkedDecoder, FramingError, Step};
-use super::head::parse_trailers;
 use crate::gateway::pool::Pool;
+use crate::http1::framing::{BodyLength, ChunkedDecoder, FramingError, Step};
+use crate::http1::head::parse_trailers;
 
 /// What an upstream response body failed with.
 #[derive(Debug, thiserror::Error)]

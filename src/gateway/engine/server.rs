@@ -24,19 +24,18 @@ use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
 use bytes::{Buf, Bytes, BytesMut};
-use http::header::{HeaderMap, HeaderName, HeaderValue};
-use http::{Method, Request, Response, StatusCode, Uri, Version};
+use http::header::HeaderMap;
+use http::{Request, Response, StatusCode, Version};
 use http_body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
-use super::framing::{has_bare_lf, request_body, BodyLength, ChunkedDecoder, FramingError, Step};
-use super::head::{itoa, parse_trailers, Outgoing};
+use super::encode::{itoa, Outgoing};
 use super::outbound::Outbound;
 use crate::gateway::activity::ClientStream;
 use crate::gateway::body_timeout::BoxError;
+use crate::http1::framing::{BodyLength, ChunkedDecoder, FramingError, Step};
+use crate::http1::head::{parse_request, parse_trailers, HeadError, Parsed};
 
-/// The most header fields a request head may have.
-const MAX_HEADERS: usize = 100;
 /// The most of an unwanted request body read and thrown away after its
 /// response, to keep the connection.
 const DRAIN_LIMIT: u64 = 64 * 1024;
@@ -313,6 +312,27 @@ pub(crate) async fn serve<H: Handler>(
     Ok(())
 }
 
+/// The gateway's answer to a head it refuses.
+fn refused(error: HeadError) -> Refused {
+    let (status, code) = match error {
+        HeadError::TooLarge(_) | HeadError::TooManyHeaders => (
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "headers_too_large",
+        ),
+        HeadError::Version => (
+            StatusCode::HTTP_VERSION_NOT_SUPPORTED,
+            "version_not_supported",
+        ),
+        HeadError::Fragment => (StatusCode::BAD_REQUEST, "invalid_path"),
+        _ => (StatusCode::BAD_REQUEST, "bad_request"),
+    };
+    Refused {
+        status,
+        error: code,
+        detail: error.to_string(),
+    }
+}
+
 /// A request to serve, or a head refused before any handler sees it.
 type NextHead = Result<(Request<RequestBody>, Asked), Refused>;
 
@@ -329,8 +349,14 @@ fn poll_head(
     loop {
         if !shared.read.is_empty() {
             match parse_request(&mut shared.read, max_head) {
-                Ok(Some((parts, length, asked, expects))) => {
-                    shared.body = match length {
+                Ok(Parsed::Complete(head)) => {
+                    let asked = Asked {
+                        to_head: head.parts.method == http::Method::HEAD,
+                        http10: head.parts.version == Version::HTTP_10,
+                        keep_alive: head.keep_alive,
+                    };
+                    let expects = head.expects_continue;
+                    shared.body = match head.body {
                         BodyLength::Length(0) | BodyLength::Empty => BodyState::Done,
                         BodyLength::Length(n) => BodyState::Length(n),
                         BodyLength::Chunked => BodyState::Chunked(ChunkedDecoder::default()),
@@ -342,10 +368,10 @@ fn poll_head(
                     let body = RequestBody {
                         conn: Arc::clone(conn),
                     };
-                    return Poll::Ready(Some(Ok((Request::from_parts(parts, body), asked))));
+                    return Poll::Ready(Some(Ok((Request::from_parts(head.parts, body), asked))));
                 }
-                Ok(None) => {}
-                Err(refused) => return Poll::Ready(Some(Err(refused))),
+                Ok(Parsed::Partial | Parsed::Interim) => {}
+                Err(error) => return Poll::Ready(Some(Err(refused(error)))),
             }
         } else if draining.load(Ordering::Relaxed) {
             return Poll::Ready(None);
@@ -383,138 +409,6 @@ fn watch_for_close(conn: &SharedConn, cx: &mut Context<'_>, max_head: usize) -> 
         }
     }
     false
-}
-
-type Parsed = (http::request::Parts, BodyLength, Asked, bool);
-
-/// Parses the head at the start of `buf`, taking it out; `None` if it is
-/// not complete yet.
-fn parse_request(buf: &mut BytesMut, max_head: usize) -> Result<Option<Parsed>, Refused> {
-    let mut at = [(0u32, 0u32, 0u32, 0u32); MAX_HEADERS];
-    let bad = |detail: String| Refused {
-        status: StatusCode::BAD_REQUEST,
-        error: "bad_request",
-        detail,
-    };
-    let (len, method, target, http10, count, length, close, keep_alive_token, expects) = {
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut request = httparse::Request::new(&mut headers);
-        let len = match request.parse(buf) {
-            Ok(httparse::Status::Complete(len)) => len,
-            Ok(httparse::Status::Partial) if buf.len() < max_head => return Ok(None),
-            Ok(httparse::Status::Partial) => {
-                return Err(Refused {
-                    status: StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-                    error: "headers_too_large",
-                    detail: format!("the request head is larger than {max_head} bytes"),
-                })
-            }
-            Err(httparse::Error::TooManyHeaders) => {
-                return Err(Refused {
-                    status: StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-                    error: "headers_too_large",
-                    detail: format!("more than {MAX_HEADERS} header fields"),
-                })
-            }
-            Err(httparse::Error::Version) => {
-                return Err(Refused {
-                    status: StatusCode::HTTP_VERSION_NOT_SUPPORTED,
-                    error: "version_not_supported",
-                    detail: "only HTTP/1.0 and HTTP/1.1 are served as text".to_owned(),
-                })
-            }
-            Err(error) => return Err(bad(format!("malformed request head: {error}"))),
-        };
-        if has_bare_lf(&buf[..len]) {
-            return Err(bad(
-                "malformed request head: a line ends in a bare LF".to_owned()
-            ));
-        }
-        let http10 = request.version == Some(0);
-        let length = request_body(http10, request.headers)
-            .map_err(|error| bad(format!("ambiguous message framing: {error}")))?;
-        let base = buf.as_ptr() as usize;
-        let mut close = false;
-        let mut keep_alive_token = false;
-        let mut expects = false;
-        for (slot, header) in at.iter_mut().zip(request.headers.iter()) {
-            let name = header.name.as_ptr() as usize - base;
-            let value = header.value.as_ptr() as usize - base;
-            *slot = (
-                name as u32,
-                (name + header.name.len()) as u32,
-                value as u32,
-                (value + header.value.len()) as u32,
-            );
-            if header.name.eq_ignore_ascii_case("connection") {
-                for token in header.value.split(|&b| b == b',') {
-                    let token = token.trim_ascii();
-                    close |= token.eq_ignore_ascii_case(b"close");
-                    keep_alive_token |= token.eq_ignore_ascii_case(b"keep-alive");
-                }
-            } else if header.name.eq_ignore_ascii_case("expect") {
-                expects |= header
-                    .value
-                    .trim_ascii()
-                    .eq_ignore_ascii_case(b"100-continue");
-            }
-        }
-        let method = request.method.unwrap_or("GET");
-        let target = request.path.unwrap_or("/");
-        let method_at = method.as_ptr() as usize - base;
-        let target_at = target.as_ptr() as usize - base;
-        (
-            len,
-            (method_at, method_at + method.len()),
-            (target_at, target_at + target.len()),
-            http10,
-            request.headers.len(),
-            length,
-            close,
-            keep_alive_token,
-            expects,
-        )
-    };
-    let head = buf.split_to(len).freeze();
-    let target_bytes = &head[target.0..target.1];
-    if target_bytes.contains(&b'#') {
-        return Err(Refused {
-            status: StatusCode::BAD_REQUEST,
-            error: "invalid_path",
-            detail: "the request target holds a fragment ('#'), which a request line may not carry"
-                .to_owned(),
-        });
-    }
-    let method = Method::from_bytes(&head[method.0..method.1])
-        .map_err(|_| bad("malformed method".to_owned()))?;
-    let uri = Uri::from_maybe_shared(head.slice(target.0..target.1))
-        .map_err(|error| bad(format!("malformed request target: {error}")))?;
-    let mut headers = HeaderMap::with_capacity(count);
-    for &(n0, n1, v0, v1) in &at[..count] {
-        let name = HeaderName::from_bytes(&head[n0 as usize..n1 as usize])
-            .map_err(|_| bad("malformed header field name".to_owned()))?;
-        let value = HeaderValue::from_maybe_shared(head.slice(v0 as usize..v1 as usize))
-            .map_err(|_| bad("malformed header field value".to_owned()))?;
-        headers.append(name, value);
-    }
-    let mut parts = Request::new(()).into_parts().0;
-    parts.method = method;
-    parts.uri = uri;
-    parts.version = if http10 {
-        Version::HTTP_10
-    } else {
-        Version::HTTP_11
-    };
-    parts.headers = headers;
-    let keep_alive = if http10 { keep_alive_token } else { !close };
-    // After a CONNECT or an upgrade the bytes that follow are not HTTP.
-    let keep_alive = keep_alive && parts.method != Method::CONNECT;
-    let asked = Asked {
-        to_head: parts.method == Method::HEAD,
-        http10,
-        keep_alive,
-    };
-    Ok(Some((parts, length, asked, expects && !http10)))
 }
 
 /// Writes `response`; whether the connection may carry another request.

@@ -1,0 +1,436 @@
+//! Message heads read strictly (RFC 9112 §2 to §5) with httparse and none
+//! of its lenient options, into the `http` crate's parts, the field values
+//! sharing the bytes read (no copy).
+//!
+//! Beyond httparse: a line that ends in a bare LF is refused (httparse
+//! accepts it, RFC 9112 §2.2 lets a recipient, another parser may not see a
+//! line end there), so is a request target with a fragment (RFC 9112 §3.2
+//! has none), and the framing fields must pass [`super::framing`].
+
+use bytes::{Bytes, BytesMut};
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::{request, response, Method, StatusCode, Uri, Version};
+
+use super::framing::{has_bare_lf, request_body, response_body, BodyLength, FramingError};
+
+/// The most header fields a head may have.
+pub const MAX_HEADERS: usize = 100;
+
+/// A request head, parsed and checked.
+#[derive(Debug)]
+pub struct RequestHead {
+    /// Method, target, version and fields as sent.
+    pub parts: request::Parts,
+    /// How its body is delimited.
+    pub body: BodyLength,
+    /// Whether the connection may carry another request after this one
+    /// (HTTP/1.1 without `Connection: close`, HTTP/1.0 with `keep-alive`,
+    /// never after a `CONNECT`).
+    pub keep_alive: bool,
+    /// `Expect: 100-continue` in an HTTP/1.1 request.
+    pub expects_continue: bool,
+}
+
+/// A response head, parsed and checked.
+#[derive(Debug)]
+pub struct ResponseHead {
+    /// Status, version and fields as sent.
+    pub parts: response::Parts,
+    /// How its body is delimited.
+    pub body: BodyLength,
+    /// Whether the connection may carry another request after this
+    /// response's body.
+    pub keep_alive: bool,
+}
+
+/// What a parser found at the start of the buffer.
+#[derive(Debug)]
+pub enum Parsed<H> {
+    /// Not a whole head yet.
+    Partial,
+    /// An interim (1xx) response, taken out of the buffer: the final one
+    /// follows (responses only).
+    Interim,
+    /// A whole head, taken out of the buffer.
+    Complete(H),
+}
+
+/// Why a head was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeadError {
+    /// Larger than the limit given.
+    #[error("the head is larger than {0} bytes")]
+    TooLarge(usize),
+    /// More than [`MAX_HEADERS`] fields.
+    #[error("more than {MAX_HEADERS} header fields")]
+    TooManyHeaders,
+    /// Not HTTP/1.0 or HTTP/1.1.
+    #[error("not HTTP/1.0 or HTTP/1.1")]
+    Version,
+    /// Not a head as RFC 9112 writes it (httparse's reason).
+    #[error("malformed head: {0}")]
+    Syntax(&'static str),
+    /// A line that ends in a bare LF.
+    #[error("malformed head: a line ends in a bare LF")]
+    BareLf,
+    /// A request target with a fragment (`#`).
+    #[error("the request target holds a fragment ('#'), which a request line may not carry")]
+    Fragment,
+    /// Ambiguous framing (its reason in the message, not as a source, so
+    /// that a chain of causes does not say it twice).
+    #[error("ambiguous message framing: {0}")]
+    Framing(FramingError),
+    /// A `101 Switching Protocols`, which nothing here asks for.
+    #[error("a response switching protocols (101) that nothing asked for")]
+    Switch,
+}
+
+impl From<FramingError> for HeadError {
+    fn from(error: FramingError) -> Self {
+        HeadError::Framing(error)
+    }
+}
+
+/// Where a field is within its head, so that the head can be frozen once
+/// httparse no longer borrows it. Offsets fit: a head is at most a few
+/// hundred KiB.
+#[derive(Clone, Copy, Default)]
+struct Span {
+    name: (u32, u32),
+    value: (u32, u32),
+}
+
+/// What both kinds of head need of their fields while httparse holds them.
+struct Fields {
+    spans: [Span; MAX_HEADERS],
+    count: usize,
+    close: bool,
+    keep_alive: bool,
+    expects_continue: bool,
+    /// `Content-Length` is not one line of digits alone (several equal
+    /// values, a list): it is forwarded as one, as hyper and nginx do, so
+    /// that no later reader meets the repetition.
+    length_spelled_oddly: bool,
+}
+
+impl Fields {
+    fn collect(base: usize, headers: &[httparse::Header<'_>]) -> Fields {
+        let mut fields = Fields {
+            spans: [Span::default(); MAX_HEADERS],
+            count: headers.len(),
+            close: false,
+            keep_alive: false,
+            expects_continue: false,
+            length_spelled_oddly: false,
+        };
+        let mut lengths = 0;
+        for (span, header) in fields.spans.iter_mut().zip(headers) {
+            *span = Span {
+                name: offsets(base, header.name.as_bytes()),
+                value: offsets(base, header.value),
+            };
+            if header.name.eq_ignore_ascii_case("connection") {
+                for token in header.value.split(|&b| b == b',') {
+                    let token = token.trim_ascii();
+                    fields.close |= token.eq_ignore_ascii_case(b"close");
+                    fields.keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
+                }
+            } else if header.name.eq_ignore_ascii_case("content-length") {
+                lengths += 1;
+                fields.length_spelled_oddly |=
+                    lengths > 1 || !header.value.iter().all(u8::is_ascii_digit);
+            } else if header.name.eq_ignore_ascii_case("expect") {
+                fields.expects_continue |= header
+                    .value
+                    .trim_ascii()
+                    .eq_ignore_ascii_case(b"100-continue");
+            }
+        }
+        fields
+    }
+
+    /// The fields as a map, values sharing `head`; a `Content-Length`
+    /// spelled oddly becomes the one value `body` says.
+    fn map(&self, head: &Bytes, body: BodyLength) -> Result<HeaderMap, HeadError> {
+        let mut map = HeaderMap::with_capacity(self.count);
+        for span in &self.spans[..self.count] {
+            let name = HeaderName::from_bytes(&head[span.name.0 as usize..span.name.1 as usize])
+                .map_err(|_| HeadError::Syntax("invalid header field name"))?;
+            let value = HeaderValue::from_maybe_shared(
+                head.slice(span.value.0 as usize..span.value.1 as usize),
+            )
+            .map_err(|_| HeadError::Syntax("invalid header field value"))?;
+            map.append(name, value);
+        }
+        if let (true, BodyLength::Length(n)) = (self.length_spelled_oddly, body) {
+            map.insert(http::header::CONTENT_LENGTH, HeaderValue::from(n));
+        }
+        Ok(map)
+    }
+}
+
+fn offsets(base: usize, part: &[u8]) -> (u32, u32) {
+    let start = part.as_ptr() as usize - base;
+    (start as u32, (start + part.len()) as u32)
+}
+
+fn syntax(error: httparse::Error) -> HeadError {
+    match error {
+        httparse::Error::TooManyHeaders => HeadError::TooManyHeaders,
+        httparse::Error::Version => HeadError::Version,
+        httparse::Error::HeaderName => HeadError::Syntax("invalid header field name"),
+        httparse::Error::HeaderValue => HeadError::Syntax("invalid header field value"),
+        httparse::Error::NewLine => HeadError::Syntax("invalid line end"),
+        httparse::Error::Status => HeadError::Syntax("invalid status"),
+        httparse::Error::Token => HeadError::Syntax("invalid token"),
+    }
+}
+
+/// Reads the request head at the start of `buf`, at most `max_head` bytes,
+/// and takes it out of `buf`; what follows (a body, the next request) stays.
+pub fn parse_request(
+    buf: &mut BytesMut,
+    max_head: usize,
+) -> Result<Parsed<RequestHead>, HeadError> {
+    let (len, method, target, http10, fields, body) = {
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut request = httparse::Request::new(&mut headers);
+        let len = match request.parse(buf) {
+            Ok(httparse::Status::Complete(len)) => len,
+            Ok(httparse::Status::Partial) if buf.len() < max_head => return Ok(Parsed::Partial),
+            Ok(httparse::Status::Partial) => return Err(HeadError::TooLarge(max_head)),
+            Err(error) => return Err(syntax(error)),
+        };
+        if has_bare_lf(&buf[..len]) {
+            return Err(HeadError::BareLf);
+        }
+        let http10 = request.version == Some(0);
+        let body = request_body(http10, request.headers)?;
+        let base = buf.as_ptr() as usize;
+        let method = offsets(base, request.method.unwrap_or("GET").as_bytes());
+        let target = offsets(base, request.path.unwrap_or("/").as_bytes());
+        let fields = Fields::collect(base, request.headers);
+        (len, method, target, http10, fields, body)
+    };
+    let head = buf.split_to(len).freeze();
+    let target = head.slice(target.0 as usize..target.1 as usize);
+    if target.contains(&b'#') {
+        return Err(HeadError::Fragment);
+    }
+    let mut parts = http::Request::new(()).into_parts().0;
+    parts.method = Method::from_bytes(&head[method.0 as usize..method.1 as usize])
+        .map_err(|_| HeadError::Syntax("invalid method"))?;
+    parts.uri =
+        Uri::from_maybe_shared(target).map_err(|_| HeadError::Syntax("invalid request target"))?;
+    parts.version = if http10 {
+        Version::HTTP_10
+    } else {
+        Version::HTTP_11
+    };
+    parts.headers = fields.map(&head, body)?;
+    let keep_alive = if http10 {
+        fields.keep_alive
+    } else {
+        !fields.close
+    };
+    // After a CONNECT the bytes that follow are not HTTP.
+    let keep_alive = keep_alive && parts.method != Method::CONNECT;
+    Ok(Parsed::Complete(RequestHead {
+        parts,
+        body,
+        keep_alive,
+        expects_continue: fields.expects_continue && !http10,
+    }))
+}
+
+/// Reads the response head at the start of `buf`, at most `max_head`
+/// bytes, answering a `HEAD` request if `to_head`, and takes it out of
+/// `buf`.
+pub fn parse_response(
+    buf: &mut BytesMut,
+    to_head: bool,
+    max_head: usize,
+) -> Result<Parsed<ResponseHead>, HeadError> {
+    let (len, status, http10, fields, body) = {
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut response = httparse::Response::new(&mut headers);
+        let len = match response.parse(buf) {
+            Ok(httparse::Status::Complete(len)) => len,
+            Ok(httparse::Status::Partial) if buf.len() < max_head => return Ok(Parsed::Partial),
+            Ok(httparse::Status::Partial) => return Err(HeadError::TooLarge(max_head)),
+            Err(error) => return Err(syntax(error)),
+        };
+        if has_bare_lf(&buf[..len]) {
+            return Err(HeadError::BareLf);
+        }
+        let status = response.code.unwrap_or(0);
+        let http10 = response.version == Some(0);
+        let body = response_body(to_head, status, http10, response.headers)?;
+        let fields = Fields::collect(buf.as_ptr() as usize, response.headers);
+        (len, status, http10, fields, body)
+    };
+    let head = buf.split_to(len).freeze();
+    if status == 101 {
+        return Err(HeadError::Switch);
+    }
+    if (100..200).contains(&status) {
+        return Ok(Parsed::Interim);
+    }
+    let mut parts = http::Response::new(()).into_parts().0;
+    parts.status = StatusCode::from_u16(status).map_err(|_| HeadError::Syntax("invalid status"))?;
+    parts.version = if http10 {
+        Version::HTTP_10
+    } else {
+        Version::HTTP_11
+    };
+    parts.headers = fields.map(&head, body)?;
+    Ok(Parsed::Complete(ResponseHead {
+        parts,
+        // HTTP/1.0 connections are not kept: a keep-alive there is an
+        // extension this side does not offer.
+        keep_alive: !http10 && !fields.close && body != BodyLength::UntilClose,
+        body,
+    }))
+}
+
+/// Parses trailer field lines (without the empty line that ends them), as
+/// a chunked body's [`Step::Trailers`](super::framing::Step::Trailers)
+/// points at them.
+pub fn parse_trailers(fields: &[u8]) -> Option<HeaderMap> {
+    let mut lines = [httparse::EMPTY_HEADER; 32];
+    let mut section = Vec::with_capacity(fields.len() + 2);
+    section.extend_from_slice(fields);
+    section.extend_from_slice(b"\r\n");
+    let httparse::Status::Complete((_, parsed)) =
+        httparse::parse_headers(&section, &mut lines).ok()?
+    else {
+        return None;
+    };
+    let mut trailers = HeaderMap::with_capacity(parsed.len());
+    for field in parsed {
+        trailers.append(
+            HeaderName::from_bytes(field.name.as_bytes()).ok()?,
+            HeaderValue::from_bytes(field.value).ok()?,
+        );
+    }
+    Some(trailers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn response(bytes: &[u8], to_head: bool) -> Result<Parsed<ResponseHead>, HeadError> {
+        parse_response(&mut BytesMut::from(bytes), to_head, 64 * 1024)
+    }
+
+    fn request(bytes: &[u8]) -> Result<Parsed<RequestHead>, HeadError> {
+        parse_request(&mut BytesMut::from(bytes), 64 * 1024)
+    }
+
+    #[test]
+    fn response_heads_are_read_strictly() {
+        let mut buf = BytesMut::from(
+            &b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\nETag: \"v1\"\r\n\r\nok"[..],
+        );
+        let Parsed::Complete(head) = parse_response(&mut buf, false, 1024).unwrap() else {
+            panic!("a whole head");
+        };
+        assert_eq!(&buf[..], b"ok");
+        assert_eq!(head.body, BodyLength::Length(2));
+        assert!(head.keep_alive);
+        assert_eq!(head.parts.headers["etag"], "\"v1\"");
+
+        assert!(matches!(
+            response(b"HTTP/1.1 100 Continue\r\n\r\n", false),
+            Ok(Parsed::Interim)
+        ));
+        assert!(matches!(
+            response(b"HTTP/1.1 200 OK\r\nContent-Le", false),
+            Ok(Parsed::Partial)
+        ));
+        for bad in [
+            &b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n"[..],
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nX: a\r\n b\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nX : a\r\n\r\n",
+            b"HTTP/1.1 200 OK\nX: a\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nX: a\rb\r\n\r\n",
+            b"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"HTTP/1.1 101 Switching Protocols\r\n\r\n",
+        ] {
+            assert!(
+                response(bad, false).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        let Ok(Parsed::Complete(head)) = response(b"HTTP/1.1 200 OK\r\n\r\n", false) else {
+            panic!("a whole head");
+        };
+        assert_eq!(head.body, BodyLength::UntilClose);
+        assert!(!head.keep_alive);
+        let Ok(Parsed::Complete(head)) =
+            response(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n", true)
+        else {
+            panic!("a whole head");
+        };
+        assert_eq!(head.body, BodyLength::Empty);
+        assert_eq!(head.parts.headers["content-length"], "9");
+    }
+
+    #[test]
+    fn request_heads_are_read_strictly() {
+        let mut buf = BytesMut::from(
+            &b"PUT /a?b HTTP/1.1\r\nHost: s\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\nokGET"[..],
+        );
+        let Parsed::Complete(head) = parse_request(&mut buf, 1024).unwrap() else {
+            panic!("a whole head");
+        };
+        assert_eq!(&buf[..], b"okGET");
+        assert_eq!(head.parts.method, Method::PUT);
+        assert_eq!(head.parts.uri, "/a?b");
+        assert_eq!(head.body, BodyLength::Length(2));
+        assert!(head.keep_alive && head.expects_continue);
+
+        let Ok(Parsed::Complete(head)) =
+            request(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        else {
+            panic!("a whole head");
+        };
+        assert!(head.keep_alive);
+        let Ok(Parsed::Complete(head)) = request(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n")
+        else {
+            panic!("a whole head");
+        };
+        assert!(!head.keep_alive);
+
+        for (bad, error) in [
+            (
+                &b"DELETE /dir/#frag HTTP/1.1\r\nHost: s\r\n\r\n"[..],
+                HeadError::Fragment,
+            ),
+            (
+                b"PUT / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+                HeadError::Framing(FramingError::LengthAndTransferEncoding),
+            ),
+            (b"GET / HTTP/1.1\nHost: s\r\n\r\n", HeadError::BareLf),
+            (b"GET / HTTP/2.0\r\n\r\n", HeadError::Version),
+        ] {
+            assert_eq!(request(bad).unwrap_err(), error);
+        }
+        assert!(request(b"GET / HTTP/1.1\r\nX : a\r\n\r\n").is_err());
+        assert!(request(b"GET / HTTP/1.1\r\nX: a\r\n b\r\n\r\n").is_err());
+        assert_eq!(
+            parse_request(&mut BytesMut::from(&b"GET / HTTP/1.1\r\nX: aaaa"[..]), 16).unwrap_err(),
+            HeadError::TooLarge(16)
+        );
+    }
+
+    #[test]
+    fn trailers_parse() {
+        let parsed = parse_trailers(b"x-amz-checksum-crc32: AAAA\r\n").unwrap();
+        assert_eq!(parsed["x-amz-checksum-crc32"], "AAAA");
+        assert!(parse_trailers(b"bad header\r\n").is_none());
+    }
+}
