@@ -146,12 +146,12 @@ fn framing_fields(http10: bool, headers: &[httparse::Header<'_>]) -> Result<Fiel
             // Field lines form one list (RFC 9110 §5.3), read in order.
             for value in header.value.split(|&b| b == b',') {
                 let value = trim_ows(value);
-                if value.is_empty() {
-                    continue;
-                }
                 // A coding is a token (RFC 9112 §7); parameters, which no
-                // coding in use takes, are refused with everything else.
-                if !value.iter().all(|&b| is_tchar(b)) {
+                // coding in use takes, are refused with everything else. So
+                // are empty elements, which RFC 9110 §5.6.1 says to ignore
+                // but hyper does not: `chunked,` is chunked to one reader
+                // and not to the other.
+                if value.is_empty() || !value.iter().all(|&b| is_tchar(b)) {
                     return Err(FramingError::NotChunked);
                 }
                 chunked_last = value.eq_ignore_ascii_case(b"chunked");
@@ -465,6 +465,14 @@ mod tests {
             ),
             (
                 &[("Transfer-Encoding", "gzip;q=1, chunked")],
+                FramingError::NotChunked,
+            ),
+            (
+                &[("Transfer-Encoding", "chunked,")],
+                FramingError::NotChunked,
+            ),
+            (
+                &[("Transfer-Encoding", ", chunked")],
                 FramingError::NotChunked,
             ),
         ] {

@@ -7,6 +7,8 @@
 //! line end there), so is a request target with a fragment (RFC 9112 §3.2
 //! has none), and the framing fields must pass [`super::framing`].
 
+use std::mem::MaybeUninit;
+
 use bytes::{Bytes, BytesMut};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{request, response, Method, StatusCode, Uri, Version};
@@ -15,6 +17,11 @@ use super::framing::{has_bare_lf, request_body, response_body, BodyLength, Frami
 
 /// The most header fields a head may have.
 pub const MAX_HEADERS: usize = 100;
+
+/// httparse with none of its lenient options (its default).
+fn strict() -> httparse::ParserConfig {
+    httparse::ParserConfig::default()
+}
 
 /// A request head, parsed and checked.
 #[derive(Debug)]
@@ -100,9 +107,14 @@ struct Span {
     value: (u32, u32),
 }
 
+/// Fields noted without an allocation; most heads have fewer.
+const INLINE_FIELDS: usize = 24;
+
 /// What both kinds of head need of their fields while httparse holds them.
 struct Fields {
-    spans: [Span; MAX_HEADERS],
+    spans: [Span; INLINE_FIELDS],
+    /// Those past the first [`INLINE_FIELDS`].
+    more: Vec<Span>,
     count: usize,
     close: bool,
     keep_alive: bool,
@@ -114,21 +126,34 @@ struct Fields {
 }
 
 impl Fields {
-    fn collect(base: usize, headers: &[httparse::Header<'_>]) -> Fields {
-        let mut fields = Fields {
-            spans: [Span::default(); MAX_HEADERS],
-            count: headers.len(),
+    fn new() -> Fields {
+        Fields {
+            spans: [Span::default(); INLINE_FIELDS],
+            more: Vec::new(),
+            count: 0,
             close: false,
             keep_alive: false,
             expects_continue: false,
             length_spelled_oddly: false,
-        };
+        }
+    }
+
+    /// Notes where `headers` are (their bytes start at `base`) and what the
+    /// connection needs of them. Fills `self` in place: the spans are too
+    /// large to be returned by value on every request.
+    fn collect(&mut self, base: usize, headers: &[httparse::Header<'_>]) {
+        let fields = self;
+        fields.count = headers.len();
         let mut lengths = 0;
-        for (span, header) in fields.spans.iter_mut().zip(headers) {
-            *span = Span {
+        for (i, header) in headers.iter().enumerate() {
+            let span = Span {
                 name: offsets(base, header.name.as_bytes()),
                 value: offsets(base, header.value),
             };
+            match fields.spans.get_mut(i) {
+                Some(slot) => *slot = span,
+                None => fields.more.push(span),
+            }
             if header.name.eq_ignore_ascii_case("connection") {
                 for token in header.value.split(|&b| b == b',') {
                     let token = token.trim_ascii();
@@ -146,14 +171,16 @@ impl Fields {
                     .eq_ignore_ascii_case(b"100-continue");
             }
         }
-        fields
     }
 
     /// The fields as a map, values sharing `head`; a `Content-Length`
     /// spelled oddly becomes the one value `body` says.
     fn map(&self, head: &Bytes, body: BodyLength) -> Result<HeaderMap, HeadError> {
-        let mut map = HeaderMap::with_capacity(self.count);
-        for span in &self.spans[..self.count] {
+        // Room for the fields and the gateway's own (X-Forwarded-*, a
+        // chain's precondition) without growing.
+        let mut map = HeaderMap::with_capacity(self.count + 4);
+        let inline = self.count.min(INLINE_FIELDS);
+        for span in self.spans[..inline].iter().chain(&self.more) {
             let name = HeaderName::from_bytes(&head[span.name.0 as usize..span.name.1 as usize])
                 .map_err(|_| HeadError::Syntax("invalid header field name"))?;
             let value = HeaderValue::from_maybe_shared(
@@ -192,10 +219,14 @@ pub fn parse_request(
     buf: &mut BytesMut,
     max_head: usize,
 ) -> Result<Parsed<RequestHead>, HeadError> {
-    let (len, method, target, http10, fields, body) = {
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut request = httparse::Request::new(&mut headers);
-        let len = match request.parse(buf) {
+    let mut fields = Fields::new();
+    let (len, method, target, http10, body) = {
+        // Left uninitialised, as hyper does: filling 100 empty fields cost
+        // more than parsing a small head.
+        let mut headers = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+        let mut request = httparse::Request::new(&mut []);
+        let len = match strict().parse_request_with_uninit_headers(&mut request, buf, &mut headers)
+        {
             Ok(httparse::Status::Complete(len)) => len,
             Ok(httparse::Status::Partial) if buf.len() < max_head => return Ok(Parsed::Partial),
             Ok(httparse::Status::Partial) => return Err(HeadError::TooLarge(max_head)),
@@ -209,8 +240,8 @@ pub fn parse_request(
         let base = buf.as_ptr() as usize;
         let method = offsets(base, request.method.unwrap_or("GET").as_bytes());
         let target = offsets(base, request.path.unwrap_or("/").as_bytes());
-        let fields = Fields::collect(base, request.headers);
-        (len, method, target, http10, fields, body)
+        fields.collect(base, request.headers);
+        (len, method, target, http10, body)
     };
     let head = buf.split_to(len).freeze();
     let target = head.slice(target.0 as usize..target.1 as usize);
@@ -251,23 +282,27 @@ pub fn parse_response(
     to_head: bool,
     max_head: usize,
 ) -> Result<Parsed<ResponseHead>, HeadError> {
-    let (len, status, http10, fields, body) = {
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut response = httparse::Response::new(&mut headers);
-        let len = match response.parse(buf) {
-            Ok(httparse::Status::Complete(len)) => len,
-            Ok(httparse::Status::Partial) if buf.len() < max_head => return Ok(Parsed::Partial),
-            Ok(httparse::Status::Partial) => return Err(HeadError::TooLarge(max_head)),
-            Err(error) => return Err(syntax(error)),
-        };
+    let mut fields = Fields::new();
+    let (len, status, http10, body) = {
+        let mut headers = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+        let mut response = httparse::Response::new(&mut []);
+        let len =
+            match strict().parse_response_with_uninit_headers(&mut response, buf, &mut headers) {
+                Ok(httparse::Status::Complete(len)) => len,
+                Ok(httparse::Status::Partial) if buf.len() < max_head => {
+                    return Ok(Parsed::Partial)
+                }
+                Ok(httparse::Status::Partial) => return Err(HeadError::TooLarge(max_head)),
+                Err(error) => return Err(syntax(error)),
+            };
         if has_bare_lf(&buf[..len]) {
             return Err(HeadError::BareLf);
         }
         let status = response.code.unwrap_or(0);
         let http10 = response.version == Some(0);
         let body = response_body(to_head, status, http10, response.headers)?;
-        let fields = Fields::collect(buf.as_ptr() as usize, response.headers);
-        (len, status, http10, fields, body)
+        fields.collect(buf.as_ptr() as usize, response.headers);
+        (len, status, http10, body)
     };
     let head = buf.split_to(len).freeze();
     if status == 101 {
@@ -425,6 +460,25 @@ mod tests {
             parse_request(&mut BytesMut::from(&b"GET / HTTP/1.1\r\nX: aaaa"[..]), 16).unwrap_err(),
             HeadError::TooLarge(16)
         );
+    }
+
+    #[test]
+    fn heads_with_many_fields_keep_them_all_in_order() {
+        let mut raw = b"GET / HTTP/1.1\r\n".to_vec();
+        for i in 0..MAX_HEADERS {
+            raw.extend_from_slice(format!("x-f{i}: {i}\r\n").as_bytes());
+        }
+        raw.extend_from_slice(b"\r\n");
+        let Ok(Parsed::Complete(head)) = request(&raw) else {
+            panic!("a whole head");
+        };
+        let values: Vec<_> = head.parts.headers.values().collect();
+        assert_eq!(values.len(), MAX_HEADERS);
+        for (i, value) in values.iter().enumerate() {
+            assert_eq!(value.to_str().unwrap(), i.to_string());
+        }
+        raw.splice(16..16, b"x-one-more: 1\r\n".iter().copied());
+        assert_eq!(request(&raw).unwrap_err(), HeadError::TooManyHeaders);
     }
 
     #[test]

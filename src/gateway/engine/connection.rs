@@ -21,7 +21,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
 use super::encode;
-use super::outbound::{Outbound, WriteError};
+use super::outbound::{self, Outbound, WriteError};
 use crate::gateway::body_timeout::BoxError;
 use crate::gateway::hop::strip_hop_by_hop;
 use crate::gateway::pool::Reusable;
@@ -165,9 +165,9 @@ where
     /// The request of `parts` (prepared for the backend) with `body`.
     pub(crate) fn new(parts: &http::request::Parts, body: B) -> Self {
         let has_body = !body.is_end_stream();
-        let mut out = Vec::with_capacity(512);
-        let outgoing =
-            encode::write_request_head(&mut out, parts, has_body, body.size_hint().exact());
+        let size = body.size_hint().exact();
+        let mut out = Vec::with_capacity(outbound::capacity_for(size));
+        let outgoing = encode::write_request_head(&mut out, parts, has_body, size);
         Request {
             outbound: Outbound::new(out, has_body.then_some(body), outgoing),
             to_head: parts.method == http::Method::HEAD,

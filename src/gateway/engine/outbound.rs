@@ -20,6 +20,14 @@ use crate::gateway::body_timeout::BoxError;
 /// it is.
 const COPY_BELOW: usize = 16 * 1024;
 
+/// Room for a head and, when it is small and its size known, the body
+/// that will be copied behind it: one allocation per message, never grown.
+pub(super) fn capacity_for(body_size: Option<u64>) -> usize {
+    let body = body_size.filter(|&n| n < COPY_BELOW as u64).unwrap_or(0) as usize;
+    // Chunk framing of a small body, or the last chunk.
+    512 + body + 16
+}
+
 /// Why writing a message failed.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum WriteError {
@@ -77,6 +85,12 @@ where
             written: false,
             done: false,
         }
+    }
+
+    /// The buffer heads and small data were written from, for another
+    /// message.
+    pub(crate) fn into_buffer(self) -> Vec<u8> {
+        self.out
     }
 
     /// Writes until done: `Ready(Ok)` once everything was written and

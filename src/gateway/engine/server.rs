@@ -30,7 +30,7 @@ use http_body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use super::encode::{itoa, Outgoing};
-use super::outbound::Outbound;
+use super::outbound::{self, Outbound};
 use crate::gateway::activity::ClientStream;
 use crate::gateway::body_timeout::BoxError;
 use crate::http1::framing::{BodyLength, ChunkedDecoder, FramingError, Step};
@@ -39,6 +39,8 @@ use crate::http1::head::{parse_request, parse_trailers, HeadError, Parsed};
 /// The most of an unwanted request body read and thrown away after its
 /// response, to keep the connection.
 const DRAIN_LIMIT: u64 = 64 * 1024;
+/// The largest head buffer kept between responses.
+const SPARE_LIMIT: usize = 64 * 1024;
 /// What a read asks for at least.
 const READ_SIZE: usize = 8 * 1024;
 
@@ -72,6 +74,9 @@ struct Shared {
     /// The interim answer to `Expect: 100-continue`, owed until the body is
     /// first read; how much of it was written.
     continue_owed: Option<usize>,
+    /// The buffer the last response head was written from, kept for the
+    /// next one (one allocation per connection, not per response).
+    spare: Vec<u8>,
 }
 
 enum BodyState {
@@ -245,6 +250,7 @@ pub(crate) async fn serve<H: Handler>(
         read,
         body: BodyState::Done,
         continue_owed: None,
+        spare: Vec::new(),
     }));
     loop {
         let parsed = match poll_fn(|cx| poll_head(&conn, cx, draining, limits.max_head)).await {
@@ -426,7 +432,8 @@ where
     let status = parts.status.as_u16();
     let no_body = asked.to_head || (100..200).contains(&status) || status == 204 || status == 304;
     let mut keep_alive = asked.keep_alive && !refused;
-    let mut out = Vec::with_capacity(256);
+    let mut out = std::mem::take(&mut lock(conn).spare);
+    out.reserve(outbound::capacity_for(body.size_hint().exact()));
     out.extend_from_slice(if asked.http10 {
         b"HTTP/1.0 "
     } else {
@@ -503,7 +510,14 @@ where
     })
     .await;
     match written {
-        Ok(()) => Ok(keep_alive),
+        Ok(()) => {
+            let mut spare = outbound.into_buffer();
+            if spare.capacity() <= SPARE_LIMIT {
+                spare.clear();
+                lock(conn).spare = spare;
+            }
+            Ok(keep_alive)
+        }
         // The head is out: the client sees the response cut off.
         Err(error) => Err(io::Error::other(error)),
     }
