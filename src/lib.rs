@@ -33,7 +33,11 @@
 //! 6. [`fencing`]: the tower middleware wiring steps 1 to 5 in front of any
 //!    `Service<http::Request<B>>`; [`refusal`] holds the JSON answers.
 //!
-//! Beside the path, [`admin`] holds the library's side of administration:
+//! Beside the path, `http1` (feature `http1`) reads HTTP/1.1 messages
+//! without I/O: heads parsed strictly and where each body ends (RFC 9112),
+//! refusing whatever another parser could read differently; the gateway's
+//! engine reads every HTTP/1.1 message with it. [`admin`] holds the
+//! library's side of administration:
 //! [`admin::input`] parses the admin plane's keys, queries and bodies, for
 //! the gateway's admin routes or an admin plane of your own;
 //! `client_tls` (feature `client-tls`) reads the TLS files and passwords with

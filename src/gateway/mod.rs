@@ -8,14 +8,17 @@
 //! need is public: [`config`], [`cli`], [`server`], [`embedded`] and
 //! [`upstream`].
 //!
-//! 1. `accept`: the listener, the connection cap, the TLS handshake, HTTP/1.1
-//!    or HTTP/2; `activity`: the header and idle timeouts of each connection.
+//! 1. `accept`: the listener, the connection cap, the TLS handshake, HTTP/1.x
+//!    (the gateway's own `engine`, which refuses ambiguous framing before
+//!    anything else sees a request) or HTTP/2 (hyper); `activity`: the
+//!    header and idle timeouts of each connection.
 //! 2. `data_plane`: the per-connection service (metrics around the fencing
 //!    layer around the proxy); `body_timeout`: a request body that stalls.
 //! 3. The fencing layer ([`crate::fencing`]): token, key, admission.
-//! 4. `proxy`, with `hop` (header hygiene), `pool` (idle backend
-//!    connections) and `tls` (both sides' certificates); [`upstream`] is the
-//!    backend URL, parsed once.
+//! 4. `proxy`, with `engine` (HTTP/1.1 to the backend, in the request's own
+//!    task), `hop` (header hygiene), `pool` (idle backend connections) and
+//!    `tls` (both sides' certificates); [`upstream`] is the backend URL,
+//!    parsed once.
 //! 5. `outcome` and `metrics`: what happened, counted; `access_log`: one
 //!    line per request, if asked for.
 //!

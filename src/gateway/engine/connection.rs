@@ -20,6 +20,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
+use super::body::poll_fill;
 use super::encode;
 use super::outbound::{self, Outbound, WriteError};
 use crate::gateway::body_timeout::BoxError;
@@ -29,8 +30,6 @@ use crate::http1::head::{parse_response, HeadError, Parsed, ResponseHead};
 
 /// The largest response head.
 const MAX_HEAD: usize = 64 * 1024;
-/// What a read asks for at least.
-const READ_SIZE: usize = 8 * 1024;
 
 /// The byte stream to the backend.
 pub(crate) enum Stream {
@@ -228,10 +227,7 @@ impl Connection {
                 }
             }
             // The write side waits (or is done): listen to the backend.
-            if self.read.capacity() - self.read.len() < READ_SIZE / 2 {
-                self.read.reserve(READ_SIZE);
-            }
-            match tokio_util::io::poll_read_buf(Pin::new(&mut self.stream), cx, &mut self.read) {
+            match poll_fill(&mut self.stream, &mut self.read, cx) {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(SendError::Closed)),
                 Poll::Ready(Ok(_)) => loop {
                     match parse_response(&mut self.read, request.to_head, MAX_HEAD)? {

@@ -6,6 +6,8 @@
 //! - `encode`: request heads written for the backend, chunk framing.
 //! - `connection`: one connection to the backend, sending a request and
 //!   reading its response head in the request's own task.
+//! - `body`: reading a body off a connection as its framing says (both
+//!   sides).
 //! - `response_body`: the response body, read from that connection, which
 //!   it gives back to the pool at its end.
 //! - `outbound`: writing a message, head and body, in as few writes as the
@@ -14,6 +16,7 @@
 //!   read and checked, request bodies read as the proxy polls them,
 //!   responses written.
 
+mod body;
 mod connection;
 mod encode;
 mod outbound;

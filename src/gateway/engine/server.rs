@@ -23,26 +23,23 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
-use bytes::{Buf, Bytes, BytesMut};
-use http::header::HeaderMap;
+use bytes::{Bytes, BytesMut};
 use http::{Request, Response, StatusCode, Version};
 use http_body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
+use super::body::{self, poll_fill, BodyError, Decoding};
 use super::encode::{itoa, Outgoing};
 use super::outbound::{self, Outbound};
 use crate::gateway::activity::ClientStream;
 use crate::gateway::body_timeout::BoxError;
-use crate::http1::framing::{BodyLength, ChunkedDecoder, FramingError, Step};
-use crate::http1::head::{parse_request, parse_trailers, HeadError, Parsed};
+use crate::http1::head::{parse_request, HeadError, Parsed};
 
 /// The most of an unwanted request body read and thrown away after its
 /// response, to keep the connection.
 const DRAIN_LIMIT: u64 = 64 * 1024;
 /// The largest head buffer kept between responses.
 const SPARE_LIMIT: usize = 64 * 1024;
-/// What a read asks for at least.
-const READ_SIZE: usize = 8 * 1024;
 
 /// What serves the requests of a connection.
 pub(crate) trait Handler {
@@ -70,21 +67,13 @@ pub(crate) struct Limits {
 struct Shared {
     stream: ClientStream,
     read: BytesMut,
-    body: BodyState,
+    body: Decoding,
     /// The interim answer to `Expect: 100-continue`, owed until the body is
     /// first read; how much of it was written.
     continue_owed: Option<usize>,
     /// The buffer the last response head was written from, kept for the
     /// next one (one allocation per connection, not per response).
     spare: Vec<u8>,
-}
-
-enum BodyState {
-    Length(u64),
-    Chunked(ChunkedDecoder),
-    Done,
-    /// Failed or cut: the connection cannot be reused.
-    Broken,
 }
 
 type SharedConn = Arc<Mutex<Shared>>;
@@ -101,28 +90,14 @@ pub(crate) struct RequestBody {
     conn: SharedConn,
 }
 
-/// Why a request body failed.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum RequestBodyError {
-    /// Reading the connection failed.
-    #[error("reading the request body failed")]
-    Io(#[source] io::Error),
-    /// The client closed the connection before the body's end.
-    #[error("the client closed the connection before the end of the request body")]
-    Incomplete,
-    /// The chunked framing was malformed.
-    #[error("request body framing: {0}")]
-    Framing(#[from] FramingError),
-}
-
 impl Body for RequestBody {
     type Data = Bytes;
-    type Error = RequestBodyError;
+    type Error = BodyError;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, RequestBodyError>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let mut guard = lock(&self.conn);
         let conn = &mut *guard;
         if let Some(written) = conn.continue_owed {
@@ -130,8 +105,8 @@ impl Body for RequestBody {
             while at < CONTINUE.len() {
                 match Pin::new(&mut conn.stream).poll_write(cx, &CONTINUE[at..]) {
                     Poll::Ready(Ok(n)) if n > 0 => at += n,
-                    Poll::Ready(Ok(_)) => return fail(conn, RequestBodyError::Incomplete),
-                    Poll::Ready(Err(error)) => return fail(conn, RequestBodyError::Io(error)),
+                    Poll::Ready(Ok(_)) => return fail(conn, BodyError::Incomplete),
+                    Poll::Ready(Err(error)) => return fail(conn, BodyError::Io(error)),
                     Poll::Pending => {
                         conn.continue_owed = Some(at);
                         return Poll::Pending;
@@ -144,80 +119,22 @@ impl Body for RequestBody {
             }
             conn.continue_owed = None;
         }
-        loop {
-            match &mut conn.body {
-                BodyState::Done | BodyState::Broken => return Poll::Ready(None),
-                BodyState::Length(left) => {
-                    if !conn.read.is_empty() {
-                        let n = usize::try_from(*left)
-                            .unwrap_or(usize::MAX)
-                            .min(conn.read.len());
-                        let data = conn.read.split_to(n).freeze();
-                        *left -= n as u64;
-                        if *left == 0 {
-                            conn.body = BodyState::Done;
-                        }
-                        return Poll::Ready(Some(Ok(Frame::data(data))));
-                    }
-                }
-                BodyState::Chunked(decoder) => match decoder.step(&conn.read) {
-                    Ok(Step::Framing(n)) => {
-                        conn.read.advance(n);
-                        continue;
-                    }
-                    Ok(Step::Data(n)) => {
-                        return Poll::Ready(Some(Ok(Frame::data(conn.read.split_to(n).freeze()))));
-                    }
-                    Ok(Step::Trailers { n, fields }) => {
-                        let trailers = if fields.is_empty() {
-                            Some(HeaderMap::new())
-                        } else {
-                            parse_trailers(&conn.read[fields])
-                        };
-                        conn.read.advance(n);
-                        let Some(trailers) = trailers else {
-                            return fail(conn, FramingError::BadTrailer.into());
-                        };
-                        conn.body = BodyState::Done;
-                        if trailers.is_empty() {
-                            return Poll::Ready(None);
-                        }
-                        return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
-                    }
-                    Ok(Step::NeedMore) => {}
-                    Err(error) => return fail(conn, error.into()),
-                },
-            }
-            if conn.read.capacity() - conn.read.len() < READ_SIZE / 2 {
-                conn.read.reserve(READ_SIZE);
-            }
-            match tokio_util::io::poll_read_buf(Pin::new(&mut conn.stream), cx, &mut conn.read) {
-                Poll::Ready(Ok(0)) => return fail(conn, RequestBodyError::Incomplete),
-                Poll::Ready(Ok(_)) => {}
-                Poll::Ready(Err(error)) => return fail(conn, RequestBodyError::Io(error)),
-                Poll::Pending => return Poll::Pending,
-            }
-        }
+        body::poll_frame(&mut conn.body, &mut conn.read, &mut conn.stream, cx)
     }
 
     fn is_end_stream(&self) -> bool {
-        matches!(lock(&self.conn).body, BodyState::Done | BodyState::Broken)
+        lock(&self.conn).body.is_over()
     }
 
     fn size_hint(&self) -> SizeHint {
-        match lock(&self.conn).body {
-            BodyState::Length(n) => SizeHint::with_exact(n),
-            BodyState::Chunked(_) => SizeHint::default(),
-            _ => SizeHint::with_exact(0),
-        }
+        lock(&self.conn).body.size_hint()
     }
 }
 
-fn fail(
-    conn: &mut Shared,
-    error: RequestBodyError,
-) -> Poll<Option<Result<Frame<Bytes>, RequestBodyError>>> {
-    conn.body = BodyState::Broken;
+/// A request body that failed before it was read: its connection cannot
+/// be reused.
+fn fail(conn: &mut Shared, error: BodyError) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+    conn.body = Decoding::Broken;
     Poll::Ready(Some(Err(error)))
 }
 
@@ -248,7 +165,7 @@ pub(crate) async fn serve<H: Handler>(
     let conn = Arc::new(Mutex::new(Shared {
         stream,
         read,
-        body: BodyState::Done,
+        body: Decoding::Done,
         continue_owed: None,
         spare: Vec::new(),
     }));
@@ -323,7 +240,7 @@ fn refused(error: HeadError) -> Refused {
     let (status, code) = match error {
         HeadError::TooLarge(_) | HeadError::TooManyHeaders => (
             StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            "headers_too_large",
+            "request_header_too_large",
         ),
         HeadError::Version => (
             StatusCode::HTTP_VERSION_NOT_SUPPORTED,
@@ -362,15 +279,9 @@ fn poll_head(
                         keep_alive: head.keep_alive,
                     };
                     let expects = head.expects_continue;
-                    shared.body = match head.body {
-                        BodyLength::Length(0) | BodyLength::Empty => BodyState::Done,
-                        BodyLength::Length(n) => BodyState::Length(n),
-                        BodyLength::Chunked => BodyState::Chunked(ChunkedDecoder::default()),
-                        // Not for requests.
-                        BodyLength::UntilClose => BodyState::Broken,
-                    };
+                    shared.body = Decoding::new(head.body);
                     shared.continue_owed =
-                        (expects && !matches!(shared.body, BodyState::Done)).then_some(0);
+                        (expects && !matches!(shared.body, Decoding::Done)).then_some(0);
                     let body = RequestBody {
                         conn: Arc::clone(conn),
                     };
@@ -382,10 +293,7 @@ fn poll_head(
         } else if draining.load(Ordering::Relaxed) {
             return Poll::Ready(None);
         }
-        if shared.read.capacity() - shared.read.len() < READ_SIZE / 2 {
-            shared.read.reserve(READ_SIZE);
-        }
-        match tokio_util::io::poll_read_buf(Pin::new(&mut shared.stream), cx, &mut shared.read) {
+        match poll_fill(&mut shared.stream, &mut shared.read, cx) {
             // Closed between requests, or in the middle of a head: either
             // way there is nobody to answer.
             Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return Poll::Ready(None),
@@ -401,14 +309,11 @@ fn poll_head(
 fn watch_for_close(conn: &SharedConn, cx: &mut Context<'_>, max_head: usize) -> bool {
     let mut guard = lock(conn);
     let shared = &mut *guard;
-    if !matches!(shared.body, BodyState::Done) {
+    if !matches!(shared.body, Decoding::Done) {
         return false;
     }
     while shared.read.len() < max_head {
-        if shared.read.capacity() - shared.read.len() < READ_SIZE / 2 {
-            shared.read.reserve(READ_SIZE);
-        }
-        match tokio_util::io::poll_read_buf(Pin::new(&mut shared.stream), cx, &mut shared.read) {
+        match poll_fill(&mut shared.stream, &mut shared.read, cx) {
             Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return true,
             Poll::Ready(Ok(_)) => {}
             Poll::Pending => return false,
@@ -529,11 +434,11 @@ async fn drain_body(conn: &SharedConn, timeout: Duration) -> bool {
     {
         let shared = lock(conn);
         match shared.body {
-            BodyState::Done => return true,
-            BodyState::Broken => return false,
+            Decoding::Done => return true,
+            Decoding::Broken => return false,
             // The client was never told to send it.
             _ if shared.continue_owed.is_some() => return false,
-            BodyState::Length(left) if left > DRAIN_LIMIT => return false,
+            Decoding::Length(left) if left > DRAIN_LIMIT => return false,
             _ => {}
         }
     }
