@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs, from Debian's packages, everything the tests, demos and benchmarks
 # start as real processes: lock services (redis-server, etcd, ZooKeeper,
-# PostgreSQL), nginx and wrk for the benchmarks, prlimit/curl, rclone and
-# Apache httpd (WebDAV with mod_dav, tests/services/beyond_path.rs) used by tests;
+# PostgreSQL), nginx and wrk for the benchmarks, prlimit/curl, rclone,
+# Apache httpd (WebDAV with mod_dav, tests/services/beyond_path.rs) and litmus
+# (the WebDAV test suite, tests/services/webdav_litmus.rs) used by tests;
 # then a Python environment with boto3 and moto's S3 server for the S3 client
 # tests (target/venv, or $FENCEGATE_VENV), from PyPI; Azurite from npm.
 # Idempotent: does nothing when everything is already there.
@@ -23,6 +24,7 @@ declare -A wanted=(
   [prlimit]=util-linux
   [curl]=curl
   [rclone]=rclone
+  [litmus]=litmus
   [python3]=python3-venv
   [npm]=npm
 )

@@ -11,7 +11,7 @@ mod support;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use support::GatewayProcess;
 use support::{http, read_response, try_http};
@@ -125,7 +125,8 @@ fn serve(stream: TcpStream) {
     }
 }
 
-/// A gateway in front of a scripted backend of its own.
+/// A gateway in front of a scripted backend of its own. Every test starts
+/// its own: a gateway kept in a `static` would outlive the test binary.
 fn start() -> (GatewayProcess, ScriptedBackend) {
     let backend = ScriptedBackend::start();
     let url = format!("http://{}", backend.addr);
@@ -133,15 +134,9 @@ fn start() -> (GatewayProcess, ScriptedBackend) {
     (gateway, backend)
 }
 
-/// One gateway and backend shared by the tests that count nothing.
-fn gateway() -> &'static (GatewayProcess, ScriptedBackend) {
-    static GATEWAY: OnceLock<(GatewayProcess, ScriptedBackend)> = OnceLock::new();
-    GATEWAY.get_or_init(start)
-}
-
 #[test]
 fn ambiguous_responses_are_502_and_nothing_of_them_is_relayed() {
-    let (gateway, _) = gateway();
+    let (gateway, _) = start();
     for target in [
         "/cl-te",
         "/two-lengths",
@@ -169,7 +164,7 @@ fn ambiguous_responses_are_502_and_nothing_of_them_is_relayed() {
 
 #[test]
 fn unusual_but_unambiguous_responses_are_relayed_exactly() {
-    let (gateway, _) = gateway();
+    let (gateway, _) = start();
     for target in [
         "/continue-then-ok",
         "/chunked",
@@ -224,7 +219,7 @@ fn a_backend_connection_is_reused_only_after_a_response_that_ended_on_its_frame(
 
 #[test]
 fn a_response_body_with_bad_chunks_is_cut_never_completed() {
-    let (gateway, _) = gateway();
+    let (gateway, _) = start();
     // The head is out before the bad chunk arrives: the client sees the
     // body cut off (no last chunk), never a complete response.
     let response = try_http(gateway.data_addr(), "GET", "/bad-chunk", &[], b"");
@@ -242,15 +237,11 @@ fn a_response_body_with_bad_chunks_is_cut_never_completed() {
 // Requests: the smuggling shapes a client can send
 // ---------------------------------------------------------------------------
 
-/// A gateway in front of the recording backend, shared by the request-side
-/// tests (each uses paths of its own).
-fn recording() -> &'static (GatewayProcess, support::Backend) {
-    static GATEWAY: OnceLock<(GatewayProcess, support::Backend)> = OnceLock::new();
-    GATEWAY.get_or_init(|| {
-        let backend = support::Backend::start();
-        let gateway = GatewayProcess::in_front_of(&backend, &[]);
-        (gateway, backend)
-    })
+/// A gateway in front of a recording backend of its own.
+fn recording() -> (GatewayProcess, support::Backend) {
+    let backend = support::Backend::start();
+    let gateway = GatewayProcess::in_front_of(&backend, &[]);
+    (gateway, backend)
 }
 
 /// Writes `raw` on a new connection; the first response, and whether the
