@@ -389,3 +389,43 @@ fn pipelined_requests_after_bodies_are_answered_in_order_with_their_own_bodies()
     assert_eq!(bodies, [b"hello".to_vec(), b"GET /".to_vec()]);
     assert_eq!(backend.records_for("/pipelined/c").len(), 1);
 }
+
+#[test]
+fn http10_clients_get_http10_answers_kept_alive_only_when_they_ask() {
+    let (gateway, _) = start();
+    // Without keep-alive: one answer, then the close.
+    let (response, closed) = send_then_eof(gateway.data_addr(), b"GET / HTTP/1.0\r\n\r\n");
+    assert_eq!(
+        (response.status, response.body.as_slice()),
+        (200, &b"ok"[..])
+    );
+    assert!(
+        closed,
+        "an HTTP/1.0 connection without keep-alive stays open"
+    );
+    // With it: the answer says so, and the connection takes another request.
+    let stream = TcpStream::connect(gateway.data_addr()).unwrap();
+    stream.set_read_timeout(Some(support::HANG_GUARD)).unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    writer
+        .write_all(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        .unwrap();
+    let first = read_response(&mut reader, false).unwrap();
+    assert_eq!(first.header("connection"), Some("keep-alive"));
+    assert_eq!(first.body, b"ok");
+    // A body of unknown length reaches an HTTP/1.0 client delimited by the
+    // close (no chunks, which it would not read).
+    writer
+        .write_all(b"GET /until-close HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        .unwrap();
+    let mut rest = Vec::new();
+    std::io::Read::read_to_end(&mut reader, &mut rest).unwrap();
+    let text = String::from_utf8_lossy(&rest);
+    assert!(text.starts_with("HTTP/1.0 200 OK\r\n"), "{text}");
+    assert!(
+        !text.to_ascii_lowercase().contains("transfer-encoding"),
+        "{text}"
+    );
+    assert!(text.ends_with("\r\n\r\nhello"), "{text}");
+}
