@@ -387,6 +387,9 @@ fn pipelined_requests_after_bodies_are_answered_in_order_with_their_own_bodies()
         .map(|target| backend.records_for(target)[0].body.clone().unwrap())
         .collect();
     assert_eq!(bodies, [b"hello".to_vec(), b"GET /".to_vec()]);
+    // The chunked body's trailer field went on with it.
+    let trailers = &backend.records_for("/pipelined/b")[0].trailers;
+    assert_eq!(trailers, &[("x-sum".to_owned(), "1".to_owned())]);
     assert_eq!(backend.records_for("/pipelined/c").len(), 1);
 }
 
