@@ -10,11 +10,14 @@
 //!   lets a recipient drop the length; nginx refuses, and so do we).
 //! - Several `Content-Length` values: refused unless all are the same
 //!   `1*DIGIT` (§6.3 rule 5); no sign, no space inside, no overflow.
-//! - `Transfer-Encoding`: a list of tokens whose last is `chunked`, which
-//!   appears once (§6.1); in a request anything else is refused (§6.3 rule
-//!   4); in a response a final coding other than `chunked` means "read
-//!   until the connection closes", `chunked` twice is refused. Any
-//!   `Transfer-Encoding` in an HTTP/1.0 message is refused (§6.1).
+//! - `Transfer-Encoding`: exactly `chunked`, once (§6.1). A request whose
+//!   final coding is not `chunked` is refused (§6.3 rule 4), so is any
+//!   other coding besides it (`gzip, chunked`), both ways: the gateway
+//!   decodes only `chunked`, and relaying a coded body without its coding
+//!   would hand the other side coded bytes as the content (a response
+//!   "read until the close" under a final `gzip` included). Codings must be
+//!   tokens, empty list elements are refused, and so is any
+//!   `Transfer-Encoding` in an HTTP/1.0 message (§6.1).
 //! - No framing field: a request has no body (§6.3 rule 6); a response is
 //!   read until the connection closes (rule 8).
 //! - A response to `HEAD`, and every 1xx, 204 and 304 response, has no body
@@ -59,6 +62,12 @@ pub enum FramingError {
     /// or a coding that is not a token.
     #[error("a Transfer-Encoding whose final coding is not chunked")]
     NotChunked,
+    /// A transfer coding besides `chunked` (`gzip, chunked`): the gateway
+    /// decodes only `chunked`, and a coding it dropped on the way would
+    /// hand the other side coded bytes as the content (RFC 9112 §6.1: 501
+    /// for a request).
+    #[error("a transfer coding other than chunked, which the gateway does not decode")]
+    UnsupportedCoding,
     /// `chunked` more than once (RFC 9112 §6.1).
     #[error("a Transfer-Encoding that applies chunked more than once")]
     ChunkedTwice,
@@ -96,6 +105,7 @@ pub fn request_body(
         Fields::None => Ok(BodyLength::Empty),
         Fields::Length(n) => Ok(BodyLength::Length(n)),
         Fields::Chunked => Ok(BodyLength::Chunked),
+        Fields::CodedChunked => Err(FramingError::UnsupportedCoding),
         Fields::OtherCoding => Err(FramingError::NotChunked),
     }
 }
@@ -112,9 +122,10 @@ pub fn response_body(
         return Ok(BodyLength::Empty);
     }
     match framing_fields(http10, headers)? {
-        Fields::None | Fields::OtherCoding => Ok(BodyLength::UntilClose),
+        Fields::None => Ok(BodyLength::UntilClose),
         Fields::Length(n) => Ok(BodyLength::Length(n)),
         Fields::Chunked => Ok(BodyLength::Chunked),
+        Fields::CodedChunked | Fields::OtherCoding => Err(FramingError::UnsupportedCoding),
     }
 }
 
@@ -123,14 +134,20 @@ pub fn response_body(
 enum Fields {
     None,
     Length(u64),
+    /// `chunked` alone.
     Chunked,
+    /// Other codings, then `chunked`.
+    CodedChunked,
+    /// A final coding other than `chunked`.
     OtherCoding,
 }
 
 fn framing_fields(http10: bool, headers: &[httparse::Header<'_>]) -> Result<Fields, FramingError> {
     let mut length: Option<u64> = None;
-    // Transfer-Encoding: present; chunked seen; chunked the last coding.
+    // Transfer-Encoding: present; chunked seen; chunked the last coding;
+    // a coding other than chunked seen.
     let (mut coded, mut chunked, mut chunked_last) = (false, false, false);
+    let mut other = false;
     for header in headers {
         if header.name.eq_ignore_ascii_case("content-length") {
             for value in header.value.split(|&b| b == b',') {
@@ -155,6 +172,7 @@ fn framing_fields(http10: bool, headers: &[httparse::Header<'_>]) -> Result<Fiel
                     return Err(FramingError::NotChunked);
                 }
                 chunked_last = value.eq_ignore_ascii_case(b"chunked");
+                other |= !chunked_last;
                 if chunked_last && chunked {
                     // "MUST NOT apply chunked more than once" (§6.1).
                     return Err(FramingError::ChunkedTwice);
@@ -167,7 +185,8 @@ fn framing_fields(http10: bool, headers: &[httparse::Header<'_>]) -> Result<Fiel
         (Some(_), true) => Err(FramingError::LengthAndTransferEncoding),
         (_, true) if http10 => Err(FramingError::TransferEncodingInHttp10),
         (Some(n), false) => Ok(Fields::Length(n)),
-        (None, true) if chunked_last => Ok(Fields::Chunked),
+        (None, true) if chunked_last && !other => Ok(Fields::Chunked),
+        (None, true) if chunked_last => Ok(Fields::CodedChunked),
         (None, true) => Ok(Fields::OtherCoding),
         (None, false) => Ok(Fields::None),
     }
@@ -411,15 +430,19 @@ mod tests {
             Ok(BodyLength::Length(42))
         );
         assert_eq!(
-            request(&[("Transfer-Encoding", "gzip, chunked")]),
+            request(&[("Transfer-Encoding", "Chunked")]),
             Ok(BodyLength::Chunked)
+        );
+        assert_eq!(
+            request(&[("Transfer-Encoding", "gzip, chunked")]),
+            Err(FramingError::UnsupportedCoding)
         );
         assert_eq!(
             request(&[
                 ("Transfer-Encoding", "gzip"),
                 ("transfer-encoding", "CHUNKED")
             ]),
-            Ok(BodyLength::Chunked)
+            Err(FramingError::UnsupportedCoding)
         );
         for (lines, error) in [
             (
@@ -503,7 +526,7 @@ mod tests {
                 false,
                 &headers(&[("Transfer-Encoding", "gzip")])
             ),
-            Ok(BodyLength::UntilClose)
+            Err(FramingError::UnsupportedCoding)
         );
         assert_eq!(
             response_body(

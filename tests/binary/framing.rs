@@ -63,6 +63,10 @@ fn script(target: &str) -> (&'static [u8], bool) {
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nhello",
             true,
         ),
+        "/gzip-chunked" => (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+            false,
+        ),
         "/no-content" => (b"HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n", false),
         "/head" => (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", false),
         "/trailing-bytes" => (
@@ -139,6 +143,8 @@ fn ambiguous_responses_are_502_and_nothing_of_them_is_relayed() {
     let (gateway, _) = start();
     for target in [
         "/cl-te",
+        "/gzip-until-close",
+        "/gzip-chunked",
         "/two-lengths",
         "/signed-length",
         "/obs-fold",
@@ -169,7 +175,6 @@ fn unusual_but_unambiguous_responses_are_relayed_exactly() {
         "/continue-then-ok",
         "/chunked",
         "/until-close",
-        "/gzip-until-close",
         "/trailing-bytes",
     ] {
         let response = http(gateway.data_addr(), "GET", target, &[], b"");
@@ -314,6 +319,16 @@ const AMBIGUOUS_REQUESTS: &[(&str, &str, &str)] = &[
     ("bare-cr", "X-A: a\rb\r\nContent-Length: 5\r\n", "hello"),
     ("bare-lf", "X-A: a\nContent-Length: 5\r\n", "hello"),
 ];
+
+#[test]
+fn a_transfer_coding_besides_chunked_is_501_never_forwarded_decoded_halfway() {
+    let (gateway, backend) = recording();
+    let raw = "PUT /coded/gzip HTTP/1.1\r\nHost: store\r\nX-Fencing-Token: 5\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n";
+    let (response, closed) = send_then_eof(gateway.data_addr(), raw.as_bytes());
+    response.assert_gateway_error(501, "unsupported_transfer_coding");
+    assert!(closed);
+    assert!(backend.records_for("/coded/gzip").is_empty());
+}
 
 #[test]
 fn ambiguous_request_framing_is_400_closed_and_never_forwarded() {

@@ -33,6 +33,7 @@ use super::encode::{itoa, Outgoing};
 use super::outbound::{self, Outbound};
 use crate::gateway::activity::ClientStream;
 use crate::gateway::body_timeout::BoxError;
+use crate::http1::framing::FramingError;
 use crate::http1::head::{parse_request, HeadError, Parsed};
 
 /// The most of an unwanted request body read and thrown away after its
@@ -247,6 +248,9 @@ fn refused(error: HeadError) -> Refused {
             "version_not_supported",
         ),
         HeadError::Fragment => (StatusCode::BAD_REQUEST, "invalid_path"),
+        HeadError::Framing(FramingError::UnsupportedCoding) => {
+            (StatusCode::NOT_IMPLEMENTED, "unsupported_transfer_coding")
+        }
         _ => (StatusCode::BAD_REQUEST, "bad_request"),
     };
     Refused {
