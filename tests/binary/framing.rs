@@ -314,6 +314,7 @@ const AMBIGUOUS_REQUESTS: &[(&str, &str, &str)] = &[
         "hello!",
     ),
     ("length-list", "Content-Length: 5, 6\r\n", "hello!"),
+    ("equal-length-list", "Content-Length: 5, 5\r\n", "hello"),
     ("signed-length", "Content-Length: +5\r\n", "hello"),
     ("hex-length", "Content-Length: 0x5\r\n", "hello"),
     ("bare-cr", "X-A: a\rb\r\nContent-Length: 5\r\n", "hello"),
