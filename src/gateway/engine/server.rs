@@ -186,15 +186,17 @@ pub(crate) async fn serve<H: Handler>(
                     keep_alive: false,
                 };
                 let response = response.map(http_body_util::Full::new);
-                write_response(&conn, response, &asked, true).await?;
+                write_response(&conn, response, &asked).await?;
                 break;
             }
         };
         let mut keep_alive = asked.keep_alive;
         let mut future = pin!(handler.call(request));
         let answered = poll_fn(|cx| {
-            if let Poll::Ready(Ok(response)) = future.as_mut().poll(cx) {
-                return Poll::Ready(Some(response));
+            match future.as_mut().poll(cx) {
+                Poll::Ready(Ok(response)) => return Poll::Ready(Some(response)),
+                Poll::Ready(Err(never)) => match never {},
+                Poll::Pending => {}
             }
             // While the request waits, a client that closes its side has
             // gone: its request is cancelled.
@@ -217,7 +219,6 @@ pub(crate) async fn serve<H: Handler>(
                 keep_alive,
                 ..asked
             },
-            false,
         )
         .await?;
         if !keep_alive || !drain_body(&conn, limits.drain_timeout).await {
@@ -331,7 +332,6 @@ async fn write_response<B>(
     conn: &SharedConn,
     response: Response<B>,
     asked: &Asked,
-    refused: bool,
 ) -> io::Result<bool>
 where
     B: Body<Data = Bytes> + Unpin,
@@ -340,7 +340,7 @@ where
     let (parts, body) = response.into_parts();
     let status = parts.status.as_u16();
     let no_body = asked.to_head || (100..200).contains(&status) || status == 204 || status == 304;
-    let mut keep_alive = asked.keep_alive && !refused;
+    let mut keep_alive = asked.keep_alive;
     let mut out = std::mem::take(&mut lock(conn).spare);
     out.reserve(outbound::capacity_for(body.size_hint().exact()));
     out.extend_from_slice(if asked.http10 {
