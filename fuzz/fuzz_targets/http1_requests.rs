@@ -32,9 +32,23 @@ struct Message {
     trailers: Vec<(String, Vec<u8>)>,
 }
 
+/// The fields in order; a `Content-Length` as its number (`05` is 5): when a
+/// length is repeated, the gateway forwards it once, hyper keeps the first
+/// spelling.
 fn fields(map: &http::HeaderMap) -> Vec<(String, Vec<u8>)> {
     map.iter()
-        .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
+        .map(|(name, value)| {
+            let mut value = value.as_bytes().to_vec();
+            if name == http::header::CONTENT_LENGTH {
+                if let Some(n) = std::str::from_utf8(&value)
+                    .ok()
+                    .and_then(|v| v.parse::<u64>().ok())
+                {
+                    value = n.to_string().into_bytes();
+                }
+            }
+            (name.as_str().to_owned(), value)
+        })
         .collect()
 }
 

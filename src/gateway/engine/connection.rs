@@ -117,10 +117,18 @@ impl Reusable for Connection {
         if !self.read.is_empty() {
             return false;
         }
+        let mut cx = Context::from_waker(Waker::noop());
+        let tcp = self.stream.tcp();
+        // tokio's own record of the socket's readiness first: after a
+        // response read to its end (a short read clears it) nothing is
+        // pending, and the answer costs no system call. Only a socket marked
+        // readable is asked, with a peek, whether that is data or its end.
+        if tcp.poll_read_ready(&mut cx).is_pending() {
+            return true;
+        }
         let mut byte = [0u8; 1];
         let mut buf = ReadBuf::new(&mut byte);
-        let mut cx = Context::from_waker(Waker::noop());
-        self.stream.tcp().poll_peek(&mut cx, &mut buf).is_pending()
+        tcp.poll_peek(&mut cx, &mut buf).is_pending()
     }
 }
 
