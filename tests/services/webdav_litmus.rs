@@ -21,8 +21,11 @@ use support::GatewayProcess;
 /// Runs litmus against the collection `url`; each test's name (with its
 /// suite) and result (`pass`, `FAIL`, `SKIPPED`, `WARNING`...).
 fn litmus(url: &str) -> BTreeMap<String, String> {
+    // litmus writes debug.log and child.log where it runs.
+    let logs = tempfile::tempdir().expect("a temporary directory");
     let output = Command::new("litmus")
         .arg(url)
+        .current_dir(logs.path())
         .output()
         .expect("litmus: run scripts/install-deps.sh (it installs litmus)");
     let text = String::from_utf8_lossy(&output.stdout);
