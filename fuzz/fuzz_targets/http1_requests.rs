@@ -12,11 +12,12 @@
 
 #![no_main]
 
-use std::sync::OnceLock;
+#[path = "http1_common.rs"]
+mod common;
 
-use bytes::{Buf, Bytes, BytesMut};
-use fencegate::http1::framing::{BodyLength, ChunkedDecoder, Step};
-use fencegate::http1::head::{parse_request, parse_trailers, Parsed};
+use bytes::{Bytes, BytesMut};
+use common::{fields, read_body, runtime};
+use fencegate::http1::head::{parse_request, Parsed};
 use http_body_util::BodyExt;
 use libfuzzer_sys::fuzz_target;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -32,26 +33,6 @@ struct Message {
     trailers: Vec<(String, Vec<u8>)>,
 }
 
-/// The fields in order; a `Content-Length` as its number (`05` is 5): when a
-/// length is repeated, the gateway forwards it once, hyper keeps the first
-/// spelling.
-fn fields(map: &http::HeaderMap) -> Vec<(String, Vec<u8>)> {
-    map.iter()
-        .map(|(name, value)| {
-            let mut value = value.as_bytes().to_vec();
-            if name == http::header::CONTENT_LENGTH {
-                if let Some(n) = std::str::from_utf8(&value)
-                    .ok()
-                    .and_then(|v| v.parse::<u64>().ok())
-                {
-                    value = n.to_string().into_bytes();
-                }
-            }
-            (name.as_str().to_owned(), value)
-        })
-        .collect()
-}
-
 /// The gateway's reading: heads and bodies, as the engine takes them, until
 /// the bytes end, a head is refused or a request closes the connection.
 fn gateway_reads(input: &[u8]) -> Vec<Message> {
@@ -62,38 +43,9 @@ fn gateway_reads(input: &[u8]) -> Vec<Message> {
             Ok(Parsed::Complete(head)) => head,
             _ => return messages,
         };
-        let mut body = Vec::new();
-        let mut trailers = Vec::new();
-        match head.body {
-            BodyLength::Empty => {}
-            BodyLength::Length(n) => {
-                if (buf.len() as u64) < n {
-                    return messages;
-                }
-                body.extend_from_slice(&buf.split_to(n as usize));
-            }
-            BodyLength::Chunked => {
-                let mut decoder = ChunkedDecoder::default();
-                while !decoder.is_done() {
-                    match decoder.step(&buf) {
-                        Ok(Step::NeedMore) | Err(_) => return messages,
-                        Ok(Step::Framing(n)) => buf.advance(n),
-                        Ok(Step::Data(n)) => body.extend_from_slice(&buf.split_to(n)),
-                        Ok(Step::Trailers { n, fields: at }) => {
-                            if !at.is_empty() {
-                                match parse_trailers(&buf[at]) {
-                                    Some(map) => trailers = fields(&map),
-                                    None => return messages,
-                                }
-                            }
-                            buf.advance(n);
-                        }
-                    }
-                }
-            }
-            // Not a request's.
-            BodyLength::UntilClose => return messages,
-        }
+        let Some((body, trailers)) = read_body(&mut buf, head.body) else {
+            return messages;
+        };
         messages.push(Message {
             method: head.parts.method.to_string(),
             target: head.parts.uri.to_string(),
@@ -106,16 +58,6 @@ fn gateway_reads(input: &[u8]) -> Vec<Message> {
             return messages;
         }
     }
-}
-
-fn runtime() -> &'static tokio::runtime::Runtime {
-    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime")
-    })
 }
 
 /// hyper's reading: its HTTP/1.1 server over an in-memory connection that

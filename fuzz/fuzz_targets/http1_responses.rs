@@ -10,11 +10,12 @@
 
 #![no_main]
 
-use std::sync::OnceLock;
+#[path = "http1_common.rs"]
+mod common;
 
-use bytes::{Buf, Bytes, BytesMut};
-use fencegate::http1::framing::{BodyLength, ChunkedDecoder, Step};
-use fencegate::http1::head::{parse_response, parse_trailers, Parsed};
+use bytes::{Bytes, BytesMut};
+use common::{fields, read_body, runtime};
+use fencegate::http1::head::{parse_response, Parsed};
 use http_body_util::BodyExt;
 use libfuzzer_sys::fuzz_target;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -29,14 +30,6 @@ struct Message {
     trailers: Vec<(String, Vec<u8>)>,
 }
 
-/// The fields a reader hands on, hop-by-hop ones aside (hyper keeps them,
-/// the gateway drops them after reading, as a proxy must).
-fn fields(map: &http::HeaderMap) -> Vec<(String, Vec<u8>)> {
-    map.iter()
-        .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
-        .collect()
-}
-
 /// The gateway's reading; `None` if it refuses or the bytes end first.
 fn gateway_reads(input: &[u8], to_head: bool) -> Option<Message> {
     let mut buf = BytesMut::from(input);
@@ -47,50 +40,13 @@ fn gateway_reads(input: &[u8], to_head: bool) -> Option<Message> {
             Parsed::Partial => return None,
         }
     };
-    let mut body = Vec::new();
-    let mut trailers = Vec::new();
-    match head.body {
-        BodyLength::Empty => {}
-        BodyLength::Length(n) => {
-            if (buf.len() as u64) < n {
-                return None;
-            }
-            body.extend_from_slice(&buf.split_to(n as usize));
-        }
-        BodyLength::Chunked => {
-            let mut decoder = ChunkedDecoder::default();
-            while !decoder.is_done() {
-                match decoder.step(&buf).ok()? {
-                    Step::NeedMore => return None,
-                    Step::Framing(n) => buf.advance(n),
-                    Step::Data(n) => body.extend_from_slice(&buf.split_to(n)),
-                    Step::Trailers { n, fields: at } => {
-                        if !at.is_empty() {
-                            trailers = fields(&parse_trailers(&buf[at])?);
-                        }
-                        buf.advance(n);
-                    }
-                }
-            }
-        }
-        BodyLength::UntilClose => body.extend_from_slice(&buf.split()),
-    }
+    let (body, trailers) = read_body(&mut buf, head.body)?;
     Some(Message {
         status: head.parts.status.as_u16(),
         version: head.parts.version,
         fields: fields(&head.parts.headers),
         body,
         trailers,
-    })
-}
-
-fn runtime() -> &'static tokio::runtime::Runtime {
-    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime")
     })
 }
 
