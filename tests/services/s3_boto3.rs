@@ -13,13 +13,13 @@
 #[path = "../support/mod.rs"]
 mod support;
 
-use support::moto::venv;
+use support::moto::{spawn_moto_server, venv};
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
 use support::tls::TestCa;
-use support::{dead_port, wait_until, GatewayProcess, HANG_GUARD};
+use support::GatewayProcess;
 
 /// moto's server, killed on drop.
 struct Moto(Child);
@@ -33,33 +33,14 @@ impl Drop for Moto {
 
 fn start_moto(ca: &TestCa) -> (Moto, u16) {
     let leaf = ca.issue("moto", &["localhost", "127.0.0.1"]);
-    let bin = venv().join("bin/moto_server");
-    assert!(
-        bin.exists(),
-        "{} is missing: run scripts/install-deps.sh (it makes the Python environment)",
-        bin.display()
-    );
-    let port = dead_port();
-    let child = Command::new(&bin)
-        .args(["-H", "127.0.0.1", "-p", &port.to_string(), "-s", "-c"])
-        .arg(&leaf.cert)
-        .arg("-k")
-        .arg(&leaf.key)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
-    let moto = Moto(child);
-    assert!(
-        wait_until(HANG_GUARD, || std::net::TcpStream::connect((
-            "127.0.0.1",
-            port
-        ))
-        .is_ok()),
-        "moto_server did not listen on {port}"
-    );
-    (moto, port)
+    let (child, port) = spawn_moto_server(&[
+        "-s".as_ref(),
+        "-c".as_ref(),
+        leaf.cert.as_os_str(),
+        "-k".as_ref(),
+        leaf.key.as_os_str(),
+    ]);
+    (Moto(child), port)
 }
 
 /// moto over TLS with a certificate of a CA made for the test, and the

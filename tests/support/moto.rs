@@ -2,7 +2,7 @@
 //! `scripts/install-deps.sh` makes), one per test binary; each test uses
 //! buckets of its own.
 
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -54,32 +54,77 @@ impl Moto {
 pub fn moto() -> &'static Moto {
     static MOTO: OnceLock<Moto> = OnceLock::new();
     MOTO.get_or_init(|| {
-        let bin = venv().join("bin/moto_server");
-        assert!(
-            bin.exists(),
-            "{} is missing: run scripts/install-deps.sh (it makes the Python environment)",
-            bin.display()
-        );
+        let (child, port) = spawn_moto_server(&[]);
+        kill_group_at_exit(child.id(), None);
+        Moto {
+            _child: child,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+        }
+    })
+}
+
+/// Starts `moto_server` on a free loopback port with `extra` arguments (TLS
+/// files, say) in a process group of its own, and returns once that process
+/// has bound the port: once it prints werkzeug's `Running on` line. A
+/// successful connect would not prove it: a server of an earlier test binary,
+/// not yet killed, may hold the port while this moto fails to bind and exits
+/// (one CI run's TLS test met a refused connection that way, or so it
+/// looked). A moto that exits before binding is started again on another
+/// port. Its stderr, one line per request, is drained for its life.
+pub fn spawn_moto_server(extra: &[&std::ffi::OsStr]) -> (Child, u16) {
+    let bin = venv().join("bin/moto_server");
+    assert!(
+        bin.exists(),
+        "{} is missing: run scripts/install-deps.sh (it makes the Python environment)",
+        bin.display()
+    );
+    let mut last_words = Vec::new();
+    for _ in 0..5 {
         let port = dead_port();
-        let child = Command::new(&bin)
+        let mut child = Command::new(&bin)
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .args(extra)
             .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
-        kill_group_at_exit(child.id(), None);
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        assert!(
-            wait_until(HANG_GUARD, || TcpStream::connect(addr).is_ok()),
-            "moto_server did not listen on {port}"
-        );
-        Moto {
-            _child: child,
-            addr,
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let (bound, until_bound) = std::sync::mpsc::channel();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = seen.clone();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            let mut bound = Some(bound);
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if bound.is_some() {
+                    if line.contains("Running on") {
+                        bound.take().map(|b| b.send(()));
+                    } else {
+                        log.lock().unwrap().push(line);
+                    }
+                }
+            }
+        });
+        match until_bound.recv_timeout(HANG_GUARD) {
+            Ok(()) => return (child, port),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                let _ = child.kill();
+                panic!("moto_server did not listen on {port} within {HANG_GUARD:?}");
+            }
+            // Exited before binding: the port was taken, or it failed.
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                let _ = child.wait();
+                last_words = std::mem::take(&mut *seen.lock().unwrap());
+            }
         }
-    })
+    }
+    panic!(
+        "moto_server exited before listening, five times; last said: {}",
+        last_words.join("\n")
+    );
 }
 
 /// Runs the Python client `tests/clients/NAME` (in [`venv`]) with `args`,
