@@ -65,12 +65,12 @@ use std::sync::{Arc, MutexGuard, PoisonError};
 use std::task::Poll;
 
 use super::{
-    lease_ended_while_waiting, log_raise, Admission, AdmitError, Fence, FenceState, Fences,
-    InFlight, Stale, StaleReason, FROZEN, RETIRED,
+    lease_ended, log_raise, Admission, AdmitError, Fence, FenceState, Fences, InFlight, Stale,
+    StaleReason, FROZEN, RETIRED,
 };
 use crate::issuer::TokenIssuer;
 use crate::key::{covering_subtrees, subtree_path};
-use crate::store::{ClaimHold, StoreError};
+use crate::store::{ClaimHold, LeaseStage, StoreError};
 
 /// Why [`Fences::admit_all`] refused a request: on which key, and what.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -377,11 +377,11 @@ impl Fences {
         let revoked = hold.as_ref().map(|hold| hold.lease().revoked());
         let mut revoked = pin!(revoked);
         loop {
-            if hold.as_ref().is_some_and(|hold| !hold.lease().is_live()) {
-                return Err(AdmitAllError::on(
-                    &targets[0].0,
-                    lease_ended_while_waiting(),
-                ));
+            if let Some(Err(ended)) = hold
+                .as_ref()
+                .map(|hold| hold.lease().check(LeaseStage::Waiting))
+            {
+                return Err(AdmitAllError::on(&targets[0].0, lease_ended(ended)));
             }
             let others_below = hold.as_ref().is_some_and(|hold| hold.waits());
             let blocker = match self.try_enter_all(&targets, token, others_below) {

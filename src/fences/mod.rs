@@ -53,7 +53,9 @@ use dashmap::DashMap;
 use tokio::sync::Notify;
 
 use crate::issuer::{IssuerError, TokenIssuer};
-use crate::store::{ClaimHold, FenceStore, Lease, MemoryStore, StoreError, StoreStats};
+use crate::store::{
+    ClaimHold, FenceStore, Lease, LeaseEnded, LeaseStage, MemoryStore, StoreError, StoreStats,
+};
 
 mod admin;
 mod many;
@@ -763,8 +765,8 @@ impl Fences {
         hold: &mut Option<Box<dyn ClaimHold>>,
     ) -> Enter {
         if let Some(claim) = hold {
-            if !claim.lease().is_live() {
-                return Enter::Decided(Err(lease_ended_while_waiting()));
+            if let Err(ended) = claim.lease().check(LeaseStage::Waiting) {
+                return Enter::Decided(Err(lease_ended(ended)));
             }
         }
         let mut state = fence.lock();
@@ -913,10 +915,7 @@ enum Enter {
 }
 
 /// A request waited past the end of its instance's lease.
-fn lease_ended_while_waiting() -> AdmitError {
-    let ended = crate::store::LeaseEnded {
-        stage: crate::store::LeaseStage::Waiting,
-    };
+fn lease_ended(ended: LeaseEnded) -> AdmitError {
     StoreError::Unavailable(ended.to_string().into()).into()
 }
 

@@ -45,17 +45,17 @@ impl<B> ResponseBody<B> {
         }
     }
 
-    /// Shared fences: whether the lease this response's request was admitted
-    /// under has ended, after which none of its bytes may be relayed (the
-    /// gateway cuts the response; see `docs/SHARED.md`).
+    /// Shared fences: the lease this response's request was admitted under,
+    /// after whose end none of its bytes may be relayed (the gateway cuts
+    /// the response; see `docs/SHARED.md`).
     #[cfg(feature = "gateway")]
-    pub(crate) fn lease_ended(&self) -> bool {
+    pub(crate) fn lease(&self) -> Option<&crate::store::Lease> {
         match &self.kind {
             Kind::Inner {
                 in_flight: Some(in_flight),
                 ..
-            } => in_flight.lease().is_some_and(|lease| !lease.is_live()),
-            _ => false,
+            } => in_flight.lease(),
+            _ => None,
         }
     }
 }

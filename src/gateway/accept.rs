@@ -28,9 +28,9 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::activity::{Activity, ClientStream, Expiry, Order};
-use super::body_timeout::BoxError;
 use super::config::ClientLimits;
 use super::engine;
+use super::BoxError;
 
 /// The largest request head accepted: above it HTTP/1.1 clients get 431.
 pub(crate) const MAX_HEAD: usize = 64 * 1024;

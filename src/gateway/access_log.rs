@@ -201,6 +201,7 @@ struct Line<'a> {
 impl Entry {
     pub(crate) fn new(
         log: &AccessLog,
+        started: Instant,
         client: SocketAddr,
         method: Method,
         uri: Uri,
@@ -208,7 +209,7 @@ impl Entry {
     ) -> Entry {
         Entry {
             log: log.clone(),
-            started: Instant::now(),
+            started,
             client,
             method,
             uri,
@@ -271,47 +272,4 @@ fn display<S: Serializer, T: std::fmt::Display>(
     serializer: S,
 ) -> Result<S::Ok, S::Error> {
     serializer.collect_str(value)
-}
-
-pin_project_lite::pin_project! {
-    /// A request body that counts its bytes into an [`Entry`]'s `bytes_in`.
-    pub(crate) struct Counted<B> {
-        #[pin]
-        body: B,
-        count: Arc<AtomicU64>,
-    }
-}
-
-impl<B> Counted<B> {
-    pub(crate) fn new(body: B, count: Arc<AtomicU64>) -> Self {
-        Counted { body, count }
-    }
-}
-
-impl<B: http_body::Body> http_body::Body for Counted<B> {
-    type Data = B::Data;
-    type Error = B::Error;
-
-    fn poll_frame(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<B::Data>, B::Error>>> {
-        let this = self.project();
-        let frame = std::task::ready!(this.body.poll_frame(cx));
-        if let Some(Ok(frame)) = &frame {
-            if let Some(data) = frame.data_ref() {
-                this.count
-                    .fetch_add(bytes::Buf::remaining(data) as u64, Ordering::Relaxed);
-            }
-        }
-        std::task::Poll::Ready(frame)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.body.size_hint()
-    }
 }

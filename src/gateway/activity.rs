@@ -12,7 +12,7 @@
 //! [`Activity::expired`] is one sleeping future per connection that wakes at
 //! the next possible deadline, not on every byte.
 //!
-//! A request body that stalls is the body's own business (`body_timeout.rs`).
+//! A request body that stalls is the request's own deadline (`deadlines.rs`).
 
 use std::io;
 use std::pin::Pin;

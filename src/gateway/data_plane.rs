@@ -1,6 +1,7 @@
-//! The data plane's service, made once per client connection: metrics
-//! around the fencing layer around the proxy, with the client's body bounded
-//! by `--client-body-timeout`.
+//! The data plane's service, made once per client connection: one
+//! request's pipeline (`Connection::serve`), the fencing layer around the
+//! proxy, with the request's [`Exchange`] recording it from arrival to the
+//! end of its response body.
 //!
 //! Written out as small services rather than an axum `Router` with
 //! `from_fn` middleware and `ConnectInfo`: those cost a boxed clone of the
@@ -13,30 +14,29 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::body::Body;
-use bytes::Bytes;
 use http::header::{HeaderValue, CONNECTION, EXPECT};
 use http::{Request, Response, Version};
-use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
 use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
 use super::accept::ConnInfo;
-use super::access_log::{AccessLog, Counted, Entry};
-use super::activity::{Activity, Busy};
-use super::body_timeout::{BoxError, Side, StallTimeout};
+use super::access_log::AccessLog;
+use super::body::request::{Counted, DrainOnDrop, IncomingBody};
+use super::body::response::Relayed;
+use super::deadlines::{Side, StallTimeout};
 use super::engine;
+use super::exchange::{ClientConnection, Exchange};
 use super::metrics::Metrics;
 use super::outcome::Outcome;
 use super::proxy::{close_after, gateway_error, refuse_unproxyable, Proxy};
 use crate::fencing::{refusal_response, Fencing, FencingLayer, ResponseBody, ResponseFuture};
 use crate::reach;
 use crate::refusal::Refusal;
-use crate::store::{LeaseEnded, LeaseStage};
 
 /// Makes one [`Connection`] service per accepted connection.
 #[derive(Debug, Clone)]
@@ -77,11 +77,13 @@ impl DataPlane {
         Connection {
             shared: Arc::new(ConnectionShared {
                 inner: self.fencing.layer(proxy).with_client(info.peer),
-                metrics: self.metrics.clone(),
-                body_timeout: self.body_timeout,
-                activity: Arc::clone(&info.activity),
-                access_log: self.access_log.clone(),
-                peer: info.peer,
+                client: Arc::new(ClientConnection {
+                    metrics: self.metrics.clone(),
+                    body_timeout: self.body_timeout,
+                    activity: Arc::clone(&info.activity),
+                    access_log: self.access_log.clone(),
+                    peer: info.peer,
+                }),
             }),
         }
     }
@@ -96,50 +98,10 @@ pub(crate) struct Connection {
 #[derive(Debug)]
 struct ConnectionShared {
     inner: Fencing<Proxy>,
-    metrics: Metrics,
-    body_timeout: Duration,
-    activity: Arc<Activity>,
-    access_log: Option<AccessLog>,
-    peer: std::net::SocketAddr,
+    client: Arc<ClientConnection>,
 }
 
 type Inner = <Fencing<Proxy> as Service<Request<Body>>>::Future;
-
-/// A request body as the server of the client's connection gives it:
-/// hyper's (HTTP/2) or the HTTP/1.1 engine's.
-pub(crate) enum IncomingBody {
-    Hyper(Incoming),
-    Engine(engine::RequestBody),
-}
-
-impl http_body::Body for IncomingBody {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        match self.get_mut() {
-            IncomingBody::Hyper(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
-            IncomingBody::Engine(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match self {
-            IncomingBody::Hyper(body) => body.is_end_stream(),
-            IncomingBody::Engine(body) => body.is_end_stream(),
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self {
-            IncomingBody::Hyper(body) => body.size_hint(),
-            IncomingBody::Engine(body) => body.size_hint(),
-        }
-    }
-}
 
 impl hyper::service::Service<Request<Incoming>> for Connection {
     type Response = Response<Relayed>;
@@ -169,20 +131,16 @@ impl super::accept::MaybeEngine for Connection {
 }
 
 impl Connection {
+    /// One request's pipeline: its [`Exchange`] begun, its body bounded
+    /// and counted, refused before fencing if it cannot be proxied, else
+    /// fenced (after its listing is read, for an S3 `DeleteObjects`) and
+    /// forwarded; [`Metered`] and [`Relayed`] carry the exchange to its end.
     fn serve(&self, request: Request<IncomingBody>) -> Metered {
         let shared = &self.shared;
-        let busy = shared.activity.begin();
-        let timeout = shared.body_timeout;
-        let entry = shared.access_log.as_ref().map(|log| {
-            Entry::new(
-                log,
-                shared.peer,
-                request.method().clone(),
-                request.uri().clone(),
-                shared.inner.fence_of(&request),
-            )
-        });
-        let counter = entry.as_ref().map(|entry| Arc::clone(&entry.bytes_in));
+        let exchange =
+            Exchange::begin(&shared.client, &request, || shared.inner.fence_of(&request));
+        let counter = exchange.bytes_in();
+        let timeout = shared.client.body_timeout;
         // A client that asked `Expect: 100-continue` and gets a refusal
         // instead may never send its body: reading on would take its next
         // request for the body. Such a body is abandoned, never drained, and
@@ -200,10 +158,7 @@ impl Connection {
                 // allocates nothing.
                 Body::empty()
             } else {
-                let body = DrainOnDrop {
-                    body: Some(StallTimeout::new(body, timeout, Side::Client)),
-                    drain,
-                };
+                let body = DrainOnDrop::new(StallTimeout::new(body, timeout, Side::Client), drain);
                 match counter {
                     Some(counter) => Body::new(Counted::new(body, counter)),
                     None => Body::new(body),
@@ -226,11 +181,8 @@ impl Connection {
             },
         };
         Metered {
-            started: Instant::now(),
-            connection: Some(Arc::clone(shared)),
-            busy: Some(busy),
+            exchange: Some(exchange),
             close_if_refused,
-            entry,
             stage,
         }
     }
@@ -283,117 +235,17 @@ async fn read_listing(
     shared.inner.call_ready(request).await
 }
 
-/// The most of an unwanted request body that is read and thrown away.
-const DRAIN_LIMIT: u64 = 64 * 1024;
-
-/// A request body that, dropped before its end (the request was refused, or
-/// the backend answered early), is read to its end in the background when
-/// little is left, instead of being abandoned. An abandoned body costs the
-/// client its connection (HTTP/1.1) or gets its stream reset under it
-/// (HTTP/2), which some clients report as an error instead of the refusal.
-/// Bounded by [`DRAIN_LIMIT`] and by the body's stall timeout.
-struct DrainOnDrop {
-    body: Option<StallTimeout<IncomingBody>>,
-    /// False when the body must be abandoned instead (`Expect: 100-continue`).
-    drain: bool,
-}
-
-impl http_body::Body for DrainOnDrop {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        match self.body.as_mut() {
-            Some(body) => Pin::new(body).poll_frame(cx),
-            None => Poll::Ready(None),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body
-            .as_ref()
-            .is_none_or(http_body::Body::is_end_stream)
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body
-            .as_ref()
-            .map(http_body::Body::size_hint)
-            .unwrap_or_default()
-    }
-}
-
-impl Drop for DrainOnDrop {
-    fn drop(&mut self) {
-        let Some(mut body) = self.body.take() else {
-            return;
-        };
-        if !self.drain
-            || http_body::Body::is_end_stream(&body)
-            || http_body::Body::size_hint(&body)
-                .upper()
-                .is_some_and(|left| left > DRAIN_LIMIT)
-        {
-            return;
-        }
-        // Outside a runtime (shutting down) the body is simply abandoned.
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        runtime.spawn(async move {
-            let mut read = 0u64;
-            loop {
-                let frame =
-                    std::future::poll_fn(|cx| http_body::Body::poll_frame(Pin::new(&mut body), cx))
-                        .await;
-                match frame {
-                    Some(Ok(frame)) => {
-                        read += frame.data_ref().map_or(0, |data| data.len() as u64);
-                        if read > DRAIN_LIMIT {
-                            break;
-                        }
-                    }
-                    Some(Err(_)) | None => break,
-                }
-            }
-        });
-    }
-}
-
 pin_project! {
-    /// Records the outcome and latency of one request when its response
-    /// headers are ready, and hands the connection's busy mark on to the
-    /// response body.
+    /// The response future of one request: when the response head is
+    /// ready, its outcome and latency are recorded in the request's
+    /// [`Exchange`], which goes on with the response body.
     pub struct Metered {
-        started: Instant,
-        // For its metrics: one reference count instead of the three a
-        // `Metrics` clone takes. Handed on to the response body, which
-        // counts a body cut after the head.
-        connection: Option<Arc<ConnectionShared>>,
-        // An answer made by the gateway closes the connection (see `call`).
+        // `None` once the response is out.
+        exchange: Option<Exchange>,
+        // An answer made by the gateway closes the connection (see `serve`).
         close_if_refused: bool,
-        // Both handed on to the response body; `busy` is `None` once the
-        // response is out.
-        busy: Option<Busy>,
-        entry: Option<Entry>,
         #[pin]
         stage: Stage,
-    }
-
-    impl PinnedDrop for Metered {
-        fn drop(this: Pin<&mut Self>) {
-            let this = this.project();
-            if let (Some(_), Some(connection)) = (this.busy, this.connection) {
-                // Dropped before an answer: the client went away while the
-                // request waited (for admission, for the backend).
-                connection
-                    .metrics
-                    .observe(Outcome::ClientError, this.started.elapsed());
-            }
-        }
     }
 }
 
@@ -431,92 +283,10 @@ impl Future for Metered {
                 .headers_mut()
                 .insert(CONNECTION, HeaderValue::from_static("close"));
         }
-        let connection = this.connection.take();
-        if let Some(connection) = &connection {
-            connection.metrics.observe(outcome, this.started.elapsed());
+        let mut exchange = this.exchange.take();
+        if let Some(exchange) = &mut exchange {
+            exchange.answered(outcome, response.status());
         }
-        let busy = this.busy.take();
-        let mut entry = this.entry.take();
-        if let Some(entry) = &mut entry {
-            entry.answered(outcome, response.status());
-        }
-        Poll::Ready(Ok(response.map(|body| Relayed {
-            body,
-            _busy: busy,
-            entry,
-            connection,
-        })))
-    }
-}
-
-pin_project! {
-    /// A response body on its way to the client. The connection counts as
-    /// busy (not idle) until it is dropped, which hyper does once it has
-    /// been sent or the connection failed.
-    pub struct Relayed {
-        #[pin]
-        body: ResponseBody<Body>,
-        _busy: Option<Busy>,
-        // Written when dropped, with the bytes counted here.
-        entry: Option<Entry>,
-        connection: Option<Arc<ConnectionShared>>,
-    }
-}
-
-/// A response whose body failed after its head was relayed, for `why`: into
-/// the metrics and the access log.
-fn cut(connection: Option<&ConnectionShared>, entry: Option<&mut Entry>, why: Outcome) {
-    if let Some(connection) = connection {
-        connection.metrics.response_cut();
-    }
-    if let Some(entry) = entry {
-        entry.cut(why);
-    }
-}
-
-impl http_body::Body for Relayed {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        let mut this = self.project();
-        let frame = std::task::ready!(this.body.as_mut().poll_frame(cx));
-        // Shared fences: no byte of the response goes out once the lease its
-        // request was admitted under has ended (another instance may be
-        // serving a higher token by now).
-        if matches!(frame, Some(Ok(_))) && this.body.as_ref().get_ref().lease_ended() {
-            tracing::warn!("lease ended while a response was relayed: the response is cut");
-            let why = Outcome::FenceStoreUnavailable;
-            cut(this.connection.as_deref(), this.entry.as_mut(), why);
-            let ended = LeaseEnded {
-                stage: LeaseStage::RelayingResponse,
-            };
-            return Poll::Ready(Some(Err(axum::Error::new(ended))));
-        }
-        match (&frame, this.entry.as_mut()) {
-            (Some(Ok(frame)), Some(entry)) => {
-                if let Some(data) = frame.data_ref() {
-                    entry.bytes_out += data.len() as u64;
-                }
-            }
-            (Some(Err(_)), entry) => {
-                // The head (and its status) is already out: the client sees
-                // a cut connection; the metrics and the log see the failure.
-                cut(this.connection.as_deref(), entry, Outcome::UpstreamError);
-            }
-            _ => {}
-        }
-        Poll::Ready(frame)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
+        Poll::Ready(Ok(response.map(|body| Relayed::new(body, exchange))))
     }
 }

@@ -12,8 +12,12 @@
 //!    (the gateway's own `engine`, which refuses ambiguous framing before
 //!    anything else sees a request) or HTTP/2 (hyper); `activity`: the
 //!    header and idle timeouts of each connection.
-//! 2. `data_plane`: the per-connection service (metrics around the fencing
-//!    layer around the proxy); `body_timeout`: a request body that stalls.
+//! 2. `data_plane`: the per-connection service, one request's pipeline
+//!    (the fencing layer around the proxy); `exchange`: one request's typed
+//!    record (start, connection, outcome, access-log entry), carried from
+//!    arrival to the response body's end; `body`: every body wrapper, by
+//!    direction; `deadlines`: every deadline of a request (connect, response
+//!    head, body stalls both ways).
 //! 3. The fencing layer ([`crate::fencing`]): token, key, admission.
 //! 4. `proxy`, with `engine` (HTTP/1.1 to the backend, in the request's own
 //!    task), `hop` (header hygiene), `pool` (idle backend connections) and
@@ -34,7 +38,11 @@ mod activity;
 
 mod data_plane;
 
-mod body_timeout;
+mod exchange;
+
+mod body;
+
+mod deadlines;
 
 mod proxy;
 
@@ -67,6 +75,9 @@ pub mod cli;
 pub mod server;
 
 pub use self::admin::AdminTokenError;
+
+/// The boxed error of a body or a connection.
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub use self::config::{
     AccessLogTarget, ClientLimits, Config, EtcdConfig, PasswordSource, StateKind, TlsFiles,
 };

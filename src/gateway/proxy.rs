@@ -6,33 +6,28 @@
 //! small pool of our own (`pool.rs` says why); requests keep their target
 //! as they came, in origin form.
 //!
-//! Timing: connecting (TLS included) is bounded by `--upstream-timeout`;
-//! sending the request body is not (a slow upload is the client's pace, and
-//! `--client-body-timeout` bounds its pauses); from the moment the body has
-//! been sent in full, the response headers must come within
-//! `--upstream-timeout`, and then the response body may pause no longer
-//! than that between two bytes.
+//! Its deadlines (connecting, the response head, the response body's
+//! pauses) are defined in `deadlines.rs`, all from `--upstream-timeout`.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use bytes::Bytes;
 use http::header::{HeaderValue, CONNECTION, HOST};
 use http::request::Parts;
 use http::{Method, Request, Response, StatusCode, Version};
-use http_body::{Frame, SizeHint};
-use pin_project_lite::pin_project;
 use tokio_rustls::TlsConnector;
 use tower_service::Service;
 
-use super::body_timeout::{find_cause, BodyStalled, Side, StallTimeout};
+use super::body::request::ToBackend;
+use super::deadlines::{
+    connect_within, find_cause, response_head_within, BodyStalled, Side, StallTimeout,
+};
 use super::engine::{self, Connection, Failed, ResponseBody, SendError, Stream, WriteError};
 use super::hop::strip_hop_by_hop;
 use super::outcome::Outcome;
@@ -192,46 +187,26 @@ impl Proxy {
             }
         };
         let shared = &self.shared;
-        // Shared fences: the last look at the lease before the request
-        // leaves (its body is looked at chunk by chunk).
+        // Shared fences: the lease the request was admitted under, which the
+        // fencing layer hands its inner service as an extension; the last
+        // look at it before the request leaves (its body is looked at chunk
+        // by chunk).
         let lease = request.extensions().get::<Lease>().cloned();
-        if lease.as_ref().is_some_and(|lease| !lease.is_live()) {
+        if let Some(Err(ended)) = lease.as_ref().map(|l| l.check(LeaseStage::BeforeSending)) {
             return gateway_error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "fence_store_unavailable",
-                &LeaseEnded {
-                    stage: LeaseStage::BeforeSending,
-                }
-                .to_string(),
+                &ended.to_string(),
                 Outcome::FenceStoreUnavailable,
             );
         }
         let started = Instant::now();
-        let (request, sent) = UpstreamBody::watch(request, started, lease);
-        let mut send = std::pin::pin!(shared.send(request));
-        // The upstream timeout counts from the moment the body has been sent
-        // in full (at once, for a request without a body); until then the
-        // upload goes at the client's pace. Rather than wake this task when
-        // the body ends, the timer is armed for the earliest possible
-        // deadline and, when it fires, moved to the real one if it is later:
-        // a request answered in time (nearly all) costs one timer, as
-        // before there was an upload to wait for.
-        let mut deadline = started + shared.timeout;
-        loop {
-            match tokio::time::timeout_at(deadline.into(), send.as_mut()).await {
-                Ok(result) => return shared.answer(result),
-                Err(_) => {
-                    let now = Instant::now();
-                    deadline = match sent.as_ref().map(|sent| sent.at(started)) {
-                        // Still uploading: look again one timeout from now.
-                        Some(None) => now + shared.timeout,
-                        Some(Some(sent_at)) if sent_at + shared.timeout > now => {
-                            sent_at + shared.timeout
-                        }
-                        _ => break,
-                    };
-                }
-            }
+        let (request, sent) = ToBackend::watch(request, started, lease);
+        let exchange = shared.send(request);
+        if let Some(result) =
+            response_head_within(shared.timeout, started, sent.as_deref(), exchange).await
+        {
+            return shared.answer(result);
         }
         tracing::warn!(upstream = %shared.upstream, timeout = ?shared.timeout, "upstream timeout");
         gateway_error(
@@ -301,7 +276,7 @@ impl Shared {
     /// closed it meanwhile) is sent again on another connection, as
     /// hyper-util's client does; one that may have reached the backend
     /// never is.
-    async fn send(&self, request: Request<UpstreamBody>) -> Result<Response<Body>, UpstreamError> {
+    async fn send(&self, request: Request<ToBackend>) -> Result<Response<Body>, UpstreamError> {
         let (parts, body) = request.into_parts();
         let mut request = engine::Request::new(&parts, body);
         drop(parts);
@@ -336,9 +311,9 @@ impl Shared {
 
     /// A new connection to the backend, TLS included, within the timeout.
     async fn connect(&self) -> Result<Connection, UpstreamError> {
-        match tokio::time::timeout(self.timeout, self.handshake()).await {
-            Ok(result) => result,
-            Err(_) => Err(UpstreamError::ConnectTimeout(self.timeout)),
+        match connect_within(self.timeout, self.handshake()).await {
+            Some(result) => result,
+            None => Err(UpstreamError::ConnectTimeout(self.timeout)),
         }
     }
 
@@ -450,131 +425,6 @@ pub(super) fn close_after(mut response: Response<Body>) -> Response<Body> {
         .headers_mut()
         .insert(CONNECTION, HeaderValue::from_static("close"));
     response
-}
-
-/// When a request body was sent in full, as nanoseconds after the
-/// request started (plus one; 0 = not yet). Written by [`UpstreamBody`] in the
-/// backend connection's task, read by the request's timer when it fires.
-#[derive(Debug, Default)]
-pub(crate) struct SentAt {
-    nanos: AtomicU64,
-    /// With shared fences, the lease the request was admitted under: no
-    /// chunk goes to the backend once it has ended. Kept here rather than
-    /// in [`UpstreamBody`], which every request moves several times: a
-    /// larger body type measurably cost every request (docs/BENCHMARKS.md).
-    lease: Option<Lease>,
-}
-
-impl SentAt {
-    fn mark(&self, started: Instant) {
-        let nanos = started.elapsed().as_nanos() as u64 + 1;
-        let _ = self
-            .nanos
-            .compare_exchange(0, nanos, Ordering::Relaxed, Ordering::Relaxed);
-    }
-
-    fn at(&self, started: Instant) -> Option<Instant> {
-        match self.nanos.load(Ordering::Relaxed) {
-            0 => None,
-            nanos => Some(started + Duration::from_nanos(nanos - 1)),
-        }
-    }
-}
-
-pin_project! {
-    /// The body of a request to the backend: the client's, recording when
-    /// it has been sent in full (or failed, or was dropped), the moment the
-    /// upstream timeout starts. The type of the pooled connections' bodies,
-    /// so that watching costs no box of its own.
-    pub(crate) struct UpstreamBody {
-        #[pin]
-        body: Body,
-        started: Instant,
-        // `None` for a request without a body: nothing to wait for.
-        sent: Option<Arc<SentAt>>,
-    }
-
-    impl PinnedDrop for UpstreamBody {
-        fn drop(this: Pin<&mut Self>) {
-            let this = this.project();
-            if let Some(sent) = this.sent {
-                sent.mark(*this.started);
-            }
-        }
-    }
-}
-
-impl UpstreamBody {
-    /// `request` with its body watched (and, with shared fences, checked
-    /// against `lease` chunk by chunk), and the record; `None` for a
-    /// request that has no body to send.
-    // Inlined, as it was before the lease: out of line, the request head
-    // (a few hundred bytes) is copied in and out of it on every request.
-    #[inline]
-    fn watch(
-        request: Request<Body>,
-        started: Instant,
-        lease: Option<Lease>,
-    ) -> (Request<UpstreamBody>, Option<Arc<SentAt>>) {
-        let sent = (!http_body::Body::is_end_stream(request.body())).then(|| {
-            Arc::new(SentAt {
-                nanos: AtomicU64::new(0),
-                lease,
-            })
-        });
-        let request = request.map(|body| UpstreamBody {
-            body,
-            started,
-            sent: sent.clone(),
-        });
-        (request, sent)
-    }
-}
-
-impl http_body::Body for UpstreamBody {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    #[inline]
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        let this = self.project();
-        let frame = std::task::ready!(this.body.poll_frame(cx));
-        if let Some(sent) = this.sent.as_deref() {
-            if sent.lease.as_ref().is_some_and(|lease| !lease.is_live()) {
-                return lease_ended(sent, *this.started);
-            }
-        }
-        if !matches!(frame, Some(Ok(_))) {
-            if let Some(sent) = this.sent {
-                sent.mark(*this.started);
-            }
-        }
-        Poll::Ready(frame)
-    }
-
-    // hyper drops a body that says it has ended (its Content-Length
-    // reached) without polling it again: the drop signals that end.
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
-    }
-}
-
-/// The end of a request body whose lease ended: kept out of line, so that
-/// the body's hot path stays as small as it was without leases.
-#[cold]
-#[inline(never)]
-fn lease_ended(sent: &SentAt, started: Instant) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-    sent.mark(started);
-    Poll::Ready(Some(Err(axum::Error::new(LeaseEnded {
-        stage: LeaseStage::SendingBody,
-    }))))
 }
 
 /// hyper's errors hide the cause (connection refused, reset) in `source()`.

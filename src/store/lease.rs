@@ -125,6 +125,28 @@ impl Lease {
         !self.inner.revoked.load(Ordering::Acquire) && boot_clock() < self.deadline()
     }
 
+    /// `Ok` while the lease lives; once it has ended, the one error for it,
+    /// [`LeaseEnded`] at `stage`. The check before every step of a request
+    /// admitted under a lease that could reach the backend or the client:
+    /// each wait, the send, each chunk of its bodies.
+    ///
+    /// ```
+    /// use fencegate::store::{boot_clock, Lease, LeaseStage};
+    /// let lease = Lease::new(1, boot_clock() + std::time::Duration::from_secs(60));
+    /// assert!(lease.check(LeaseStage::SendingBody).is_ok());
+    /// lease.revoke();
+    /// let ended = lease.check(LeaseStage::SendingBody).unwrap_err();
+    /// assert_eq!(ended.stage, LeaseStage::SendingBody);
+    /// ```
+    #[inline]
+    pub fn check(&self, stage: LeaseStage) -> Result<(), LeaseEnded> {
+        if self.is_live() {
+            Ok(())
+        } else {
+            Err(LeaseEnded { stage })
+        }
+    }
+
     /// Revokes the lease for good and wakes everyone waiting in
     /// [`revoked`](Lease::revoked).
     pub fn revoke(&self) {

@@ -23,9 +23,9 @@ use tokio_rustls::client::TlsStream;
 use super::body::poll_fill;
 use super::encode;
 use super::outbound::{self, Outbound, WriteError};
-use crate::gateway::body_timeout::BoxError;
 use crate::gateway::hop::strip_hop_by_hop;
 use crate::gateway::pool::Reusable;
+use crate::gateway::BoxError;
 use crate::http1::head::{parse_response, HeadError, Parsed, ResponseHead};
 
 /// The largest response head.

@@ -13,7 +13,7 @@ use http_body::Body;
 use tokio::io::AsyncWrite;
 
 use super::encode::{self as head, Outgoing};
-use crate::gateway::body_timeout::BoxError;
+use crate::gateway::BoxError;
 
 /// Body data up to this size is copied behind the head (or the chunk size
 /// line) and written with it in one call; larger data is written from where

@@ -32,7 +32,7 @@ use super::body::{self, poll_fill, BodyError, Decoding};
 use super::encode::{itoa, Outgoing};
 use super::outbound::{self, Outbound};
 use crate::gateway::activity::ClientStream;
-use crate::gateway::body_timeout::BoxError;
+use crate::gateway::BoxError;
 use crate::http1::framing::FramingError;
 use crate::http1::head::{parse_request, HeadError, Parsed};
 

@@ -1,15 +1,28 @@
-//! A body that fails when it makes no progress for a while: a client's
-//! request body that stalls past `--client-body-timeout`, or a backend's
-//! response body that pauses past `--upstream-timeout`.
+//! Every deadline of one request through the data plane, in one place:
 //!
-//! Written here rather than taken from tower-http's `TimeoutBody`, which
-//! creates and registers a timer on every poll: this one arms its timer
-//! only when the inner body is not ready, so a body that is already there
-//! (most small requests) never touches the timer wheel, and a streaming one
-//! re-arms it once per wait rather than once per poll.
+//! - **connect**: a new backend connection, TLS included, within
+//!   `--upstream-timeout` ([`connect_within`]);
+//! - **response head**: once the request body has been sent in full (at
+//!   once, for a request without one), the response head within
+//!   `--upstream-timeout` ([`response_head_within`], reading the moment the
+//!   body ended from a [`SentAt`]); sending the body itself is not bounded,
+//!   a slow upload goes at the client's pace;
+//! - **body stalls, both ways**: a client's request body that pauses past
+//!   `--client-body-timeout`, a backend's response body that pauses past
+//!   `--upstream-timeout` ([`StallTimeout`], [`Side`]).
+//!
+//! The deadlines of a client connection rather than of a request (the
+//! header timeout, the idle timeout) are in `activity.rs`.
+//!
+//! [`StallTimeout`] is written here rather than taken from tower-http's
+//! `TimeoutBody`, which creates and registers a timer on every poll: this one
+//! arms its timer only when the inner body is not ready, so a body that is
+//! already there (most small requests) never touches the timer wheel, and a
+//! streaming one re-arms it once per wait rather than once per poll.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -18,8 +31,84 @@ use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
-/// The boxed error of a body.
-pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use super::BoxError;
+use crate::store::Lease;
+
+/// Runs `connect` (TCP and TLS handshakes to the backend) for at most
+/// `limit`; `None` when it took longer.
+pub(crate) async fn connect_within<F: Future>(limit: Duration, connect: F) -> Option<F::Output> {
+    tokio::time::timeout(limit, connect).await.ok()
+}
+
+/// Polls `exchange` (the request sent, its response head awaited) until it
+/// completes, or until `limit` has passed since the request body was sent in
+/// full (`sent`; `None` for a request without a body, sent at `started`):
+/// `None` then. Rather than wake this task when the body ends, the timer is
+/// armed for the earliest possible deadline and, when it fires, moved to the
+/// real one if that is later: a request answered in time (nearly all) costs
+/// one timer, as before there was an upload to wait for.
+pub(crate) async fn response_head_within<F: Future>(
+    limit: Duration,
+    started: std::time::Instant,
+    sent: Option<&SentAt>,
+    exchange: F,
+) -> Option<F::Output> {
+    let mut exchange = std::pin::pin!(exchange);
+    let mut deadline = started + limit;
+    loop {
+        match tokio::time::timeout_at(deadline.into(), exchange.as_mut()).await {
+            Ok(output) => return Some(output),
+            Err(_) => {
+                let now = std::time::Instant::now();
+                deadline = match sent.map(|sent| sent.at(started)) {
+                    // Still uploading: look again one limit from now.
+                    Some(None) => now + limit,
+                    Some(Some(sent_at)) if sent_at + limit > now => sent_at + limit,
+                    _ => return None,
+                };
+            }
+        }
+    }
+}
+
+/// When a request body was sent in full, as nanoseconds after the request
+/// started (plus one; 0 = not yet): the start of its response-head
+/// deadline. Written by the body on its way to the backend (in the backend
+/// connection's task), read by [`response_head_within`] when its timer
+/// fires.
+#[derive(Debug, Default)]
+pub(crate) struct SentAt {
+    nanos: AtomicU64,
+    /// With shared fences, the lease the request was admitted under: no
+    /// chunk goes to the backend once it has ended. Kept here rather than
+    /// in the request body, which every request moves several times: a
+    /// larger body type measurably cost every request (docs/BENCHMARKS.md).
+    pub(crate) lease: Option<Lease>,
+}
+
+impl SentAt {
+    pub(crate) fn new(lease: Option<Lease>) -> Self {
+        SentAt {
+            nanos: AtomicU64::new(0),
+            lease,
+        }
+    }
+
+    /// The body has been sent in full (or failed, or was dropped) now.
+    pub(crate) fn mark(&self, started: std::time::Instant) {
+        let nanos = started.elapsed().as_nanos() as u64 + 1;
+        let _ = self
+            .nanos
+            .compare_exchange(0, nanos, Ordering::Relaxed, Ordering::Relaxed);
+    }
+
+    fn at(&self, started: std::time::Instant) -> Option<std::time::Instant> {
+        match self.nanos.load(Ordering::Relaxed) {
+            0 => None,
+            nanos => Some(started + Duration::from_nanos(nanos - 1)),
+        }
+    }
+}
 
 /// Which side stopped sending.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

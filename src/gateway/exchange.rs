@@ -1,0 +1,126 @@
+//! One request's record, typed: when it started, its client connection,
+//! the connection's busy mark, its access-log entry, its outcome. Made when
+//! the request arrives, moved from the response future into the response
+//! body, and closed exactly once, whatever ends the request: answered and
+//! relayed, cut after its head, or dropped because the client went away.
+//!
+//! The gateway's own values travel here, not in request extensions. Only at
+//! the fencing layer's public boundary (a tower middleware in front of any
+//! service) do extensions remain: the lease the request was admitted under
+//! (read once by the proxy) and the refusal or outcome of an answer (read
+//! once, by [`Exchange::answered`]'s caller, with [`Outcome::of`]).
+
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http::{Request, StatusCode};
+
+use super::access_log::{AccessLog, Entry};
+use super::activity::{Activity, Busy};
+use super::metrics::Metrics;
+use super::outcome::Outcome;
+
+/// What every request of one client connection shares, taken once per
+/// connection.
+#[derive(Debug)]
+pub(crate) struct ClientConnection {
+    pub(crate) metrics: Metrics,
+    /// How long a request body may pause (`--client-body-timeout`).
+    pub(crate) body_timeout: Duration,
+    pub(crate) activity: Arc<Activity>,
+    pub(crate) access_log: Option<AccessLog>,
+    pub(crate) peer: SocketAddr,
+}
+
+/// One request's record (see the module docs).
+#[derive(Debug)]
+pub(crate) struct Exchange {
+    started: Instant,
+    // For its metrics: one reference count per request instead of the three
+    // a `Metrics` clone takes.
+    connection: Arc<ClientConnection>,
+    // The connection is busy (not idle) while this lives.
+    _busy: Busy,
+    entry: Option<Entry>,
+    /// Set once the response head is out; `None` at the end means the
+    /// client went away before an answer.
+    answered: Option<Outcome>,
+}
+
+impl Exchange {
+    /// The record of `request`, arriving now on `connection`; `fence` is its
+    /// fence key and token, for the access log.
+    pub(crate) fn begin<B>(
+        connection: &Arc<ClientConnection>,
+        request: &Request<B>,
+        fence: impl FnOnce() -> (Option<String>, Option<u64>),
+    ) -> Self {
+        let started = Instant::now();
+        let entry = connection.access_log.as_ref().map(|log| {
+            Entry::new(
+                log,
+                started,
+                connection.peer,
+                request.method().clone(),
+                request.uri().clone(),
+                fence(),
+            )
+        });
+        Exchange {
+            started,
+            connection: Arc::clone(connection),
+            _busy: connection.activity.begin(),
+            entry,
+            answered: None,
+        }
+    }
+
+    /// Where the request body's bytes are counted for the access log, if it
+    /// is kept.
+    pub(crate) fn bytes_in(&self) -> Option<Arc<AtomicU64>> {
+        self.entry.as_ref().map(|entry| Arc::clone(&entry.bytes_in))
+    }
+
+    /// The response head is out, with `status`, for `outcome`: counted, with
+    /// its latency.
+    pub(crate) fn answered(&mut self, outcome: Outcome, status: StatusCode) {
+        self.connection
+            .metrics
+            .observe(outcome, self.started.elapsed());
+        if let Some(entry) = &mut self.entry {
+            entry.answered(outcome, status);
+        }
+        self.answered = Some(outcome);
+    }
+
+    /// `bytes` more of the response body went to the client.
+    pub(crate) fn relayed(&mut self, bytes: usize) {
+        if let Some(entry) = &mut self.entry {
+            entry.bytes_out += bytes as u64;
+        }
+    }
+
+    /// The response body failed after its head was out, for `why`: the
+    /// client sees a cut connection; the metrics and the log see the failure.
+    pub(crate) fn cut(&mut self, why: Outcome) {
+        self.connection.metrics.response_cut();
+        if let Some(entry) = &mut self.entry {
+            entry.cut(why);
+        }
+    }
+}
+
+impl Drop for Exchange {
+    fn drop(&mut self) {
+        if self.answered.is_none() {
+            // Dropped before an answer: the client went away while the
+            // request waited (for admission, for the backend).
+            self.connection
+                .metrics
+                .observe(Outcome::ClientError, self.started.elapsed());
+        }
+        // The entry writes its line as it drops, after this.
+    }
+}
