@@ -15,18 +15,44 @@ use std::time::SystemTime;
 
 use serde_json::{json, Value};
 
-use super::layout::pad;
-use super::{unavailable, Shared};
+use super::layout::{pad, Layout};
+use super::records::Records;
+use super::unavailable;
 use crate::admin::audit::{AuditAction, AuditEntry};
-use crate::etcd_http::{b64, text};
-use crate::store::{FenceChange, Setting, StoreError};
+use crate::etcd_http::{b64, text, Client};
+use crate::store::{FenceChange, FenceEvents, Setting, StoreError};
 
 /// Makes audit keys written in the same millisecond by one instance distinct.
 static AUDIT_SEQUENCE: AtomicU64 = AtomicU64::new(0);
 
-impl Shared {
+/// Admin writes and the audit log they leave under the prefix: the one way
+/// a fence is lowered or removed, and what every instance reads back to
+/// see who changed what.
+pub(super) struct AdminLog {
+    client: Client,
+    layout: Arc<Layout>,
+    instance: String,
+    /// This holder's idle records of a key go before a lowering of it.
+    records: Arc<Records>,
+}
+
+impl AdminLog {
+    pub(super) fn new(
+        client: Client,
+        layout: Arc<Layout>,
+        instance: String,
+        records: Arc<Records>,
+    ) -> Self {
+        AdminLog {
+            client,
+            layout,
+            instance,
+            records,
+        }
+    }
+
     /// Makes `change` and its audit entry one committed transaction.
-    pub(super) async fn record(self: &Arc<Self>, change: FenceChange) -> Result<(), StoreError> {
+    pub(super) async fn record(&self, change: FenceChange) -> Result<(), StoreError> {
         let entry = serde_json::to_string(&change.entry)
             .map_err(|e| unavailable(format!("audit entry: {e}")))?;
         let put_audit = json!({ "request_put": {
@@ -51,7 +77,7 @@ impl Shared {
                 // This instance's own idle records would make the key look
                 // busy: they go first (no request of ours can start on the
                 // key meanwhile: the table holds its fence frozen).
-                self.delete_idle(&change.key).await;
+                self.records.delete_idle(&change.key).await;
                 let (records, records_end) = self.layout.records_of(&change.key);
                 let mut compare = vec![json!({
                     "key": b64(&records), "range_end": b64(&records_end),
@@ -114,8 +140,7 @@ impl Shared {
     /// Applies an audit entry another instance wrote (from the watch):
     /// lowerings reach the table this way (a raise arrives as a raise of the
     /// highest, a deletion as the highest's deletion).
-    pub(super) fn apply_audit(&self, value: &Value) {
-        let Some(view) = self.view.get() else { return };
+    pub(super) fn apply_audit(view: &dyn FenceEvents, value: &Value) {
         let Some(entry) = text(value).and_then(|t| serde_json::from_str::<AuditEntry>(&t).ok())
         else {
             return;

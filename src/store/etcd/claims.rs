@@ -1,6 +1,5 @@
 //! Claims, committed many to an etcd transaction (group commit).
 
-use std::borrow::Cow;
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -10,11 +9,28 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
-use super::layout::{pad, Entry};
-use super::{lock, unavailable, Shared, MAX_BATCH};
-use crate::etcd_http::{b64, int, text, CallError};
-use crate::key::{covering_subtrees, subtree_path};
-use crate::store::{Claim, Lease, StoreError};
+use super::layout::{pad, Entry, Layout};
+use super::lease_keeper::LeaseKeeper;
+use super::records::Records;
+use super::watch::Watcher;
+use super::{unavailable, Counters, MAX_BATCH};
+use crate::etcd_http::{b64, int, text, CallError, Client};
+use crate::key::subtree_path;
+use crate::store::{Claim, ClaimFuture, Lease, StoreError};
+
+/// The claims that need a round trip: queued, committed many to a
+/// transaction by one task ([`ClaimBatcher::commit_claims`]), each
+/// answered with a hold on this holder's record or as stale.
+pub(super) struct ClaimBatcher {
+    client: Client,
+    layout: Arc<Layout>,
+    counters: Arc<Counters>,
+    keeper: Arc<LeaseKeeper>,
+    records: Arc<Records>,
+    /// The replica: the subtree fences above a key, whether it is caught up.
+    watcher: Arc<Watcher>,
+    queue: mpsc::UnboundedSender<Pending>,
+}
 
 pub(super) struct Pending {
     pub(super) key: String,
@@ -78,7 +94,50 @@ fn finished(
     orphans.extend(left);
 }
 
-impl Shared {
+impl ClaimBatcher {
+    /// A batcher whose claims `queue` sends to [`Self::commit_claims`].
+    pub(super) fn new(
+        client: Client,
+        layout: Arc<Layout>,
+        counters: Arc<Counters>,
+        keeper: Arc<LeaseKeeper>,
+        records: Arc<Records>,
+        watcher: Arc<Watcher>,
+        queue: mpsc::UnboundedSender<Pending>,
+    ) -> Self {
+        ClaimBatcher {
+            client,
+            layout,
+            counters,
+            keeper,
+            records,
+            watcher,
+            queue,
+        }
+    }
+
+    /// Hands a claim to the committer; resolves with its answer.
+    pub(super) fn queue_claim(
+        &self,
+        key: String,
+        more: Option<Vec<String>>,
+        token: u64,
+    ) -> ClaimFuture {
+        let (reply, answer) = oneshot::channel();
+        let queued = self.queue.send(Pending {
+            key,
+            more,
+            token,
+            reply,
+        });
+        Box::pin(async move {
+            if queued.is_err() {
+                return Err(StoreError::Closed);
+            }
+            answer.await.map_err(|_| StoreError::Closed)?
+        })
+    }
+
     /// Commits claims as they come, many per transaction, with up to
     /// [`IN_FLIGHT`] transactions at once (etcd commits concurrent
     /// proposals together, so waiting for each answer before sending the
@@ -146,13 +205,17 @@ impl Shared {
     /// those of a lease that ended are left to it. Keeps the ones that
     /// could not be deleted now.
     async fn delete_orphans(&self, orphans: &mut Vec<Orphan>) {
-        let current = self.current_lease().map(|lease| lease.id());
+        let current = self.keeper.current().map(|lease| lease.id());
         orphans.retain(|orphan| Some(orphan.lease.id()) == current);
         let unused: Vec<String> = orphans
             .iter()
-            .filter(|orphan| !self.has_record(&orphan.key, orphan.token, &orphan.lease))
+            .filter(|orphan| {
+                !self
+                    .records
+                    .has_record(&orphan.key, orphan.token, &orphan.lease)
+            })
             .map(|orphan| {
-                let holder = self.holder(&orphan.lease);
+                let holder = self.keeper.holder(&orphan.lease);
                 self.layout.record(&orphan.key, orphan.token, &holder)
             })
             .collect();
@@ -177,16 +240,16 @@ impl Shared {
     /// Claims of a key that is `busy` (in a transaction already, or left
     /// with an orphan record) wait for a later batch.
     fn take_batch(
-        self: &Arc<Self>,
+        &self,
         deferred: &mut VecDeque<Pending>,
         busy: impl Fn(&str) -> bool,
     ) -> Vec<Pending> {
-        let lease = self.current_lease().filter(Lease::is_live);
+        let lease = self.keeper.current().filter(Lease::is_live);
         let mut batch: Vec<Pending> = Vec::new();
         let mut later = VecDeque::new();
         while let Some(pending) = deferred.pop_front() {
             let Some(lease) = &lease else {
-                let _ = pending.reply.send(Err(self.no_lease()));
+                let _ = pending.reply.send(Err(self.keeper.no_lease()));
                 continue;
             };
             if pending.more.is_some() {
@@ -196,7 +259,7 @@ impl Shared {
                     break;
                 }
                 later.push_back(pending);
-            } else if let Some(hold) = self.reuse(&pending.key, pending.token, lease) {
+            } else if let Some(hold) = self.records.reuse(&pending.key, pending.token, lease) {
                 self.counters.claims_local.fetch_add(1, Ordering::Relaxed);
                 let _ = pending.reply.send(Ok(Claim {
                     highest: pending.token,
@@ -221,16 +284,16 @@ impl Shared {
     /// Commits `batch` in one transaction and answers each claim; returns
     /// the records the transaction may have put if its outcome is unknown.
     async fn commit(self: &Arc<Self>, batch: Vec<Pending>) -> Vec<Orphan> {
-        let Some(lease) = self.current_lease().filter(Lease::is_live) else {
+        let Some(lease) = self.keeper.current().filter(Lease::is_live) else {
             for pending in batch {
-                let _ = pending.reply.send(Err(self.no_lease()));
+                let _ = pending.reply.send(Err(self.keeper.no_lease()));
             }
             return Vec::new();
         };
         if batch.first().is_some_and(|p| p.more.is_some()) {
             return self.commit_many(batch, lease).await;
         }
-        let holder = self.holder(&lease);
+        let holder = self.keeper.holder(&lease);
         let (batch, guards) = self.check_subtrees_above(batch);
         if batch.is_empty() {
             return Vec::new();
@@ -278,7 +341,7 @@ impl Shared {
         let revision = int(&answer["header"]["revision"]);
         for (index, pending) in batch.into_iter().enumerate() {
             let response = &answer["responses"][index];
-            let guards = self.subtrees_above(&pending.key);
+            let guards = self.watcher.subtrees_above(&pending.key);
             let outcome = if guards.is_empty() {
                 ClaimOutcome::parse(response)
             } else if response["response_txn"]["succeeded"] == Value::Bool(true) {
@@ -313,7 +376,13 @@ impl Shared {
                     // A subtree write above the key may be in flight at
                     // another holder: the replica tells.
                     let blocked = blocked || !guards.is_empty();
-                    let hold = self.granted(&pending.key, pending.token, &lease, revision, blocked);
+                    let hold = self.records.granted(
+                        &pending.key,
+                        pending.token,
+                        &lease,
+                        revision,
+                        blocked,
+                    );
                     Ok(Claim {
                         highest: pending.token,
                         hold: Some(Box::new(hold)),
@@ -329,15 +398,6 @@ impl Shared {
         Vec::new()
     }
 
-    /// The subtree keys above `key` whose fences a claim of it must not
-    /// pass (none unless keys shaped like subtree keys are subtrees here).
-    pub(super) fn subtrees_above<'k>(&self, key: &'k str) -> Vec<Cow<'k, str>> {
-        if !self.subtrees.load(Ordering::SeqCst) {
-            return Vec::new();
-        }
-        covering_subtrees(key).collect()
-    }
-
     /// Answers at once the claims whose key lies under a subtree fence
     /// above their token (as the replica shows it): stale. For the others,
     /// the compares that run a claim only if every subtree fence above its
@@ -345,11 +405,11 @@ impl Shared {
     /// most the token, or no key): exact compares, so a replica that lags
     /// only costs a retry.
     fn check_subtrees_above(&self, batch: Vec<Pending>) -> (Vec<Pending>, Vec<Vec<Value>>) {
-        let replica = lock(&self.replica);
+        let replica = self.watcher.replica();
         let mut kept = Vec::with_capacity(batch.len());
         let mut guards = Vec::with_capacity(batch.len());
         for pending in batch {
-            let subtrees = self.subtrees_above(&pending.key);
+            let subtrees = self.watcher.subtrees_above(&pending.key);
             let above = subtrees
                 .iter()
                 .filter_map(|subtree| replica.subtree_highest(subtree))
@@ -386,7 +446,7 @@ impl Shared {
         let this = Arc::clone(self);
         tokio::spawn(async move {
             for _ in 0..100 {
-                if lock(&this.replica).revision >= revision {
+                if this.watcher.revision() >= revision {
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(10)).await;
@@ -436,8 +496,8 @@ impl Shared {
                 false,
             );
         }
-        let holder = self.holder(lease);
-        let subtrees = self.subtrees.load(Ordering::SeqCst);
+        let holder = self.keeper.holder(lease);
+        let subtrees = self.watcher.subtrees();
         // What must not be above the token: `(start, end)` of a range, or
         // `(key, None)` for one key.
         let mut watched: Vec<(String, Option<String>)> = Vec::new();
@@ -448,7 +508,7 @@ impl Shared {
             } else {
                 watched.push((self.layout.highest(key), None));
             }
-            for above in self.subtrees_above(key) {
+            for above in self.watcher.subtrees_above(key) {
                 watched.push((self.layout.highest(&above), None));
             }
         }
@@ -559,14 +619,14 @@ impl Shared {
                 .fetch_add(1, Ordering::Relaxed);
             let holds = keys
                 .iter()
-                .map(|key| self.granted(key, token, lease, revision, true))
+                .map(|key| self.records.granted(key, token, lease, revision, true))
                 .collect();
             let under = keys
                 .iter()
                 .filter(|key| subtrees && subtree_path(key).is_some())
                 .cloned()
                 .collect();
-            let hold = self.many_hold(holds, under, token, lease, revision);
+            let hold = self.records.many_hold(holds, under, token, lease, revision);
             return (
                 Ok(Claim {
                     highest: token,

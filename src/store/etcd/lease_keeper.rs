@@ -1,16 +1,18 @@
 //! This holder's lease: granted, kept alive every TTL/6, and revoked at
 //! its deadline, after which a fresh one is taken.
 
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use serde_json::json;
 
-use super::{lock, Shared};
-use crate::etcd_http::{b64, int, CallError};
+use super::layout::Layout;
+use super::records::Records;
+use super::{lock, unavailable, Counters};
+use crate::etcd_http::{b64, int, CallError, Client};
 use crate::store::lease::boot_clock;
-use crate::store::Lease;
+use crate::store::{Lease, StoreError};
 
 /// Seconds since the Unix epoch: when an instance started, in its member
 /// record.
@@ -19,7 +21,91 @@ fn unix_seconds(time: SystemTime) -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-impl Shared {
+/// This holder's lease and who it is under it: every claim is made under
+/// the current lease, every record is put on it and named after it (the
+/// holder), and nothing is claimed while there is none.
+pub(super) struct LeaseKeeper {
+    client: Client,
+    layout: Arc<Layout>,
+    instance: String,
+    ttl: Duration,
+    /// The lease claims are made under; `None` between losing one and
+    /// being granted the next.
+    lease: Mutex<Option<Lease>>,
+    /// Why the store cannot take claims now, if it cannot.
+    failure: Mutex<Option<Arc<str>>>,
+    counters: Arc<Counters>,
+    /// The store closed: no fresh lease is taken any more.
+    closed: AtomicBool,
+}
+
+impl LeaseKeeper {
+    pub(super) fn new(
+        client: Client,
+        layout: Arc<Layout>,
+        instance: String,
+        ttl: Duration,
+        counters: Arc<Counters>,
+    ) -> Self {
+        LeaseKeeper {
+            client,
+            layout,
+            instance,
+            ttl,
+            lease: Mutex::new(None),
+            failure: Mutex::new(None),
+            counters,
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// This instance's name, as shown in records, logs and metrics.
+    pub(super) fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    /// The current lease, if one is held.
+    pub(super) fn current(&self) -> Option<Lease> {
+        lock(&self.lease).clone()
+    }
+
+    /// The error of a claim made while no live lease is held.
+    pub(super) fn no_lease(&self) -> StoreError {
+        let failure = lock(&self.failure).clone();
+        unavailable(format!(
+            "instance {} holds no lease on the shared fences{}",
+            self.instance,
+            failure.map_or_else(String::new, |f| format!(" ({f})"))
+        ))
+    }
+
+    /// This holder under `lease`, as named in its records.
+    pub(super) fn holder(&self, lease: &Lease) -> String {
+        Layout::holder(&self.instance, lease.id())
+    }
+
+    /// The store closes: [`Self::keep_lease`] takes no fresh lease from now on.
+    pub(super) fn stop(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+
+    /// Gives up the current lease for good (the store closed).
+    pub(super) fn release(&self) {
+        if let Some(lease) = lock(&self.lease).take() {
+            lease.revoke();
+            // Best effort: lets the other holders go at once instead of
+            // after the TTL. Needs a runtime; at exit there may be none.
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                let client = self.client.clone();
+                runtime.spawn(async move {
+                    let _ = client
+                        .call("/v3/lease/revoke", &json!({ "ID": lease.id().to_string() }))
+                        .await;
+                });
+            }
+        }
+    }
+
     /// Grants a fresh lease and announces this holder under `members/`.
     pub(super) async fn grant(&self) -> Result<Lease, CallError> {
         let sent = boot_clock();
@@ -67,14 +153,15 @@ impl Shared {
 
     /// Keeps `lease` alive; at its deadline (or when etcd says it is gone)
     /// revokes it, then takes a fresh one. Runs for the store's life.
-    pub(super) async fn keep_lease(self: Arc<Self>, mut lease: Lease) {
+    /// This holder's `records` of a lost lease are forgotten with it.
+    pub(super) async fn keep_lease(self: Arc<Self>, mut lease: Lease, records: Arc<Records>) {
         let interval = (self.ttl / 6).max(Duration::from_millis(100));
         loop {
             self.renew_until_lost(&lease, interval).await;
             lease.revoke();
             self.counters.lease_losses.fetch_add(1, Ordering::Relaxed);
             *lock(&self.lease) = None;
-            lock(&self.own).clear();
+            records.forget_all();
             tracing::error!(
                 instance = self.instance.as_str(),
                 lease = format!("{:x}", lease.id()),

@@ -20,23 +20,37 @@
 //!   margin, on a clock that runs through suspend. Past it the lease is
 //!   revoked locally: requests in flight under it are cut, new claims get
 //!   503 until a fresh lease is held.
+//!
+//! The parts, one per file, each a struct that owns its state and offers
+//! an interface: `LeaseKeeper` (`lease_keeper.rs`: the lease), `Records`
+//! (`records.rs`: this holder's in-flight records and the holds on them),
+//! `ClaimBatcher` (`claims.rs`: claims into transactions), `Watcher`
+//! (`watch.rs`: the replica, `replica.rs`, and the table's view, fed by the
+//! watch) and `AdminLog` (`admin.rs`: admin writes and their audit).
+//! `EtcdStore` composes them (this file); each part is handed the parts it
+//! uses when it is made, or as an argument where that would make a cycle
+//! (the lease keeper forgets the records of a lost lease; the watch tells
+//! the records of higher highests).
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use self::layout::{Entry, Layout};
-use self::replica::Replica;
+use self::admin::AdminLog;
+use self::claims::ClaimBatcher;
+use self::layout::Layout;
+use self::lease_keeper::LeaseKeeper;
+use self::records::Records;
+use self::watch::Watcher;
 use super::{
     AuditFuture, Claim, ClaimFuture, FenceChange, FenceEvents, FenceStore, HighestsFuture, Lease,
     PersistFuture, StoreError, StoreStats,
 };
-use crate::etcd_http::{b64, int, text, CallError, Client};
+use crate::etcd_http::{b64, text, Client};
 
 mod admin;
 mod claims;
@@ -46,16 +60,10 @@ mod records;
 mod replica;
 mod watch;
 
-use self::claims::Pending;
-use self::records::Own;
-
 /// Claims in one transaction at most. etcd refuses a transaction with more
 /// than 128 operations at one level (`--max-txn-ops`); each claim is one
 /// nested transaction.
 const MAX_BATCH: usize = 100;
-
-/// Keys per page of the load at start.
-const PAGE: usize = 10_000;
 
 /// How to reach and share the fences in etcd.
 #[derive(Debug, Clone)]
@@ -102,7 +110,14 @@ pub struct EtcdOptions {
 /// # Ok(()) }
 /// ```
 pub struct EtcdStore {
-    shared: Arc<Shared>,
+    client: Client,
+    layout: Arc<Layout>,
+    counters: Arc<Counters>,
+    keeper: Arc<LeaseKeeper>,
+    records: Arc<Records>,
+    claims: Arc<ClaimBatcher>,
+    watcher: Arc<Watcher>,
+    admin: Arc<AdminLog>,
     /// The fences read at connect, handed to the table once by `load`.
     loaded: Mutex<Option<Vec<(String, u64)>>>,
     /// The watch revision to start from, once the table is attached.
@@ -110,30 +125,7 @@ pub struct EtcdStore {
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
-struct Shared {
-    client: Client,
-    layout: Layout,
-    instance: String,
-    ttl: Duration,
-    view: OnceLock<Arc<dyn FenceEvents>>,
-    /// The lease claims are made under; `None` between losing one and
-    /// being granted the next.
-    lease: Mutex<Option<Lease>>,
-    /// Why the store cannot take claims now, if it cannot.
-    failure: Mutex<Option<Arc<str>>>,
-    replica: Mutex<Replica>,
-    /// This holder's records, by fence key.
-    own: Mutex<HashMap<String, Vec<Own>>>,
-    queue: mpsc::UnboundedSender<Pending>,
-    /// Wakes the record sweeper (a higher highest arrived, a record idled).
-    sweep: Notify,
-    /// Keys shaped like subtree keys are subtrees (`FenceStore::use_subtrees`):
-    /// every claim checks the subtree fences above its key.
-    subtrees: AtomicBool,
-    counters: Counters,
-    closed: AtomicBool,
-}
-
+/// What the store did, for its stats: every part counts into the one set.
 #[derive(Debug, Default)]
 struct Counters {
     claims_local: AtomicU64,
@@ -150,8 +142,8 @@ struct Counters {
 impl std::fmt::Debug for EtcdStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EtcdStore")
-            .field("prefix", &self.shared.layout.prefix())
-            .field("instance", &self.shared.instance)
+            .field("prefix", &self.layout.prefix())
+            .field("instance", &self.keeper.instance())
             .finish_non_exhaustive()
     }
 }
@@ -182,42 +174,71 @@ impl EtcdStore {
         let client = Client::new(&options.endpoints, options.tls, options.credentials)
             .map_err(unavailable)?;
         let (queue, pending) = mpsc::unbounded_channel();
-        let shared = Arc::new(Shared {
-            client,
-            layout: Layout::new(&options.prefix),
-            instance: options.instance,
+        let layout = Arc::new(Layout::new(&options.prefix));
+        let counters = Arc::new(Counters::default());
+        let keeper = Arc::new(LeaseKeeper::new(
+            client.clone(),
+            Arc::clone(&layout),
+            options.instance.clone(),
             ttl,
-            view: OnceLock::new(),
-            lease: Mutex::new(None),
-            failure: Mutex::new(None),
-            replica: Mutex::new(Replica::default()),
-            own: Mutex::new(HashMap::new()),
+            Arc::clone(&counters),
+        ));
+        let watcher = Arc::new(Watcher::new(
+            client.clone(),
+            Arc::clone(&layout),
+            Arc::clone(&counters),
+        ));
+        let records = Arc::new(Records::new(
+            client.clone(),
+            Arc::clone(&layout),
+            Arc::clone(&counters),
+            Arc::clone(&keeper),
+            Arc::clone(&watcher),
+        ));
+        let claims = Arc::new(ClaimBatcher::new(
+            client.clone(),
+            Arc::clone(&layout),
+            Arc::clone(&counters),
+            Arc::clone(&keeper),
+            Arc::clone(&records),
+            Arc::clone(&watcher),
             queue,
-            sweep: Notify::new(),
-            subtrees: AtomicBool::new(false),
-            counters: Counters::default(),
-            closed: AtomicBool::new(false),
-        });
-        shared.check_settings(&options.settings).await?;
-        let lease = shared.grant().await.map_err(unavailable)?;
-        let (fences, revision) = shared.load_all().await.map_err(unavailable)?;
+        ));
+        let admin = Arc::new(AdminLog::new(
+            client.clone(),
+            Arc::clone(&layout),
+            options.instance,
+            Arc::clone(&records),
+        ));
+        check_settings(&client, &layout, &options.settings).await?;
+        let lease = keeper.grant().await.map_err(unavailable)?;
+        let (fences, revision) = watcher.load_all().await.map_err(unavailable)?;
         let store = EtcdStore {
-            shared: Arc::clone(&shared),
+            client,
+            layout,
+            counters,
+            keeper: Arc::clone(&keeper),
+            records: Arc::clone(&records),
+            claims: Arc::clone(&claims),
+            watcher,
+            admin,
             loaded: Mutex::new(Some(fences)),
             watch_from: revision + 1,
             tasks: Mutex::new(Vec::new()),
         };
         let mut tasks = lock(&store.tasks);
-        tasks.push(tokio::spawn(Arc::clone(&shared).keep_lease(lease)));
-        tasks.push(tokio::spawn(Arc::clone(&shared).commit_claims(pending)));
-        tasks.push(tokio::spawn(Arc::clone(&shared).sweep_records()));
+        tasks.push(tokio::spawn(
+            Arc::clone(&keeper).keep_lease(lease, Arc::clone(&records)),
+        ));
+        tasks.push(tokio::spawn(claims.commit_claims(pending)));
+        tasks.push(tokio::spawn(records.sweep_records()));
         drop(tasks);
         Ok(store)
     }
 
     /// This holder's current lease, if it holds one.
     pub fn lease(&self) -> Option<Lease> {
-        self.shared.current_lease()
+        self.keeper.current()
     }
 }
 
@@ -239,8 +260,10 @@ impl FenceStore for EtcdStore {
     }
 
     fn attach(&self, view: Arc<dyn FenceEvents>) {
-        if self.shared.view.set(view).is_ok() {
-            let watcher = tokio::spawn(Arc::clone(&self.shared).watch(self.watch_from));
+        if self.watcher.attach(view) {
+            let watcher = tokio::spawn(
+                Arc::clone(&self.watcher).watch(self.watch_from, Arc::clone(&self.records)),
+            );
             lock(&self.tasks).push(watcher);
         }
     }
@@ -250,18 +273,17 @@ impl FenceStore for EtcdStore {
     }
 
     fn claim(&self, key: &str, token: u64) -> ClaimFuture {
-        let shared = &self.shared;
-        let Some(lease) = shared.current_lease().filter(Lease::is_live) else {
-            return Box::pin(std::future::ready(Err(shared.no_lease())));
+        let Some(lease) = self.keeper.current().filter(Lease::is_live) else {
+            return Box::pin(std::future::ready(Err(self.keeper.no_lease())));
         };
-        if let Some(hold) = shared.reuse(key, token, &lease) {
-            shared.counters.claims_local.fetch_add(1, Ordering::Relaxed);
+        if let Some(hold) = self.records.reuse(key, token, &lease) {
+            self.counters.claims_local.fetch_add(1, Ordering::Relaxed);
             return Box::pin(std::future::ready(Ok(Claim {
                 highest: token,
                 hold: Some(Box::new(hold)),
             })));
         }
-        shared.queue_claim(key.to_owned(), None, token)
+        self.claims.queue_claim(key.to_owned(), None, token)
     }
 
     /// One transaction for every key (see `claims.rs`): all raised and
@@ -270,9 +292,8 @@ impl FenceStore for EtcdStore {
         let mut keys: Vec<String> = keys.iter().map(|key| (*key).to_owned()).collect();
         keys.sort_unstable();
         keys.dedup();
-        let subtree = |key: &String| {
-            self.shared.subtrees.load(Ordering::SeqCst) && crate::key::subtree_path(key).is_some()
-        };
+        let subtree =
+            |key: &String| self.watcher.subtrees() && crate::key::subtree_path(key).is_some();
         match keys.as_slice() {
             [] => {
                 return Box::pin(std::future::ready(Err(StoreError::Unsupported(
@@ -283,32 +304,32 @@ impl FenceStore for EtcdStore {
             [key] if !subtree(key) => return self.claim(key, token),
             _ => {}
         }
-        let shared = &self.shared;
-        if shared.current_lease().filter(Lease::is_live).is_none() {
-            return Box::pin(std::future::ready(Err(shared.no_lease())));
+        if self.keeper.current().filter(Lease::is_live).is_none() {
+            return Box::pin(std::future::ready(Err(self.keeper.no_lease())));
         }
         let key = keys.remove(0);
-        shared.queue_claim(key, Some(keys), token)
+        self.claims.queue_claim(key, Some(keys), token)
     }
 
     fn read_highests(&self, keys: &[&str]) -> HighestsFuture {
-        let shared = Arc::clone(&self.shared);
+        let client = self.client.clone();
+        let layout = Arc::clone(&self.layout);
         let keys: Vec<String> = keys.iter().map(|key| (*key).to_owned()).collect();
-        Box::pin(async move { shared.read_highests(&keys).await })
+        Box::pin(async move { read_highests(&client, &layout, &keys).await })
     }
 
     fn use_subtrees(&self) {
-        self.shared.subtrees.store(true, Ordering::SeqCst);
+        self.watcher.use_subtrees();
     }
 
     fn record(&self, change: FenceChange) -> PersistFuture {
-        let shared = Arc::clone(&self.shared);
-        Box::pin(async move { shared.record(change).await })
+        let admin = Arc::clone(&self.admin);
+        Box::pin(async move { admin.record(change).await })
     }
 
     fn audit(&self, limit: usize) -> AuditFuture {
-        let shared = Arc::clone(&self.shared);
-        Box::pin(async move { shared.audit(limit).await })
+        let admin = Arc::clone(&self.admin);
+        Box::pin(async move { admin.audit(limit).await })
     }
 
     fn is_durable(&self) -> bool {
@@ -316,36 +337,25 @@ impl FenceStore for EtcdStore {
     }
 
     fn close(&self) {
-        self.shared.closed.store(true, Ordering::Release);
+        self.keeper.stop();
+        self.watcher.stop();
         for task in lock(&self.tasks).drain(..) {
             task.abort();
         }
-        if let Some(lease) = lock(&self.shared.lease).take() {
-            lease.revoke();
-            // Best effort: lets the other holders go at once instead of
-            // after the TTL. Needs a runtime; at exit there may be none.
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                let client = self.shared.client.clone();
-                runtime.spawn(async move {
-                    let _ = client
-                        .call("/v3/lease/revoke", &json!({ "ID": lease.id().to_string() }))
-                        .await;
-                });
-            }
-        }
+        self.keeper.release();
     }
 
     fn health(&self) -> Result<(), StoreError> {
-        match self.shared.current_lease() {
+        match self.keeper.current() {
             Some(lease) if lease.is_live() => Ok(()),
-            _ => Err(self.shared.no_lease()),
+            _ => Err(self.keeper.no_lease()),
         }
     }
 
     fn stats(&self) -> StoreStats {
-        let counters = &self.shared.counters;
-        let calls = &self.shared.client.stats;
-        let replica_revision = lock(&self.shared.replica).revision;
+        let counters = &self.counters;
+        let calls = &self.client.stats;
+        let replica_revision = self.watcher.revision();
         let seen = counters.seen_revision.load(Ordering::Relaxed);
         StoreStats {
             raises: counters.claims_committed.load(Ordering::Relaxed),
@@ -365,147 +375,63 @@ impl FenceStore for EtcdStore {
     }
 }
 
-impl Shared {
-    /// Hands a claim to the committer; resolves with its answer.
-    fn queue_claim(&self, key: String, more: Option<Vec<String>>, token: u64) -> ClaimFuture {
-        let (reply, answer) = oneshot::channel();
-        let queued = self.queue.send(Pending {
-            key,
-            more,
-            token,
-            reply,
-        });
-        Box::pin(async move {
-            if queued.is_err() {
-                return Err(StoreError::Closed);
-            }
-            answer.await.map_err(|_| StoreError::Closed)?
+/// Records the settings under the prefix if none are, else compares.
+async fn check_settings(
+    client: &Client,
+    layout: &Layout,
+    settings: &Value,
+) -> Result<(), StoreError> {
+    let key = b64(&layout.config());
+    let mine = settings.to_string();
+    let answer = client
+        .call(
+            "/v3/kv/txn",
+            &json!({
+                "compare": [{ "key": key, "target": "VERSION", "result": "EQUAL", "version": "0" }],
+                "success": [{ "request_put": { "key": key, "value": b64(&mine) } }],
+                "failure": [{ "request_range": { "key": key } }],
+            }),
+        )
+        .await
+        .map_err(|e| unavailable(format!("cannot reach etcd: {e}")))?;
+    if answer["succeeded"] == Value::Bool(true) {
+        return Ok(());
+    }
+    let recorded =
+        text(&answer["responses"][0]["response_range"]["kvs"][0]["value"]).unwrap_or_default();
+    let recorded_json: Value = serde_json::from_str(&recorded).unwrap_or(Value::Null);
+    if recorded_json == *settings {
+        return Ok(());
+    }
+    Err(StoreError::Mismatch(
+        format!(
+            "the instances sharing etcd prefix {} use {recorded}, this one {mine}: \
+             every instance must use the same settings",
+            layout.prefix()
+        )
+        .into(),
+    ))
+}
+
+/// The highest of each key, in one linearizable read (etcd's default
+/// range: served after the leader confirmed it still leads).
+async fn read_highests(
+    client: &Client,
+    layout: &Layout,
+    keys: &[String],
+) -> Result<Vec<Option<u64>>, StoreError> {
+    let reads: Vec<Value> = keys
+        .iter()
+        .map(|key| json!({ "request_range": { "key": b64(&layout.highest(key)) } }))
+        .collect();
+    let answer = client
+        .call("/v3/kv/txn", &json!({ "success": reads }))
+        .await
+        .map_err(unavailable)?;
+    Ok((0..keys.len())
+        .map(|index| {
+            let kv = &answer["responses"][index]["response_range"]["kvs"][0];
+            text(&kv["value"]).and_then(|value| value.parse().ok())
         })
-    }
-
-    fn current_lease(&self) -> Option<Lease> {
-        lock(&self.lease).clone()
-    }
-
-    fn no_lease(&self) -> StoreError {
-        let failure = lock(&self.failure).clone();
-        unavailable(format!(
-            "instance {} holds no lease on the shared fences{}",
-            self.instance,
-            failure.map_or_else(String::new, |f| format!(" ({f})"))
-        ))
-    }
-
-    fn holder(&self, lease: &Lease) -> String {
-        Layout::holder(&self.instance, lease.id())
-    }
-
-    /// Records the settings under the prefix if none are, else compares.
-    async fn check_settings(&self, settings: &Value) -> Result<(), StoreError> {
-        let key = b64(&self.layout.config());
-        let mine = settings.to_string();
-        let answer = self
-            .client
-            .call(
-                "/v3/kv/txn",
-                &json!({
-                    "compare": [{ "key": key, "target": "VERSION", "result": "EQUAL", "version": "0" }],
-                    "success": [{ "request_put": { "key": key, "value": b64(&mine) } }],
-                    "failure": [{ "request_range": { "key": key } }],
-                }),
-            )
-            .await
-            .map_err(|e| unavailable(format!("cannot reach etcd: {e}")))?;
-        if answer["succeeded"] == Value::Bool(true) {
-            return Ok(());
-        }
-        let recorded =
-            text(&answer["responses"][0]["response_range"]["kvs"][0]["value"]).unwrap_or_default();
-        let recorded_json: Value = serde_json::from_str(&recorded).unwrap_or(Value::Null);
-        if recorded_json == *settings {
-            return Ok(());
-        }
-        Err(StoreError::Mismatch(
-            format!(
-                "the instances sharing etcd prefix {} use {recorded}, this one {mine}: \
-                 every instance must use the same settings",
-                self.layout.prefix()
-            )
-            .into(),
-        ))
-    }
-
-    /// The highest of each key, in one linearizable read (etcd's default
-    /// range: served after the leader confirmed it still leads).
-    async fn read_highests(&self, keys: &[String]) -> Result<Vec<Option<u64>>, StoreError> {
-        let reads: Vec<Value> = keys
-            .iter()
-            .map(|key| json!({ "request_range": { "key": b64(&self.layout.highest(key)) } }))
-            .collect();
-        let answer = self
-            .client
-            .call("/v3/kv/txn", &json!({ "success": reads }))
-            .await
-            .map_err(unavailable)?;
-        Ok((0..keys.len())
-            .map(|index| {
-                let kv = &answer["responses"][index]["response_range"]["kvs"][0];
-                text(&kv["value"]).and_then(|value| value.parse().ok())
-            })
-            .collect())
-    }
-
-    /// Every fence under the prefix and every record, as of one revision.
-    async fn load_all(&self) -> Result<(Vec<(String, u64)>, i64), CallError> {
-        let mut fences = Vec::new();
-        let mut records = Vec::new();
-        let mut revision = 0;
-        for (start, end) in self.layout.loaded_ranges() {
-            let mut from = start;
-            loop {
-                let mut request = json!({
-                    "key": b64(&from),
-                    "range_end": b64(&end),
-                    "limit": PAGE.to_string(),
-                });
-                if revision > 0 {
-                    request["revision"] = json!(revision.to_string());
-                }
-                let answer = self.client.call("/v3/kv/range", &request).await?;
-                if revision == 0 {
-                    revision = int(&answer["header"]["revision"]);
-                }
-                let kvs = answer["kvs"].as_array().cloned().unwrap_or_default();
-                let mut last = None;
-                for kv in &kvs {
-                    let Some(key) = text(&kv["key"]) else {
-                        continue;
-                    };
-                    match self.layout.parse(&key) {
-                        Entry::Highest(fence) => {
-                            if let Some(highest) = text(&kv["value"]).and_then(|v| v.parse().ok()) {
-                                fences.push((fence, highest));
-                            }
-                        }
-                        Entry::Record(record) => records.push(record),
-                        Entry::Audit | Entry::Other => {}
-                    }
-                    last = Some(key);
-                }
-                match last {
-                    Some(last) if answer["more"] == Value::Bool(true) => from = format!("{last}\0"),
-                    _ => break,
-                }
-            }
-        }
-        let mut replica = lock(&self.replica);
-        replica.reset(revision);
-        for record in records {
-            replica.insert(record.key, record.token, record.holder);
-        }
-        for (key, highest) in &fences {
-            replica.highest(key, Some(*highest));
-        }
-        Ok((fences, revision))
-    }
+        .collect())
 }

@@ -1,14 +1,19 @@
 //! This holder's in-flight records: who uses each, the hold a request
 //! keeps, and the sweeper that deletes a record once no request needs it.
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use tokio::sync::Notify;
 
-use super::{lock, Shared, MAX_BATCH};
-use crate::etcd_http::b64;
+use super::layout::Layout;
+use super::lease_keeper::LeaseKeeper;
+use super::watch::Watcher;
+use super::{lock, Counters, MAX_BATCH};
+use crate::etcd_http::{b64, Client};
 use crate::store::{ClaimHold, Lease};
 
 /// How long a record stays after its last request, in case the same token
@@ -31,9 +36,26 @@ pub(super) struct Own {
     idle_since: Option<Instant>,
 }
 
+/// This holder's in-flight records and the requests that use them: a
+/// claim of a token this holder already has a record of needs no round
+/// trip, and a record is deleted only once no request needs it.
+pub(super) struct Records {
+    client: Client,
+    layout: Arc<Layout>,
+    counters: Arc<Counters>,
+    keeper: Arc<LeaseKeeper>,
+    /// The table's view (is a record outdated?) and the replica (must a
+    /// hold wait?).
+    watcher: Arc<Watcher>,
+    /// This holder's records, by fence key.
+    own: Mutex<HashMap<String, Vec<Own>>>,
+    /// Wakes the record sweeper (a higher highest arrived, a record idled).
+    sweep: Notify,
+}
+
 /// A claim of this holder, kept by a waiting or in-flight request.
 pub(super) struct Hold {
-    shared: Arc<Shared>,
+    records: Arc<Records>,
     key: String,
     token: u64,
     lease: Lease,
@@ -41,7 +63,35 @@ pub(super) struct Hold {
     blocked_at: Option<i64>,
 }
 
-impl Shared {
+impl Records {
+    pub(super) fn new(
+        client: Client,
+        layout: Arc<Layout>,
+        counters: Arc<Counters>,
+        keeper: Arc<LeaseKeeper>,
+        watcher: Arc<Watcher>,
+    ) -> Self {
+        Records {
+            client,
+            layout,
+            counters,
+            keeper,
+            watcher,
+            own: Mutex::new(HashMap::new()),
+            sweep: Notify::new(),
+        }
+    }
+
+    /// Forgets every record (their lease is lost: they vanish with it).
+    pub(super) fn forget_all(&self) {
+        lock(&self.own).clear();
+    }
+
+    /// Wakes the sweeper to look for records to delete now.
+    pub(super) fn wake_sweeper(&self) {
+        self.sweep.notify_one();
+    }
+
     /// A claim answered from this holder's own record of `(key, token)`
     /// on the current lease: no round trip.
     pub(super) fn reuse(self: &Arc<Self>, key: &str, token: u64, lease: &Lease) -> Option<Hold> {
@@ -66,11 +116,11 @@ impl Shared {
         blocked_at: Option<i64>,
     ) -> Hold {
         Hold {
-            shared: Arc::clone(self),
+            records: Arc::clone(self),
             key: key.to_owned(),
             token,
             lease: lease.clone(),
-            holder: self.holder(lease),
+            holder: self.keeper.holder(lease),
             blocked_at,
         }
     }
@@ -148,10 +198,10 @@ impl Shared {
     /// Deletes this holder's idle records of `key` now (before an admin
     /// write, which needs the key free of records).
     pub(super) async fn delete_idle(&self, key: &str) {
-        let Some(lease) = self.current_lease() else {
+        let Some(lease) = self.keeper.current() else {
             return;
         };
-        let holder = self.holder(&lease);
+        let holder = self.keeper.holder(&lease);
         let mut done = Vec::new();
         if let Some(records) = lock(&self.own).get_mut(key) {
             records.retain(|record| {
@@ -200,13 +250,13 @@ impl Shared {
 
     /// Takes the records to delete out of `own`: (etcd key, put revision).
     pub(super) fn collect_done(&self) -> Vec<(String, i64)> {
-        let Some(view) = self.view.get() else {
+        let Some(view) = self.watcher.view() else {
             return Vec::new();
         };
-        let Some(lease) = self.current_lease() else {
+        let Some(lease) = self.keeper.current() else {
             return Vec::new();
         };
-        let holder = self.holder(&lease);
+        let holder = self.keeper.holder(&lease);
         let now = Instant::now();
         let mut done = Vec::new();
         let mut own = lock(&self.own);
@@ -244,12 +294,12 @@ pub(super) struct ManyHold {
     holder: String,
     revision: i64,
     lease: Lease,
-    shared: Arc<Shared>,
+    watcher: Arc<Watcher>,
 }
 
-impl Shared {
+impl Records {
     pub(super) fn many_hold(
-        self: &Arc<Self>,
+        &self,
         holds: Vec<Hold>,
         under: Vec<String>,
         token: u64,
@@ -260,10 +310,10 @@ impl Shared {
             holds,
             under,
             token,
-            holder: self.holder(lease),
+            holder: self.keeper.holder(lease),
             revision,
             lease: lease.clone(),
-            shared: Arc::clone(self),
+            watcher: Arc::clone(&self.watcher),
         }
     }
 }
@@ -273,7 +323,7 @@ impl ClaimHold for ManyHold {
         if self.holds.iter().any(ClaimHold::waits) {
             return true;
         }
-        let replica = lock(&self.shared.replica);
+        let replica = self.watcher.replica();
         self.under
             .iter()
             .any(|subtree| replica.blocks_under(subtree, self.token, &self.holder, self.revision))
@@ -287,10 +337,11 @@ impl ClaimHold for ManyHold {
 impl ClaimHold for Hold {
     fn waits(&self) -> bool {
         self.blocked_at.is_some_and(|revision| {
-            let replica = lock(&self.shared.replica);
+            let replica = self.records.watcher.replica();
             replica.blocks(&self.key, self.token, &self.holder, revision)
                 || self
-                    .shared
+                    .records
+                    .watcher
                     .subtrees_above(&self.key)
                     .into_iter()
                     .any(|subtree| replica.blocks(&subtree, self.token, &self.holder, revision))
@@ -304,7 +355,7 @@ impl ClaimHold for Hold {
 
 impl Drop for Hold {
     fn drop(&mut self) {
-        let mut own = lock(&self.shared.own);
+        let mut own = lock(&self.records.own);
         let Some(records) = own.get_mut(&self.key) else {
             return;
         };
@@ -319,14 +370,14 @@ impl Drop for Hold {
             record.idle_since = Some(Instant::now());
             // Known to be outdated: no need to linger.
             let outdated = self
-                .shared
-                .view
-                .get()
+                .records
+                .watcher
+                .view()
                 .and_then(|view| view.highest(&self.key))
                 > Some(self.token);
             drop(own);
             if outdated {
-                self.shared.sweep.notify_one();
+                self.records.sweep.notify_one();
             }
         }
     }

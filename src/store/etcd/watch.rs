@@ -1,15 +1,26 @@
 //! The watch that keeps the replica of records, and the table's view of
-//! every highest, up to date with what other holders do.
+//! every highest, up to date with what other holders do; and the reads of
+//! everything under the prefix it starts from (at connect, and again when
+//! it lost its place).
 
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
-use super::layout::Entry;
-use super::{lock, Shared};
-use crate::etcd_http::{int, text, CallError};
+use super::admin::AdminLog;
+use super::layout::{Entry, Layout};
+use super::records::Records;
+use super::replica::Replica;
+use super::{lock, Counters};
+use crate::etcd_http::{b64, int, text, CallError, Client};
+use crate::key::covering_subtrees;
+use crate::store::FenceEvents;
+
+/// Keys per page of the load at start.
+const PAGE: usize = 10_000;
 
 /// A watch that brought nothing for this long is reopened (from where it
 /// was): a connection can die without a word (a partition, a member
@@ -23,10 +34,86 @@ const BEHIND: Duration = Duration::from_secs(1);
 /// How often a watch is looked at while nothing comes.
 const LOOK: Duration = Duration::from_millis(250);
 
-impl Shared {
+/// What this holder knows of the others, and where it learns it: the
+/// replica of every in-flight record and subtree fence, the table's view
+/// of every highest, and the watch that keeps both up to date. Claims
+/// and the requests they hold read the replica; only the watch (and a
+/// full read) writes it.
+pub(super) struct Watcher {
+    client: Client,
+    layout: Arc<Layout>,
+    counters: Arc<Counters>,
+    view: OnceLock<Arc<dyn FenceEvents>>,
+    replica: Mutex<Replica>,
+    /// Keys shaped like subtree keys are subtrees (`FenceStore::use_subtrees`):
+    /// every claim checks the subtree fences above its key.
+    subtrees: AtomicBool,
+    /// The store closed: the watch is not reopened any more.
+    closed: AtomicBool,
+}
+
+impl Watcher {
+    pub(super) fn new(client: Client, layout: Arc<Layout>, counters: Arc<Counters>) -> Self {
+        Watcher {
+            client,
+            layout,
+            counters,
+            view: OnceLock::new(),
+            replica: Mutex::new(Replica::default()),
+            subtrees: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// Attaches the table's view; whether it was the first (only the first
+    /// is kept, and only then is the watch to be started).
+    pub(super) fn attach(&self, view: Arc<dyn FenceEvents>) -> bool {
+        self.view.set(view).is_ok()
+    }
+
+    /// The table's view, once attached.
+    pub(super) fn view(&self) -> Option<&Arc<dyn FenceEvents>> {
+        self.view.get()
+    }
+
+    /// The replica, locked.
+    pub(super) fn replica(&self) -> MutexGuard<'_, Replica> {
+        lock(&self.replica)
+    }
+
+    /// The newest revision the replica applied.
+    pub(super) fn revision(&self) -> i64 {
+        lock(&self.replica).revision
+    }
+
+    /// From now on keys shaped like subtree keys are subtrees.
+    pub(super) fn use_subtrees(&self) {
+        self.subtrees.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether keys shaped like subtree keys are subtrees here.
+    pub(super) fn subtrees(&self) -> bool {
+        self.subtrees.load(Ordering::SeqCst)
+    }
+
+    /// The subtree keys above `key` whose fences a claim of it must not
+    /// pass (none unless keys shaped like subtree keys are subtrees here).
+    pub(super) fn subtrees_above<'k>(&self, key: &'k str) -> Vec<Cow<'k, str>> {
+        if !self.subtrees.load(Ordering::SeqCst) {
+            return Vec::new();
+        }
+        covering_subtrees(key).collect()
+    }
+
+    /// The store closes: the watch is not reopened from now on.
+    pub(super) fn stop(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+
     /// Follows every change under the prefix from `from`, for the store's
-    /// life: records into the replica, highest tokens into the table.
-    pub(super) async fn watch(self: Arc<Self>, mut from: i64) {
+    /// life: records into the replica, highest tokens into the table, and
+    /// what concerns this holder's `records` to them.
+    pub(super) async fn watch(self: Arc<Self>, mut from: i64, records: Arc<Records>) {
         let (start, end) = self.layout.everything();
         loop {
             if self.closed.load(Ordering::Acquire) {
@@ -74,7 +161,7 @@ impl Shared {
                 if result["canceled"] == Value::Bool(true) {
                     break;
                 }
-                if let Some(applied) = self.apply(result) {
+                if let Some(applied) = self.apply(result, &records) {
                     from = applied + 1;
                 }
             }
@@ -96,6 +183,60 @@ impl Shared {
         behind_since.get_or_insert_with(Instant::now).elapsed() >= BEHIND
     }
 
+    /// Every fence under the prefix and every record, as of one revision.
+    pub(super) async fn load_all(&self) -> Result<(Vec<(String, u64)>, i64), CallError> {
+        let mut fences = Vec::new();
+        let mut records = Vec::new();
+        let mut revision = 0;
+        for (start, end) in self.layout.loaded_ranges() {
+            let mut from = start;
+            loop {
+                let mut request = json!({
+                    "key": b64(&from),
+                    "range_end": b64(&end),
+                    "limit": PAGE.to_string(),
+                });
+                if revision > 0 {
+                    request["revision"] = json!(revision.to_string());
+                }
+                let answer = self.client.call("/v3/kv/range", &request).await?;
+                if revision == 0 {
+                    revision = int(&answer["header"]["revision"]);
+                }
+                let kvs = answer["kvs"].as_array().cloned().unwrap_or_default();
+                let mut last = None;
+                for kv in &kvs {
+                    let Some(key) = text(&kv["key"]) else {
+                        continue;
+                    };
+                    match self.layout.parse(&key) {
+                        Entry::Highest(fence) => {
+                            if let Some(highest) = text(&kv["value"]).and_then(|v| v.parse().ok()) {
+                                fences.push((fence, highest));
+                            }
+                        }
+                        Entry::Record(record) => records.push(record),
+                        Entry::Audit | Entry::Other => {}
+                    }
+                    last = Some(key);
+                }
+                match last {
+                    Some(last) if answer["more"] == Value::Bool(true) => from = format!("{last}\0"),
+                    _ => break,
+                }
+            }
+        }
+        let mut replica = lock(&self.replica);
+        replica.reset(revision);
+        for record in records {
+            replica.insert(record.key, record.token, record.holder);
+        }
+        for (key, highest) in &fences {
+            replica.highest(key, Some(*highest));
+        }
+        Ok((fences, revision))
+    }
+
     /// Reads everything again after the watch lost its place.
     pub(super) async fn reload(&self) -> Result<i64, CallError> {
         let (fences, revision) = self.load_all().await?;
@@ -108,7 +249,7 @@ impl Shared {
     }
 
     /// Applies one watch message; the newest revision it carried.
-    pub(super) fn apply(&self, result: &Value) -> Option<i64> {
+    pub(super) fn apply(&self, result: &Value, records: &Records) -> Option<i64> {
         let events = result["events"].as_array()?;
         let view = self.view.get()?;
         let mut touched = Vec::new();
@@ -152,15 +293,15 @@ impl Shared {
             match highest {
                 Some(highest) => {
                     view.raised(&fence, highest);
-                    if self.idle_below(&fence, highest) {
-                        self.sweep.notify_one();
+                    if records.idle_below(&fence, highest) {
+                        records.wake_sweeper();
                     }
                 }
                 None => view.set(&fence, None),
             }
         }
         for audit in &audits {
-            self.apply_audit(audit);
+            AdminLog::apply_audit(view.as_ref(), audit);
         }
         touched.dedup();
         for key in touched {
