@@ -47,13 +47,15 @@ pub(crate) async fn connect_within<F: Future>(limit: Duration, connect: F) -> Op
 /// armed for the earliest possible deadline and, when it fires, moved to the
 /// real one if that is later: a request answered in time (nearly all) costs
 /// one timer, as before there was an upload to wait for.
+///
+/// `exchange` is borrowed, pinned where the caller made it: moved in, its
+/// state (a few hundred bytes) would be copied on every request.
 pub(crate) async fn response_head_within<F: Future>(
     limit: Duration,
     started: std::time::Instant,
     sent: Option<&SentAt>,
-    exchange: F,
+    mut exchange: Pin<&mut F>,
 ) -> Option<F::Output> {
-    let mut exchange = std::pin::pin!(exchange);
     let mut deadline = started + limit;
     loop {
         match tokio::time::timeout_at(deadline.into(), exchange.as_mut()).await {

@@ -202,7 +202,7 @@ impl Proxy {
         }
         let started = Instant::now();
         let (request, sent) = ToBackend::watch(request, started, lease);
-        let exchange = shared.send(request);
+        let exchange = std::pin::pin!(shared.send(request));
         if let Some(result) =
             response_head_within(shared.timeout, started, sent.as_deref(), exchange).await
         {
