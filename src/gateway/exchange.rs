@@ -43,7 +43,10 @@ pub(crate) struct Exchange {
     connection: Arc<ClientConnection>,
     // The connection is busy (not idle) while this lives.
     _busy: Busy,
-    entry: Option<Entry>,
+    // Boxed: the exchange is moved several times per request (into the
+    // response future, into the response body), and an entry is a few
+    // hundred bytes that most gateways (no access log) never fill.
+    entry: Option<Box<Entry>>,
     /// Set once the response head is out; `None` at the end means the
     /// client went away before an answer.
     answered: Option<Outcome>,
@@ -59,14 +62,14 @@ impl Exchange {
     ) -> Self {
         let started = Instant::now();
         let entry = connection.access_log.as_ref().map(|log| {
-            Entry::new(
+            Box::new(Entry::new(
                 log,
                 started,
                 connection.peer,
                 request.method().clone(),
                 request.uri().clone(),
                 fence(),
-            )
+            ))
         });
         Exchange {
             started,
