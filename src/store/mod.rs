@@ -130,9 +130,9 @@ pub enum Setting {
 
 /// Where a shared store reports what other holders changed, so that stale
 /// requests are refused from memory and waiters wake up: the fence table's
-/// view ([`FenceView`](crate::fences::FenceView)) implements it, handed to
-/// the store by [`FenceStore::attach`]. The store depends on this trait only,
-/// not on the table.
+/// view (`fences::FenceView`) implements it, handed to the store by
+/// [`FenceStore::attach`]. The store depends on this trait only, not on the
+/// table (no link to it either: `store` names nothing of `fences`).
 pub trait FenceEvents: Send + Sync + 'static {
     /// Another holder made `highest` the key's highest (committed in the
     /// store): refuse lower tokens from now on, overtake waiters below it.

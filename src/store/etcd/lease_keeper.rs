@@ -8,7 +8,6 @@ use std::time::{Duration, SystemTime};
 use serde_json::json;
 
 use super::layout::Layout;
-use super::records::Records;
 use super::{lock, unavailable, Counters};
 use crate::etcd_http::{b64, int, CallError, Client};
 use crate::store::lease::boot_clock;
@@ -153,15 +152,20 @@ impl LeaseKeeper {
 
     /// Keeps `lease` alive; at its deadline (or when etcd says it is gone)
     /// revokes it, then takes a fresh one. Runs for the store's life.
-    /// This holder's `records` of a lost lease are forgotten with it.
-    pub(super) async fn keep_lease(self: Arc<Self>, mut lease: Lease, records: Arc<Records>) {
+    /// `lost` runs at each loss (the wiring in `mod.rs` forgets this
+    /// holder's records of the lost lease with it).
+    pub(super) async fn keep_lease(
+        self: Arc<Self>,
+        mut lease: Lease,
+        lost: impl Fn() + Send + Sync + 'static,
+    ) {
         let interval = (self.ttl / 6).max(Duration::from_millis(100));
         loop {
             self.renew_until_lost(&lease, interval).await;
             lease.revoke();
             self.counters.lease_losses.fetch_add(1, Ordering::Relaxed);
             *lock(&self.lease) = None;
-            records.forget_all();
+            lost();
             tracing::error!(
                 instance = self.instance.as_str(),
                 lease = format!("{:x}", lease.id()),

@@ -28,9 +28,10 @@
 //! (`watch.rs`: the replica, `replica.rs`, and the table's view, fed by the
 //! watch) and `AdminLog` (`admin.rs`: admin writes and their audit).
 //! `EtcdStore` composes them (this file); each part is handed the parts it
-//! uses when it is made, or as an argument where that would make a cycle
-//! (the lease keeper forgets the records of a lost lease; the watch tells
-//! the records of higher highests).
+//! uses when it is made; where that would make two files import each
+//! other, this file wires a callback instead (a lost lease makes the
+//! records forget their own; a raise seen by the watch may make a record
+//! useless).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -228,7 +229,10 @@ impl EtcdStore {
         };
         let mut tasks = lock(&store.tasks);
         tasks.push(tokio::spawn(
-            Arc::clone(&keeper).keep_lease(lease, Arc::clone(&records)),
+            Arc::clone(&keeper).keep_lease(lease, {
+                let records = Arc::clone(&records);
+                move || records.forget_all()
+            }),
         ));
         tasks.push(tokio::spawn(claims.commit_claims(pending)));
         tasks.push(tokio::spawn(records.sweep_records()));
@@ -261,9 +265,11 @@ impl FenceStore for EtcdStore {
 
     fn attach(&self, view: Arc<dyn FenceEvents>) {
         if self.watcher.attach(view) {
-            let watcher = tokio::spawn(
-                Arc::clone(&self.watcher).watch(self.watch_from, Arc::clone(&self.records)),
-            );
+            let records = Arc::clone(&self.records);
+            let watcher = tokio::spawn(Arc::clone(&self.watcher).watch(
+                self.watch_from,
+                move |fence, highest| records.raised(fence, highest),
+            ));
             lock(&self.tasks).push(watcher);
         }
     }

@@ -87,9 +87,12 @@ impl Records {
         lock(&self.own).clear();
     }
 
-    /// Wakes the sweeper to look for records to delete now.
-    pub(super) fn wake_sweeper(&self) {
-        self.sweep.notify_one();
+    /// `key`'s highest is now `highest`: a record of this holder below it
+    /// that no request uses is deleted now, not after its linger.
+    pub(super) fn raised(&self, key: &str, highest: u64) {
+        if self.idle_below(key, highest) {
+            self.sweep.notify_one();
+        }
     }
 
     /// A claim answered from this holder's own record of `(key, token)`
@@ -176,7 +179,7 @@ impl Records {
     }
 
     /// Whether this holder has an idle record of `key` below `highest`.
-    pub(super) fn idle_below(&self, key: &str, highest: u64) -> bool {
+    fn idle_below(&self, key: &str, highest: u64) -> bool {
         lock(&self.own)
             .get(key)
             .is_some_and(|records| records.iter().any(|r| r.users == 0 && r.token < highest))

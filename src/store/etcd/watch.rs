@@ -12,7 +12,6 @@ use serde_json::{json, Value};
 
 use super::admin::AdminLog;
 use super::layout::{Entry, Layout};
-use super::records::Records;
 use super::replica::Replica;
 use super::{lock, Counters};
 use crate::etcd_http::{b64, int, text, CallError, Client};
@@ -112,8 +111,13 @@ impl Watcher {
 
     /// Follows every change under the prefix from `from`, for the store's
     /// life: records into the replica, highest tokens into the table, and
-    /// what concerns this holder's `records` to them.
-    pub(super) async fn watch(self: Arc<Self>, mut from: i64, records: Arc<Records>) {
+    /// each raise to `raised` (this holder's records may have become
+    /// useless: the wiring in `mod.rs` tells them).
+    pub(super) async fn watch(
+        self: Arc<Self>,
+        mut from: i64,
+        raised: impl Fn(&str, u64) + Send + Sync + 'static,
+    ) {
         let (start, end) = self.layout.everything();
         loop {
             if self.closed.load(Ordering::Acquire) {
@@ -161,7 +165,7 @@ impl Watcher {
                 if result["canceled"] == Value::Bool(true) {
                     break;
                 }
-                if let Some(applied) = self.apply(result, &records) {
+                if let Some(applied) = self.apply(result, &raised) {
                     from = applied + 1;
                 }
             }
@@ -249,7 +253,7 @@ impl Watcher {
     }
 
     /// Applies one watch message; the newest revision it carried.
-    pub(super) fn apply(&self, result: &Value, records: &Records) -> Option<i64> {
+    pub(super) fn apply(&self, result: &Value, on_raise: &dyn Fn(&str, u64)) -> Option<i64> {
         let events = result["events"].as_array()?;
         let view = self.view.get()?;
         let mut touched = Vec::new();
@@ -293,9 +297,7 @@ impl Watcher {
             match highest {
                 Some(highest) => {
                     view.raised(&fence, highest);
-                    if records.idle_below(&fence, highest) {
-                        records.wake_sweeper();
-                    }
+                    on_raise(&fence, highest);
                 }
                 None => view.set(&fence, None),
             }
