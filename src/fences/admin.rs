@@ -108,7 +108,7 @@ impl Fences {
     /// on a new fence) this is a raise exactly like an admission's; below
     /// it, a forced lowering, which needs `force` and `if_highest` and no
     /// request on the key. Answers once the change and its audit entry are
-    /// durable. See the [module docs](self) for the invariants.
+    /// durable. See the docs of `src/fences/admin.rs` for the invariants.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {

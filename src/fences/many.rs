@@ -149,7 +149,7 @@ enum Look {
 
 impl Fences {
     /// Admits a request carrying `token` on every key of `keys` at once
-    /// (all or none), as the [module docs](self) say; a key that is a
+    /// (all or none), as the docs of `src/fences/many.rs` say; a key that is a
     /// [`subtree_key`](crate::key::subtree_key) stands for everything under
     /// its path. Resolves once the request may be forwarded; the guard holds
     /// every key in flight until it is dropped.
@@ -583,7 +583,7 @@ impl Fences {
     }
 
     /// From now on, keys that end with `/` are subtree keys, over every key
-    /// under their path (see the [module docs](self)). Admitting on one
+    /// under their path (see the docs of `src/fences/many.rs`). Admitting on one
     /// with [`Fences::admit_all`] does this by itself; a fencing layer in
     /// `path` or `prefix:N` scope does it when it is built if the store
     /// held such keys, and the gateway's admin plane when it sets one. Never

@@ -43,7 +43,7 @@ pub struct Cli {
     )]
     pub admin_listen: SocketAddr,
 
-    /// The storage backend to protect, http[s]://host[:port][/base]. Without
+    /// The storage backend to protect, `http[s]://host[:port][/base]`. Without
     /// it an embedded object store answers behind the gateway.
     #[arg(long, env = "FENCEGATE_UPSTREAM", value_name = "URL", value_parser = Upstream::parse)]
     pub upstream: Option<Upstream>,

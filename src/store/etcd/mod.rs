@@ -93,7 +93,7 @@ pub struct EtcdOptions {
 }
 
 /// Fences shared through an etcd cluster (feature `etcd`). See the
-/// [module docs](self) and `docs/SHARED.md`.
+/// module docs (`src/store/etcd/mod.rs`) and `docs/SHARED.md`.
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), fencegate::store::StoreError> {
@@ -228,12 +228,10 @@ impl EtcdStore {
             tasks: Mutex::new(Vec::new()),
         };
         let mut tasks = lock(&store.tasks);
-        tasks.push(tokio::spawn(
-            Arc::clone(&keeper).keep_lease(lease, {
-                let records = Arc::clone(&records);
-                move || records.forget_all()
-            }),
-        ));
+        tasks.push(tokio::spawn(Arc::clone(&keeper).keep_lease(lease, {
+            let records = Arc::clone(&records);
+            move || records.forget_all()
+        })));
         tasks.push(tokio::spawn(claims.commit_claims(pending)));
         tasks.push(tokio::spawn(records.sweep_records()));
         drop(tasks);
@@ -266,10 +264,11 @@ impl FenceStore for EtcdStore {
     fn attach(&self, view: Arc<dyn FenceEvents>) {
         if self.watcher.attach(view) {
             let records = Arc::clone(&self.records);
-            let watcher = tokio::spawn(Arc::clone(&self.watcher).watch(
-                self.watch_from,
-                move |fence, highest| records.raised(fence, highest),
-            ));
+            let watcher = tokio::spawn(
+                Arc::clone(&self.watcher).watch(self.watch_from, move |fence, highest| {
+                    records.raised(fence, highest)
+                }),
+            );
             lock(&self.tasks).push(watcher);
         }
     }
