@@ -4,6 +4,7 @@
 #
 #   scripts/bench/profile.sh [w1|w1c|w2|w3]
 #
+# PROFILE_PARTS picks among the parts below (default "callgrind perf strace").
 # PROFILE_GATEWAY_ARGS adds options to fencegate's command line (split on
 # spaces), e.g. "--token-issuer redis://127.0.0.1:6390/grants" with a Redis
 # started by hand, to compare the cost of an option in instructions.
@@ -15,6 +16,9 @@
 #    Instruction counts do not depend on how busy the machine is.
 # 2. perf (linux-perf), if installed: the split between kernel and user
 #    space of each proxy at full speed, which callgrind cannot see.
+# 3. strace, if installed: system calls per request of each proxy, by
+#    call (strace -c attached after the warm-up; strace slows the proxy, not
+#    what it asks of the kernel per request).
 #
 # Needs valgrind (apt-get install valgrind) and optionally linux-perf, plus
 # what scripts/bench.sh needs. Placement as in scripts/bench.sh: the proxy
@@ -30,6 +34,7 @@ workload=${1:-w1}
 seconds=${PROFILE_SECONDS:-8}
 port=${PROFILE_PORT:-18720}
 top=${PROFILE_TOP:-20}
+parts=" ${PROFILE_PARTS:-callgrind perf strace} "
 # shellcheck disable=SC2206
 gateway_args=(${PROFILE_GATEWAY_ARGS:-})
 backend_port=$port
@@ -104,13 +109,15 @@ callgrind_run() { # callgrind_run NAME PORT HEALTH_URL COMMAND...
   echo
 }
 
-callgrind_run fencegate "$gateway_port" "http://127.0.0.1:$admin_port/healthz" \
+[[ $parts != *" callgrind "* ]] || callgrind_run fencegate "$gateway_port" "http://127.0.0.1:$admin_port/healthz" \
   "$target_dir/release/fencegate" "${gateway_args[@]}" --upstream "http://127.0.0.1:$backend_port" --state memory \
   --listen "127.0.0.1:$gateway_port" --admin-listen "127.0.0.1:$admin_port"
-callgrind_run nginx "$proxy_port" "http://127.0.0.1:$proxy_port/" \
+[[ $parts != *" callgrind "* ]] || callgrind_run nginx "$proxy_port" "http://127.0.0.1:$proxy_port/" \
   nginx -p "$work" -c "$work/proxy.conf"
 
-if command -v perf >/dev/null; then
+if [[ $parts != *" perf "* ]]; then
+  :
+elif command -v perf >/dev/null; then
   perf_run() { # perf_run NAME PORT HEALTH_URL COMMAND...
     local name=$1 port=$2 health=$3
     shift 3
@@ -137,4 +144,46 @@ if command -v perf >/dev/null; then
     nginx -p "$work" -c "$work/proxy.conf"
 else
   echo "(perf not installed: apt-get install linux-perf for the kernel/user split)"
+fi
+
+if [[ $parts != *" strace "* ]]; then
+  :
+elif command -v strace >/dev/null; then
+  strace_run() { # strace_run NAME PORT HEALTH_URL COMMAND...
+    local name=$1 port=$2 health=$3
+    shift 3
+    taskset -c 0 "$@" >"$work/$name.strace.log" 2>&1 &
+    local pid=$!
+    pids+=("$pid")
+    wait_http "$health"
+    load "$port" 2 4000000000 >/dev/null
+    strace -c -f -p "$pid" -o "$work/strace.$name" 2>/dev/null &
+    local strace_pid=$!
+    sleep 1
+    local line
+    line=$(load "$port" "$seconds" 5000000000)
+    kill -INT "$strace_pid"
+    wait "$strace_pid" 2>/dev/null || true
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+    local requests
+    requests=$(field requests "$line")
+    echo "== $name, $workload under strace: $line"
+    awk -v n="$requests" '
+      $NF ~ /^[a-z_0-9]+$/ && $4 ~ /^[0-9]+$/ && $NF != "total" {
+        calls[$NF] = $4; total += $4
+      }
+      END {
+        printf "system calls per request: %.2f\n", total / n
+        for (c in calls) printf "%8.2f  %s\n", calls[c] / n, c | "sort -rn | head -8"
+      }' "$work/strace.$name"
+    echo
+  }
+  strace_run fencegate "$gateway_port" "http://127.0.0.1:$admin_port/healthz" \
+    "$target_dir/release/fencegate" "${gateway_args[@]}" --upstream "http://127.0.0.1:$backend_port" --state memory \
+    --listen "127.0.0.1:$gateway_port" --admin-listen "127.0.0.1:$admin_port"
+  strace_run nginx "$proxy_port" "http://127.0.0.1:$proxy_port/" \
+    nginx -p "$work" -c "$work/proxy.conf"
+else
+  echo "(strace not installed: apt-get install strace for system calls per request)"
 fi
