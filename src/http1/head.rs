@@ -181,7 +181,7 @@ impl Fields {
         let mut map = HeaderMap::with_capacity(self.count + 4);
         let inline = self.count.min(INLINE_FIELDS);
         for span in self.spans[..inline].iter().chain(&self.more) {
-            let name = field_name(&head[span.name.0 as usize..span.name.1 as usize])
+            let name = HeaderName::from_bytes(&head[span.name.0 as usize..span.name.1 as usize])
                 .map_err(|_| HeadError::Syntax("invalid header field name"))?;
             let value = HeaderValue::from_maybe_shared(
                 head.slice(span.value.0 as usize..span.value.1 as usize),
@@ -194,31 +194,6 @@ impl Fields {
         }
         Ok(map)
     }
-}
-
-/// Field names the gateway reads or forwards on every fenced request that
-/// `http` has no constant for. `HeaderName::from_bytes` copies such a name
-/// into a buffer of its own, an allocation per field; these come as static
-/// names instead.
-static KNOWN_NAMES: [HeaderName; 5] = [
-    HeaderName::from_static("x-fencing-token"),
-    HeaderName::from_static("x-fencing-lock"),
-    HeaderName::from_static("x-forwarded-for"),
-    HeaderName::from_static("x-forwarded-proto"),
-    HeaderName::from_static("x-request-id"),
-];
-
-/// The name of a field as read: a [`KNOWN_NAMES`] entry if it is one (in
-/// any case), else as `http` makes it.
-fn field_name(raw: &[u8]) -> Result<HeaderName, http::header::InvalidHeaderName> {
-    if raw.len() > 2 && raw[..2].eq_ignore_ascii_case(b"x-") {
-        for known in &KNOWN_NAMES {
-            if known.as_str().as_bytes().eq_ignore_ascii_case(raw) {
-                return Ok(known.clone());
-            }
-        }
-    }
-    HeaderName::from_bytes(raw)
 }
 
 fn offsets(base: usize, part: &[u8]) -> (u32, u32) {
@@ -386,22 +361,6 @@ mod tests {
 
     fn request(bytes: &[u8]) -> Result<Parsed<RequestHead>, HeadError> {
         parse_request(&mut BytesMut::from(bytes), 64 * 1024)
-    }
-
-    #[test]
-    fn known_custom_names_are_read_in_any_case_and_others_as_sent() {
-        let Ok(Parsed::Complete(head)) = request(
-            b"PUT /a HTTP/1.1\r\nHost: h\r\nX-Fencing-TOKEN: 7\r\nx-fencing-tokens: 8\r\nX-Amz-Date: d\r\nContent-Length: 0\r\n\r\n",
-        ) else {
-            panic!("a whole head");
-        };
-        let headers = &head.parts.headers;
-        assert_eq!(headers["x-fencing-token"], "7");
-        assert_eq!(headers["x-fencing-tokens"], "8");
-        assert_eq!(headers["x-amz-date"], "d");
-        assert_eq!(field_name(b"X-FORWARDED-FOR").unwrap(), "x-forwarded-for");
-        assert_eq!(field_name(b"x-").unwrap(), "x-");
-        assert!(field_name(b"x-a b").is_err());
     }
 
     #[test]
