@@ -155,10 +155,20 @@ impl Fields {
                 None => fields.more.push(span),
             }
             if header.name.eq_ignore_ascii_case("connection") {
+                // A `keep-alive` counts only in a value that is all visible
+                // ASCII (connection options are tokens): a reader that skips
+                // such a value (hyper does) would close an HTTP/1.0
+                // connection where this one read on, and read the bytes
+                // after the request differently. `close` counts anywhere:
+                // closing is the side that cannot be misread.
+                let visible = header
+                    .value
+                    .iter()
+                    .all(|&b| b == b'\t' || (0x20..0x7f).contains(&b));
                 for token in header.value.split(|&b| b == b',') {
                     let token = token.trim_ascii();
                     fields.close |= token.eq_ignore_ascii_case(b"close");
-                    fields.keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
+                    fields.keep_alive |= visible && token.eq_ignore_ascii_case(b"keep-alive");
                 }
             } else if header.name.eq_ignore_ascii_case("content-length") {
                 lengths += 1;
@@ -260,7 +270,8 @@ pub fn parse_request(
     };
     parts.headers = fields.map(&head, body)?;
     let keep_alive = if http10 {
-        fields.keep_alive
+        // Both named: the side that cannot be misread.
+        fields.keep_alive && !fields.close
     } else {
         !fields.close
     };
@@ -361,6 +372,23 @@ mod tests {
 
     fn request(bytes: &[u8]) -> Result<Parsed<RequestHead>, HeadError> {
         parse_request(&mut BytesMut::from(bytes), 64 * 1024)
+    }
+
+    #[test]
+    fn keep_alive_counts_only_in_a_visible_ascii_value() {
+        let keep_alive = |value: &[u8]| {
+            let mut head = b"GET / HTTP/1.0\r\nConnection: ".to_vec();
+            head.extend_from_slice(value);
+            head.extend_from_slice(b"\r\n\r\n");
+            match request(&head) {
+                Ok(Parsed::Complete(head)) => head.keep_alive,
+                _ => panic!("a whole head"),
+            }
+        };
+        assert!(keep_alive(b"keep-alive"));
+        assert!(keep_alive(b"Keep-Alive, ,,x"));
+        assert!(!keep_alive(b"keep-alive, \xd5"));
+        assert!(!keep_alive(b"keep-alive, close"));
     }
 
     #[test]
