@@ -1,5 +1,5 @@
 //! What a gateway runs with, as plain values: built by the command line
-//! ([`super::cli`]), by tests and by examples alike.
+//! (`cli.rs`), by tests and by examples alike.
 //!
 //! ```
 //! use std::time::Duration;
