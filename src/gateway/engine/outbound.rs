@@ -234,3 +234,116 @@ where
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body::Frame;
+
+    /// A connection that records each write call's bytes.
+    #[derive(Default)]
+    struct Recorder {
+        writes: Vec<Vec<u8>>,
+    }
+
+    impl AsyncWrite for Recorder {
+        fn poll_write(
+            mut self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            self.writes.push(buf.to_vec());
+            Poll::Ready(Ok(buf.len()))
+        }
+
+        fn poll_write_vectored(
+            mut self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+            bufs: &[IoSlice<'_>],
+        ) -> Poll<io::Result<usize>> {
+            let all: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
+            let n = all.len();
+            self.writes.push(all);
+            Poll::Ready(Ok(n))
+        }
+
+        fn is_write_vectored(&self) -> bool {
+            true
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// A body of `chunks`, each ready only after one `Pending` when `slow`.
+    struct Chunks {
+        chunks: std::collections::VecDeque<&'static [u8]>,
+        slow: bool,
+        waited: bool,
+    }
+
+    impl Body for Chunks {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+            if self.slow && !self.waited && !self.chunks.is_empty() {
+                self.waited = true;
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            self.waited = false;
+            Poll::Ready(
+                self.chunks
+                    .pop_front()
+                    .map(|c| Ok(Frame::data(Bytes::from_static(c)))),
+            )
+        }
+    }
+
+    async fn written(body: Chunks, outgoing: Outgoing) -> Vec<Vec<u8>> {
+        let mut out = Outbound::new(b"PUT /k HTTP/1.1\r\n\r\n".to_vec(), Some(body), outgoing);
+        let mut io = Recorder::default();
+        std::future::poll_fn(|cx| out.poll_write_all(&mut io, cx))
+            .await
+            .unwrap();
+        io.writes
+    }
+
+    #[tokio::test]
+    async fn a_head_and_the_body_that_came_with_it_leave_in_one_write() {
+        let body = Chunks {
+            chunks: [&b"abc"[..], b"def"].into(),
+            slow: false,
+            waited: false,
+        };
+        let writes = written(body, Outgoing::Length(6)).await;
+        assert_eq!(writes, [b"PUT /k HTTP/1.1\r\n\r\nabcdef".to_vec()]);
+    }
+
+    #[tokio::test]
+    async fn a_head_does_not_wait_for_a_body_that_is_not_there_yet() {
+        let body = Chunks {
+            chunks: [&b"abc"[..], b"def"].into(),
+            slow: true,
+            waited: false,
+        };
+        let writes = written(body, Outgoing::Chunked).await;
+        assert_eq!(
+            writes,
+            [
+                b"PUT /k HTTP/1.1\r\n\r\n".to_vec(),
+                b"3\r\nabc\r\n".to_vec(),
+                b"3\r\ndef\r\n0\r\n\r\n".to_vec(),
+            ]
+        );
+    }
+}
