@@ -15,7 +15,7 @@ use crate::issuer::IssuerError;
 use crate::key::{lock_name_from_headers, normalize_path, request_host, Scope};
 use crate::reach::{self, ReachError};
 use crate::refusal::Refusal;
-use crate::store::{Lease, MAX_SHARED_KEYS};
+use crate::store::{Lease, LeaseEnded, LeaseStage, MAX_SHARED_KEYS};
 use crate::token::token_from_headers;
 use crate::InFlight;
 
@@ -494,7 +494,10 @@ where
         Some(response) => Ok(response?.map(|body| ResponseBody::inner(body, Some(in_flight)))),
         None => {
             let refusal = Refusal::StoreUnavailable {
-                detail: "this instance lost its lease on the shared fences while the request was in flight: the request was cut before the backend answered, and may or may not have been applied".into(),
+                detail: LeaseEnded {
+                    stage: LeaseStage::AwaitingResponse,
+                }
+                .to_string(),
             };
             log_refusal(&refusal, &head);
             Ok(refusal_response(&refusal))

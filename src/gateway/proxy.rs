@@ -232,15 +232,12 @@ impl Shared {
         match &error {
             UpstreamError::Send(SendError::Write(WriteError::Body(cause))) => {
                 let cause: &(dyn std::error::Error + 'static) = cause.as_ref();
-                if find_cause::<LeaseEnded>(cause).is_some() {
+                if let Some(ended) = find_cause::<LeaseEnded>(cause) {
                     tracing::error!(upstream = %self.upstream, "lease ended during the request body; aborted towards the backend");
                     return close_after(gateway_error(
                         StatusCode::SERVICE_UNAVAILABLE,
                         "fence_store_unavailable",
-                        &LeaseEnded {
-                            stage: LeaseStage::SendingBody,
-                        }
-                        .to_string(),
+                        &ended.to_string(),
                         Outcome::FenceStoreUnavailable,
                     ));
                 }

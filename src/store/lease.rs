@@ -18,6 +18,9 @@ pub enum LeaseStage {
     BeforeSending,
     /// Its body was being sent: the backend received it cut off.
     SendingBody,
+    /// Sent, its response awaited: the backend may or may not have applied
+    /// it.
+    AwaitingResponse,
     /// Its response was being relayed: the client received it cut off.
     RelayingResponse,
 }
@@ -46,6 +49,9 @@ impl LeaseStage {
             LeaseStage::BeforeSending => "before the request was sent; it was not sent",
             LeaseStage::SendingBody => {
                 "while the request body was being sent; the backend received it cut off"
+            }
+            LeaseStage::AwaitingResponse => {
+                "before the backend answered; the request was cut and may or may not have been applied"
             }
             LeaseStage::RelayingResponse => {
                 "while the response was being relayed; the client received it cut off"
