@@ -134,6 +134,16 @@ impl Collector for FenceCollector {
                     "In-flight records deleted after their last request",
                     shared.records_deleted,
                 ),
+                (
+                    "fencegate_shared_highest_reads",
+                    "Linearizable reads of a fence's highest, checking a chained write's observed version",
+                    shared.highest_reads,
+                ),
+                (
+                    "fencegate_shared_highest_read_transactions",
+                    "etcd transactions that answered those reads (many reads share one)",
+                    shared.highest_read_transactions,
+                ),
             ] {
                 encode_counter(&mut encoder, name, help, value)?;
             }

@@ -293,6 +293,11 @@ pub struct SharedStats {
     pub waits: u64,
     /// Records deleted after their last request.
     pub records_deleted: u64,
+    /// Linearizable reads of highests (a chained write's observed version
+    /// checked, SPEC "Chained writes" rule (b)).
+    pub highest_reads: u64,
+    /// The etcd transactions that answered them: many reads share one.
+    pub highest_read_transactions: u64,
     /// Revisions between the newest one a claim saw and the one the local
     /// view has caught up to.
     pub view_lag: u64,

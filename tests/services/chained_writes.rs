@@ -279,6 +279,21 @@ fn with_shared_fences_a_late_stale_put_from_one_instance_is_refused_after_anothe
     assert_eq!(stored(&target).as_deref(), Some("v34"));
     // A's stale holder, back: refused by the fence (B's 34 is in etcd).
     assert_eq!(request(&a, "PUT", &target, 33, b"again").status, 409);
+    // Each instance read etcd once, for the first write after its HEAD;
+    // A's second write carried the version its first returned (rule (a)).
+    for gateway in [&a, &b] {
+        let metrics = gateway.metrics();
+        for series in [
+            "fencegate_shared_highest_reads_total",
+            "fencegate_shared_highest_read_transactions_total",
+        ] {
+            assert_eq!(
+                metric(&metrics, series),
+                Some(1.0),
+                "{series} in:\n{metrics}"
+            );
+        }
+    }
 }
 
 /// WebDAV on Apache: a stale holder's `PUT` is held by the relay until

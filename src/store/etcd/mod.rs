@@ -24,7 +24,8 @@
 //! The parts, one per file, each a struct that owns its state and offers
 //! an interface: `LeaseKeeper` (`lease_keeper.rs`: the lease), `Records`
 //! (`records.rs`: this holder's in-flight records and the holds on them),
-//! `ClaimBatcher` (`claims.rs`: claims into transactions), `Watcher`
+//! `ClaimBatcher` (`claims.rs`: claims into transactions), `HighestReads`
+//! (`reads.rs`: linearizable reads of highests, batched), `Watcher`
 //! (`watch.rs`: the replica, `replica.rs`, and the table's view, fed by the
 //! watch) and `AdminLog` (`admin.rs`: admin writes and their audit).
 //! `EtcdStore` composes them (this file); each part is handed the parts it
@@ -45,6 +46,7 @@ use self::admin::AdminLog;
 use self::claims::ClaimBatcher;
 use self::layout::Layout;
 use self::lease_keeper::LeaseKeeper;
+use self::reads::HighestReads;
 use self::records::Records;
 use self::watch::Watcher;
 use super::{
@@ -57,6 +59,7 @@ mod admin;
 mod claims;
 mod layout;
 mod lease_keeper;
+mod reads;
 mod records;
 mod replica;
 mod watch;
@@ -117,6 +120,7 @@ pub struct EtcdStore {
     keeper: Arc<LeaseKeeper>,
     records: Arc<Records>,
     claims: Arc<ClaimBatcher>,
+    reads: HighestReads,
     watcher: Arc<Watcher>,
     admin: Arc<AdminLog>,
     /// The fences read at connect, handed to the table once by `load`.
@@ -135,6 +139,10 @@ struct Counters {
     waits: AtomicU64,
     lease_losses: AtomicU64,
     records_deleted: AtomicU64,
+    /// Reads of highests asked for (chained writes' observed versions),
+    /// and the transactions that answered them.
+    highest_reads: AtomicU64,
+    highest_read_transactions: AtomicU64,
     /// The newest revision etcd reported in a transaction answer; with the
     /// replica's revision, the local view's lag.
     seen_revision: AtomicU64,
@@ -211,6 +219,8 @@ impl EtcdStore {
             options.instance,
             Arc::clone(&records),
         ));
+        let (reads, queued_reads) = HighestReads::new(Arc::clone(&counters));
+        let reader = reads::etcd_reader(client.clone(), Arc::clone(&layout), Arc::clone(&counters));
         check_settings(&client, &layout, &options.settings).await?;
         let lease = keeper.grant().await.map_err(unavailable)?;
         let (fences, revision) = watcher.load_all().await.map_err(unavailable)?;
@@ -221,6 +231,7 @@ impl EtcdStore {
             keeper: Arc::clone(&keeper),
             records: Arc::clone(&records),
             claims: Arc::clone(&claims),
+            reads,
             watcher,
             admin,
             loaded: Mutex::new(Some(fences)),
@@ -234,6 +245,7 @@ impl EtcdStore {
         })));
         tasks.push(tokio::spawn(claims.commit_claims(pending)));
         tasks.push(tokio::spawn(records.sweep_records()));
+        tasks.push(tokio::spawn(reads::serve_reads(queued_reads, reader)));
         drop(tasks);
         Ok(store)
     }
@@ -317,10 +329,8 @@ impl FenceStore for EtcdStore {
     }
 
     fn read_highests(&self, keys: &[&str]) -> HighestsFuture {
-        let client = self.client.clone();
-        let layout = Arc::clone(&self.layout);
-        let keys: Vec<String> = keys.iter().map(|key| (*key).to_owned()).collect();
-        Box::pin(async move { read_highests(&client, &layout, &keys).await })
+        self.reads
+            .read(keys.iter().map(|key| (*key).to_owned()).collect())
     }
 
     fn use_subtrees(&self) {
@@ -374,6 +384,10 @@ impl FenceStore for EtcdStore {
                 round_trip_seconds: calls.micros.load(Ordering::Relaxed) as f64 / 1e6,
                 waits: counters.waits.load(Ordering::Relaxed),
                 records_deleted: counters.records_deleted.load(Ordering::Relaxed),
+                highest_reads: counters.highest_reads.load(Ordering::Relaxed),
+                highest_read_transactions: counters
+                    .highest_read_transactions
+                    .load(Ordering::Relaxed),
                 view_lag: seen.saturating_sub(u64::try_from(replica_revision).unwrap_or(0)),
             }),
         }
@@ -416,27 +430,4 @@ async fn check_settings(
         )
         .into(),
     ))
-}
-
-/// The highest of each key, in one linearizable read (etcd's default
-/// range: served after the leader confirmed it still leads).
-async fn read_highests(
-    client: &Client,
-    layout: &Layout,
-    keys: &[String],
-) -> Result<Vec<Option<u64>>, StoreError> {
-    let reads: Vec<Value> = keys
-        .iter()
-        .map(|key| json!({ "request_range": { "key": b64(&layout.highest(key)) } }))
-        .collect();
-    let answer = client
-        .call("/v3/kv/txn", &json!({ "success": reads }))
-        .await
-        .map_err(unavailable)?;
-    Ok((0..keys.len())
-        .map(|index| {
-            let kv = &answer["responses"][index]["response_range"]["kvs"][0];
-            text(&kv["value"]).and_then(|value| value.parse().ok())
-        })
-        .collect())
 }
