@@ -102,6 +102,10 @@ impl engine::Handler for NoEngine {
     fn call(&self, _: Request<engine::RequestBody>) -> Self::Future {
         match *self {}
     }
+
+    fn refused(&self, _: http::StatusCode, _: &'static str) {
+        match *self {}
+    }
 }
 
 /// What a service for one connection may know of it.

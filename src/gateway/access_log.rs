@@ -168,9 +168,9 @@ pub(crate) struct Entry {
     log: AccessLog,
     started: Instant,
     client: SocketAddr,
-    method: Method,
-    /// Cloned from the request: its bytes are shared, not copied.
-    uri: Uri,
+    /// Cloned from the request (the URI's bytes are shared, not copied);
+    /// `None` for a head refused before it could be read as a request.
+    request: Option<(Method, Uri)>,
     key: Option<String>,
     token: Option<u64>,
     answered: Option<(Outcome, StatusCode)>,
@@ -186,8 +186,8 @@ struct Line<'a> {
     time: SystemTime,
     #[serde(serialize_with = "display")]
     client: SocketAddr,
-    method: &'a str,
-    path: &'a str,
+    method: Option<&'a str>,
+    path: Option<&'a str>,
     key: Option<&'a str>,
     token: Option<u64>,
     outcome: &'static str,
@@ -203,16 +203,14 @@ impl Entry {
         log: &AccessLog,
         started: Instant,
         client: SocketAddr,
-        method: Method,
-        uri: Uri,
+        request: Option<(Method, Uri)>,
         fence: (Option<String>, Option<u64>),
     ) -> Entry {
         Entry {
             log: log.clone(),
             started,
             client,
-            method,
-            uri,
+            request,
             key: fence.0,
             token: fence.1,
             answered: None,
@@ -248,8 +246,8 @@ impl Drop for Entry {
         let line = Line {
             time: SystemTime::now(),
             client: self.client,
-            method: self.method.as_str(),
-            path: self.uri.path(),
+            method: self.request.as_ref().map(|(method, _)| method.as_str()),
+            path: self.request.as_ref().map(|(_, uri)| uri.path()),
             key: self.key.as_deref(),
             token: self.token,
             outcome: outcome.as_str(),

@@ -120,6 +120,15 @@ impl engine::Handler for Connection {
     fn call(&self, request: Request<engine::RequestBody>) -> Metered {
         self.serve(request.map(IncomingBody::Engine))
     }
+
+    fn refused(&self, status: http::StatusCode, error: &'static str) {
+        let outcome = if error == Outcome::InvalidPath.as_str() {
+            Outcome::InvalidPath
+        } else {
+            Outcome::OtherRefusal
+        };
+        Exchange::refused_head(&self.shared.client, outcome, status);
+    }
 }
 
 impl super::accept::MaybeEngine for Connection {

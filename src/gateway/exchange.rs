@@ -66,8 +66,7 @@ impl Exchange {
                 log,
                 started,
                 connection.peer,
-                request.method().clone(),
-                request.uri().clone(),
+                Some((request.method().clone(), request.uri().clone())),
                 fence(),
             ))
         });
@@ -78,6 +77,34 @@ impl Exchange {
             entry,
             answered: None,
         }
+    }
+
+    /// A head the engine refused before it became a request (malformed,
+    /// ambiguous framing, too large), answered `status` for `outcome`: counted
+    /// and logged like any request, with no method, path or fence.
+    pub(crate) fn refused_head(
+        connection: &Arc<ClientConnection>,
+        outcome: Outcome,
+        status: StatusCode,
+    ) {
+        let started = Instant::now();
+        let entry = connection.access_log.as_ref().map(|log| {
+            Box::new(Entry::new(
+                log,
+                started,
+                connection.peer,
+                None,
+                (None, None),
+            ))
+        });
+        let mut exchange = Exchange {
+            started,
+            connection: Arc::clone(connection),
+            _busy: connection.activity.begin(),
+            entry,
+            answered: None,
+        };
+        exchange.answered(outcome, status);
     }
 
     /// Where the request body's bytes are counted for the access log, if it

@@ -43,7 +43,8 @@ pub(crate) enum Outcome {
     /// 408 or 400: the client's request body stalled or was cut off.
     ClientError,
     /// Refused by the proxy itself: an upgrade, CONNECT, a request it could
-    /// not rewrite.
+    /// not rewrite, or an HTTP/1.x head the engine refused (malformed,
+    /// ambiguous framing, too large, an unsupported version or coding).
     OtherRefusal,
 }
 

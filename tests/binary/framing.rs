@@ -367,6 +367,61 @@ fn a_fragment_is_400_invalid_path_never_a_delete_of_its_directory() {
 }
 
 #[test]
+fn refused_heads_are_counted_and_logged_like_any_request() {
+    let backend = support::Backend::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("access.log");
+    let gateway =
+        GatewayProcess::in_front_of(&backend, &["--access-log", &log.display().to_string()]);
+    let cl_te = "PUT /counted HTTP/1.1\r\nHost: store\r\nX-Fencing-Token: 5\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
+    send_then_eof(gateway.data_addr(), cl_te.as_bytes())
+        .0
+        .assert_gateway_error(400, "bad_request");
+    let fragment = "DELETE /counted/#frag HTTP/1.1\r\nHost: store\r\nX-Fencing-Token: 5\r\n\r\n";
+    send_then_eof(gateway.data_addr(), fragment.as_bytes())
+        .0
+        .assert_gateway_error(400, "invalid_path");
+
+    let metrics = gateway.metrics();
+    assert_eq!(
+        support::outcome(&metrics, "other_refusal"),
+        1.0,
+        "{metrics}"
+    );
+    assert_eq!(support::outcome(&metrics, "invalid_path"), 1.0, "{metrics}");
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        support::wait_until(std::time::Duration::from_secs(10), || read()
+            .lines()
+            .count()
+            >= 2),
+        "{}",
+        read()
+    );
+    let lines: Vec<serde_json::Value> = read()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let outcomes: Vec<(&str, u64)> = lines
+        .iter()
+        .map(|line| {
+            (
+                line["outcome"].as_str().unwrap(),
+                line["status"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(outcomes, [("other_refusal", 400), ("invalid_path", 400)]);
+    for line in &lines {
+        // Refused before it was a request: no method, path or fence to name.
+        for field in ["method", "path", "key", "token", "upstream_status"] {
+            assert!(line[field].is_null(), "{field} in {line}");
+        }
+    }
+    assert!(backend.records_for("/counted").is_empty());
+}
+
+#[test]
 fn a_malformed_chunk_reaches_the_backend_only_cut_off() {
     let (gateway, backend) = recording();
     // The head is good and admitted; the body goes wrong after a chunk.

@@ -51,6 +51,10 @@ pub(crate) trait Handler {
 
     /// Answers `request`.
     fn call(&self, request: Request<RequestBody>) -> Self::Future;
+
+    /// A head was refused before it became a request: answered `status`
+    /// with the SPEC's `error` code (for the handler's metrics and log).
+    fn refused(&self, status: StatusCode, error: &'static str);
 }
 
 /// How a connection is served.
@@ -178,6 +182,7 @@ pub(crate) async fn serve<H: Handler>(
         let (request, asked) = match parsed {
             Ok(parsed) => parsed,
             Err(refused) => {
+                handler.refused(refused.status, refused.error);
                 let response =
                     crate::refusal::error_response(refused.status, refused.error, &refused.detail);
                 let asked = Asked {
