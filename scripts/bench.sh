@@ -23,6 +23,10 @@
 #               three at once, next to --state disk on one instance, over a
 #               3-member etcd cluster; etcd round trips per request and
 #               claims per etcd transaction (scripts/bench/shared.sh).
+# 8. chain:     W1 PUTs carrying the client's If-Match through fencegate with
+#               --conditional-writes off and s3 (every PUT a chained write),
+#               in front of a backend naming that version; interleaved
+#               (scripts/bench/chain.sh). Not in the default parts.
 #
 # It installs what it needs (scripts/install-deps.sh: nginx and wrk from
 # Debian), builds the release binary, starts every process itself on
@@ -38,7 +42,7 @@
 # Knobs (environment): BENCH_DURATION (s per run, 10), BENCH_REPEATS (5),
 # BENCH_WARMUP (s, 2), BENCH_CONNECTIONS (64), BENCH_PARTS
 # (proxy,footprint,upload,micro,front,issuer,shared), BENCH_FENCES (1000000),
-# BENCH_UPLOAD_MIB (1024), BENCH_PORT (18700, and the 31 ports above it), BENCH_QUIET_WAIT (s to wait for an idle
+# BENCH_UPLOAD_MIB (1024), BENCH_PORT (18700, and the 37 ports above it), BENCH_QUIET_WAIT (s to wait for an idle
 # machine before measuring, 60), BENCH_OUT (target/bench).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -121,7 +125,7 @@ report=$out/report.md
 cleanup_extra() { [ -z "${work:-}" ] || rm -rf "$work/dav" "$work/upload.bin"; }
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-for p in $(seq "$port" $((port + 31))); do
+for p in $(seq "$port" $((port + 37))); do
   port_free "$p" || { log "port $p is in use (set BENCH_PORT)"; exit 1; }
 done
 
@@ -192,6 +196,8 @@ target_url() {
     b-tls-up) echo "http://127.0.0.1:$nginx_tls_up_port" ;;
     c-tls-up) echo "http://127.0.0.1:$tls_up_port" ;;
     c-issuer) echo "http://127.0.0.1:$issuer_port" ;;
+    c-chain-off) echo "http://127.0.0.1:$chain_off_port" ;;
+    c-chain) echo "http://127.0.0.1:$chain_on_port" ;;
   esac
 }
 
@@ -506,6 +512,11 @@ front_report() {
 # shellcheck source=bench/shared.sh
 source scripts/bench/shared.sh
 
+# --- part 8: chained writes (scripts/bench/chain.sh) ------------------------------
+
+# shellcheck source=bench/chain.sh
+source scripts/bench/chain.sh
+
 # --- part 6: token trust ---------------------------------------------------------
 
 issuer_results=$out/issuer.tsv
@@ -659,6 +670,10 @@ fi
 if want shared; then
   shared_benchmark
   { echo "## Shared fences on etcd: W1 and W2 through 1 and 3 instances"; echo; shared_report; echo; } >>"$report"
+fi
+if want chain; then
+  chain_benchmark
+  { echo "## Chained writes: W1 with the client's If-Match, --conditional-writes off and s3"; echo; chain_report; echo; } >>"$report"
 fi
 if want micro; then
   micro
