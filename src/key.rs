@@ -32,8 +32,10 @@ use std::str::FromStr;
 
 use std::borrow::Cow;
 
-use http::header::{HeaderMap, HeaderName, HOST};
+use http::header::{HeaderName, HOST};
 use http::Uri;
+
+use crate::head::{visible_str, HeaderFields};
 
 /// The header that names the lock in [`Scope::Header`].
 pub const LOCK_HEADER: HeaderName = HeaderName::from_static("x-fencing-lock");
@@ -252,16 +254,17 @@ fn normalize_general(raw: &str) -> Result<String, PathError> {
 /// The request's host, normalised for a fence key: the target's authority
 /// for a request in absolute form or over HTTP/2 (`:authority`), else the
 /// `Host` header.
-pub fn request_host(uri: &Uri, headers: &HeaderMap) -> Result<String, HostError> {
+pub fn request_host<H: HeaderFields + ?Sized>(uri: &Uri, headers: &H) -> Result<String, HostError> {
     if let Some(authority) = uri.authority() {
         return normalize_host(authority.as_str());
     }
-    let mut values = headers.get_all(HOST).iter();
+    let name = HOST;
+    let mut values = headers.values_of(&name);
     let value = values.next().ok_or(HostError::Missing)?;
     if values.next().is_some() {
         return Err(HostError::Repeated);
     }
-    normalize_host(value.to_str().map_err(|_| HostError::Malformed)?)
+    normalize_host(visible_str(value).ok_or(HostError::Malformed)?)
 }
 
 /// A host (`host[:port]`, user info dropped) as the `host+` scopes key on
@@ -460,13 +463,15 @@ pub fn check_key(key: &str, scope: Scope) -> Result<(), String> {
 }
 
 /// Reads the lock name from `X-Fencing-Lock`.
-pub fn lock_name_from_headers(headers: &HeaderMap) -> Result<String, LockNameError> {
-    let mut values = headers.get_all(LOCK_HEADER).iter();
-    let value = values.next().ok_or(LockNameError::Missing)?;
+pub fn lock_name_from_headers<H: HeaderFields + ?Sized>(
+    headers: &H,
+) -> Result<String, LockNameError> {
+    let name = LOCK_HEADER;
+    let mut values = headers.values_of(&name);
+    let bytes = values.next().ok_or(LockNameError::Missing)?;
     if values.next().is_some() {
         return Err(LockNameError::Repeated);
     }
-    let bytes = value.as_bytes();
     let printable = bytes.iter().all(|b| (0x20..=0x7e).contains(b));
     if bytes.is_empty() || bytes.len() > MAX_LOCK_NAME_LEN || !printable {
         return Err(LockNameError::Malformed);
@@ -479,6 +484,7 @@ pub fn lock_name_from_headers(headers: &HeaderMap) -> Result<String, LockNameErr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::HeaderMap;
     use proptest::prelude::*;
 
     /// At least 20 spellings of `/bucket/obj.txt` that common backends treat

@@ -104,6 +104,8 @@
 #![warn(missing_docs)]
 
 // In the order of the layout above (not alphabetical).
+pub mod head;
+
 pub mod token;
 
 pub mod key;

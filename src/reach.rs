@@ -46,7 +46,9 @@
 //! ```
 
 use http::header::{HeaderName, CONTENT_TYPE, HOST};
-use http::{HeaderMap, Method, Request, Uri};
+use http::{Method, Uri};
+
+use crate::head::{visible_str, HeaderFields, RequestHead};
 
 use crate::key::{normalize_path, request_host, subtree_key, HostError, PathError, Scope};
 
@@ -118,14 +120,14 @@ pub struct Reached {
 /// object its path names, which is most requests: then [`reach`] would
 /// find nothing more, and need not be asked. Reads the method, the start of
 /// the path, and for `POST` the query and `Content-Type`.
-pub fn is_plain<B>(request: &Request<B>) -> bool {
+pub fn is_plain<R: RequestHead + ?Sized>(request: &R) -> bool {
     let path = request.uri().path();
     if is_gcs_api(path) {
         return false;
     }
     match request.method().as_str() {
         "DELETE" | "COPY" | "MOVE" | "PROPPATCH" => false,
-        "POST" => !lists_objects(request.uri()) && !is_form(request.headers()),
+        "POST" => !lists_objects(request.uri()) && !is_form(request.fields()),
         _ => true,
     }
 }
@@ -134,15 +136,15 @@ pub fn is_plain<B>(request: &Request<B>) -> bool {
 /// in path and `prefix:N` scope (in `header` scope the lock name is the
 /// only key: do not ask). `listed` holds the keys of an S3 `DeleteObjects` read from
 /// its body.
-pub fn reach<B>(
-    request: &Request<B>,
+pub fn reach<R: RequestHead + ?Sized>(
+    request: &R,
     rules: &Rules,
     listed: Option<&ListedObjects>,
 ) -> Result<Reached, ReachError> {
     let mut keys = Vec::new();
     let method = request.method();
     let uri = request.uri();
-    let headers = request.headers();
+    let headers = request.fields();
     let write = !matches!(
         method.as_str(),
         "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PROPFIND"
@@ -248,7 +250,7 @@ fn with_host(host: Option<&str>, mut reached: Reached) -> Reached {
 /// Whether `request` is an S3 `DeleteObjects` (`POST /bucket?delete`),
 /// whose keys are in its body: read them with [`listed_objects`] and put a
 /// [`ListedObjects`] in the request's extensions before the fencing layer.
-pub fn lists_objects_in_body<B>(request: &Request<B>) -> bool {
+pub fn lists_objects_in_body<R: RequestHead + ?Sized>(request: &R) -> bool {
     request.method() == Method::POST && lists_objects(request.uri())
 }
 
@@ -313,14 +315,13 @@ pub fn listed_objects(body: &[u8]) -> Result<ListedObjects, Unfenceable> {
 
 /// An S3 POST-policy upload: a form posted to a bucket (or, virtual-hosted,
 /// to the root).
-fn is_form_upload(headers: &HeaderMap, path: &str) -> bool {
+fn is_form_upload<H: HeaderFields + ?Sized>(headers: &H, path: &str) -> bool {
     is_form(headers) && path.matches('/').count() <= 1
 }
 
-fn is_form(headers: &HeaderMap) -> bool {
-    headers.get(CONTENT_TYPE).is_some_and(|value| {
+fn is_form<H: HeaderFields + ?Sized>(headers: &H) -> bool {
+    headers.first(&CONTENT_TYPE).is_some_and(|value| {
         value
-            .as_bytes()
             .get(..19)
             .is_some_and(|start| start.eq_ignore_ascii_case(b"multipart/form-data"))
     })
@@ -348,15 +349,16 @@ enum Depth {
     Infinity,
 }
 
-fn depth(headers: &HeaderMap) -> Result<Option<Depth>, Unfenceable> {
-    let mut values = headers.get_all(DEPTH).iter();
+fn depth<H: HeaderFields + ?Sized>(headers: &H) -> Result<Option<Depth>, Unfenceable> {
+    let name = DEPTH;
+    let mut values = headers.values_of(&name);
     let Some(value) = values.next() else {
         return Ok(None);
     };
     if values.next().is_some() {
         return Err(Unfenceable("Depth appears more than once".into()));
     }
-    let value = value.to_str().unwrap_or_default().trim();
+    let value = visible_str(value).unwrap_or_default().trim();
     match value {
         "0" => Ok(Some(Depth::Zero)),
         "1" => Ok(Some(Depth::One)),
@@ -369,17 +371,16 @@ fn depth(headers: &HeaderMap) -> Result<Option<Depth>, Unfenceable> {
 
 /// The normalised path of a `COPY` or `MOVE`'s `Destination`: an absolute
 /// URI on the request's own authority, or an absolute path.
-fn destination<B>(request: &Request<B>) -> Result<String, ReachError> {
-    let mut values = request.headers().get_all(DESTINATION).iter();
+fn destination<R: RequestHead + ?Sized>(request: &R) -> Result<String, ReachError> {
+    let name = DESTINATION;
+    let mut values = request.fields().values_of(&name);
     let Some(value) = values.next() else {
         return Err(Unfenceable(format!("{} without Destination", request.method())).into());
     };
     if values.next().is_some() {
         return Err(Unfenceable("Destination appears more than once".into()).into());
     }
-    let value = value
-        .to_str()
-        .map_err(|_| Unfenceable("Destination is not ASCII".into()))?;
+    let value = visible_str(value).ok_or_else(|| Unfenceable("Destination is not ASCII".into()))?;
     if value.contains('#') {
         return Err(Unfenceable("Destination holds a fragment".into()).into());
     }
@@ -414,10 +415,10 @@ fn destination<B>(request: &Request<B>) -> Result<String, ReachError> {
 }
 
 /// The authority the client addressed: the URI's (absolute form), else `Host`.
-fn own_authority<B>(request: &Request<B>) -> Option<&str> {
+fn own_authority<R: RequestHead + ?Sized>(request: &R) -> Option<&str> {
     match request.uri().authority() {
         Some(authority) => Some(authority.as_str()),
-        None => request.headers().get(HOST)?.to_str().ok(),
+        None => visible_str(request.fields().first(&HOST)?),
     }
 }
 
@@ -552,6 +553,7 @@ fn normalize_decoded(path: &str) -> Result<String, PathError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::Request;
 
     fn keys(
         method: &str,

@@ -16,7 +16,9 @@
 //! assert_eq!(parse_token_value(b"18446744073709551616"), Err(TokenError::Overflow));
 //! ```
 
-use http::header::{HeaderMap, HeaderName};
+use http::header::HeaderName;
+
+use crate::head::HeaderFields;
 
 /// Why a token header was refused. Every variant is answered with
 /// 400 `invalid_token`.
@@ -76,18 +78,18 @@ pub fn parse_token_value(raw: &[u8]) -> Result<u64, TokenError> {
 /// headers.append(&name, HeaderValue::from_static("34"));
 /// assert_eq!(token_from_headers(&headers, &name), Err(TokenError::Repeated));
 /// ```
-pub fn token_from_headers(
-    headers: &HeaderMap,
+pub fn token_from_headers<H: HeaderFields + ?Sized>(
+    headers: &H,
     name: &HeaderName,
 ) -> Result<Option<u64>, TokenError> {
-    let mut values = headers.get_all(name).iter();
+    let mut values = headers.values_of(name);
     let Some(first) = values.next() else {
         return Ok(None);
     };
     if values.next().is_some() {
         return Err(TokenError::Repeated);
     }
-    parse_token_value(first.as_bytes()).map(Some)
+    parse_token_value(first).map(Some)
 }
 
 fn trim_spaces_and_tabs(raw: &[u8]) -> &[u8] {
@@ -103,6 +105,7 @@ fn trim_spaces_and_tabs(raw: &[u8]) -> &[u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::HeaderMap;
     use proptest::prelude::*;
 
     #[test]

@@ -7,7 +7,9 @@ use std::fmt;
 use std::str::FromStr;
 
 use http::header::{ETAG, IF_MATCH, IF_NONE_MATCH, IF_UNMODIFIED_SINCE};
-use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
+
+use crate::head::{visible_str, HeaderFields, SetHeader};
 
 use super::Version;
 
@@ -148,16 +150,16 @@ impl Mode {
     /// Whether the gateway may add its condition to `headers`' request: not
     /// to an Azure request signed with `SharedKey`, whose signature covers
     /// `If-Match` and `If-None-Match`.
-    pub fn may_add_condition(self, headers: &HeaderMap) -> bool {
+    pub fn may_add_condition<H: HeaderFields + ?Sized>(self, headers: &H) -> bool {
         self != Mode::Azure
             || !headers
-                .get(http::header::AUTHORIZATION)
-                .is_some_and(|value| value.as_bytes().starts_with(b"SharedKey"))
+                .first(&http::header::AUTHORIZATION)
+                .is_some_and(|value| value.starts_with(b"SharedKey"))
     }
 
     /// Reads the client's own precondition on a chained write.
-    pub fn client_condition(self, headers: &HeaderMap) -> ClientCondition {
-        if self == Mode::Webdav && headers.contains_key(WEBDAV_IF) {
+    pub fn client_condition<H: HeaderFields + ?Sized>(self, headers: &H) -> ClientCondition {
+        if self == Mode::Webdav && headers.contains(&WEBDAV_IF) {
             // Lists of one `If` header are alternatives: one of the
             // client's (a lock token) and one of the chain's would let a
             // request through that matches either.
@@ -166,12 +168,12 @@ impl Mode {
             );
         }
         // At most the first two lines of each: more than one is refused.
-        let first_two = |name| {
-            let mut values = headers.get_all(name).iter();
+        let first_two = |name: HeaderName| {
+            let mut values = headers.values_of(&name);
             (values.next(), values.next())
         };
         match (first_two(IF_MATCH), first_two(IF_NONE_MATCH)) {
-            ((None, _), (None, _)) if headers.contains_key(IF_UNMODIFIED_SINCE) => {
+            ((None, _), (None, _)) if headers.contains(&IF_UNMODIFIED_SINCE) => {
                 ClientCondition::NotChainable(
                     "If-Unmodified-Since alone names a time, not a version: a write made within the same second passes it",
                 )
@@ -179,14 +181,14 @@ impl Mode {
             ((None, _), (None, _)) => ClientCondition::None,
             ((Some(tag), None), (None, _)) => match strong_tag(tag) {
                 Some(tag) => ClientCondition::Chain(Version::Tag(tag.into())),
-                None if tag.as_bytes() == b"*" => ClientCondition::NotChainable(
+                None if tag == b"*" => ClientCondition::NotChainable(
                     "If-Match: * matches whatever version the object has, so a late write would still pass",
                 ),
                 None => ClientCondition::NotChainable(
                     "If-Match must name exactly one strong entity tag for the chain to stand on",
                 ),
             },
-            ((None, _), (Some(any), None)) if any.as_bytes() == b"*" => {
+            ((None, _), (Some(any), None)) if any == b"*" => {
                 ClientCondition::Chain(Version::Absent)
             }
             ((None, _), (Some(_), None)) => ClientCondition::NotChainable(
@@ -199,49 +201,55 @@ impl Mode {
     }
 
     /// The headers that make a write of `uri` apply only to `version`.
-    pub fn condition(self, effect: Effect, version: &Version, uri: &Uri, headers: &mut HeaderMap) {
+    pub fn condition<H: SetHeader + ?Sized>(
+        self,
+        effect: Effect,
+        version: &Version,
+        uri: &Uri,
+        headers: &mut H,
+    ) {
         match (self, version) {
             (Mode::Off, _) => {}
             (Mode::Webdav, Version::Tag(tag)) => {
                 let list = format!("<{}> ([{tag}])", uri.path());
                 if let Ok(value) = HeaderValue::from_str(&list) {
-                    headers.insert(WEBDAV_IF, value);
+                    headers.set(WEBDAV_IF, value);
                 }
             }
             (Mode::Webdav, Version::Absent) => match effect {
                 Effect::Replace => {
-                    headers.insert(IF_NONE_MATCH, HeaderValue::from_static("*"));
+                    headers.set(IF_NONE_MATCH, HeaderValue::from_static("*"));
                 }
                 Effect::Remove => {
                     let list = format!("<{}> ([{ABSENT_TAG}])", uri.path());
                     if let Ok(value) = HeaderValue::from_str(&list) {
-                        headers.insert(WEBDAV_IF, value);
+                        headers.set(WEBDAV_IF, value);
                     }
                 }
             },
             (Mode::Http | Mode::Azure, Version::Tag(tag)) => {
                 if let Ok(value) = HeaderValue::from_str(tag) {
-                    headers.insert(IF_MATCH, value);
+                    headers.set(IF_MATCH, value);
                 }
             }
             // "Only if there is none": a create, or a delete of what is
             // still absent (the store's 404 then says so).
             (Mode::Http | Mode::Azure, Version::Absent) => {
-                headers.insert(IF_NONE_MATCH, HeaderValue::from_static("*"));
+                headers.set(IF_NONE_MATCH, HeaderValue::from_static("*"));
             }
             (Mode::S3, Version::Tag(tag)) => {
                 if let Ok(value) = HeaderValue::from_str(tag) {
-                    headers.insert(IF_MATCH, value);
+                    headers.set(IF_MATCH, value);
                 }
             }
             (Mode::S3, Version::Absent) => match effect {
                 Effect::Replace => {
-                    headers.insert(IF_NONE_MATCH, HeaderValue::from_static("*"));
+                    headers.set(IF_NONE_MATCH, HeaderValue::from_static("*"));
                 }
                 // S3 has no "delete only if absent": a tag that no object
                 // has. The store's 404 then means "still absent".
                 Effect::Remove => {
-                    headers.insert(IF_MATCH, HeaderValue::from_static(ABSENT_TAG));
+                    headers.set(IF_MATCH, HeaderValue::from_static(ABSENT_TAG));
                 }
             },
         }
@@ -270,7 +278,7 @@ impl Mode {
     /// for `If-Match`; weak too for WebDAV's `If`, which compares weakly
     /// (mod_dav names a file written in the last second with a weak tag).
     fn tag(self, headers: &HeaderMap) -> Option<Version> {
-        let value = headers.get(ETAG)?;
+        let value = headers.get(ETAG)?.as_bytes();
         let tag = match self {
             Mode::Webdav => strong_tag(value).or_else(|| weak_tag(value)),
             Mode::Off | Mode::S3 | Mode::Http | Mode::Azure => strong_tag(value),
@@ -344,15 +352,15 @@ pub enum Outcome {
 }
 
 /// `value` if it is one weak entity tag (`W/"..."`).
-fn weak_tag(value: &HeaderValue) -> Option<&str> {
-    let text = value.to_str().ok()?.trim();
+fn weak_tag(value: &[u8]) -> Option<&str> {
+    let text = visible_str(value)?.trim();
     let inner = text.strip_prefix("W/\"")?.strip_suffix('"')?;
     (!inner.contains('"')).then_some(text)
 }
 
 /// `value` if it is one strong entity tag (`"..."`, no `W/`).
-fn strong_tag(value: &HeaderValue) -> Option<&str> {
-    let text = value.to_str().ok()?.trim();
+fn strong_tag(value: &[u8]) -> Option<&str> {
+    let text = visible_str(value)?.trim();
     let inner = text.strip_prefix('"')?.strip_suffix('"')?;
     (!inner.contains('"')).then_some(text)
 }

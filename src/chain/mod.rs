@@ -99,14 +99,14 @@ pub type HeadAnswer = Result<(http::StatusCode, http::HeaderMap), String>;
 /// Sends a `HEAD` of an object to the store, for
 /// [`Observer::GatewayHead`]: the chain learns an unknown version itself
 /// before a write instead of asking the client for a `HEAD`. The gateway's
-/// implementation sends it through its own proxy, with the client's
-/// `Host`, `Authorization` and `Cookie`.
+/// implementation sends it through its own proxy.
 pub trait VersionReader: Send + Sync + 'static {
-    /// `HEAD` of `uri`, with the credentials among `headers`.
+    /// `HEAD` of `uri`, with `credentials`: the write's `Host`,
+    /// `Authorization` and `Cookie` fields, and nothing else of its head.
     fn head(
         &self,
         uri: &http::Uri,
-        headers: &http::HeaderMap,
+        credentials: &http::HeaderMap,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = HeadAnswer> + Send>>;
 }
 

@@ -2,10 +2,12 @@
 //! before it is forwarded (the version it may carry, or a refusal) and
 //! once the store answered (what the object's version is now).
 
-use http::{Method, Request, Response};
+use http::header::{HeaderValue, AUTHORIZATION, COOKIE, HOST};
+use http::{HeaderMap, Method, Response};
 
 use crate::chain::{Chain, ClientCondition, Effect, Outcome, Source, Version};
 use crate::fences::{Fences, Stale, StaleReason};
+use crate::head::{HeaderFields, RequestHead, SetHeader};
 use crate::key::normalize_path;
 use crate::refusal::Refusal;
 
@@ -39,7 +41,10 @@ impl Plan {
 
 /// A refusal of a client's precondition that no chain can stand on, before
 /// admission (nothing is raised for a request that cannot go).
-pub(super) fn check_condition<B>(chain: &Chain, request: &Request<B>) -> Result<(), Refusal> {
+pub(super) fn check_condition<R: RequestHead + ?Sized>(
+    chain: &Chain,
+    request: &R,
+) -> Result<(), Refusal> {
     if chain
         .mode()
         .chained(request.method(), request.uri())
@@ -47,7 +52,7 @@ pub(super) fn check_condition<B>(chain: &Chain, request: &Request<B>) -> Result<
     {
         return Ok(());
     }
-    match chain.mode().client_condition(request.headers()) {
+    match chain.mode().client_condition(request.fields()) {
         ClientCondition::NotChainable(why) => Err(Refusal::PreconditionNotChainable {
             detail: why.to_owned(),
         }),
@@ -57,11 +62,11 @@ pub(super) fn check_condition<B>(chain: &Chain, request: &Request<B>) -> Result<
 
 /// Before an admitted request is forwarded: adds the chain's condition to a
 /// chained write, or refuses it when no version may be used.
-pub(super) fn before<B>(
+pub(super) fn before<R: RequestHead + SetHeader>(
     chain: &Chain,
     fences: &Fences,
     resource: &str,
-    request: &mut Request<B>,
+    request: &mut R,
 ) -> Result<Option<Plan>, Refusal> {
     let Ok(object) = normalize_path(request.uri().path()) else {
         return Ok(None);
@@ -75,14 +80,14 @@ pub(super) fn before<B>(
             && mode.reads_object(request.uri());
         return Ok(read.then_some(Plan::Read { object, lowerings }));
     };
-    let (sent, own, observed) = match mode.client_condition(request.headers()) {
+    let (sent, own, observed) = match mode.client_condition(request.fields()) {
         ClientCondition::Chain(version) => {
             // The write's own chain: counted, not kept (the version is
             // unknown while the write is out, and its answer tells the next).
             chain.count_observation(Source::ClientCondition);
             (version, true, true)
         }
-        ClientCondition::None if !mode.may_add_condition(request.headers()) => {
+        ClientCondition::None if !mode.may_add_condition(request.fields()) => {
             return Err(Refusal::Unchainable {
                 detail: "the request is signed with SharedKey, whose signature covers If-Match and If-None-Match: send your own condition, or authorise with a SAS or a bearer token".into(),
             });
@@ -90,7 +95,7 @@ pub(super) fn before<B>(
         ClientCondition::None => match chain.version(&object, lowerings) {
             Some(known) => {
                 let uri = request.uri().clone();
-                mode.condition(effect, &known.version, &uri, request.headers_mut());
+                mode.condition(effect, &known.version, &uri, request);
                 (known.version, false, known.observed)
             }
             None => {
@@ -198,11 +203,11 @@ pub(super) async fn confirm_observed(
 /// gateway's own `HEAD` of the object teaches its version (the request is
 /// in flight meanwhile: admitted, holding its fence). A failed `HEAD`, or
 /// one whose answer names no version, is 503 `version_unavailable`.
-pub(super) async fn read_version(
+pub(super) async fn read_version<H: HeaderFields + ?Sized>(
     chain: &Chain,
     fences: &Fences,
     uri: &http::Uri,
-    headers: &http::HeaderMap,
+    headers: &H,
 ) -> Result<(), Refusal> {
     let Some(reader) = chain.reader() else {
         return Ok(());
@@ -211,8 +216,18 @@ pub(super) async fn read_version(
         return Ok(());
     };
     let lowerings = fences.lowerings();
+    // The client's credentials, which let it write the object, let the
+    // gateway read it; nothing else of the write's head.
+    let mut credentials = HeaderMap::new();
+    for name in [HOST, AUTHORIZATION, COOKIE] {
+        for value in headers.values_of(&name) {
+            if let Ok(value) = HeaderValue::from_bytes(value) {
+                credentials.append(name.clone(), value);
+            }
+        }
+    }
     let (status, headers) = reader
-        .head(uri, headers)
+        .head(uri, &credentials)
         .await
         .map_err(|detail| Refusal::VersionUnavailable { detail })?;
     match chain.mode().observed(status, &headers) {

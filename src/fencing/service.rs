@@ -11,6 +11,7 @@ use super::chained;
 use super::config::Config;
 use super::future::{refusal_response, ResponseFuture};
 use crate::fences::{self, AdmitError, Fences};
+use crate::head::{HeaderFields, RequestHead, SetHeader};
 use crate::issuer::IssuerError;
 use crate::key::{lock_name_from_headers, normalize_path, request_host, Scope};
 use crate::reach::{self, ReachError};
@@ -50,6 +51,22 @@ enum Admit {
         keys: Vec<String>,
         token: u64,
     },
+}
+
+/// A request the fencing layer hands on to its inner service: read as a
+/// [`RequestHead`], given a chained write's condition ([`SetHeader`]), and
+/// told the lease it was admitted under (shared fences), which the inner
+/// service watches while it forwards it. `http::Request` is one (the lease
+/// goes into its extensions); the gateway's HTTP/1.1 engine has its own.
+pub(crate) trait Fenced: RequestHead<Fields: Sync> + SetHeader + Send + 'static {
+    /// The lease this request was admitted under.
+    fn hand_lease(&mut self, lease: Lease);
+}
+
+impl<B: Send + 'static> Fenced for Request<B> {
+    fn hand_lease(&mut self, lease: Lease) {
+        self.extensions_mut().insert(lease);
+    }
 }
 
 impl<S> Fencing<S> {
@@ -94,7 +111,7 @@ impl<S> Fencing<S> {
     /// far as they can be told: `(None, None)` for an unfenced read, a key
     /// without a token for a write that has none, nothing that is invalid.
     /// For logs; admission itself does not use it.
-    pub fn fence_of<B>(&self, request: &Request<B>) -> (Option<String>, Option<u64>) {
+    pub fn fence_of<R: RequestHead + ?Sized>(&self, request: &R) -> (Option<String>, Option<u64>) {
         match self.decide(request) {
             Ok(Decision::Admit(Admit::One { key, token } | Admit::All { key, token, .. })) => {
                 (Some(key), Some(token))
@@ -113,7 +130,7 @@ impl<S> Fencing<S> {
 
     /// The request's own key in the path scopes: its normalised path's key,
     /// and in the `host+` scopes its host in front.
-    fn path_key<B>(&self, request: &Request<B>) -> Result<String, Refusal> {
+    fn path_key<R: RequestHead + ?Sized>(&self, request: &R) -> Result<String, Refusal> {
         let scope = self.config.scope;
         let path = normalize_path(request.uri().path()).map_err(|e| Refusal::InvalidPath {
             detail: e.to_string(),
@@ -122,7 +139,7 @@ impl<S> Fencing<S> {
             return Ok(scope.into_key(path));
         }
         let host =
-            request_host(request.uri(), request.headers()).map_err(|e| Refusal::InvalidPath {
+            request_host(request.uri(), request.fields()).map_err(|e| Refusal::InvalidPath {
                 detail: e.to_string(),
             })?;
         Ok(scope.key_for(Some(&host), &path))
@@ -130,9 +147,9 @@ impl<S> Fencing<S> {
 
     /// Everything but admission, in the contract's order: token syntax and
     /// lock header, then the path, then a write without a token.
-    fn decide<B>(&self, request: &Request<B>) -> Result<Decision, Refusal> {
+    fn decide<R: RequestHead + ?Sized>(&self, request: &R) -> Result<Decision, Refusal> {
         let config = &self.config;
-        let headers = request.headers();
+        let headers = request.fields();
         let token = token_from_headers(headers, &config.token_header).map_err(|e| {
             Refusal::InvalidToken {
                 detail: format!("{}: {e}", config.token_header),
@@ -173,17 +190,18 @@ impl<S> Fencing<S> {
             scope: config.scope,
             flat_keys: config.flat_keys,
         };
-        let reached = reach::reach(request, &rules, request.extensions().get()).map_err(
-            |error| match error {
-                ReachError::Path(e) => Refusal::InvalidPath {
-                    detail: e.to_string(),
+        let reached =
+            reach::reach(request, &rules, request.listed_objects()).map_err(
+                |error| match error {
+                    ReachError::Path(e) => Refusal::InvalidPath {
+                        detail: e.to_string(),
+                    },
+                    ReachError::Host(e) => Refusal::InvalidPath {
+                        detail: e.to_string(),
+                    },
+                    ReachError::Unfenceable(e) => Refusal::Unfenceable { detail: e.0 },
                 },
-                ReachError::Host(e) => Refusal::InvalidPath {
-                    detail: e.to_string(),
-                },
-                ReachError::Unfenceable(e) => Refusal::Unfenceable { detail: e.0 },
-            },
-        )?;
+            )?;
         match <[String; 1]>::try_from(reached.keys) {
             Ok([key]) => Ok(Decision::Admit(Admit::One { key, token })),
             Err(keys) => {
@@ -241,15 +259,15 @@ impl<S> Fencing<S> {
     /// proxy's does): one clone of it per request, where `call` on a clone
     /// of `self` would take two.
     #[cfg(feature = "gateway")]
-    pub(crate) fn call_ready<ReqBody, ResBody>(
+    pub(crate) fn call_ready<R, ResBody>(
         &self,
-        request: Request<ReqBody>,
+        request: R,
     ) -> ResponseFuture<S::Future, ResBody, S::Error>
     where
-        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+        S: Service<R, Response = Response<ResBody>> + Clone + Send + 'static,
         S::Future: Send + 'static,
         S::Error: Send + 'static,
-        ReqBody: Send + 'static,
+        R: Fenced,
         ResBody: Send + 'static,
     {
         match self.decide_logged(&request) {
@@ -266,14 +284,14 @@ impl<S> Fencing<S> {
     /// its extensions) before it can admit it: the gateway reads its body
     /// first.
     #[cfg(feature = "gateway")]
-    pub(crate) fn needs_listing<B>(&self, request: &Request<B>) -> bool {
+    pub(crate) fn needs_listing<R: RequestHead + ?Sized>(&self, request: &R) -> bool {
         self.config.scope != Scope::Header
             && reach::lists_objects_in_body(request)
-            && request.headers().contains_key(&self.config.token_header)
+            && request.fields().contains(&self.config.token_header)
     }
 
     /// [`Fencing::decide`], with a log line for a refusal.
-    fn decide_logged<B>(&self, request: &Request<B>) -> Result<Decision, Refusal> {
+    fn decide_logged<R: RequestHead + ?Sized>(&self, request: &R) -> Result<Decision, Refusal> {
         self.decide(request)
             .and_then(|decision| match (&decision, self.config.chain.as_deref()) {
                 (Decision::Admit(_), Some(chain)) => {
@@ -285,17 +303,17 @@ impl<S> Fencing<S> {
     }
 
     /// Admit as `admission` says, then `inner` called with `request`.
-    fn admitting<ReqBody, ResBody>(
+    fn admitting<R, ResBody>(
         &self,
         admission: Admit,
-        request: Request<ReqBody>,
+        request: R,
         inner: S,
     ) -> ResponseFuture<S::Future, ResBody, S::Error>
     where
-        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Send + 'static,
+        S: Service<R, Response = Response<ResBody>> + Send + 'static,
         S::Future: Send + 'static,
         S::Error: Send + 'static,
-        ReqBody: Send + 'static,
+        R: Fenced,
         ResBody: Send + 'static,
     {
         let config = Arc::clone(&self.config);
@@ -385,13 +403,14 @@ fn refusal_of(resource: String, token: u64, error: AdmitError) -> Refusal {
 
 /// Calls `inner` with an admitted request, holding `in_flight` until its
 /// response is relayed.
-async fn call<S, ReqBody, ResBody>(
+async fn call<S, R, ResBody>(
     mut inner: S,
-    request: Request<ReqBody>,
+    request: R,
     in_flight: InFlight,
 ) -> Result<Response<ResponseBody<ResBody>>, S::Error>
 where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    S: Service<R, Response = Response<ResBody>>,
+    R: Fenced,
 {
     let Some(lease) = in_flight.lease().cloned() else {
         let response = inner.call(request).await?;
@@ -404,16 +423,17 @@ where
 
 /// Chained writes ([`crate::chain`]): the version a request may carry
 /// before it is forwarded, and what the store's answer shows after.
-async fn call_chained<S, ReqBody, ResBody>(
+async fn call_chained<S, R, ResBody>(
     config: Arc<Config>,
     resource: String,
     token: u64,
     inner: S,
-    mut request: Request<ReqBody>,
+    mut request: R,
     in_flight: InFlight,
 ) -> Result<Response<ResponseBody<ResBody>>, S::Error>
 where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    S: Service<R, Response = Response<ResBody>>,
+    R: Fenced,
 {
     let Some(chain) = config.chain.as_deref() else {
         return call(inner, request, in_flight).await;
@@ -421,7 +441,7 @@ where
     let mut plan = chained::before(chain, &config.fences, &resource, &mut request);
     if matches!(plan, Err(Refusal::VersionUnknown { .. })) && chain.reader().is_some() {
         let uri = request.uri().clone();
-        let read = chained::read_version(chain, &config.fences, &uri, request.headers()).await;
+        let read = chained::read_version(chain, &config.fences, &uri, request.fields()).await;
         plan = match read {
             Ok(()) => chained::before(chain, &config.fences, &resource, &mut request),
             Err(refusal) => Err(refusal),
@@ -459,7 +479,7 @@ where
 }
 
 /// Method and target of `request`, for a log line once it is gone.
-fn request_head<B>(request: &Request<B>) -> Request<()> {
+fn request_head<R: RequestHead + ?Sized>(request: &R) -> Request<()> {
     let mut head = Request::new(());
     *head.method_mut() = request.method().clone();
     *head.uri_mut() = request.uri().clone();
@@ -470,16 +490,17 @@ fn request_head<B>(request: &Request<B>) -> Request<()> {
 /// inner service finds the lease among the request's extensions, to stop
 /// streaming the body to the backend the moment it ends; and the call itself
 /// is dropped (cutting the request towards the backend) once it is revoked.
-async fn call_under_lease<S, ReqBody, ResBody>(
+async fn call_under_lease<S, R, ResBody>(
     mut inner: S,
-    mut request: Request<ReqBody>,
+    mut request: R,
     lease: Lease,
     in_flight: InFlight,
 ) -> Result<Response<ResponseBody<ResBody>>, S::Error>
 where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    S: Service<R, Response = Response<ResBody>>,
+    R: Fenced,
 {
-    request.extensions_mut().insert(lease.clone());
+    request.hand_lease(lease.clone());
     let head = request_head(&request);
     let mut call = std::pin::pin!(inner.call(request));
     let mut revoked = std::pin::pin!(lease.revoked());
@@ -506,7 +527,7 @@ where
 }
 
 /// One line per refused request, with what an operator needs to find it.
-fn log_refusal<B>(refusal: &Refusal, request: &Request<B>) {
+fn log_refusal<R: RequestHead + ?Sized>(refusal: &Refusal, request: &R) {
     let method = request.method().as_str();
     let path = request.uri().path();
     match refusal {

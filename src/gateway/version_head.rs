@@ -8,7 +8,6 @@ use std::future::Future;
 use std::pin::Pin;
 
 use axum::body::Body;
-use http::header::{AUTHORIZATION, COOKIE, HOST};
 use http::{HeaderMap, Method, Request, Uri};
 use tower_service::Service;
 
@@ -32,7 +31,7 @@ impl VersionReader for HeadThroughProxy {
     fn head(
         &self,
         uri: &Uri,
-        headers: &HeaderMap,
+        credentials: &HeaderMap,
     ) -> Pin<Box<dyn Future<Output = HeadAnswer> + Send>> {
         let webdav = self.mode == Mode::Webdav;
         let mut head = if webdav {
@@ -54,13 +53,7 @@ impl VersionReader for HeadThroughProxy {
             head
         };
         *head.uri_mut() = uri.clone();
-        // The client's credentials, which let it write the object, let the
-        // gateway read it; nothing else of the write's head.
-        for name in [HOST, AUTHORIZATION, COOKIE] {
-            for value in headers.get_all(&name) {
-                head.headers_mut().append(name.clone(), value.clone());
-            }
-        }
+        head.headers_mut().extend(credentials.clone());
         let mut proxy = self.proxy.clone();
         let path = uri.path().to_owned();
         Box::pin(async move {

@@ -1,0 +1,127 @@
+//! What the fencing core reads of a request, whoever parsed it: its method,
+//! its target and its header fields by name. [`http::Request`] provides it
+//! (the tower layer, HTTP/2), and so does the gateway's HTTP/1.1 engine from
+//! the bytes it read, without building a `HeaderMap` (docs/BENCHMARKS.md:
+//! the maps were the largest share of a proxied request's instructions).
+
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri};
+
+use crate::reach::ListedObjects;
+
+/// A request's header fields, read by name.
+///
+/// ```
+/// use fencegate::head::HeaderFields;
+/// let mut map = http::HeaderMap::new();
+/// map.append("x-fencing-token", "7".parse().unwrap());
+/// let name = http::HeaderName::from_static("x-fencing-token");
+/// assert_eq!(map.values_of(&name).collect::<Vec<_>>(), [&b"7"[..]]);
+/// assert_eq!(map.first(&name), Some(&b"7"[..]));
+/// ```
+pub trait HeaderFields {
+    /// Every value of the field `name` (lowercase, as `HeaderName`s are),
+    /// in the order they came.
+    fn values_of<'a, 'n>(&'a self, name: &'n HeaderName) -> impl Iterator<Item = &'a [u8]> + 'n
+    where
+        'a: 'n;
+
+    /// The first value of `name`.
+    fn first<'a>(&'a self, name: &HeaderName) -> Option<&'a [u8]> {
+        self.values_of(name).next()
+    }
+
+    /// Whether `name` is present.
+    fn contains(&self, name: &HeaderName) -> bool {
+        self.values_of(name).next().is_some()
+    }
+}
+
+impl HeaderFields for HeaderMap {
+    fn values_of<'a, 'n>(&'a self, name: &'n HeaderName) -> impl Iterator<Item = &'a [u8]> + 'n
+    where
+        'a: 'n,
+    {
+        self.get_all(name).iter().map(HeaderValue::as_bytes)
+    }
+
+    fn contains(&self, name: &HeaderName) -> bool {
+        self.contains_key(name)
+    }
+}
+
+/// Header fields a request is given before it is forwarded (a chained
+/// write's condition): each replaces every field of its name.
+pub trait SetHeader {
+    /// Sets `name` to `value` alone.
+    fn set(&mut self, name: HeaderName, value: HeaderValue);
+}
+
+impl SetHeader for HeaderMap {
+    fn set(&mut self, name: HeaderName, value: HeaderValue) {
+        self.insert(name, value);
+    }
+}
+
+impl<B> SetHeader for Request<B> {
+    fn set(&mut self, name: HeaderName, value: HeaderValue) {
+        self.headers_mut().insert(name, value);
+    }
+}
+
+/// A request head as the fencing core reads it (see the module docs).
+pub trait RequestHead {
+    /// Its header fields.
+    type Fields: HeaderFields + ?Sized;
+
+    /// The method.
+    fn method(&self) -> &Method;
+
+    /// The request target.
+    fn uri(&self) -> &Uri;
+
+    /// The header fields.
+    fn fields(&self) -> &Self::Fields;
+
+    /// The objects an S3 `DeleteObjects` lists, once the gateway read its
+    /// body ([`crate::reach`]); `None` before, and for every other request.
+    fn listed_objects(&self) -> Option<&ListedObjects>;
+}
+
+impl<B> RequestHead for Request<B> {
+    type Fields = HeaderMap;
+
+    fn method(&self) -> &Method {
+        Request::method(self)
+    }
+
+    fn uri(&self) -> &Uri {
+        Request::uri(self)
+    }
+
+    fn fields(&self) -> &HeaderMap {
+        self.headers()
+    }
+
+    fn listed_objects(&self) -> Option<&ListedObjects> {
+        self.extensions().get()
+    }
+}
+
+/// A field value as text, if it is all visible ASCII, spaces and tabs: what
+/// [`HeaderValue::to_str`] accepts, for values read as bytes.
+///
+/// ```
+/// use fencegate::head::visible_str;
+/// assert_eq!(visible_str(b"a, b"), Some("a, b"));
+/// assert_eq!(visible_str(b"caf\xc3\xa9"), None);
+/// ```
+pub fn visible_str(value: &[u8]) -> Option<&str> {
+    if value
+        .iter()
+        .all(|&b| b == b'\t' || (0x20..0x7f).contains(&b))
+    {
+        std::str::from_utf8(value).ok()
+    } else {
+        None
+    }
+}
