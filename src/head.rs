@@ -68,8 +68,9 @@ impl<B> SetHeader for Request<B> {
     }
 }
 
-/// A request head as the fencing core reads it (see the module docs).
-pub trait RequestHead {
+/// A request as the fencing core reads it (see the module docs): a view of
+/// its head.
+pub trait RequestView {
     /// Its header fields.
     type Fields: HeaderFields + ?Sized;
 
@@ -87,7 +88,7 @@ pub trait RequestHead {
     fn listed_objects(&self) -> Option<&ListedObjects>;
 }
 
-impl<B> RequestHead for Request<B> {
+impl<B> RequestView for Request<B> {
     type Fields = HeaderMap;
 
     fn method(&self) -> &Method {

@@ -48,7 +48,7 @@
 use http::header::{HeaderName, CONTENT_TYPE, HOST};
 use http::{Method, Uri};
 
-use crate::head::{visible_str, HeaderFields, RequestHead};
+use crate::head::{visible_str, HeaderFields, RequestView};
 
 use crate::key::{normalize_path, request_host, subtree_key, HostError, PathError, Scope};
 
@@ -120,7 +120,7 @@ pub struct Reached {
 /// object its path names, which is most requests: then [`reach`] would
 /// find nothing more, and need not be asked. Reads the method, the start of
 /// the path, and for `POST` the query and `Content-Type`.
-pub fn is_plain<R: RequestHead + ?Sized>(request: &R) -> bool {
+pub fn is_plain<R: RequestView + ?Sized>(request: &R) -> bool {
     let path = request.uri().path();
     if is_gcs_api(path) {
         return false;
@@ -136,7 +136,7 @@ pub fn is_plain<R: RequestHead + ?Sized>(request: &R) -> bool {
 /// in path and `prefix:N` scope (in `header` scope the lock name is the
 /// only key: do not ask). `listed` holds the keys of an S3 `DeleteObjects` read from
 /// its body.
-pub fn reach<R: RequestHead + ?Sized>(
+pub fn reach<R: RequestView + ?Sized>(
     request: &R,
     rules: &Rules,
     listed: Option<&ListedObjects>,
@@ -250,7 +250,7 @@ fn with_host(host: Option<&str>, mut reached: Reached) -> Reached {
 /// Whether `request` is an S3 `DeleteObjects` (`POST /bucket?delete`),
 /// whose keys are in its body: read them with [`listed_objects`] and put a
 /// [`ListedObjects`] in the request's extensions before the fencing layer.
-pub fn lists_objects_in_body<R: RequestHead + ?Sized>(request: &R) -> bool {
+pub fn lists_objects_in_body<R: RequestView + ?Sized>(request: &R) -> bool {
     request.method() == Method::POST && lists_objects(request.uri())
 }
 
@@ -371,7 +371,7 @@ fn depth<H: HeaderFields + ?Sized>(headers: &H) -> Result<Option<Depth>, Unfence
 
 /// The normalised path of a `COPY` or `MOVE`'s `Destination`: an absolute
 /// URI on the request's own authority, or an absolute path.
-fn destination<R: RequestHead + ?Sized>(request: &R) -> Result<String, ReachError> {
+fn destination<R: RequestView + ?Sized>(request: &R) -> Result<String, ReachError> {
     let name = DESTINATION;
     let mut values = request.fields().values_of(&name);
     let Some(value) = values.next() else {
@@ -415,7 +415,7 @@ fn destination<R: RequestHead + ?Sized>(request: &R) -> Result<String, ReachErro
 }
 
 /// The authority the client addressed: the URI's (absolute form), else `Host`.
-fn own_authority<R: RequestHead + ?Sized>(request: &R) -> Option<&str> {
+fn own_authority<R: RequestView + ?Sized>(request: &R) -> Option<&str> {
     match request.uri().authority() {
         Some(authority) => Some(authority.as_str()),
         None => visible_str(request.fields().first(&HOST)?),

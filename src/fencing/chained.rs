@@ -7,7 +7,7 @@ use http::{HeaderMap, Method, Response};
 
 use crate::chain::{Chain, ClientCondition, Effect, Outcome, Source, Version};
 use crate::fences::{Fences, Stale, StaleReason};
-use crate::head::{HeaderFields, RequestHead, SetHeader};
+use crate::head::{HeaderFields, RequestView, SetHeader};
 use crate::key::normalize_path;
 use crate::refusal::Refusal;
 
@@ -41,7 +41,7 @@ impl Plan {
 
 /// A refusal of a client's precondition that no chain can stand on, before
 /// admission (nothing is raised for a request that cannot go).
-pub(super) fn check_condition<R: RequestHead + ?Sized>(
+pub(super) fn check_condition<R: RequestView + ?Sized>(
     chain: &Chain,
     request: &R,
 ) -> Result<(), Refusal> {
@@ -62,7 +62,7 @@ pub(super) fn check_condition<R: RequestHead + ?Sized>(
 
 /// Before an admitted request is forwarded: adds the chain's condition to a
 /// chained write, or refuses it when no version may be used.
-pub(super) fn before<R: RequestHead + SetHeader>(
+pub(super) fn before<R: RequestView + SetHeader>(
     chain: &Chain,
     fences: &Fences,
     resource: &str,

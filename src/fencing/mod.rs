@@ -57,4 +57,6 @@ pub use self::config::{DEFAULT_SAFE_METHODS, TOKEN_HEADER};
 pub(crate) use self::future::refusal_response;
 pub use self::future::ResponseFuture;
 pub use self::layer::FencingLayer;
+#[cfg(feature = "gateway")]
+pub(crate) use self::service::Fenced;
 pub use self::service::Fencing;

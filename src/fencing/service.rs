@@ -11,7 +11,7 @@ use super::chained;
 use super::config::Config;
 use super::future::{refusal_response, ResponseFuture};
 use crate::fences::{self, AdmitError, Fences};
-use crate::head::{HeaderFields, RequestHead, SetHeader};
+use crate::head::{RequestView, SetHeader};
 use crate::issuer::IssuerError;
 use crate::key::{lock_name_from_headers, normalize_path, request_host, Scope};
 use crate::reach::{self, ReachError};
@@ -54,11 +54,11 @@ enum Admit {
 }
 
 /// A request the fencing layer hands on to its inner service: read as a
-/// [`RequestHead`], given a chained write's condition ([`SetHeader`]), and
+/// [`RequestView`], given a chained write's condition ([`SetHeader`]), and
 /// told the lease it was admitted under (shared fences), which the inner
 /// service watches while it forwards it. `http::Request` is one (the lease
 /// goes into its extensions); the gateway's HTTP/1.1 engine has its own.
-pub(crate) trait Fenced: RequestHead<Fields: Sync> + SetHeader + Send + 'static {
+pub(crate) trait Fenced: RequestView<Fields: Sync> + SetHeader + Send + 'static {
     /// The lease this request was admitted under.
     fn hand_lease(&mut self, lease: Lease);
 }
@@ -111,7 +111,7 @@ impl<S> Fencing<S> {
     /// far as they can be told: `(None, None)` for an unfenced read, a key
     /// without a token for a write that has none, nothing that is invalid.
     /// For logs; admission itself does not use it.
-    pub fn fence_of<R: RequestHead + ?Sized>(&self, request: &R) -> (Option<String>, Option<u64>) {
+    pub fn fence_of<R: RequestView + ?Sized>(&self, request: &R) -> (Option<String>, Option<u64>) {
         match self.decide(request) {
             Ok(Decision::Admit(Admit::One { key, token } | Admit::All { key, token, .. })) => {
                 (Some(key), Some(token))
@@ -130,7 +130,7 @@ impl<S> Fencing<S> {
 
     /// The request's own key in the path scopes: its normalised path's key,
     /// and in the `host+` scopes its host in front.
-    fn path_key<R: RequestHead + ?Sized>(&self, request: &R) -> Result<String, Refusal> {
+    fn path_key<R: RequestView + ?Sized>(&self, request: &R) -> Result<String, Refusal> {
         let scope = self.config.scope;
         let path = normalize_path(request.uri().path()).map_err(|e| Refusal::InvalidPath {
             detail: e.to_string(),
@@ -147,7 +147,7 @@ impl<S> Fencing<S> {
 
     /// Everything but admission, in the contract's order: token syntax and
     /// lock header, then the path, then a write without a token.
-    fn decide<R: RequestHead + ?Sized>(&self, request: &R) -> Result<Decision, Refusal> {
+    fn decide<R: RequestView + ?Sized>(&self, request: &R) -> Result<Decision, Refusal> {
         let config = &self.config;
         let headers = request.fields();
         let token = token_from_headers(headers, &config.token_header).map_err(|e| {
@@ -284,14 +284,14 @@ impl<S> Fencing<S> {
     /// its extensions) before it can admit it: the gateway reads its body
     /// first.
     #[cfg(feature = "gateway")]
-    pub(crate) fn needs_listing<R: RequestHead + ?Sized>(&self, request: &R) -> bool {
+    pub(crate) fn needs_listing<R: RequestView + ?Sized>(&self, request: &R) -> bool {
         self.config.scope != Scope::Header
             && reach::lists_objects_in_body(request)
-            && request.fields().contains(&self.config.token_header)
+            && crate::head::HeaderFields::contains(request.fields(), &self.config.token_header)
     }
 
     /// [`Fencing::decide`], with a log line for a refusal.
-    fn decide_logged<R: RequestHead + ?Sized>(&self, request: &R) -> Result<Decision, Refusal> {
+    fn decide_logged<R: RequestView + ?Sized>(&self, request: &R) -> Result<Decision, Refusal> {
         self.decide(request)
             .and_then(|decision| match (&decision, self.config.chain.as_deref()) {
                 (Decision::Admit(_), Some(chain)) => {
@@ -479,7 +479,7 @@ where
 }
 
 /// Method and target of `request`, for a log line once it is gone.
-fn request_head<R: RequestHead + ?Sized>(request: &R) -> Request<()> {
+fn request_head<R: RequestView + ?Sized>(request: &R) -> Request<()> {
     let mut head = Request::new(());
     *head.method_mut() = request.method().clone();
     *head.uri_mut() = request.uri().clone();
@@ -527,7 +527,7 @@ where
 }
 
 /// One line per refused request, with what an operator needs to find it.
-fn log_refusal<R: RequestHead + ?Sized>(refusal: &Refusal, request: &R) {
+fn log_refusal<R: RequestView + ?Sized>(refusal: &Refusal, request: &R) {
     let method = request.method().as_str();
     let path = request.uri().path();
     match refusal {

@@ -31,6 +31,7 @@ use super::activity::{Activity, ClientStream, Expiry, Order};
 use super::config::ClientLimits;
 use super::engine;
 use super::BoxError;
+use crate::http1::head::RequestHead;
 
 /// The largest request head accepted: above it HTTP/1.1 clients get 431.
 pub(crate) const MAX_HEAD: usize = 64 * 1024;
@@ -99,7 +100,7 @@ impl engine::Handler for NoEngine {
     type Body = http_body_util::Empty<bytes::Bytes>;
     type Future = std::future::Pending<Result<Response<Self::Body>, Infallible>>;
 
-    fn call(&self, _: Request<engine::RequestBody>) -> Self::Future {
+    fn call(&self, _: RequestHead, _: engine::RequestBody) -> Self::Future {
         match *self {}
     }
 

@@ -31,10 +31,13 @@ use super::body::response::Relayed;
 use super::deadlines::{Side, StallTimeout};
 use super::engine;
 use super::exchange::{ClientConnection, Exchange};
+use super::inbound::Inbound;
 use super::metrics::Metrics;
 use super::outcome::Outcome;
 use super::proxy::{close_after, gateway_error, refuse_unproxyable, Proxy};
 use crate::fencing::{refusal_response, Fencing, FencingLayer, ResponseBody, ResponseFuture};
+use crate::head::{HeaderFields, RequestView};
+use crate::http1::head::RequestHead;
 use crate::reach;
 use crate::refusal::Refusal;
 
@@ -101,7 +104,7 @@ struct ConnectionShared {
     client: Arc<ClientConnection>,
 }
 
-type Inner = <Fencing<Proxy> as Service<Request<Body>>>::Future;
+type Inner = ResponseFuture<<Proxy as Service<Inbound<Body>>>::Future, Body, Infallible>;
 
 impl hyper::service::Service<Request<Incoming>> for Connection {
     type Response = Response<Relayed>;
@@ -109,7 +112,7 @@ impl hyper::service::Service<Request<Incoming>> for Connection {
     type Future = Metered;
 
     fn call(&self, request: Request<Incoming>) -> Metered {
-        self.serve(request.map(IncomingBody::Hyper))
+        self.serve(Inbound::from(request.map(IncomingBody::Hyper)))
     }
 }
 
@@ -117,8 +120,8 @@ impl engine::Handler for Connection {
     type Body = Relayed;
     type Future = Metered;
 
-    fn call(&self, request: Request<engine::RequestBody>) -> Metered {
-        self.serve(request.map(IncomingBody::Engine))
+    fn call(&self, head: RequestHead, body: engine::RequestBody) -> Metered {
+        self.serve(Inbound::http1(head, IncomingBody::Engine(body)))
     }
 
     fn refused(&self, status: http::StatusCode, error: &'static str) {
@@ -144,7 +147,7 @@ impl Connection {
     /// and counted, refused before fencing if it cannot be proxied, else
     /// fenced (after its listing is read, for an S3 `DeleteObjects`) and
     /// forwarded; [`Metered`] and [`Relayed`] carry the exchange to its end.
-    fn serve(&self, request: Request<IncomingBody>) -> Metered {
+    fn serve(&self, request: Inbound<IncomingBody>) -> Metered {
         let shared = &self.shared;
         let exchange =
             Exchange::begin(&shared.client, &request, || shared.inner.fence_of(&request));
@@ -156,12 +159,12 @@ impl Connection {
         // an HTTP/1 connection is closed after the refusal: hyper itself
         // reads once more "in case a tiny body was included", which can
         // swallow a next request that arrived meanwhile.
-        let expects_continue = request.headers().contains_key(EXPECT);
+        let expects_continue = request.fields().contains(&EXPECT);
         // The engine drains a body itself, after the response, before it
         // reads the next request from the same bytes.
-        let drain = !expects_continue && matches!(request.body(), IncomingBody::Hyper(_));
+        let drain = !expects_continue && matches!(request.body, IncomingBody::Hyper(_));
         let close_if_refused = expects_continue && request.version() <= Version::HTTP_11;
-        let request = request.map(|body| {
+        let request = request.map_body(|body| {
             if http_body::Body::is_end_stream(&body) {
                 // No body to time (a GET): and `Empty` is a unit, so boxing it
                 // allocates nothing.
@@ -203,9 +206,9 @@ impl Connection {
 /// `Content-MD5` and checksums still verify at the backend).
 async fn read_listing(
     shared: Arc<ConnectionShared>,
-    request: Request<Body>,
+    request: Inbound<Body>,
 ) -> Result<Response<ResponseBody<Body>>, Infallible> {
-    let (parts, body) = request.into_parts();
+    let (request, body) = request.split_body();
     let limited = http_body_util::Limited::new(body, reach::MAX_LISTING_BYTES);
     let body = match http_body_util::BodyExt::collect(limited).await {
         Ok(collected) => collected.to_bytes(),
@@ -239,8 +242,8 @@ async fn read_listing(
             return Ok(refusal_response(&refusal));
         }
     };
-    let mut request = Request::from_parts(parts, Body::from(body));
-    request.extensions_mut().insert(listed);
+    let mut request = request.map_body(|()| Body::from(body));
+    request.set_listed(listed);
     shared.inner.call_ready(request).await
 }
 

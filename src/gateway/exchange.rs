@@ -15,7 +15,9 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use http::{Request, StatusCode};
+use http::StatusCode;
+
+use crate::head::RequestView;
 
 use super::access_log::{AccessLog, Entry};
 use super::activity::{Activity, Busy};
@@ -55,9 +57,9 @@ pub(crate) struct Exchange {
 impl Exchange {
     /// The record of `request`, arriving now on `connection`; `fence` is its
     /// fence key and token, for the access log.
-    pub(crate) fn begin<B>(
+    pub(crate) fn begin<R: RequestView>(
         connection: &Arc<ClientConnection>,
-        request: &Request<B>,
+        request: &R,
         fence: impl FnOnce() -> (Option<String>, Option<u64>),
     ) -> Self {
         let started = Instant::now();

@@ -1,4 +1,6 @@
-//! Hop-by-hop header hygiene (RFC 9110 §7.6.1), applied in both directions.
+//! Hop-by-hop header hygiene (RFC 9110 §7.6.1), applied in both directions:
+//! to a request's field lines as they are written for the backend
+//! (`engine/encode.rs`), and to a response's map.
 
 use http::header::{
     HeaderMap, HeaderName, CONNECTION, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE,
@@ -45,6 +47,31 @@ fn hop_index_of(name: &str) -> Option<usize> {
     })
 }
 
+/// Whether the field `name` (any case) is hop-by-hop by the fixed list.
+pub(crate) fn is_hop_by_hop(name: &[u8]) -> bool {
+    HOP_BY_HOP
+        .iter()
+        .any(|hop| name.eq_ignore_ascii_case(hop.as_bytes()))
+}
+
+/// The field names a `Connection` value lists besides `close` and the
+/// fixed list: those fields are meant for this hop too. A value that is not
+/// all visible ASCII names none (as `HeaderValue::to_str` reads it).
+pub(crate) fn connection_options(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let value = crate::head::visible_str(value).unwrap_or_default();
+    value
+        .split(',')
+        .map(str::trim)
+        // `keep-alive` and `close`, by far the most common, need no lookup:
+        // the first goes with the fixed list, the second names no header.
+        .filter(|name| {
+            !name.is_empty()
+                && !name.eq_ignore_ascii_case("close")
+                && !is_hop_by_hop(name.as_bytes())
+        })
+        .map(str::as_bytes)
+}
+
 /// Removes every hop-by-hop header: first the names listed in *all*
 /// `Connection` values (a header may be split over several lines), then the
 /// fixed list.
@@ -68,17 +95,8 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
         let listed: Vec<HeaderName> = headers
             .get_all(CONNECTION)
             .iter()
-            .filter_map(|value| value.to_str().ok())
-            .flat_map(|value| value.split(','))
-            .map(str::trim)
-            // `keep-alive` and `close`, by far the most common, need no
-            // lookup: the first goes with the fixed list, the second names
-            // no header.
-            .filter(|name| {
-                !name.eq_ignore_ascii_case("close")
-                    && !HOP_BY_HOP.iter().any(|hop| name.eq_ignore_ascii_case(hop))
-            })
-            .filter_map(|name| HeaderName::from_bytes(name.as_bytes()).ok())
+            .flat_map(|value| connection_options(value.as_bytes()))
+            .filter_map(|name| HeaderName::from_bytes(name).ok())
             .collect();
         for name in listed {
             headers.remove(name);

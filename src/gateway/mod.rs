@@ -13,7 +13,9 @@
 //!    anything else sees a request) or HTTP/2 (hyper); `activity`: the
 //!    header and idle timeouts of each connection.
 //! 2. `data_plane`: the per-connection service, one request's pipeline
-//!    (the fencing layer around the proxy); `exchange`: one request's typed
+//!    (the fencing layer around the proxy); `inbound`: the request itself,
+//!    its head as its server gave it (the engine's fields where they were
+//!    read); `exchange`: one request's typed
 //!    record (start, connection, outcome, access-log entry), carried from
 //!    arrival to the response body's end; `body`: every body wrapper, by
 //!    direction; `deadlines`: every deadline of a request (connect, response
@@ -37,6 +39,8 @@ mod accept;
 mod activity;
 
 mod data_plane;
+
+mod inbound;
 
 mod exchange;
 

@@ -18,9 +18,8 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use http::header::{HeaderValue, CONNECTION, HOST};
-use http::request::Parts;
-use http::{Method, Request, Response, StatusCode, Version};
+use http::header::{HeaderValue, CONNECTION};
+use http::{Method, Response, StatusCode, Uri};
 use tokio_rustls::TlsConnector;
 use tower_service::Service;
 
@@ -28,16 +27,14 @@ use super::body::request::ToBackend;
 use super::deadlines::{
     connect_within, find_cause, response_head_within, BodyStalled, Side, StallTimeout,
 };
-use super::engine::{self, Connection, Failed, ResponseBody, SendError, Stream, WriteError};
-use super::hop::strip_hop_by_hop;
+use super::engine::{self, Connection, Edits, Failed, ResponseBody, SendError, Stream, WriteError};
+use super::inbound::Inbound;
 use super::outcome::Outcome;
 use super::pool::Pool;
 use super::upstream::Upstream;
+use crate::head::{visible_str, HeaderFields, RequestView};
 use crate::refusal::error_response;
-use crate::store::{Lease, LeaseEnded, LeaseStage};
-
-const X_FORWARDED_FOR: http::HeaderName = http::HeaderName::from_static("x-forwarded-for");
-const X_FORWARDED_PROTO: http::HeaderName = http::HeaderName::from_static("x-forwarded-proto");
+use crate::store::{LeaseEnded, LeaseStage};
 
 /// The reverse proxy: a `Service` that sends each request to the backend
 /// over a pooled HTTP/1.1 connection.
@@ -122,76 +119,26 @@ impl Proxy {
         }
     }
 
-    fn prepare(&self, request: Request<Body>) -> Result<Request<Body>, String> {
-        let (mut parts, body) = request.into_parts();
-        // A request in absolute form (a client using the gateway as its HTTP
-        // proxy) names its host in the URI, which replaces any Host header
-        // (RFC 9112 §3.2.2); so does an HTTP/2 client's :authority. Otherwise
-        // Host goes through exactly as sent, so that signatures over it (S3
-        // SigV4) still verify at the backend.
-        if let Some(authority) = parts.uri.authority() {
-            let host = HeaderValue::from_str(authority.as_str())
-                .map_err(|e| format!("bad authority: {e}"))?;
-            parts.headers.insert(HOST, host);
-        } else if !parts.headers.contains_key(HOST) {
-            parts.headers.insert(HOST, self.shared.default_host.clone());
-        }
-        strip_hop_by_hop(&mut parts.headers);
-        self.append_forwarded_for(&mut parts);
-        parts
-            .headers
-            .insert(X_FORWARDED_PROTO, self.client.proto.clone());
-        parts.uri = self
-            .shared
-            .upstream
-            .origin_form(parts.uri)
-            .map_err(|e| format!("cannot build the upstream URI: {e}"))?;
-        // The pooled upstream connections are HTTP/1.1, whatever the client spoke.
-        parts.version = Version::HTTP_11;
-        Ok(Request::from_parts(parts, body))
-    }
-
-    fn append_forwarded_for(&self, parts: &mut Parts) {
-        let Some(peer) = self.client.peer.clone() else {
-            return;
-        };
-        if !parts.headers.contains_key(X_FORWARDED_FOR) {
-            parts.headers.insert(X_FORWARDED_FOR, peer);
-            return;
-        }
-        // Several inbound lines form one list (RFC 9110 §5.3); keep them all.
-        let mut value: Vec<&str> = parts
-            .headers
-            .get_all(X_FORWARDED_FOR)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .collect();
-        value.push(peer.to_str().unwrap_or_default());
-        if let Ok(value) = HeaderValue::from_str(&value.join(", ")) {
-            parts.headers.insert(X_FORWARDED_FOR, value);
-        }
-    }
-
     /// Forwards `request`, which the data plane has already checked with
     /// [`refuse_unproxyable`].
-    async fn forward(self, request: Request<Body>) -> Response<Body> {
-        let request = match self.prepare(request) {
-            Ok(request) => request,
-            Err(detail) => {
+    async fn forward(self, request: Inbound<Body>) -> Response<Body> {
+        let shared = &self.shared;
+        // The target in origin form, under the upstream's base path.
+        let target = match shared.upstream.origin_form(request.uri().clone()) {
+            Ok(target) => target,
+            Err(e) => {
                 return gateway_error(
                     StatusCode::BAD_REQUEST,
                     "bad_request",
-                    &detail,
+                    &format!("cannot build the upstream URI: {e}"),
                     Outcome::OtherRefusal,
                 )
             }
         };
-        let shared = &self.shared;
         // Shared fences: the lease the request was admitted under, which the
-        // fencing layer hands its inner service as an extension; the last
-        // look at it before the request leaves (its body is looked at chunk
-        // by chunk).
-        let lease = request.extensions().get::<Lease>().cloned();
+        // fencing layer handed on with it; the last look at it before the
+        // request leaves (its body is looked at chunk by chunk).
+        let lease = request.lease.clone();
         if let Some(Err(ended)) = lease.as_ref().map(|l| l.check(LeaseStage::BeforeSending)) {
             return gateway_error(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -202,7 +149,7 @@ impl Proxy {
         }
         let started = Instant::now();
         let (request, sent) = ToBackend::watch(request, started, lease);
-        let exchange = std::pin::pin!(shared.send(request));
+        let exchange = std::pin::pin!(shared.send(request, &target, &self.client));
         if let Some(result) =
             response_head_within(shared.timeout, started, sent.as_deref(), exchange).await
         {
@@ -273,10 +220,39 @@ impl Shared {
     /// closed it meanwhile) is sent again on another connection, as
     /// hyper-util's client does; one that may have reached the backend
     /// never is.
-    async fn send(&self, request: Request<ToBackend>) -> Result<Response<Body>, UpstreamError> {
-        let (parts, body) = request.into_parts();
-        let mut request = engine::Request::new(&parts, body);
-        drop(parts);
+    async fn send(
+        &self,
+        request: Inbound<ToBackend>,
+        target: &Uri,
+        client: &Client,
+    ) -> Result<Response<Body>, UpstreamError> {
+        let to_head = request.method() == Method::HEAD;
+        let (head, body) = request.split_body();
+        let mut request = engine::Request::new(body, to_head, |out, has_body, size| {
+            let edits = Edits {
+                // A request in absolute form (a client using the gateway as
+                // its HTTP proxy) names its host in the target, which
+                // replaces any Host field (RFC 9112 §3.2.2); so does an
+                // HTTP/2 client's :authority. Otherwise Host goes through
+                // exactly as sent, so that signatures over it (S3 SigV4)
+                // still verify at the backend.
+                host: head
+                    .uri()
+                    .authority()
+                    .map(|authority| authority.as_str().as_bytes()),
+                default_host: self.default_host.as_bytes(),
+                forwarded_for: client.peer.as_ref().map(HeaderValue::as_bytes),
+                forwarded_proto: client.proto.as_bytes(),
+                set: head.head.set_fields(),
+                length: head.head.normalized_length(),
+            };
+            let target = target.path_and_query().map_or("/", |p| p.as_str());
+            // The pooled upstream connections are HTTP/1.1, whatever the
+            // client spoke.
+            let fields = || head.head.lines();
+            engine::write_request_head(out, head.method(), target, fields, &edits, has_body, size)
+        });
+        drop(head);
         loop {
             let (conn, reused) = match self.pool.checkout() {
                 Some(conn) => (conn, true),
@@ -360,7 +336,7 @@ enum UpstreamError {
     Send(#[source] SendError),
 }
 
-impl Service<Request<Body>> for Proxy {
+impl Service<Inbound<Body>> for Proxy {
     type Response = Response<Body>;
     type Error = Infallible;
     type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
@@ -369,7 +345,7 @@ impl Service<Request<Body>> for Proxy {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: Request<Body>) -> Self::Future {
+    fn call(&mut self, request: Inbound<Body>) -> Self::Future {
         let proxy = self.clone();
         Box::pin(async move { Ok(proxy.forward(request).await) })
     }
@@ -378,8 +354,8 @@ impl Service<Request<Body>> for Proxy {
 /// 501 for a request this proxy never forwards: `CONNECT` (a tunnel) or a
 /// protocol upgrade. Checked before the fencing layer too, so that such a
 /// request raises no fence.
-pub(crate) fn refuse_unproxyable<B>(request: &Request<B>) -> Option<Response<Body>> {
-    if request.method() != Method::CONNECT && !demands_upgrade(request.headers()) {
+pub(crate) fn refuse_unproxyable<R: RequestView>(request: &R) -> Option<Response<Body>> {
+    if request.method() != Method::CONNECT && !demands_upgrade(request.fields()) {
         return None;
     }
     Some(gateway_error(
@@ -394,11 +370,10 @@ pub(crate) fn refuse_unproxyable<B>(request: &Request<B>) -> Option<Response<Bod
 /// the like), which this proxy does not do. An `h2c` offer is only an offer
 /// (`curl --http2` sends it on every request): it is dropped with the other
 /// hop-by-hop headers and the request goes on over HTTP/1.1 (RFC 9110 §7.8).
-fn demands_upgrade(headers: &http::HeaderMap) -> bool {
+fn demands_upgrade<H: HeaderFields + ?Sized>(headers: &H) -> bool {
     headers
-        .get_all(http::header::UPGRADE)
-        .iter()
-        .flat_map(|value| value.to_str().unwrap_or("?").split(','))
+        .values_of(&http::header::UPGRADE)
+        .flat_map(|value| visible_str(value).unwrap_or("?").split(','))
         .any(|protocol| !protocol.trim().eq_ignore_ascii_case("h2c"))
 }
 

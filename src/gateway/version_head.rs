@@ -11,6 +11,7 @@ use axum::body::Body;
 use http::{HeaderMap, Method, Request, Uri};
 use tower_service::Service;
 
+use super::inbound::Inbound;
 use super::proxy::Proxy;
 use crate::chain::{Effect, HeadAnswer, Mode, Version, VersionReader};
 
@@ -57,7 +58,7 @@ impl VersionReader for HeadThroughProxy {
         let mut proxy = self.proxy.clone();
         let path = uri.path().to_owned();
         Box::pin(async move {
-            let Ok(answer) = proxy.call(head).await;
+            let Ok(answer) = proxy.call(Inbound::from(head)).await;
             let status = answer.status();
             if status.is_server_error() {
                 return Err(format!(
@@ -122,7 +123,7 @@ pub(crate) async fn probe(proxy: &Proxy, mode: Mode, path: &str) -> Probe {
     *put.uri_mut() = uri.clone();
     mode.condition(Effect::Replace, &never, &uri, put.headers_mut());
     let mut proxy = proxy.clone();
-    let Ok(answer) = proxy.call(put).await;
+    let Ok(answer) = proxy.call(Inbound::from(put)).await;
     let status = answer.status();
     if status == http::StatusCode::PRECONDITION_FAILED {
         return Probe::Honoured;
@@ -131,7 +132,7 @@ pub(crate) async fn probe(proxy: &Proxy, mode: Mode, path: &str) -> Probe {
         let mut delete = Request::new(Body::empty());
         *delete.method_mut() = Method::DELETE;
         *delete.uri_mut() = uri;
-        let _ = proxy.call(delete).await;
+        let _ = proxy.call(Inbound::from(delete)).await;
         return Probe::Ignored(status);
     }
     Probe::Inconclusive(format!(

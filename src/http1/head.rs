@@ -13,6 +13,8 @@ use bytes::{Bytes, BytesMut};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{request, response, Method, StatusCode, Uri, Version};
 
+use crate::head::HeaderFields;
+
 use super::framing::{has_bare_lf, request_body, response_body, BodyLength, FramingError};
 
 /// The most header fields a head may have.
@@ -23,11 +25,19 @@ fn strict() -> httparse::ParserConfig {
     httparse::ParserConfig::default()
 }
 
-/// A request head, parsed and checked.
+/// A request head, parsed and checked. Its fields stay where they were
+/// read ([`FieldLines`]): the gateway forwards them from there, and builds
+/// a `HeaderMap` only if something asks for one ([`RequestHead::into_parts`]).
 #[derive(Debug)]
 pub struct RequestHead {
-    /// Method, target, version and fields as sent.
-    pub parts: request::Parts,
+    /// The method.
+    pub method: Method,
+    /// The request target, as sent.
+    pub uri: Uri,
+    /// HTTP/1.0 or HTTP/1.1.
+    pub version: Version,
+    /// The header fields, as sent.
+    pub fields: FieldLines,
     /// How its body is delimited.
     pub body: BodyLength,
     /// Whether the connection may carry another request after this one
@@ -48,6 +58,116 @@ pub struct ResponseHead {
     /// Whether the connection may carry another request after this
     /// response's body.
     pub keep_alive: bool,
+}
+
+impl RequestHead {
+    /// The head as `http` parts, its fields in a map (a `Content-Length`
+    /// spelled oddly becomes the one value its body's length says).
+    pub fn into_parts(self) -> Result<request::Parts, HeadError> {
+        let mut parts = http::Request::new(()).into_parts().0;
+        parts.headers = self.fields.to_map()?;
+        parts.method = self.method;
+        parts.uri = self.uri;
+        parts.version = self.version;
+        Ok(parts)
+    }
+}
+
+/// A head's field lines, where they were read: each a name and a value
+/// (without the whitespace around it) within the head's bytes.
+#[derive(Debug, Clone)]
+pub struct FieldLines {
+    head: Bytes,
+    lines: Vec<Span>,
+    /// `Content-Length` spelled as anything but one line of digits (equal
+    /// repeated lines, a list): its one value, which is what a reader of
+    /// these lines must see and forward (as hyper and nginx do).
+    length: Option<u64>,
+}
+
+impl FieldLines {
+    /// Every line, in order: its name as sent (any case) and its value.
+    pub fn iter(&self) -> FieldIter<'_> {
+        FieldIter {
+            head: &self.head,
+            spans: self.lines.iter(),
+        }
+    }
+
+    /// The one value of a `Content-Length` that was spelled oddly (see
+    /// [`FieldLines::to_map`]); `None` when it was one line of digits, or
+    /// absent.
+    pub fn normalized_length(&self) -> Option<u64> {
+        self.length
+    }
+
+    /// The fields as a map, values sharing the head's bytes; a
+    /// `Content-Length` spelled oddly becomes its one value.
+    pub fn to_map(&self) -> Result<HeaderMap, HeadError> {
+        let mut map = to_map(&self.head, self.lines.iter(), self.lines.len())?;
+        if let Some(n) = self.length {
+            map.insert(http::header::CONTENT_LENGTH, HeaderValue::from(n));
+        }
+        Ok(map)
+    }
+}
+
+/// The lines of a [`FieldLines`], in order: name (as sent) and value.
+#[derive(Debug, Clone)]
+pub struct FieldIter<'a> {
+    head: &'a Bytes,
+    spans: std::slice::Iter<'a, Span>,
+}
+
+impl<'a> Iterator for FieldIter<'a> {
+    type Item = (&'a [u8], &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let span = self.spans.next()?;
+        Some((
+            &self.head[span.name.0 as usize..span.name.1 as usize],
+            &self.head[span.value.0 as usize..span.value.1 as usize],
+        ))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.spans.size_hint()
+    }
+}
+
+/// Read by name with a scan of the lines (a head has a few): cheaper than
+/// building and hashing a map, which is what this type is for.
+impl HeaderFields for FieldLines {
+    fn values_of<'a, 'n>(&'a self, name: &'n HeaderName) -> impl Iterator<Item = &'a [u8]> + 'n
+    where
+        'a: 'n,
+    {
+        let name = name.as_str().as_bytes();
+        self.iter()
+            .filter(move |(line, _)| line.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value)
+    }
+}
+
+/// `count` fields at `spans` of `head` as a map, values sharing `head`.
+fn to_map<'s>(
+    head: &Bytes,
+    spans: impl Iterator<Item = &'s Span>,
+    count: usize,
+) -> Result<HeaderMap, HeadError> {
+    // Room for the fields and the gateway's own (X-Forwarded-*, a
+    // chain's precondition) without growing.
+    let mut map = HeaderMap::with_capacity(count + 4);
+    for span in spans {
+        let name = HeaderName::from_bytes(&head[span.name.0 as usize..span.name.1 as usize])
+            .map_err(|_| HeadError::Syntax("invalid header field name"))?;
+        let value = HeaderValue::from_maybe_shared(
+            head.slice(span.value.0 as usize..span.value.1 as usize),
+        )
+        .map_err(|_| HeadError::Syntax("invalid header field value"))?;
+        map.append(name, value);
+    }
+    Ok(map)
 }
 
 /// What a parser found at the start of the buffer.
@@ -101,7 +221,7 @@ impl From<FramingError> for HeadError {
 /// Where a field is within its head, so that the head can be frozen once
 /// httparse no longer borrows it. Offsets fit: a head is at most a few
 /// hundred KiB.
-#[derive(Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default)]
 struct Span {
     name: (u32, u32),
     value: (u32, u32),
@@ -183,26 +303,33 @@ impl Fields {
         }
     }
 
+    /// The spans of the fields, in order.
+    fn spans(&self) -> impl Iterator<Item = &Span> {
+        self.spans[..self.count.min(INLINE_FIELDS)]
+            .iter()
+            .chain(&self.more)
+    }
+
     /// The fields as a map, values sharing `head`; a `Content-Length`
     /// spelled oddly becomes the one value `body` says.
     fn map(&self, head: &Bytes, body: BodyLength) -> Result<HeaderMap, HeadError> {
-        // Room for the fields and the gateway's own (X-Forwarded-*, a
-        // chain's precondition) without growing.
-        let mut map = HeaderMap::with_capacity(self.count + 4);
-        let inline = self.count.min(INLINE_FIELDS);
-        for span in self.spans[..inline].iter().chain(&self.more) {
-            let name = HeaderName::from_bytes(&head[span.name.0 as usize..span.name.1 as usize])
-                .map_err(|_| HeadError::Syntax("invalid header field name"))?;
-            let value = HeaderValue::from_maybe_shared(
-                head.slice(span.value.0 as usize..span.value.1 as usize),
-            )
-            .map_err(|_| HeadError::Syntax("invalid header field value"))?;
-            map.append(name, value);
-        }
+        let mut map = to_map(head, self.spans(), self.count)?;
         if let (true, BodyLength::Length(n)) = (self.length_spelled_oddly, body) {
             map.insert(http::header::CONTENT_LENGTH, HeaderValue::from(n));
         }
         Ok(map)
+    }
+
+    /// The fields as lines kept where they are in `head`.
+    fn lines(&self, head: Bytes, body: BodyLength) -> FieldLines {
+        FieldLines {
+            head,
+            lines: self.spans().copied().collect(),
+            length: match (self.length_spelled_oddly, body) {
+                (true, BodyLength::Length(n)) => Some(n),
+                _ => None,
+            },
+        }
     }
 }
 
@@ -258,17 +385,15 @@ pub fn parse_request(
     if target.contains(&b'#') {
         return Err(HeadError::Fragment);
     }
-    let mut parts = http::Request::new(()).into_parts().0;
-    parts.method = Method::from_bytes(&head[method.0 as usize..method.1 as usize])
+    let method = Method::from_bytes(&head[method.0 as usize..method.1 as usize])
         .map_err(|_| HeadError::Syntax("invalid method"))?;
-    parts.uri =
+    let uri =
         Uri::from_maybe_shared(target).map_err(|_| HeadError::Syntax("invalid request target"))?;
-    parts.version = if http10 {
+    let version = if http10 {
         Version::HTTP_10
     } else {
         Version::HTTP_11
     };
-    parts.headers = fields.map(&head, body)?;
     let keep_alive = if http10 {
         // Both named: the side that cannot be misread.
         fields.keep_alive && !fields.close
@@ -276,9 +401,12 @@ pub fn parse_request(
         !fields.close
     };
     // After a CONNECT the bytes that follow are not HTTP.
-    let keep_alive = keep_alive && parts.method != Method::CONNECT;
+    let keep_alive = keep_alive && method != Method::CONNECT;
     Ok(Parsed::Complete(RequestHead {
-        parts,
+        method,
+        uri,
+        version,
+        fields: fields.lines(head, body),
         body,
         keep_alive,
         expects_continue: fields.expects_continue && !http10,
@@ -451,8 +579,10 @@ mod tests {
             panic!("a whole head");
         };
         assert_eq!(&buf[..], b"okGET");
-        assert_eq!(head.parts.method, Method::PUT);
-        assert_eq!(head.parts.uri, "/a?b");
+        assert_eq!(head.method, Method::PUT);
+        assert_eq!(head.uri, "/a?b");
+        let name = HeaderName::from_static("host");
+        assert_eq!(head.fields.first(&name), Some(&b"s"[..]));
         assert_eq!(head.body, BodyLength::Length(2));
         assert!(head.keep_alive && head.expects_continue);
 
@@ -500,7 +630,8 @@ mod tests {
         let Ok(Parsed::Complete(head)) = request(&raw) else {
             panic!("a whole head");
         };
-        let values: Vec<_> = head.parts.headers.values().collect();
+        let map = head.fields.to_map().unwrap();
+        let values: Vec<_> = map.values().collect();
         assert_eq!(values.len(), MAX_HEADERS);
         for (i, value) in values.iter().enumerate() {
             assert_eq!(value.to_str().unwrap(), i.to_string());

@@ -8,13 +8,13 @@ use std::time::Instant;
 
 use axum::body::Body;
 use bytes::Bytes;
-use http::Request;
 use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
 use pin_project_lite::pin_project;
 
 use crate::gateway::deadlines::{SentAt, StallTimeout};
 use crate::gateway::engine;
+use crate::gateway::inbound::Inbound;
 use crate::gateway::BoxError;
 use crate::store::{Lease, LeaseStage};
 
@@ -218,13 +218,13 @@ impl ToBackend {
     // (a few hundred bytes) is copied in and out of it on every request.
     #[inline]
     pub(crate) fn watch(
-        request: Request<Body>,
+        request: Inbound<Body>,
         started: Instant,
         lease: Option<Lease>,
-    ) -> (Request<ToBackend>, Option<Arc<SentAt>>) {
+    ) -> (Inbound<ToBackend>, Option<Arc<SentAt>>) {
         let sent =
-            (!http_body::Body::is_end_stream(request.body())).then(|| Arc::new(SentAt::new(lease)));
-        let request = request.map(|body| ToBackend {
+            (!http_body::Body::is_end_stream(&request.body)).then(|| Arc::new(SentAt::new(lease)));
+        let request = request.map_body(|body| ToBackend {
             body,
             started,
             sent: sent.clone(),

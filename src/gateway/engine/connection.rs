@@ -169,15 +169,21 @@ where
     B: Body<Data = Bytes> + Unpin,
     B::Error: Into<BoxError>,
 {
-    /// The request of `parts` (prepared for the backend) with `body`.
-    pub(crate) fn new(parts: &http::request::Parts, body: B) -> Self {
+    /// The request whose head `write_head` writes (told whether there is
+    /// a body and its size if known, it says how the body is framed), with
+    /// `body`; `to_head` for a `HEAD`, whose response has no body.
+    pub(crate) fn new(
+        body: B,
+        to_head: bool,
+        write_head: impl FnOnce(&mut Vec<u8>, bool, Option<u64>) -> encode::Outgoing,
+    ) -> Self {
         let has_body = !body.is_end_stream();
         let size = body.size_hint().exact();
         let mut out = Vec::with_capacity(outbound::capacity_for(size));
-        let outgoing = encode::write_request_head(&mut out, parts, has_body, size);
+        let outgoing = write_head(&mut out, has_body, size);
         Request {
             outbound: Outbound::new(out, has_body.then_some(body), outgoing),
-            to_head: parts.method == http::Method::HEAD,
+            to_head,
         }
     }
 }

@@ -1,8 +1,12 @@
-//! What the engine writes besides data: a request head from its parts (for
-//! the backend), chunk framing and trailers.
+//! What the engine writes besides data: a request head for the backend,
+//! from the client's field lines with the gateway's edits, chunk framing and
+//! trailers.
 
-use http::header::{HeaderMap, CONTENT_LENGTH};
-use http::request;
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::Method;
+
+use crate::gateway::hop::{connection_options, is_hop_by_hop};
+use crate::head::visible_str;
 
 /// How a request's body is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,39 +22,121 @@ pub(crate) enum Outgoing {
     UntilClose,
 }
 
-/// Writes the head of `parts` (already prepared for the backend: hop-by-hop
-/// fields gone, origin form) into `out`, with the framing field its body
-/// needs: the client's `Content-Length`, else `length` when the body's size
-/// is known, else chunked. `has_body` is false for a body that is already
-/// over, which is sent with no framing field added.
-pub(crate) fn write_request_head(
+/// What the gateway changes in a request head on its way to the backend
+/// (README, "Forwarding"); everything else goes as the client sent it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Edits<'a> {
+    /// Replaces every `Host` line: the target's authority (absolute form,
+    /// HTTP/2's `:authority`).
+    pub(crate) host: Option<&'a [u8]>,
+    /// `Host` for a request that has none (an HTTP/1.0 client).
+    pub(crate) default_host: &'a [u8],
+    /// The client's address, appended to the `X-Forwarded-For` list (whose
+    /// lines become one); `None` leaves the list as it came.
+    pub(crate) forwarded_for: Option<&'a [u8]>,
+    /// `X-Forwarded-Proto`, replacing the client's.
+    pub(crate) forwarded_proto: &'a [u8],
+    /// Fields set on the way (a chained write's condition), each replacing
+    /// every line of its name.
+    pub(crate) set: &'a [(HeaderName, HeaderValue)],
+    /// A `Content-Length` read spelled oddly (repeated, a list): its one
+    /// value, replacing every line of it.
+    pub(crate) length: Option<u64>,
+}
+
+/// Writes a request head for the backend into `out`: the request line
+/// (`target` in origin form, HTTP/1.1), the client's `fields` with the
+/// `edits` and without hop-by-hop fields (`fields` makes an iterator over
+/// them each time it is called: they are read twice) (the fixed list and what
+/// `Connection` names), and the framing field its body needs: the client's
+/// `Content-Length`, else `length` when the body's size is known, else
+/// chunked. `has_body` is false for a body that is already over, which is
+/// sent with no framing field added. Field names go as they came (any case:
+/// the engine's lines are forwarded from the bytes read).
+pub(crate) fn write_request_head<'f, I>(
     out: &mut Vec<u8>,
-    parts: &request::Parts,
+    method: &Method,
+    target: &str,
+    fields: impl Fn() -> I,
+    edits: &Edits<'_>,
     has_body: bool,
     length: Option<u64>,
-) -> Outgoing {
-    out.extend_from_slice(parts.method.as_str().as_bytes());
+) -> Outgoing
+where
+    I: Iterator<Item = (&'f [u8], &'f [u8])>,
+{
+    out.extend_from_slice(method.as_str().as_bytes());
     out.push(b' ');
-    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     out.extend_from_slice(target.as_bytes());
     out.extend_from_slice(b" HTTP/1.1\r\n");
-    let mut declared = None;
-    for (name, value) in &parts.headers {
-        if name == CONTENT_LENGTH {
-            declared = declared.or_else(|| parse_decimal(value.as_bytes()));
+    // What `Connection` names is this hop's too: known before any line goes.
+    let mut listed: Vec<&[u8]> = Vec::new();
+    for (name, value) in fields() {
+        if name.eq_ignore_ascii_case(b"connection") {
+            listed.extend(connection_options(value));
         }
-        out.extend_from_slice(name.as_str().as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
+    }
+    let mut declared = edits.length;
+    let mut host_sent = false;
+    let mut forwarded_for: Vec<&[u8]> = Vec::new();
+    for (name, value) in fields() {
+        if is_hop_by_hop(name) || listed.iter().any(|l| l.eq_ignore_ascii_case(name)) {
+            continue;
+        }
+        if name.eq_ignore_ascii_case(b"host") {
+            if edits.host.is_some() {
+                continue;
+            }
+            host_sent = true;
+        } else if name.eq_ignore_ascii_case(b"x-forwarded-for") {
+            if edits.forwarded_for.is_some() {
+                // Several lines form one list (RFC 9110 §5.3): kept, joined.
+                forwarded_for.extend(visible_str(value).map(str::as_bytes));
+                continue;
+            }
+        } else if name.eq_ignore_ascii_case(b"x-forwarded-proto") {
+            continue;
+        } else if name.eq_ignore_ascii_case(b"content-length") {
+            if edits.length.is_some() {
+                continue;
+            }
+            declared = declared.or_else(|| parse_decimal(value));
+        }
+        if edits
+            .set
+            .iter()
+            .any(|(set, _)| name.eq_ignore_ascii_case(set.as_str().as_bytes()))
+        {
+            continue;
+        }
+        put_field(out, name, value);
+    }
+    match edits.host {
+        Some(host) => put_field(out, b"host", host),
+        None if !host_sent => put_field(out, b"host", edits.default_host),
+        None => {}
+    }
+    if let Some(peer) = edits.forwarded_for {
+        out.extend_from_slice(b"x-forwarded-for: ");
+        for value in forwarded_for {
+            out.extend_from_slice(value);
+            out.extend_from_slice(b", ");
+        }
+        out.extend_from_slice(peer);
         out.extend_from_slice(b"\r\n");
+    }
+    put_field(out, b"x-forwarded-proto", edits.forwarded_proto);
+    for (name, value) in edits.set {
+        put_field(out, name.as_str().as_bytes(), value.as_bytes());
+    }
+    if let Some(n) = edits.length {
+        put_field(out, b"content-length", itoa(n, &mut [0; 20]));
     }
     let outgoing = match (has_body, declared, length) {
         (false, _, _) => Outgoing::Empty,
         (true, Some(n), _) => Outgoing::Length(n),
         (true, None, Some(n)) => {
-            out.extend_from_slice(b"content-length: ");
-            out.extend_from_slice(itoa(n, &mut [0; 20]));
-            out.extend_from_slice(b"\r\n");
+            put_field(out, b"content-length", itoa(n, &mut [0; 20]));
             Outgoing::Length(n)
         }
         (true, None, None) => {
@@ -60,6 +146,13 @@ pub(crate) fn write_request_head(
     };
     out.extend_from_slice(b"\r\n");
     outgoing
+}
+
+fn put_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
 }
 
 fn parse_decimal(digits: &[u8]) -> Option<u64> {
@@ -107,10 +200,7 @@ pub(crate) fn put_chunk_size(out: &mut Vec<u8>, len: usize) {
 pub(crate) fn put_trailers(out: &mut Vec<u8>, trailers: &HeaderMap) {
     out.extend_from_slice(b"0\r\n");
     for (name, value) in trailers {
-        out.extend_from_slice(name.as_str().as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
-        out.extend_from_slice(b"\r\n");
+        put_field(out, name.as_str().as_bytes(), value.as_bytes());
     }
     out.extend_from_slice(b"\r\n");
 }
@@ -120,35 +210,107 @@ mod tests {
     use super::*;
     use http::HeaderValue;
 
+    const PLAIN: Edits<'static> = Edits {
+        host: None,
+        default_host: b"backend",
+        forwarded_for: None,
+        forwarded_proto: b"http",
+        set: &[],
+        length: None,
+    };
+
+    fn head(
+        fields: &[(&str, &str)],
+        edits: &Edits<'_>,
+        has_body: bool,
+        size: Option<u64>,
+    ) -> (String, Outgoing) {
+        let mut out = Vec::new();
+        let lines = || fields.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes()));
+        let outgoing = write_request_head(
+            &mut out,
+            &Method::PUT,
+            "/a?b=1",
+            lines,
+            edits,
+            has_body,
+            size,
+        );
+        (String::from_utf8(out).unwrap(), outgoing)
+    }
+
     #[test]
     fn request_heads_carry_the_framing_their_body_needs() {
-        let (parts, ()) = http::Request::put("/a?b=1")
-            .header("host", "store")
-            .header("x-fencing-token", "7")
-            .body(())
-            .unwrap()
-            .into_parts();
-        let mut out = Vec::new();
+        let fields = [("Host", "store"), ("X-Fencing-Token", "7")];
         assert_eq!(
-            write_request_head(&mut out, &parts, true, Some(5)),
-            Outgoing::Length(5)
+            head(&fields, &PLAIN, true, Some(5)),
+            (
+                "PUT /a?b=1 HTTP/1.1\r\nHost: store\r\nX-Fencing-Token: 7\r\nx-forwarded-proto: http\r\ncontent-length: 5\r\n\r\n".into(),
+                Outgoing::Length(5)
+            )
         );
+        let (text, outgoing) = head(&fields, &PLAIN, true, None);
+        assert_eq!(outgoing, Outgoing::Chunked);
+        assert!(
+            text.ends_with("transfer-encoding: chunked\r\n\r\n"),
+            "{text}"
+        );
+        let (text, outgoing) = head(&fields, &PLAIN, false, None);
+        assert_eq!(outgoing, Outgoing::Empty);
+        assert!(text.ends_with("x-forwarded-proto: http\r\n\r\n"), "{text}");
+        // The client's own length is the framing.
+        let (_, outgoing) = head(&[("content-length", "3")], &PLAIN, true, Some(3));
+        assert_eq!(outgoing, Outgoing::Length(3));
+    }
+
+    #[test]
+    fn the_gateway_edits_hop_by_hop_fields_host_and_forwarding() {
+        let fields = [
+            ("Host", "client-said"),
+            ("Connection", "keep-alive, X-Secret"),
+            ("X-Secret", "1"),
+            ("Keep-Alive", "timeout=5"),
+            ("Proxy-Authorization", "Basic x"),
+            ("TE", "trailers"),
+            ("Upgrade", "h2c"),
+            ("X-Forwarded-For", "10.0.0.1"),
+            ("x-forwarded-for", "10.0.0.2"),
+            ("X-Forwarded-Proto", "gopher"),
+            ("If-Match", "\"client\""),
+            ("Content-Length", "5"),
+            ("Content-Length", "5"),
+            ("X-Kept", "yes"),
+        ];
+        let set = [(
+            http::header::IF_MATCH,
+            HeaderValue::from_static("\"chain\""),
+        )];
+        let edits = Edits {
+            host: Some(b"absolute.example"),
+            default_host: b"backend",
+            forwarded_for: Some(b"192.0.2.7"),
+            forwarded_proto: b"https",
+            set: &set,
+            length: Some(5),
+        };
+        let (text, outgoing) = head(&fields, &edits, true, Some(5));
+        assert_eq!(outgoing, Outgoing::Length(5));
         assert_eq!(
-            out,
-            b"PUT /a?b=1 HTTP/1.1\r\nhost: store\r\nx-fencing-token: 7\r\ncontent-length: 5\r\n\r\n"
+            text,
+            "PUT /a?b=1 HTTP/1.1\r\n\
+             X-Kept: yes\r\n\
+             host: absolute.example\r\n\
+             x-forwarded-for: 10.0.0.1, 10.0.0.2, 192.0.2.7\r\n\
+             x-forwarded-proto: https\r\n\
+             if-match: \"chain\"\r\n\
+             content-length: 5\r\n\r\n"
         );
-        out.clear();
-        assert_eq!(
-            write_request_head(&mut out, &parts, true, None),
-            Outgoing::Chunked
+        // No Host sent: the backend's; no peer known: the list as it came.
+        let (text, _) = head(&[("X-Forwarded-For", "10.0.0.1")], &PLAIN, false, None);
+        assert!(
+            text.contains("X-Forwarded-For: 10.0.0.1\r\nhost: backend\r\n"),
+            "{text}"
         );
-        assert!(out.ends_with(b"transfer-encoding: chunked\r\n\r\n"));
-        out.clear();
-        assert_eq!(
-            write_request_head(&mut out, &parts, false, None),
-            Outgoing::Empty
-        );
-        assert!(out.ends_with(b"x-fencing-token: 7\r\n\r\n"));
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! head parsed once, bodies relayed with the framing already checked, no
 //! second task or channel per request.
 //!
-//! - `encode`: request heads written for the backend, chunk framing.
+//! - `encode`: request heads written for the backend (the client's field
+//!   lines with the gateway's edits), chunk framing.
 //! - `connection`: one connection to the backend, sending a request and
 //!   reading its response head in the request's own task.
 //! - `body`: reading a body off a connection as its framing says (both
@@ -24,6 +25,7 @@ mod response_body;
 mod server;
 
 pub(crate) use self::connection::{Connection, Failed, Request, SendError, Stream};
+pub(crate) use self::encode::{write_request_head, Edits};
 pub(crate) use self::outbound::WriteError;
 pub(crate) use self::response_body::ResponseBody;
 pub(crate) use self::server::{serve, Handler, Limits, RequestBody};

@@ -24,7 +24,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
 use bytes::{Bytes, BytesMut};
-use http::{Request, Response, StatusCode, Version};
+use http::{Response, StatusCode, Version};
 use http_body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
@@ -34,7 +34,7 @@ use super::outbound::{self, Outbound};
 use crate::gateway::activity::ClientStream;
 use crate::gateway::BoxError;
 use crate::http1::framing::FramingError;
-use crate::http1::head::{parse_request, HeadError, Parsed};
+use crate::http1::head::{parse_request, HeadError, Parsed, RequestHead};
 
 /// The most of an unwanted request body read and thrown away after its
 /// response, to keep the connection.
@@ -49,8 +49,9 @@ pub(crate) trait Handler {
     /// The answer.
     type Future: Future<Output = Result<Response<Self::Body>, Infallible>>;
 
-    /// Answers `request`.
-    fn call(&self, request: Request<RequestBody>) -> Self::Future;
+    /// Answers the request of `head` (its fields where they were read)
+    /// and `body`.
+    fn call(&self, head: RequestHead, body: RequestBody) -> Self::Future;
 
     /// A head was refused before it became a request: answered `status`
     /// with the SPEC's `error` code (for the handler's metrics and log).
@@ -179,7 +180,7 @@ pub(crate) async fn serve<H: Handler>(
             None => break,
             Some(parsed) => parsed,
         };
-        let (request, asked) = match parsed {
+        let ((head, body), asked) = match parsed {
             Ok(parsed) => parsed,
             Err(refused) => {
                 handler.refused(refused.status, refused.error);
@@ -196,7 +197,7 @@ pub(crate) async fn serve<H: Handler>(
             }
         };
         let mut keep_alive = asked.keep_alive;
-        let mut future = pin!(handler.call(request));
+        let mut future = pin!(handler.call(head, body));
         let answered = poll_fn(|cx| {
             match future.as_mut().poll(cx) {
                 Poll::Ready(Ok(response)) => return Poll::Ready(Some(response)),
@@ -267,7 +268,7 @@ fn refused(error: HeadError) -> Refused {
 }
 
 /// A request to serve, or a head refused before any handler sees it.
-type NextHead = Result<(Request<RequestBody>, Asked), Refused>;
+type NextHead = Result<((RequestHead, RequestBody), Asked), Refused>;
 
 /// Reads the next head. `None`: the connection is over (closed by the
 /// client between requests, or draining).
@@ -284,8 +285,8 @@ fn poll_head(
             match parse_request(&mut shared.read, max_head) {
                 Ok(Parsed::Complete(head)) => {
                     let asked = Asked {
-                        to_head: head.parts.method == http::Method::HEAD,
-                        http10: head.parts.version == Version::HTTP_10,
+                        to_head: head.method == http::Method::HEAD,
+                        http10: head.version == Version::HTTP_10,
                         keep_alive: head.keep_alive,
                     };
                     let expects = head.expects_continue;
@@ -295,7 +296,7 @@ fn poll_head(
                     let body = RequestBody {
                         conn: Arc::clone(conn),
                     };
-                    return Poll::Ready(Some(Ok((Request::from_parts(head.parts, body), asked))));
+                    return Poll::Ready(Some(Ok(((head, body), asked))));
                 }
                 Ok(Parsed::Partial | Parsed::Interim) => {}
                 Err(error) => return Poll::Ready(Some(Err(refused(error)))),

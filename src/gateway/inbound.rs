@@ -1,0 +1,235 @@
+//! A request on its way through the data plane, from the client's server to
+//! the proxy: its head as that server gave it, and its body. The HTTP/1.1
+//! engine's head keeps its fields where they were read (`FieldLines`):
+//! the fencing layer reads them by name and the proxy forwards them from
+//! there, with the SPEC's edits, so that no `HeaderMap` is built for it
+//! (docs/BENCHMARKS.md). hyper's (HTTP/2) and the gateway's own requests
+//! (the chain's `HEAD`) come as `http` parts.
+
+use http::{HeaderName, HeaderValue, Method, Request, Uri, Version};
+
+use crate::fencing::Fenced;
+use crate::head::{HeaderFields, RequestView, SetHeader};
+use crate::http1::head::{FieldIter, RequestHead};
+use crate::reach::ListedObjects;
+use crate::store::Lease;
+
+/// A request in the data plane (see the module docs).
+pub(crate) struct Inbound<B> {
+    pub(crate) head: Head,
+    pub(crate) body: B,
+    /// The lease it was admitted under (shared fences), which the proxy
+    /// watches while it forwards the request.
+    pub(crate) lease: Option<Lease>,
+    /// The objects an S3 `DeleteObjects` lists, once its body was read.
+    listed: Option<ListedObjects>,
+}
+
+/// A request's head, as its server gave it.
+pub(crate) enum Head {
+    /// `http` parts: from hyper (HTTP/2) or made by the gateway.
+    Parts(http::request::Parts),
+    /// Read by the HTTP/1.1 engine, and the fields the chain set since
+    /// (each replaces every line of its name).
+    Lines {
+        head: Box<RequestHead>,
+        set: Vec<(HeaderName, HeaderValue)>,
+    },
+}
+
+impl<B> Inbound<B> {
+    /// A request read by the HTTP/1.1 engine.
+    pub(crate) fn http1(head: RequestHead, body: B) -> Self {
+        Inbound {
+            head: Head::Lines {
+                head: Box::new(head),
+                set: Vec::new(),
+            },
+            body,
+            lease: None,
+            listed: None,
+        }
+    }
+
+    /// The version the client spoke.
+    pub(crate) fn version(&self) -> Version {
+        match &self.head {
+            Head::Parts(parts) => parts.version,
+            Head::Lines { head, .. } => head.version,
+        }
+    }
+
+    /// The same request with its body made by `f`.
+    pub(crate) fn map_body<C>(self, f: impl FnOnce(B) -> C) -> Inbound<C> {
+        Inbound {
+            head: self.head,
+            body: f(self.body),
+            lease: self.lease,
+            listed: self.listed,
+        }
+    }
+
+    /// The body, and the request without it.
+    pub(crate) fn split_body(self) -> (Inbound<()>, B) {
+        (
+            Inbound {
+                head: self.head,
+                body: (),
+                lease: self.lease,
+                listed: self.listed,
+            },
+            self.body,
+        )
+    }
+
+    /// The keys an S3 `DeleteObjects` lists, read from its body.
+    pub(crate) fn set_listed(&mut self, listed: ListedObjects) {
+        self.listed = Some(listed);
+    }
+}
+
+impl<B> From<Request<B>> for Inbound<B> {
+    fn from(request: Request<B>) -> Self {
+        let (parts, body) = request.into_parts();
+        Inbound {
+            head: Head::Parts(parts),
+            body,
+            lease: None,
+            listed: None,
+        }
+    }
+}
+
+impl<B> RequestView for Inbound<B> {
+    type Fields = Head;
+
+    fn method(&self) -> &Method {
+        match &self.head {
+            Head::Parts(parts) => &parts.method,
+            Head::Lines { head, .. } => &head.method,
+        }
+    }
+
+    fn uri(&self) -> &Uri {
+        match &self.head {
+            Head::Parts(parts) => &parts.uri,
+            Head::Lines { head, .. } => &head.uri,
+        }
+    }
+
+    fn fields(&self) -> &Head {
+        &self.head
+    }
+
+    fn listed_objects(&self) -> Option<&ListedObjects> {
+        self.listed.as_ref()
+    }
+}
+
+impl HeaderFields for Head {
+    fn values_of<'a, 'n>(&'a self, name: &'n HeaderName) -> impl Iterator<Item = &'a [u8]> + 'n
+    where
+        'a: 'n,
+    {
+        match self {
+            Head::Parts(parts) => Values::Map(parts.headers.values_of(name)),
+            Head::Lines { set, .. } if set.iter().any(|(set, _)| set == name) => Values::Set(
+                set.iter()
+                    .filter(move |(set, _)| set == name)
+                    .map(|(_, value)| value.as_bytes()),
+            ),
+            Head::Lines { head, .. } => Values::Lines(head.fields.values_of(name)),
+        }
+    }
+}
+
+/// One iterator type for the three places a value may be.
+enum Values<M, S, L> {
+    Map(M),
+    Set(S),
+    Lines(L),
+}
+
+impl<'a, M, S, L> Iterator for Values<M, S, L>
+where
+    M: Iterator<Item = &'a [u8]>,
+    S: Iterator<Item = &'a [u8]>,
+    L: Iterator<Item = &'a [u8]>,
+{
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        match self {
+            Values::Map(values) => values.next(),
+            Values::Set(values) => values.next(),
+            Values::Lines(values) => values.next(),
+        }
+    }
+}
+
+impl<B> SetHeader for Inbound<B> {
+    fn set(&mut self, name: HeaderName, value: HeaderValue) {
+        match &mut self.head {
+            Head::Parts(parts) => {
+                parts.headers.insert(name, value);
+            }
+            Head::Lines { set, .. } => {
+                set.retain(|(set, _)| *set != name);
+                set.push((name, value));
+            }
+        }
+    }
+}
+
+impl<B: Send + 'static> Fenced for Inbound<B> {
+    fn hand_lease(&mut self, lease: Lease) {
+        self.lease = Some(lease);
+    }
+}
+
+impl Head {
+    /// The fields to forward, in order, each a name (any case) and a value.
+    pub(crate) fn lines(&self) -> Lines<'_> {
+        match self {
+            Head::Parts(parts) => Lines::Map(parts.headers.iter()),
+            Head::Lines { head, .. } => Lines::Read(head.fields.iter()),
+        }
+    }
+
+    /// The fields set since it was read, each replacing every line of its
+    /// name.
+    pub(crate) fn set_fields(&self) -> &[(HeaderName, HeaderValue)] {
+        match self {
+            Head::Parts(_) => &[],
+            Head::Lines { set, .. } => set,
+        }
+    }
+
+    /// A `Content-Length` read spelled oddly (repeated, a list): its one
+    /// value, which replaces every line of it.
+    pub(crate) fn normalized_length(&self) -> Option<u64> {
+        match self {
+            Head::Parts(_) => None,
+            Head::Lines { head, .. } => head.fields.normalized_length(),
+        }
+    }
+}
+
+/// The field lines of a head, by where they are.
+pub(crate) enum Lines<'a> {
+    Map(http::header::Iter<'a, HeaderValue>),
+    Read(FieldIter<'a>),
+}
+
+impl<'a> Iterator for Lines<'a> {
+    type Item = (&'a [u8], &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            Lines::Map(fields) => fields
+                .next()
+                .map(|(name, value)| (name.as_str().as_bytes(), value.as_bytes())),
+            Lines::Read(fields) => fields.next(),
+        }
+    }
+}
