@@ -28,23 +28,27 @@ pub(crate) struct Inbound<B> {
 /// A request's head, as its server gave it.
 pub(crate) enum Head {
     /// `http` parts: from hyper (HTTP/2) or made by the gateway.
-    Parts(http::request::Parts),
-    /// Read by the HTTP/1.1 engine, and the fields the chain set since
-    /// (each replaces every line of its name).
-    Lines {
-        head: Box<RequestHead>,
-        set: Vec<(HeaderName, HeaderValue)>,
-    },
+    Parts(Box<http::request::Parts>),
+    /// Read by the HTTP/1.1 engine.
+    Lines(Box<Read>),
+}
+
+/// A head the HTTP/1.1 engine read, and the fields the chain set since
+/// (each replaces every line of its name). Boxed with it, so that moving a
+/// request copies a pointer.
+pub(crate) struct Read {
+    head: RequestHead,
+    set: Vec<(HeaderName, HeaderValue)>,
 }
 
 impl<B> Inbound<B> {
     /// A request read by the HTTP/1.1 engine.
     pub(crate) fn http1(head: RequestHead, body: B) -> Self {
         Inbound {
-            head: Head::Lines {
-                head: Box::new(head),
+            head: Head::Lines(Box::new(Read {
+                head,
                 set: Vec::new(),
-            },
+            })),
             body,
             lease: None,
             listed: None,
@@ -55,7 +59,7 @@ impl<B> Inbound<B> {
     pub(crate) fn version(&self) -> Version {
         match &self.head {
             Head::Parts(parts) => parts.version,
-            Head::Lines { head, .. } => head.version,
+            Head::Lines(read) => read.head.version,
         }
     }
 
@@ -92,7 +96,7 @@ impl<B> From<Request<B>> for Inbound<B> {
     fn from(request: Request<B>) -> Self {
         let (parts, body) = request.into_parts();
         Inbound {
-            head: Head::Parts(parts),
+            head: Head::Parts(Box::new(parts)),
             body,
             lease: None,
             listed: None,
@@ -106,14 +110,14 @@ impl<B> RequestView for Inbound<B> {
     fn method(&self) -> &Method {
         match &self.head {
             Head::Parts(parts) => &parts.method,
-            Head::Lines { head, .. } => &head.method,
+            Head::Lines(read) => &read.head.method,
         }
     }
 
     fn uri(&self) -> &Uri {
         match &self.head {
             Head::Parts(parts) => &parts.uri,
-            Head::Lines { head, .. } => &head.uri,
+            Head::Lines(read) => &read.head.uri,
         }
     }
 
@@ -133,12 +137,13 @@ impl HeaderFields for Head {
     {
         match self {
             Head::Parts(parts) => Values::Map(parts.headers.values_of(name)),
-            Head::Lines { set, .. } if set.iter().any(|(set, _)| set == name) => Values::Set(
-                set.iter()
+            Head::Lines(read) if read.set.iter().any(|(set, _)| set == name) => Values::Set(
+                read.set
+                    .iter()
                     .filter(move |(set, _)| set == name)
                     .map(|(_, value)| value.as_bytes()),
             ),
-            Head::Lines { head, .. } => Values::Lines(head.fields.values_of(name)),
+            Head::Lines(read) => Values::Lines(read.head.fields.values_of(name)),
         }
     }
 }
@@ -173,9 +178,9 @@ impl<B> SetHeader for Inbound<B> {
             Head::Parts(parts) => {
                 parts.headers.insert(name, value);
             }
-            Head::Lines { set, .. } => {
-                set.retain(|(set, _)| *set != name);
-                set.push((name, value));
+            Head::Lines(read) => {
+                read.set.retain(|(set, _)| *set != name);
+                read.set.push((name, value));
             }
         }
     }
@@ -192,7 +197,7 @@ impl Head {
     pub(crate) fn lines(&self) -> Lines<'_> {
         match self {
             Head::Parts(parts) => Lines::Map(parts.headers.iter()),
-            Head::Lines { head, .. } => Lines::Read(head.fields.iter()),
+            Head::Lines(read) => Lines::Read(read.head.fields.iter()),
         }
     }
 
@@ -201,7 +206,7 @@ impl Head {
     pub(crate) fn set_fields(&self) -> &[(HeaderName, HeaderValue)] {
         match self {
             Head::Parts(_) => &[],
-            Head::Lines { set, .. } => set,
+            Head::Lines(read) => &read.set,
         }
     }
 
@@ -210,7 +215,7 @@ impl Head {
     pub(crate) fn normalized_length(&self) -> Option<u64> {
         match self {
             Head::Parts(_) => None,
-            Head::Lines { head, .. } => head.fields.normalized_length(),
+            Head::Lines(read) => read.head.fields.normalized_length(),
         }
     }
 }

@@ -143,9 +143,15 @@ impl HeaderFields for FieldLines {
         'a: 'n,
     {
         let name = name.as_str().as_bytes();
-        self.iter()
-            .filter(move |(line, _)| line.eq_ignore_ascii_case(name))
-            .map(|(_, value)| value)
+        let head: &'a [u8] = &self.head;
+        // Names compared first, a value sliced only for a match.
+        self.lines.iter().filter_map(move |span| {
+            let line = head.get(span.name.0 as usize..span.name.1 as usize)?;
+            if !line.eq_ignore_ascii_case(name) {
+                return None;
+            }
+            head.get(span.value.0 as usize..span.value.1 as usize)
+        })
     }
 }
 
