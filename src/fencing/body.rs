@@ -45,6 +45,25 @@ impl<B> ResponseBody<B> {
         }
     }
 
+    /// The inner service's body; `None` for a refusal.
+    #[cfg(feature = "gateway")]
+    pub(crate) fn inner_ref(&self) -> Option<&B> {
+        match &self.kind {
+            Kind::Inner { body, .. } => Some(body),
+            Kind::Refusal { .. } => None,
+        }
+    }
+
+    /// The inner service's body, mutably (not yet pinned); `None` for a
+    /// refusal.
+    #[cfg(feature = "gateway")]
+    pub(crate) fn inner_mut(&mut self) -> Option<&mut B> {
+        match &mut self.kind {
+            Kind::Inner { body, .. } => Some(body),
+            Kind::Refusal { .. } => None,
+        }
+    }
+
     /// Shared fences: the lease this response's request was admitted under,
     /// after whose end none of its bytes may be relayed (the gateway cuts
     /// the response; see `docs/SHARED.md`).

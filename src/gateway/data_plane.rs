@@ -27,10 +27,11 @@ use tower_service::Service;
 use super::accept::ConnInfo;
 use super::access_log::AccessLog;
 use super::body::request::{Counted, DrainOnDrop, IncomingBody};
-use super::body::response::Relayed;
+use super::body::response::{FromProxy, Relayed};
 use super::deadlines::{Side, StallTimeout};
 use super::engine;
 use super::exchange::{ClientConnection, Exchange};
+use super::hop::end_to_end_map;
 use super::inbound::Inbound;
 use super::metrics::Metrics;
 use super::outcome::Outcome;
@@ -104,7 +105,7 @@ struct ConnectionShared {
     client: Arc<ClientConnection>,
 }
 
-type Inner = ResponseFuture<<Proxy as Service<Inbound<Body>>>::Future, Body, Infallible>;
+type Inner = ResponseFuture<<Proxy as Service<Inbound<Body>>>::Future, FromProxy, Infallible>;
 
 impl hyper::service::Service<Request<Incoming>> for Connection {
     type Response = Response<Relayed>;
@@ -164,6 +165,7 @@ impl Connection {
         // reads the next request from the same bytes.
         let drain = !expects_continue && matches!(request.body, IncomingBody::Hyper(_));
         let close_if_refused = expects_continue && request.version() <= Version::HTTP_11;
+        let fields_to_map = request.version() >= Version::HTTP_2;
         let request = request.map_body(|body| {
             if http_body::Body::is_end_stream(&body) {
                 // No body to time (a GET): and `Empty` is a unit, so boxing it
@@ -195,6 +197,7 @@ impl Connection {
         Metered {
             exchange: Some(exchange),
             close_if_refused,
+            fields_to_map,
             stage,
         }
     }
@@ -207,7 +210,7 @@ impl Connection {
 async fn read_listing(
     shared: Arc<ConnectionShared>,
     request: Inbound<Body>,
-) -> Result<Response<ResponseBody<Body>>, Infallible> {
+) -> Result<Response<ResponseBody<FromProxy>>, Infallible> {
     let (request, body) = request.split_body();
     let limited = http_body_util::Limited::new(body, reach::MAX_LISTING_BYTES);
     let body = match http_body_util::BodyExt::collect(limited).await {
@@ -228,7 +231,7 @@ async fn read_listing(
                     &format!("the request body could not be read: {error}"),
                     Outcome::ClientError,
                 ));
-                response.map(|body| ResponseBody::inner(body, None))
+                response.map(|body| ResponseBody::inner(FromProxy::from(body), None))
             };
             return Ok(refused);
         }
@@ -256,6 +259,8 @@ pin_project! {
         exchange: Option<Exchange>,
         // An answer made by the gateway closes the connection (see `serve`).
         close_if_refused: bool,
+        // The backend's lines go into the map (an HTTP/2 client's answer).
+        fields_to_map: bool,
         #[pin]
         stage: Stage,
     }
@@ -282,14 +287,28 @@ impl Future for Metered {
                 Err(never) => match never {},
             },
             StageProj::Refused { response } => match response.take() {
-                Some(response) => response.map(|body| ResponseBody::inner(body, None)),
+                Some(response) => {
+                    response.map(|body| ResponseBody::inner(FromProxy::from(body), None))
+                }
                 // Polled again after completion: a contract breach by the
                 // caller, answered rather than panicked on.
-                None => Response::new(ResponseBody::inner(Body::empty(), None)),
+                None => Response::new(ResponseBody::inner(FromProxy::from(Body::empty()), None)),
             },
         };
-        let outcome = Outcome::of(&response);
         let mut response = response;
+        if *this.fields_to_map {
+            // HTTP/2: hyper writes the map alone.
+            let fields = response
+                .body_mut()
+                .inner_mut()
+                .and_then(FromProxy::take_fields);
+            if let Some(fields) = fields {
+                response
+                    .headers_mut()
+                    .extend(end_to_end_map(|| fields.iter()));
+            }
+        }
+        let outcome = Outcome::of(&response);
         if *this.close_if_refused && outcome != Outcome::Forwarded {
             response
                 .headers_mut()

@@ -1,11 +1,9 @@
-//! Hop-by-hop header hygiene (RFC 9110 §7.6.1), applied in both directions:
-//! to a request's field lines as they are written for the backend
-//! (`engine/encode.rs`), and to a response's map.
+//! Hop-by-hop header hygiene (RFC 9110 §7.6.1), applied in both directions
+//! to a message's field lines as they are written on (a request's for the
+//! backend in `engine/encode.rs`, a response's for the client in
+//! `engine/server.rs`, or into a map for HTTP/2 clients and chained writes).
 
-use http::header::{
-    HeaderMap, HeaderName, CONNECTION, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE,
-    TRANSFER_ENCODING, UPGRADE,
-};
+use http::header::{HeaderMap, HeaderName, HeaderValue};
 
 /// The hop-by-hop names (RFC 9110 §7.6.1), plus the non-standard ones
 /// proxies have always dropped. `Trailer` is not among them: it declares the
@@ -21,31 +19,6 @@ const HOP_BY_HOP: [&str; 8] = [
     // Meant for this hop too.
     "proxy-authorization",
 ];
-
-const KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
-const PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
-
-/// The position of `name` in [`HOP_BY_HOP`]. A `match` on the text, which
-/// compiles to a switch on the length: a `const` array of `HeaderName`s
-/// would be built and dropped at every use (about 300 instructions per
-/// request on this path), a `static` one compared slower still.
-fn hop_index(name: &HeaderName) -> Option<usize> {
-    hop_index_of(name.as_str())
-}
-
-fn hop_index_of(name: &str) -> Option<usize> {
-    Some(match name {
-        "connection" => 0,
-        "te" => 1,
-        "transfer-encoding" => 2,
-        "upgrade" => 3,
-        "keep-alive" => 4,
-        "proxy-connection" => 5,
-        "proxy-authenticate" => 6,
-        "proxy-authorization" => 7,
-        _ => return None,
-    })
-}
 
 /// Whether the field `name` (any case) is hop-by-hop by the fixed list.
 pub(crate) fn is_hop_by_hop(name: &[u8]) -> bool {
@@ -75,75 +48,80 @@ pub(crate) fn connection_options(value: &[u8]) -> impl Iterator<Item = &[u8]> {
         })
 }
 
-/// Removes every hop-by-hop header: first the names listed in *all*
-/// `Connection` values (a header may be split over several lines), then the
-/// fixed list.
-pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    // One pass over the names present instead of a removal per name of the
-    // list: most messages carry none or one of them (a backend's
-    // `Connection: keep-alive`), and this runs twice per request.
-    let mut present = [false; HOP_BY_HOP.len()];
-    let mut any = false;
-    for name in headers.keys() {
-        if let Some(i) = hop_index(name) {
-            present[i] = true;
-            any = true;
+/// The lines of a message that are not hop-by-hop: neither in the fixed
+/// list nor named by any `Connection` line (a header may be split over
+/// several lines). `fields` makes an iterator over the lines each time it is
+/// called: `Connection` is read before any line goes.
+pub(crate) fn end_to_end<'a, I>(
+    fields: impl Fn() -> I,
+) -> impl Iterator<Item = (&'a [u8], &'a [u8])>
+where
+    I: Iterator<Item = (&'a [u8], &'a [u8])>,
+{
+    let mut listed: Vec<&'a [u8]> = Vec::new();
+    for (name, value) in fields() {
+        if name.eq_ignore_ascii_case(b"connection") {
+            listed.extend(connection_options(value));
         }
     }
-    if !any {
-        return;
-    }
-    // HOP_BY_HOP[0] is Connection.
-    if present[0] {
-        let listed: Vec<HeaderName> = headers
-            .get_all(CONNECTION)
-            .iter()
-            .flat_map(|value| connection_options(value.as_bytes()))
-            .filter_map(|name| HeaderName::from_bytes(name).ok())
-            .collect();
-        for name in listed {
-            headers.remove(name);
-        }
-    }
-    for (i, present) in present.into_iter().enumerate() {
-        if present {
-            headers.remove(hop_name(i));
-        }
-    }
+    fields().filter(move |(name, _)| {
+        !is_hop_by_hop(name) && !listed.iter().any(|l| l.eq_ignore_ascii_case(name))
+    })
 }
 
-/// The name at position `i` of [`HOP_BY_HOP`], without parsing it.
-fn hop_name(i: usize) -> HeaderName {
-    match i {
-        0 => CONNECTION,
-        1 => TE,
-        2 => TRANSFER_ENCODING,
-        3 => UPGRADE,
-        4 => KEEP_ALIVE,
-        5 => PROXY_CONNECTION,
-        6 => PROXY_AUTHENTICATE,
-        _ => PROXY_AUTHORIZATION,
+/// The end-to-end lines of `fields` as a map (for HTTP/2 clients, and for
+/// the chain, which reads an answer's `ETag` from it).
+pub(crate) fn end_to_end_map<'a, I>(fields: impl Fn() -> I) -> HeaderMap
+where
+    I: Iterator<Item = (&'a [u8], &'a [u8])>,
+{
+    let mut map = HeaderMap::new();
+    for (name, value) in end_to_end(fields) {
+        // Lines the engine read are valid names and values (httparse checked
+        // them as a map would).
+        if let (Ok(name), Ok(value)) =
+            (HeaderName::from_bytes(name), HeaderValue::from_bytes(value))
+        {
+            map.append(name, value);
+        }
     }
+    map
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn kept<'a>(lines: &'a [(&'a str, &'a str)]) -> Vec<&'a str> {
+        end_to_end(|| lines.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())))
+            .map(|(name, _)| std::str::from_utf8(name).unwrap())
+            .collect()
+    }
+
     #[test]
-    fn strips_listed_and_fixed_names() {
-        let mut h = HeaderMap::new();
-        h.append(CONNECTION, "keep-alive, X-Secret".parse().unwrap());
-        h.append(CONNECTION, "x-other".parse().unwrap());
-        h.insert("x-secret", "1".parse().unwrap());
-        h.insert("x-other", "1".parse().unwrap());
-        h.insert("keep-alive", "timeout=5".parse().unwrap());
-        h.insert(TRANSFER_ENCODING, "chunked".parse().unwrap());
-        h.insert(UPGRADE, "websocket".parse().unwrap());
-        h.insert("x-fencing-token", "3".parse().unwrap());
-        strip_hop_by_hop(&mut h);
-        assert_eq!(h.len(), 1, "{h:?}");
-        assert!(h.contains_key("x-fencing-token"));
+    fn drops_listed_and_fixed_names() {
+        let lines = [
+            ("Connection", "keep-alive, X-Secret"),
+            ("connection", "x-other"),
+            ("X-Secret", "1"),
+            ("x-other", "1"),
+            ("keep-alive", "timeout=5"),
+            ("Transfer-Encoding", "chunked"),
+            ("Upgrade", "websocket"),
+            ("X-Fencing-Token", "3"),
+        ];
+        assert_eq!(kept(&lines), ["X-Fencing-Token"]);
+        let map = end_to_end_map(|| lines.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())));
+        assert_eq!(map.len(), 1);
+        assert_eq!(map["x-fencing-token"], "3");
+    }
+
+    #[test]
+    fn drops_each_fixed_name_alone_and_keeps_the_rest() {
+        for name in HOP_BY_HOP {
+            assert_eq!(kept(&[(name, "x"), ("x-kept", "1")]), ["x-kept"], "{name}");
+        }
+        assert_eq!(kept(&[("x-kept", "1")]), ["x-kept"]);
     }
 
     #[test]
@@ -152,21 +130,5 @@ mod tests {
         assert_eq!(names, [&b"X-Secret"[..]]);
         assert_eq!(connection_options(b"X-Secret, caf\xc3\xa9").count(), 0);
         assert!(is_hop_by_hop(b"Transfer-Encoding") && !is_hop_by_hop(b"Trailer"));
-    }
-
-    #[test]
-    fn strips_each_fixed_name_alone_and_keeps_the_rest() {
-        for name in HOP_BY_HOP {
-            let mut h = HeaderMap::new();
-            h.insert(name, "x".parse().unwrap());
-            h.insert("x-kept", "1".parse().unwrap());
-            strip_hop_by_hop(&mut h);
-            assert_eq!(h.len(), 1, "{name}: {h:?}");
-            assert!(h.contains_key("x-kept"), "{name}");
-        }
-        let mut h = HeaderMap::new();
-        h.insert("x-kept", "1".parse().unwrap());
-        strip_hop_by_hop(&mut h);
-        assert_eq!(h.len(), 1);
     }
 }

@@ -18,16 +18,18 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use http::header::{HeaderValue, CONNECTION};
+use http::header::{HeaderMap, HeaderValue, CONNECTION};
 use http::{Method, Response, StatusCode, Uri};
 use tokio_rustls::TlsConnector;
 use tower_service::Service;
 
 use super::body::request::ToBackend;
+use super::body::response::FromProxy;
 use super::deadlines::{
     connect_within, find_cause, response_head_within, BodyStalled, Side, StallTimeout,
 };
 use super::engine::{self, Connection, Edits, Failed, ResponseBody, SendError, Stream, WriteError};
+use super::hop::end_to_end_map;
 use super::inbound::Inbound;
 use super::outcome::Outcome;
 use super::pool::Pool;
@@ -65,6 +67,9 @@ struct Shared {
     pool: Arc<Pool<Connection>>,
     /// `Some` for an `https://` upstream.
     tls: Option<TlsConnector>,
+    /// Put a backend's response fields in the response's map (something
+    /// above reads them), instead of handing them on as lines.
+    fields_in_map: bool,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -98,12 +103,23 @@ impl Proxy {
                 timeout,
                 pool: Arc::new(Pool::new(idle_timeout)),
                 tls,
+                fields_in_map: false,
             }),
             client: Arc::new(Client {
                 peer: None,
                 proto: HeaderValue::from_static("http"),
             }),
         }
+    }
+
+    /// Backend responses with their fields in the response's map: for
+    /// chained writes, whose chain reads an answer's `ETag` there. Otherwise
+    /// they travel as the lines read ([`FromProxy`]). Call before any clone.
+    pub(crate) fn fields_in_map(mut self) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.fields_in_map = true;
+        }
+        self
     }
 
     /// This proxy for requests from one client connection: its address
@@ -121,7 +137,7 @@ impl Proxy {
 
     /// Forwards `request`, which the data plane has already checked with
     /// [`refuse_unproxyable`].
-    async fn forward(self, request: Inbound<Body>) -> Response<Body> {
+    async fn forward(self, request: Inbound<Body>) -> Response<FromProxy> {
         let shared = &self.shared;
         // The target in origin form, under the upstream's base path.
         let target = match shared.upstream.origin_form(request.uri().clone()) {
@@ -133,6 +149,7 @@ impl Proxy {
                     &format!("cannot build the upstream URI: {e}"),
                     Outcome::OtherRefusal,
                 )
+                .map(FromProxy::from)
             }
         };
         // Shared fences: the lease the request was admitted under, which the
@@ -145,7 +162,8 @@ impl Proxy {
                 "fence_store_unavailable",
                 &ended.to_string(),
                 Outcome::FenceStoreUnavailable,
-            );
+            )
+            .map(FromProxy::from);
         }
         let started = Instant::now();
         let (request, sent) = ToBackend::watch(request, started, lease);
@@ -165,18 +183,23 @@ impl Proxy {
             ),
             Outcome::UpstreamError,
         )
+        .map(FromProxy::from)
     }
 }
 
 impl Shared {
     /// The response to relay for the outcome of [`Shared::send`].
-    fn answer(&self, result: Result<Response<Body>, UpstreamError>) -> Response<Body> {
-        let error = match result {
-            Ok(response) => return response,
-            Err(error) => error,
-        };
-        let detail = error_chain(&error);
-        match &error {
+    fn answer(&self, result: Result<Response<FromProxy>, UpstreamError>) -> Response<FromProxy> {
+        match result {
+            Ok(response) => response,
+            Err(error) => self.failure(&error).map(FromProxy::from),
+        }
+    }
+
+    /// The gateway's answer when the backend could not be asked.
+    fn failure(&self, error: &UpstreamError) -> Response<Body> {
+        let detail = error_chain(error);
+        match error {
             UpstreamError::Send(SendError::Write(WriteError::Body(cause))) => {
                 let cause: &(dyn std::error::Error + 'static) = cause.as_ref();
                 if let Some(ended) = find_cause::<LeaseEnded>(cause) {
@@ -225,7 +248,7 @@ impl Shared {
         request: Inbound<ToBackend>,
         target: &Uri,
         client: &Client,
-    ) -> Result<Response<Body>, UpstreamError> {
+    ) -> Result<Response<FromProxy>, UpstreamError> {
         let to_head = request.method() == Method::HEAD;
         let (head, body) = request.split_body();
         let mut request = engine::Request::new(body, to_head, |out, has_body, size| {
@@ -271,7 +294,18 @@ impl Shared {
                     } else {
                         Body::new(StallTimeout::new(body, self.timeout, Side::Upstream))
                     };
-                    return Ok(Response::from_parts(head.parts, body));
+                    // The backend's lines go on with the body, for the
+                    // client's server to write; into the map only where
+                    // something reads it (chained writes read an ETag).
+                    let (headers, fields) = if self.fields_in_map {
+                        (end_to_end_map(|| head.fields.iter()), None)
+                    } else {
+                        (HeaderMap::new(), Some(head.fields))
+                    };
+                    let mut response = Response::new(FromProxy::new(body, fields));
+                    *response.status_mut() = head.status;
+                    *response.headers_mut() = headers;
+                    return Ok(response);
                 }
                 Err(Failed {
                     unsent: Some(unsent),
@@ -337,9 +371,9 @@ enum UpstreamError {
 }
 
 impl Service<Inbound<Body>> for Proxy {
-    type Response = Response<Body>;
+    type Response = Response<FromProxy>;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<FromProxy>, Infallible>> + Send>>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         Poll::Ready(Ok(()))

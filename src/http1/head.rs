@@ -1,6 +1,7 @@
 //! Message heads read strictly (RFC 9112 §2 to §5) with httparse and none
-//! of its lenient options, into the `http` crate's parts, the field values
-//! sharing the bytes read (no copy).
+//! of its lenient options: method, target or status as `http` types, and
+//! the fields kept where they were read ([`FieldLines`], no copy), as a map
+//! only on demand.
 //!
 //! Beyond httparse: a line that ends in a bare LF is refused (httparse
 //! accepts it, RFC 9112 §2.2 lets a recipient, another parser may not see a
@@ -48,16 +49,32 @@ pub struct RequestHead {
     pub expects_continue: bool,
 }
 
-/// A response head, parsed and checked.
+/// A response head, parsed and checked; its fields stay where they were
+/// read, as a request's do.
 #[derive(Debug)]
 pub struct ResponseHead {
-    /// Status, version and fields as sent.
-    pub parts: response::Parts,
+    /// The status.
+    pub status: StatusCode,
+    /// HTTP/1.0 or HTTP/1.1.
+    pub version: Version,
+    /// The header fields, as sent.
+    pub fields: FieldLines,
     /// How its body is delimited.
     pub body: BodyLength,
     /// Whether the connection may carry another request after this
     /// response's body.
     pub keep_alive: bool,
+}
+
+impl ResponseHead {
+    /// The head as `http` parts, its fields in a map.
+    pub fn into_parts(self) -> Result<response::Parts, HeadError> {
+        let mut parts = http::Response::new(()).into_parts().0;
+        parts.headers = self.fields.to_map()?;
+        parts.status = self.status;
+        parts.version = self.version;
+        Ok(parts)
+    }
 }
 
 impl RequestHead {
@@ -316,16 +333,6 @@ impl Fields {
             .chain(&self.more)
     }
 
-    /// The fields as a map, values sharing `head`; a `Content-Length`
-    /// spelled oddly becomes the one value `body` says.
-    fn map(&self, head: &Bytes, body: BodyLength) -> Result<HeaderMap, HeadError> {
-        let mut map = to_map(head, self.spans(), self.count)?;
-        if let (true, BodyLength::Length(n)) = (self.length_spelled_oddly, body) {
-            map.insert(http::header::CONTENT_LENGTH, HeaderValue::from(n));
-        }
-        Ok(map)
-    }
-
     /// The fields as lines kept where they are in `head`.
     fn lines(&self, head: Bytes, body: BodyLength) -> FieldLines {
         FieldLines {
@@ -456,16 +463,14 @@ pub fn parse_response(
     if (100..200).contains(&status) {
         return Ok(Parsed::Interim);
     }
-    let mut parts = http::Response::new(()).into_parts().0;
-    parts.status = StatusCode::from_u16(status).map_err(|_| HeadError::Syntax("invalid status"))?;
-    parts.version = if http10 {
-        Version::HTTP_10
-    } else {
-        Version::HTTP_11
-    };
-    parts.headers = fields.map(&head, body)?;
     Ok(Parsed::Complete(ResponseHead {
-        parts,
+        status: StatusCode::from_u16(status).map_err(|_| HeadError::Syntax("invalid status"))?,
+        version: if http10 {
+            Version::HTTP_10
+        } else {
+            Version::HTTP_11
+        },
+        fields: fields.lines(head, body),
         // HTTP/1.0 connections are not kept: a keep-alive there is an
         // extension this side does not offer.
         keep_alive: !http10 && !fields.close && body != BodyLength::UntilClose,
@@ -536,7 +541,7 @@ mod tests {
         assert_eq!(&buf[..], b"ok");
         assert_eq!(head.body, BodyLength::Length(2));
         assert!(head.keep_alive);
-        assert_eq!(head.parts.headers["etag"], "\"v1\"");
+        assert_eq!(head.fields.first(&http::header::ETAG), Some(&b"\"v1\""[..]));
 
         assert!(matches!(
             response(b"HTTP/1.1 100 Continue\r\n\r\n", false),
@@ -573,7 +578,7 @@ mod tests {
             panic!("a whole head");
         };
         assert_eq!(head.body, BodyLength::Empty);
-        assert_eq!(head.parts.headers["content-length"], "9");
+        assert_eq!(head.into_parts().unwrap().headers["content-length"], "9");
     }
 
     #[test]

@@ -745,3 +745,51 @@ fn request_trailers_are_forwarded() {
         record.headers
     );
 }
+
+#[test]
+fn over_http2_a_backend_answers_fields_arrive_without_its_hop_by_hop_ones() {
+    let backend = Backend::start();
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
+    let out = std::process::Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "20",
+            "--http2-prior-knowledge",
+            "-D",
+            "-",
+            "-o",
+            "/dev/null",
+        ])
+        .args([
+            "-X",
+            "PUT",
+            "-H",
+            "X-Fencing-Token: 1",
+            "-H",
+            "X-Test-Status: 201",
+        ])
+        .args(["-H", "X-Test-Response-Header: Connection: x-hop"])
+        .args(["-H", "X-Test-Response-Header: X-Hop: 1"])
+        .args(["-H", "X-Test-Response-Header: Keep-Alive: timeout=5"])
+        .args(["-H", "X-Test-Response-Header: X-Keep: yes"])
+        .args(["-H", "X-Test-Response-Header: ETag: \"abc\""])
+        .arg(format!("{}/resp-h2", gw.data_url()))
+        .output()
+        .expect("curl (scripts/install-deps.sh installs it)");
+    let head = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(head.starts_with("http/2 201"), "{head}");
+    assert!(head.contains("\r\nx-keep: yes\r\n"), "{head}");
+    assert!(head.contains("\r\netag: \"abc\"\r\n"), "{head}");
+    for name in ["x-hop", "keep-alive", "connection"] {
+        assert!(
+            !head.contains(&format!("\r\n{name}:")),
+            "{name} relayed: {head}"
+        );
+    }
+}

@@ -19,6 +19,8 @@
 //!   request's [`Exchange`](super::exchange::Exchange) to its end;
 //! - the fencing layer's `ResponseBody`: keeps the request in flight until
 //!   its response has been relayed;
+//! - [`FromProxy`](response::FromProxy): the proxy's answer, with the
+//!   backend's header lines when they are not in the response's map;
 //! - a [`StallTimeout`](super::deadlines::StallTimeout) on the backend's
 //!   side;
 //! - the engine's `ResponseBody`: read off a backend connection, which it

@@ -9,9 +9,69 @@ use http_body::{Frame, SizeHint};
 use pin_project_lite::pin_project;
 
 use crate::fencing::ResponseBody;
+use crate::gateway::engine::CarriesFields;
 use crate::gateway::exchange::Exchange;
 use crate::gateway::outcome::Outcome;
+use crate::http1::head::FieldLines;
 use crate::store::LeaseStage;
+
+pin_project! {
+    /// A response body as the proxy hands it up: the backend's, with the
+    /// backend's header lines when they were not put in the response's map
+    /// (the HTTP/1.1 engine writes them to the client from there, HTTP/2
+    /// clients get them in the map: `data_plane.rs`), or one the gateway
+    /// made.
+    pub struct FromProxy {
+        #[pin]
+        body: Body,
+        fields: Option<FieldLines>,
+    }
+}
+
+impl FromProxy {
+    /// The backend's `body`, and its head's lines unless they are in the
+    /// response's map.
+    pub(crate) fn new(body: Body, fields: Option<FieldLines>) -> Self {
+        FromProxy { body, fields }
+    }
+
+    /// The backend's header lines, if they travel here.
+    pub(crate) fn fields(&self) -> Option<&FieldLines> {
+        self.fields.as_ref()
+    }
+
+    /// The backend's header lines, taken (to be put in a map).
+    pub(crate) fn take_fields(&mut self) -> Option<FieldLines> {
+        self.fields.take()
+    }
+}
+
+impl From<Body> for FromProxy {
+    fn from(body: Body) -> Self {
+        FromProxy { body, fields: None }
+    }
+}
+
+impl http_body::Body for FromProxy {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    #[inline]
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        self.project().body.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
 
 pin_project! {
     /// A response body on its way to the client, carrying its request's
@@ -20,14 +80,20 @@ pin_project! {
     /// client's server does once it has been sent or the connection failed.
     pub struct Relayed {
         #[pin]
-        body: ResponseBody<Body>,
+        body: ResponseBody<FromProxy>,
         exchange: Option<Exchange>,
     }
 }
 
 impl Relayed {
-    pub(crate) fn new(body: ResponseBody<Body>, exchange: Option<Exchange>) -> Self {
+    pub(crate) fn new(body: ResponseBody<FromProxy>, exchange: Option<Exchange>) -> Self {
         Relayed { body, exchange }
+    }
+}
+
+impl CarriesFields for Relayed {
+    fn fields(&self) -> Option<&FieldLines> {
+        self.body.inner_ref().and_then(FromProxy::fields)
     }
 }
 

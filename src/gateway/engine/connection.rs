@@ -23,7 +23,6 @@ use tokio_rustls::client::TlsStream;
 use super::body::poll_fill;
 use super::encode;
 use super::outbound::{self, Outbound, WriteError};
-use crate::gateway::hop::strip_hop_by_hop;
 use crate::gateway::pool::Reusable;
 use crate::gateway::BoxError;
 use crate::http1::head::{parse_response, HeadError, Parsed, ResponseHead};
@@ -245,10 +244,9 @@ impl Connection {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(SendError::Closed)),
                 Poll::Ready(Ok(_)) => loop {
                     match parse_response(&mut self.read, request.to_head, MAX_HEAD)? {
-                        Parsed::Complete(mut head) => {
-                            strip_hop_by_hop(&mut head.parts.headers);
-                            return Poll::Ready(Ok(head));
-                        }
+                        // Hop-by-hop fields go as the head is written
+                        // for the client (or put in a map).
+                        Parsed::Complete(head) => return Poll::Ready(Ok(head)),
                         Parsed::Interim => continue,
                         Parsed::Partial => break,
                     }

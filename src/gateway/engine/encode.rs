@@ -5,7 +5,7 @@
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::Method;
 
-use crate::gateway::hop::{connection_options, is_hop_by_hop};
+use crate::gateway::hop::end_to_end;
 use crate::head::visible_str;
 
 /// How a request's body is sent.
@@ -69,20 +69,10 @@ where
     out.push(b' ');
     out.extend_from_slice(target.as_bytes());
     out.extend_from_slice(b" HTTP/1.1\r\n");
-    // What `Connection` names is this hop's too: known before any line goes.
-    let mut listed: Vec<&[u8]> = Vec::new();
-    for (name, value) in fields() {
-        if name.eq_ignore_ascii_case(b"connection") {
-            listed.extend(connection_options(value));
-        }
-    }
     let mut declared = edits.length;
     let mut host_sent = false;
     let mut forwarded_for: Vec<&[u8]> = Vec::new();
-    for (name, value) in fields() {
-        if is_hop_by_hop(name) || listed.iter().any(|l| l.eq_ignore_ascii_case(name)) {
-            continue;
-        }
+    for (name, value) in end_to_end(fields) {
         if name.eq_ignore_ascii_case(b"host") {
             if edits.host.is_some() {
                 continue;
@@ -148,7 +138,8 @@ where
     outgoing
 }
 
-fn put_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+/// Appends one field line.
+pub(crate) fn put_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     out.extend_from_slice(name);
     out.extend_from_slice(b": ");
     out.extend_from_slice(value);

@@ -28,4 +28,4 @@ pub(crate) use self::connection::{Connection, Failed, Request, SendError, Stream
 pub(crate) use self::encode::{write_request_head, Edits};
 pub(crate) use self::outbound::WriteError;
 pub(crate) use self::response_body::ResponseBody;
-pub(crate) use self::server::{serve, Handler, Limits, RequestBody};
+pub(crate) use self::server::{serve, CarriesFields, Handler, Limits, RequestBody};

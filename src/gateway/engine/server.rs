@@ -29,12 +29,13 @@ use http_body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use super::body::{self, poll_fill, BodyError, Decoding};
-use super::encode::{itoa, Outgoing};
+use super::encode::{itoa, put_field, Outgoing};
 use super::outbound::{self, Outbound};
 use crate::gateway::activity::ClientStream;
+use crate::gateway::hop::end_to_end;
 use crate::gateway::BoxError;
 use crate::http1::framing::FramingError;
-use crate::http1::head::{parse_request, HeadError, Parsed, RequestHead};
+use crate::http1::head::{parse_request, FieldLines, HeadError, Parsed, RequestHead};
 
 /// The most of an unwanted request body read and thrown away after its
 /// response, to keep the connection.
@@ -42,10 +43,24 @@ const DRAIN_LIMIT: u64 = 64 * 1024;
 /// The largest head buffer kept between responses.
 const SPARE_LIMIT: usize = 64 * 1024;
 
+/// A response body that may carry its head's field lines as the backend
+/// sent them, to be written after the response's map (hop-by-hop lines
+/// left out): the proxy's answers do, so that no map is built for them.
+pub(crate) trait CarriesFields {
+    /// The lines, if they travel with the body.
+    fn fields(&self) -> Option<&FieldLines> {
+        None
+    }
+}
+
+impl CarriesFields for http_body_util::Full<Bytes> {}
+
+impl CarriesFields for http_body_util::Empty<Bytes> {}
+
 /// What serves the requests of a connection.
 pub(crate) trait Handler {
     /// The response body.
-    type Body: Body<Data = Bytes, Error: Into<BoxError>> + Unpin;
+    type Body: Body<Data = Bytes, Error: Into<BoxError>> + Unpin + CarriesFields;
     /// The answer.
     type Future: Future<Output = Result<Response<Self::Body>, Infallible>>;
 
@@ -340,7 +355,7 @@ async fn write_response<B>(
     asked: &Asked,
 ) -> io::Result<bool>
 where
-    B: Body<Data = Bytes> + Unpin,
+    B: Body<Data = Bytes> + Unpin + CarriesFields,
     B::Error: Into<BoxError>,
 {
     let (parts, body) = response.into_parts();
@@ -360,30 +375,33 @@ where
     out.extend_from_slice(b"\r\n");
     let mut declared = None;
     let mut has_date = false;
-    for (name, value) in &parts.headers {
-        if name == http::header::CONTENT_LENGTH {
-            declared = declared.or_else(|| {
-                std::str::from_utf8(value.as_bytes())
-                    .ok()?
-                    .parse::<u64>()
-                    .ok()
-            });
-        } else if name == http::header::DATE {
+    // The gateway's own fields (or the whole head, for answers it made),
+    // then the backend's lines as they came: one rule for both.
+    let mut put = |out: &mut Vec<u8>, name: &[u8], value: &[u8]| {
+        if name.eq_ignore_ascii_case(b"content-length") {
+            declared = declared.or_else(|| std::str::from_utf8(value).ok()?.parse::<u64>().ok());
+        } else if name.eq_ignore_ascii_case(b"date") {
             has_date = true;
-        } else if name == http::header::CONNECTION {
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            return;
+        }
+        put_field(out, name, value);
+    };
+    for (name, value) in &parts.headers {
+        if name == http::header::CONNECTION {
             keep_alive &= !value
                 .as_bytes()
                 .split(|&b| b == b',')
                 .any(|token| token.trim_ascii().eq_ignore_ascii_case(b"close"));
             // Said below, once, as this connection needs.
             continue;
-        } else if name == http::header::TRANSFER_ENCODING {
-            continue;
         }
-        out.extend_from_slice(name.as_str().as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
-        out.extend_from_slice(b"\r\n");
+        put(&mut out, name.as_str().as_bytes(), value.as_bytes());
+    }
+    if let Some(fields) = body.fields() {
+        for (name, value) in end_to_end(|| fields.iter()) {
+            put(&mut out, name, value);
+        }
     }
     if !has_date {
         out.extend_from_slice(b"date: ");
