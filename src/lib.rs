@@ -11,6 +11,9 @@
 //!
 //! # Layout, in the order a request meets it
 //!
+//! 0. [`head`]: what every step below reads of a request (method, target,
+//!    header fields by name), provided by `http::Request` and by the
+//!    gateway's HTTP/1.1 engine, which reads fields where they arrived.
 //! 1. [`token`]: read the token header (1 to 20 ASCII digits, one header line).
 //! 2. [`key`]: derive the fence key from the normalised path, a prefix of it,
 //!    or the `X-Fencing-Lock` header, so that no alias splits a fence; and
@@ -34,7 +37,8 @@
 //!    `Service<http::Request<B>>`; [`refusal`] holds the JSON answers.
 //!
 //! Beside the path, `http1` (feature `http1`) reads HTTP/1.1 messages
-//! without I/O: heads parsed strictly and where each body ends (RFC 9112),
+//! without I/O: heads parsed strictly (fields kept where they were read)
+//! and where each body ends (RFC 9112),
 //! refusing whatever another parser could read differently; the gateway's
 //! engine reads every HTTP/1.1 message with it. [`admin`] holds the
 //! library's side of administration:

@@ -22,7 +22,8 @@
 //!    head, body stalls both ways).
 //! 3. The fencing layer ([`crate::fencing`]): token, key, admission.
 //! 4. `proxy`, with `engine` (HTTP/1.1 to the backend, in the request's own
-//!    task), `hop` (header hygiene), `pool` (idle backend connections) and
+//!    task; a head written from the client's lines with the gateway's
+//!    edits), `hop` (hop-by-hop hygiene over field lines, both ways), `pool` (idle backend connections) and
 //!    `tls` (both sides' certificates); [`upstream`] is the backend URL,
 //!    parsed once.
 //! 5. `outcome` and `metrics`: what happened, counted; `access_log`: one

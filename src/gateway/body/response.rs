@@ -24,7 +24,9 @@ pin_project! {
     pub struct FromProxy {
         #[pin]
         body: Body,
-        fields: Option<FieldLines>,
+        // Boxed: the body is moved several times on its way to the client,
+        // and a pointer copies cheaper than the lines' 72 bytes.
+        fields: Option<Box<FieldLines>>,
     }
 }
 
@@ -32,17 +34,20 @@ impl FromProxy {
     /// The backend's `body`, and its head's lines unless they are in the
     /// response's map.
     pub(crate) fn new(body: Body, fields: Option<FieldLines>) -> Self {
-        FromProxy { body, fields }
+        FromProxy {
+            body,
+            fields: fields.map(Box::new),
+        }
     }
 
     /// The backend's header lines, if they travel here.
     pub(crate) fn fields(&self) -> Option<&FieldLines> {
-        self.fields.as_ref()
+        self.fields.as_deref()
     }
 
     /// The backend's header lines, taken (to be put in a map).
     pub(crate) fn take_fields(&mut self) -> Option<FieldLines> {
-        self.fields.take()
+        self.fields.take().map(|fields| *fields)
     }
 }
 
