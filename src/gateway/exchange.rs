@@ -4,11 +4,11 @@
 //! body, and closed exactly once, whatever ends the request: answered and
 //! relayed, cut after its head, or dropped because the client went away.
 //!
-//! The gateway's own values travel here, not in request extensions. Only at
-//! the fencing layer's public boundary (a tower middleware in front of any
-//! service) do extensions remain: the lease the request was admitted under
-//! (read once by the proxy) and the refusal or outcome of an answer (read
-//! once, by [`Exchange::answered`]'s caller, with [`Outcome::of`]).
+//! The gateway's own values travel here and in the request itself
+//! (`inbound.rs`: the lease it was admitted under, an S3 `DeleteObjects`'
+//! listed keys), not in extensions. Only the answers keep one: the refusal
+//! or outcome of an answer the gateway made (read once, by
+//! [`Exchange::answered`]'s caller, with [`Outcome::of`]).
 
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
