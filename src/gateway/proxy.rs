@@ -88,11 +88,15 @@ impl Proxy {
     /// Pooled connections idle for `idle_timeout` are closed, which must be
     /// shorter than the backend's keep-alive or a request may be sent on a
     /// connection the backend is closing (hyper issues #2136, #2275).
+    /// With `fields_in_map`, a backend's answer has its fields in the
+    /// response's map (chained writes: the chain reads an answer's `ETag`
+    /// there); otherwise they travel as the lines read ([`FromProxy`]).
     pub(crate) fn new(
         upstream: Upstream,
         timeout: Duration,
         idle_timeout: Duration,
         tls: Option<TlsConnector>,
+        fields_in_map: bool,
     ) -> Self {
         let default_host = HeaderValue::from_str(upstream.authority().as_str())
             .unwrap_or_else(|_| HeaderValue::from_static("localhost"));
@@ -103,23 +107,13 @@ impl Proxy {
                 timeout,
                 pool: Arc::new(Pool::new(idle_timeout)),
                 tls,
-                fields_in_map: false,
+                fields_in_map,
             }),
             client: Arc::new(Client {
                 peer: None,
                 proto: HeaderValue::from_static("http"),
             }),
         }
-    }
-
-    /// Backend responses with their fields in the response's map: for
-    /// chained writes, whose chain reads an answer's `ETag` there. Otherwise
-    /// they travel as the lines read ([`FromProxy`]). Call before any clone.
-    pub(crate) fn fields_in_map(mut self) -> Self {
-        if let Some(shared) = Arc::get_mut(&mut self.shared) {
-            shared.fields_in_map = true;
-        }
-        self
     }
 
     /// This proxy for requests from one client connection: its address

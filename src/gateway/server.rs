@@ -285,13 +285,9 @@ impl Gateway {
             config.upstream_timeout,
             config.upstream_idle_timeout,
             upstream_tls,
+            // The chain reads the ETag of answers from their map.
+            config.conditional_writes != Mode::Off,
         );
-        // The chain reads the ETag of answers from their map.
-        let proxy = if config.conditional_writes == Mode::Off {
-            proxy
-        } else {
-            proxy.fields_in_map()
-        };
         let probe_path = config.conditional_probe.clone().or_else(|| {
             matches!(config.conditional_writes, Mode::Webdav | Mode::Http)
                 .then(|| DEFAULT_PROBE_PATH.to_owned())
