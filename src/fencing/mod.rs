@@ -47,12 +47,15 @@ mod body;
 mod chain_property;
 mod chained;
 mod config;
+mod forward;
 mod future;
 mod layer;
 mod service;
 
 pub use self::body::ResponseBody;
 pub use self::config::{DEFAULT_SAFE_METHODS, TOKEN_HEADER};
+#[cfg(feature = "gateway")]
+pub(crate) use self::forward::Forward;
 #[cfg(feature = "gateway")]
 pub(crate) use self::future::refusal_response;
 pub use self::future::ResponseFuture;

@@ -9,6 +9,7 @@ use tower_service::Service;
 use super::body::ResponseBody;
 use super::chained;
 use super::config::Config;
+use super::forward::{Called, Forward};
 use super::future::{refusal_response, ResponseFuture};
 use crate::fences::{self, AdmitError, Fences};
 use crate::head::{RequestView, SetHeader};
@@ -254,31 +255,6 @@ where
 }
 
 impl<S> Fencing<S> {
-    /// [`Service::call`] through a shared reference, for an inner service
-    /// that is always ready (its `poll_ready` returns `Ready` at once, as a
-    /// proxy's does): one clone of it per request, where `call` on a clone
-    /// of `self` would take two.
-    #[cfg(feature = "gateway")]
-    pub(crate) fn call_ready<R, ResBody>(
-        &self,
-        request: R,
-    ) -> ResponseFuture<S::Future, ResBody, S::Error>
-    where
-        S: Service<R, Response = Response<ResBody>> + Clone + Send + 'static,
-        S::Future: Send + 'static,
-        S::Error: Send + 'static,
-        R: Fenced,
-        ResBody: Send + 'static,
-    {
-        match self.decide_logged(&request) {
-            Ok(Decision::Pass) => ResponseFuture::passing(self.inner.clone().call(request)),
-            Ok(Decision::Admit(admission)) => {
-                self.admitting(admission, request, self.inner.clone())
-            }
-            Err(refusal) => ResponseFuture::refused(refusal),
-        }
-    }
-
     /// Whether `request` is an S3 `DeleteObjects` whose listed keys this
     /// layer must be given (a [`ListedObjects`](reach::ListedObjects) among
     /// its extensions) before it can admit it: the gateway reads its body
@@ -316,64 +292,113 @@ impl<S> Fencing<S> {
         R: Fenced,
         ResBody: Send + 'static,
     {
-        let config = Arc::clone(&self.config);
-        let client = self.client;
-        ResponseFuture::admitting(Box::pin(async move {
-            let issuer = config.issuer.as_deref();
-            // The request's own key stays in hand (it is borrowed across the
-            // admission anyway): a refusal names it, a chain needs it.
-            let (resource, token, admitted) = match admission {
-                Admit::One { key, token } => {
-                    let admitted = config
-                        .fences
-                        .admit_with(
-                            &key,
-                            fences::Admission::new(token)
-                                .from_client(client)
-                                .checked_by(issuer),
-                        )
-                        .await;
-                    (key, token, admitted)
-                }
-                // Boxed: a rare path, whose state would otherwise set the
-                // size of every request's future (and push its allocation
-                // out of the allocator's fast path).
-                Admit::All { key, keys, token } => {
-                    let admitted = Box::pin(
-                        config.fences.admit_all(
-                            &keys,
-                            fences::Admission::new(token)
-                                .from_client(client)
-                                .checked_by(issuer),
-                        ),
-                    )
-                    .await
-                    .map_err(|refused| (refused.resource, refused.error));
-                    match admitted {
-                        Ok(in_flight) => (key, token, Ok(in_flight)),
-                        Err((on, error)) => (on, token, Err(error)),
-                    }
-                }
-            };
-            let in_flight = match admitted {
-                Ok(in_flight) => in_flight,
-                Err(error) => {
-                    let refusal = refusal_of(resource, token, error);
-                    log_refusal(&refusal, &request);
-                    return Ok(refusal_response(&refusal));
-                }
-            };
-            if config.chain.is_some() {
-                // Boxed, so that the plain path's future does not carry the
-                // chain's state in its size (every byte of it is copied).
-                return Box::pin(call_chained(
-                    config, resource, token, inner, request, in_flight,
-                ))
-                .await;
-            }
-            call(inner, request, in_flight).await
-        }))
+        ResponseFuture::admitting(Box::pin(admit_and_forward(
+            Arc::clone(&self.config),
+            self.client,
+            admission,
+            request,
+            Called(inner),
+        )))
     }
+
+    /// The gateway's way in: `request` fenced, then forwarded by a clone of
+    /// the inner service, as one future without a box of its own
+    /// ([`Forward`] says why).
+    #[cfg(feature = "gateway")]
+    pub(crate) async fn forward_fenced<R>(
+        &self,
+        request: R,
+    ) -> Result<Response<ResponseBody<S::Body>>, S::Error>
+    where
+        S: Forward<R> + Clone,
+        R: Fenced,
+    {
+        match self.decide_logged(&request) {
+            Ok(Decision::Pass) => {
+                let response = self.inner.clone().forward(request).await?;
+                Ok(response.map(|body| ResponseBody::inner(body, None)))
+            }
+            Ok(Decision::Admit(admission)) => {
+                admit_and_forward(
+                    Arc::clone(&self.config),
+                    self.client,
+                    admission,
+                    request,
+                    self.inner.clone(),
+                )
+                .await
+            }
+            Err(refusal) => Ok(refusal_response(&refusal)),
+        }
+    }
+}
+
+/// Admits `request` as `admission` says (on behalf of `client`), then
+/// hands it to `inner`; a refused admission is answered here.
+async fn admit_and_forward<R, F>(
+    config: Arc<Config>,
+    client: Option<SocketAddr>,
+    admission: Admit,
+    request: R,
+    inner: F,
+) -> Result<Response<ResponseBody<F::Body>>, F::Error>
+where
+    R: Fenced,
+    F: Forward<R>,
+{
+    let issuer = config.issuer.as_deref();
+    // The request's own key stays in hand (it is borrowed across the
+    // admission anyway): a refusal names it, a chain needs it.
+    let (resource, token, admitted) = match admission {
+        Admit::One { key, token } => {
+            let admitted = config
+                .fences
+                .admit_with(
+                    &key,
+                    fences::Admission::new(token)
+                        .from_client(client)
+                        .checked_by(issuer),
+                )
+                .await;
+            (key, token, admitted)
+        }
+        // Boxed: a rare path, whose state would otherwise set the
+        // size of every request's future (and push its allocation
+        // out of the allocator's fast path).
+        Admit::All { key, keys, token } => {
+            let admitted = Box::pin(
+                config.fences.admit_all(
+                    &keys,
+                    fences::Admission::new(token)
+                        .from_client(client)
+                        .checked_by(issuer),
+                ),
+            )
+            .await
+            .map_err(|refused| (refused.resource, refused.error));
+            match admitted {
+                Ok(in_flight) => (key, token, Ok(in_flight)),
+                Err((on, error)) => (on, token, Err(error)),
+            }
+        }
+    };
+    let in_flight = match admitted {
+        Ok(in_flight) => in_flight,
+        Err(error) => {
+            let refusal = refusal_of(resource, token, error);
+            log_refusal(&refusal, &request);
+            return Ok(refusal_response(&refusal));
+        }
+    };
+    if config.chain.is_some() {
+        // Boxed, so that the plain path's future does not carry the
+        // chain's state in its size (every byte of it is copied).
+        return Box::pin(call_chained(
+            config, resource, token, inner, request, in_flight,
+        ))
+        .await;
+    }
+    call(inner, request, in_flight).await
 }
 
 /// The answer to a request whose admission on `resource` with `token`
@@ -403,17 +428,17 @@ fn refusal_of(resource: String, token: u64, error: AdmitError) -> Refusal {
 
 /// Calls `inner` with an admitted request, holding `in_flight` until its
 /// response is relayed.
-async fn call<S, R, ResBody>(
-    mut inner: S,
+async fn call<F, R>(
+    inner: F,
     request: R,
     in_flight: InFlight,
-) -> Result<Response<ResponseBody<ResBody>>, S::Error>
+) -> Result<Response<ResponseBody<F::Body>>, F::Error>
 where
-    S: Service<R, Response = Response<ResBody>>,
+    F: Forward<R>,
     R: Fenced,
 {
     let Some(lease) = in_flight.lease().cloned() else {
-        let response = inner.call(request).await?;
+        let response = inner.forward(request).await?;
         return Ok(response.map(|body| ResponseBody::inner(body, Some(in_flight))));
     };
     // Boxed, so that the plain path's future (every request without
@@ -423,16 +448,16 @@ where
 
 /// Chained writes ([`crate::chain`]): the version a request may carry
 /// before it is forwarded, and what the store's answer shows after.
-async fn call_chained<S, R, ResBody>(
+async fn call_chained<F, R>(
     config: Arc<Config>,
     resource: String,
     token: u64,
-    inner: S,
+    inner: F,
     mut request: R,
     in_flight: InFlight,
-) -> Result<Response<ResponseBody<ResBody>>, S::Error>
+) -> Result<Response<ResponseBody<F::Body>>, F::Error>
 where
-    S: Service<R, Response = Response<ResBody>>,
+    F: Forward<R>,
     R: Fenced,
 {
     let Some(chain) = config.chain.as_deref() else {
@@ -490,19 +515,19 @@ fn request_head<R: RequestView + ?Sized>(request: &R) -> Request<()> {
 /// inner service finds the lease among the request's extensions, to stop
 /// streaming the body to the backend the moment it ends; and the call itself
 /// is dropped (cutting the request towards the backend) once it is revoked.
-async fn call_under_lease<S, R, ResBody>(
-    mut inner: S,
+async fn call_under_lease<F, R>(
+    inner: F,
     mut request: R,
     lease: Lease,
     in_flight: InFlight,
-) -> Result<Response<ResponseBody<ResBody>>, S::Error>
+) -> Result<Response<ResponseBody<F::Body>>, F::Error>
 where
-    S: Service<R, Response = Response<ResBody>>,
+    F: Forward<R>,
     R: Fenced,
 {
     request.hand_lease(lease.clone());
     let head = request_head(&request);
-    let mut call = std::pin::pin!(inner.call(request));
+    let mut call = std::pin::pin!(inner.forward(request));
     let mut revoked = std::pin::pin!(lease.revoked());
     let answered = std::future::poll_fn(|cx| {
         if let Poll::Ready(answer) = call.as_mut().poll(cx) {

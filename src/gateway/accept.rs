@@ -78,7 +78,7 @@ where
 /// own engine (`http1`), and by which handler; HTTP/2 always goes to hyper.
 pub(crate) trait MaybeEngine {
     /// The engine's handler.
-    type Engine: engine::Handler<Future: Send, Body: Send> + Send + Sync + 'static;
+    type Engine: engine::Handler<Body: Send> + Send + Sync + 'static;
 
     /// The handler, if this service's HTTP/1.x requests go to the engine.
     fn engine(&self) -> Option<Self::Engine>;
@@ -98,10 +98,14 @@ pub(crate) enum NoEngine {}
 
 impl engine::Handler for NoEngine {
     type Body = http_body_util::Empty<bytes::Bytes>;
-    type Future = std::future::Pending<Result<Response<Self::Body>, Infallible>>;
 
-    fn call(&self, _: RequestHead, _: engine::RequestBody) -> Self::Future {
-        match *self {}
+    fn call(
+        &self,
+        _: RequestHead,
+        _: engine::RequestBody,
+    ) -> impl Future<Output = Response<Self::Body>> + Send {
+        // No value of `NoEngine` exists: this is never called.
+        std::future::pending::<Response<Self::Body>>()
     }
 
     fn refused(&self, _: http::StatusCode, _: &'static str) {

@@ -13,16 +13,13 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
 use http::header::{HeaderValue, CONNECTION, EXPECT};
 use http::{Request, Response, Version};
 use hyper::body::Incoming;
-use pin_project_lite::pin_project;
 use tower_layer::Layer;
-use tower_service::Service;
 
 use super::accept::ConnInfo;
 use super::access_log::AccessLog;
@@ -36,7 +33,7 @@ use super::inbound::Inbound;
 use super::metrics::Metrics;
 use super::outcome::Outcome;
 use super::proxy::{close_after, gateway_error, refuse_unproxyable, Proxy};
-use crate::fencing::{refusal_response, Fencing, FencingLayer, ResponseBody, ResponseFuture};
+use crate::fencing::{refusal_response, Fencing, FencingLayer, ResponseBody};
 use crate::head::{HeaderFields, RequestView};
 use crate::http1::head::RequestHead;
 use crate::reach;
@@ -105,23 +102,31 @@ struct ConnectionShared {
     client: Arc<ClientConnection>,
 }
 
-type Inner = ResponseFuture<<Proxy as Service<Inbound<Body>>>::Future, FromProxy, Infallible>;
-
 impl hyper::service::Service<Request<Incoming>> for Connection {
     type Response = Response<Relayed>;
     type Error = Infallible;
-    type Future = Metered;
+    // HTTP/2 (hyper's server) names its futures: boxed, as the engine's
+    // are not.
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Relayed>, Infallible>> + Send>>;
 
-    fn call(&self, request: Request<Incoming>) -> Metered {
-        self.serve(Inbound::from(request.map(IncomingBody::Hyper)))
+    fn call(&self, request: Request<Incoming>) -> Self::Future {
+        let connection = self.clone();
+        Box::pin(async move {
+            Ok(connection
+                .serve(Inbound::from(request.map(IncomingBody::Hyper)))
+                .await)
+        })
     }
 }
 
 impl engine::Handler for Connection {
     type Body = Relayed;
-    type Future = Metered;
 
-    fn call(&self, head: RequestHead, body: engine::RequestBody) -> Metered {
+    fn call(
+        &self,
+        head: RequestHead,
+        body: engine::RequestBody,
+    ) -> impl Future<Output = Response<Relayed>> + Send {
         self.serve(Inbound::http1(head, IncomingBody::Engine(body)))
     }
 
@@ -147,10 +152,13 @@ impl Connection {
     /// One request's pipeline: its [`Exchange`] begun, its body bounded
     /// and counted, refused before fencing if it cannot be proxied, else
     /// fenced (after its listing is read, for an S3 `DeleteObjects`) and
-    /// forwarded; [`Metered`] and [`Relayed`] carry the exchange to its end.
-    fn serve(&self, request: Inbound<IncomingBody>) -> Metered {
+    /// forwarded; once the response head is ready its outcome and latency
+    /// are recorded in the exchange, which [`Relayed`] carries to the end
+    /// of the response body. A request given up before its answer (the
+    /// client left) drops the exchange, which records that.
+    async fn serve(&self, request: Inbound<IncomingBody>) -> Response<Relayed> {
         let shared = &self.shared;
-        let exchange =
+        let mut exchange =
             Exchange::begin(&shared.client, &request, || shared.inner.fence_of(&request));
         let counter = exchange.bytes_in();
         let timeout = shared.client.body_timeout;
@@ -165,6 +173,8 @@ impl Connection {
         // reads the next request from the same bytes.
         let drain = !expects_continue && matches!(request.body, IncomingBody::Hyper(_));
         let close_if_refused = expects_continue && request.version() <= Version::HTTP_11;
+        // The backend's lines go into the map for an HTTP/2 client: hyper
+        // writes the map alone.
         let fields_to_map = request.version() >= Version::HTTP_2;
         let request = request.map_body(|body| {
             if http_body::Body::is_end_stream(&body) {
@@ -179,27 +189,41 @@ impl Connection {
                 }
             }
         });
-        let stage = match refuse_unproxyable(&request) {
-            Some(refusal) => Stage::Refused {
-                response: Some(refusal),
-            },
-            None if shared.inner.needs_listing(&request) => Stage::Fencing {
-                future: ResponseFuture::admitting(Box::pin(read_listing(
-                    Arc::clone(shared),
-                    request,
-                ))),
-            },
-            // `Proxy` is always ready (its `poll_ready` returns `Ready` at once).
-            None => Stage::Fencing {
-                future: shared.inner.call_ready(request),
-            },
+        let answered = match refuse_unproxyable(&request) {
+            // Refused before fencing: never proxied, so it raises no fence.
+            Some(refusal) => {
+                Ok(refusal.map(|body| ResponseBody::inner(FromProxy::from(body), None)))
+            }
+            // Boxed: a rare path, whose state would otherwise be part of
+            // every request's future.
+            None if shared.inner.needs_listing(&request) => {
+                Box::pin(read_listing(shared, request)).await
+            }
+            None => shared.inner.forward_fenced(request).await,
         };
-        Metered {
-            exchange: Some(exchange),
-            close_if_refused,
-            fields_to_map,
-            stage,
+        let mut response = match answered {
+            Ok(response) => response,
+            Err(never) => match never {},
+        };
+        if fields_to_map {
+            let fields = response
+                .body_mut()
+                .inner_mut()
+                .and_then(FromProxy::take_fields);
+            if let Some(fields) = fields {
+                response
+                    .headers_mut()
+                    .extend(end_to_end_map(|| fields.iter()));
+            }
         }
+        let outcome = Outcome::of(&response);
+        if close_if_refused && outcome != Outcome::Forwarded {
+            response
+                .headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+        }
+        exchange.answered(outcome, response.status());
+        response.map(|body| Relayed::new(body, Some(exchange)))
     }
 }
 
@@ -208,7 +232,7 @@ impl Connection {
 /// it lists to the fencing layer, and forwards the body unchanged (so
 /// `Content-MD5` and checksums still verify at the backend).
 async fn read_listing(
-    shared: Arc<ConnectionShared>,
+    shared: &ConnectionShared,
     request: Inbound<Body>,
 ) -> Result<Response<ResponseBody<FromProxy>>, Infallible> {
     let (request, body) = request.split_body();
@@ -247,77 +271,5 @@ async fn read_listing(
     };
     let mut request = request.map_body(|()| Body::from(body));
     request.set_listed(listed);
-    shared.inner.call_ready(request).await
-}
-
-pin_project! {
-    /// The response future of one request: when the response head is
-    /// ready, its outcome and latency are recorded in the request's
-    /// [`Exchange`], which goes on with the response body.
-    pub struct Metered {
-        // `None` once the response is out.
-        exchange: Option<Exchange>,
-        // An answer made by the gateway closes the connection (see `serve`).
-        close_if_refused: bool,
-        // The backend's lines go into the map (an HTTP/2 client's answer).
-        fields_to_map: bool,
-        #[pin]
-        stage: Stage,
-    }
-}
-
-pin_project! {
-    #[project = StageProj]
-    enum Stage {
-        /// Through the fencing layer to the proxy.
-        Fencing { #[pin] future: Inner },
-        /// Refused before fencing: never proxied, so it raises no fence.
-        Refused { response: Option<Response<Body>> },
-    }
-}
-
-impl Future for Metered {
-    type Output = Result<Response<Relayed>, Infallible>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let response = match this.stage.project() {
-            StageProj::Fencing { future } => match std::task::ready!(future.poll(cx)) {
-                Ok(response) => response,
-                Err(never) => match never {},
-            },
-            StageProj::Refused { response } => match response.take() {
-                Some(response) => {
-                    response.map(|body| ResponseBody::inner(FromProxy::from(body), None))
-                }
-                // Polled again after completion: a contract breach by the
-                // caller, answered rather than panicked on.
-                None => Response::new(ResponseBody::inner(FromProxy::from(Body::empty()), None)),
-            },
-        };
-        let mut response = response;
-        if *this.fields_to_map {
-            // HTTP/2: hyper writes the map alone.
-            let fields = response
-                .body_mut()
-                .inner_mut()
-                .and_then(FromProxy::take_fields);
-            if let Some(fields) = fields {
-                response
-                    .headers_mut()
-                    .extend(end_to_end_map(|| fields.iter()));
-            }
-        }
-        let outcome = Outcome::of(&response);
-        if *this.close_if_refused && outcome != Outcome::Forwarded {
-            response
-                .headers_mut()
-                .insert(CONNECTION, HeaderValue::from_static("close"));
-        }
-        let mut exchange = this.exchange.take();
-        if let Some(exchange) = &mut exchange {
-            exchange.answered(outcome, response.status());
-        }
-        Poll::Ready(Ok(response.map(|body| Relayed::new(body, exchange))))
-    }
+    shared.inner.forward_fenced(request).await
 }

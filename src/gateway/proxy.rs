@@ -10,18 +10,14 @@
 //! pauses) are defined in `deadlines.rs`, all from `--upstream-timeout`.
 
 use std::convert::Infallible;
-use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use http::header::{HeaderMap, HeaderValue, CONNECTION};
 use http::{Method, Response, StatusCode, Uri};
 use tokio_rustls::TlsConnector;
-use tower_service::Service;
 
 use super::body::request::ToBackend;
 use super::body::response::FromProxy;
@@ -34,6 +30,7 @@ use super::inbound::Inbound;
 use super::outcome::Outcome;
 use super::pool::Pool;
 use super::upstream::Upstream;
+use crate::fencing::Forward;
 use crate::head::{visible_str, HeaderFields, RequestView};
 use crate::refusal::error_response;
 use crate::store::{LeaseEnded, LeaseStage};
@@ -131,7 +128,7 @@ impl Proxy {
 
     /// Forwards `request`, which the data plane has already checked with
     /// [`refuse_unproxyable`].
-    async fn forward(self, request: Inbound<Body>) -> Response<FromProxy> {
+    async fn send_on(self, request: Inbound<Body>) -> Response<FromProxy> {
         let shared = &self.shared;
         // The target in origin form, under the upstream's base path.
         let target = match shared.upstream.origin_form(request.uri().clone()) {
@@ -364,18 +361,12 @@ enum UpstreamError {
     Send(#[source] SendError),
 }
 
-impl Service<Inbound<Body>> for Proxy {
-    type Response = Response<FromProxy>;
+impl Forward<Inbound<Body>> for Proxy {
+    type Body = FromProxy;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<FromProxy>, Infallible>> + Send>>;
 
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: Inbound<Body>) -> Self::Future {
-        let proxy = self.clone();
-        Box::pin(async move { Ok(proxy.forward(request).await) })
+    async fn forward(self, request: Inbound<Body>) -> Result<Response<FromProxy>, Infallible> {
+        Ok(self.send_on(request).await)
     }
 }
 

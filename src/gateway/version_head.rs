@@ -9,11 +9,11 @@ use std::pin::Pin;
 
 use axum::body::Body;
 use http::{HeaderMap, Method, Request, Uri};
-use tower_service::Service;
 
 use super::inbound::Inbound;
 use super::proxy::Proxy;
 use crate::chain::{Effect, HeadAnswer, Mode, Version, VersionReader};
+use crate::fencing::Forward;
 
 /// Reads versions with requests sent through the gateway's proxy: a `HEAD`,
 /// or for WebDAV a `PROPFIND` of `getetag` (Apache answers a `HEAD` of a
@@ -55,10 +55,10 @@ impl VersionReader for HeadThroughProxy {
         };
         *head.uri_mut() = uri.clone();
         head.headers_mut().extend(credentials.clone());
-        let mut proxy = self.proxy.clone();
+        let proxy = self.proxy.clone();
         let path = uri.path().to_owned();
         Box::pin(async move {
-            let Ok(answer) = proxy.call(Inbound::from(head)).await;
+            let Ok(answer) = proxy.forward(Inbound::from(head)).await;
             let status = answer.status();
             if status.is_server_error() {
                 return Err(format!(
@@ -122,8 +122,7 @@ pub(crate) async fn probe(proxy: &Proxy, mode: Mode, path: &str) -> Probe {
     *put.method_mut() = Method::PUT;
     *put.uri_mut() = uri.clone();
     mode.condition(Effect::Replace, &never, &uri, put.headers_mut());
-    let mut proxy = proxy.clone();
-    let Ok(answer) = proxy.call(Inbound::from(put)).await;
+    let Ok(answer) = proxy.clone().forward(Inbound::from(put)).await;
     let status = answer.status();
     if status == http::StatusCode::PRECONDITION_FAILED {
         return Probe::Honoured;
@@ -132,7 +131,7 @@ pub(crate) async fn probe(proxy: &Proxy, mode: Mode, path: &str) -> Probe {
         let mut delete = Request::new(Body::empty());
         *delete.method_mut() = Method::DELETE;
         *delete.uri_mut() = uri;
-        let _ = proxy.call(Inbound::from(delete)).await;
+        let _ = proxy.clone().forward(Inbound::from(delete)).await;
         return Probe::Ignored(status);
     }
     Probe::Inconclusive(format!(

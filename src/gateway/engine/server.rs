@@ -14,7 +14,6 @@
 //! is drained when small, else the connection is closed; a `Date` is added
 //! to answers that have none; pipelined requests are answered in order.
 
-use std::convert::Infallible;
 use std::future::{poll_fn, Future};
 use std::io;
 use std::pin::{pin, Pin};
@@ -61,12 +60,15 @@ impl CarriesFields for http_body_util::Empty<Bytes> {}
 pub(crate) trait Handler {
     /// The response body.
     type Body: Body<Data = Bytes, Error: Into<BoxError>> + Unpin + CarriesFields;
-    /// The answer.
-    type Future: Future<Output = Result<Response<Self::Body>, Infallible>>;
 
     /// Answers the request of `head` (its fields where they were read)
-    /// and `body`.
-    fn call(&self, head: RequestHead, body: RequestBody) -> Self::Future;
+    /// and `body`. The future lives inside the connection's own, so that a
+    /// request costs no allocation for it.
+    fn call(
+        &self,
+        head: RequestHead,
+        body: RequestBody,
+    ) -> impl Future<Output = Response<Self::Body>> + Send;
 
     /// A head was refused before it became a request: answered `status`
     /// with the SPEC's `error` code (for the handler's metrics and log).
@@ -215,8 +217,7 @@ pub(crate) async fn serve<H: Handler>(
         let mut future = pin!(handler.call(head, body));
         let answered = poll_fn(|cx| {
             match future.as_mut().poll(cx) {
-                Poll::Ready(Ok(response)) => return Poll::Ready(Some(response)),
-                Poll::Ready(Err(never)) => match never {},
+                Poll::Ready(response) => return Poll::Ready(Some(response)),
                 Poll::Pending => {}
             }
             // While the request waits, a client that closes its side has
