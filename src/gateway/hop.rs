@@ -5,6 +5,8 @@
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 
+use crate::http1::names::eq_lowercase;
+
 /// The hop-by-hop names (RFC 9110 §7.6.1), plus the non-standard ones
 /// proxies have always dropped: what [`is_hop_by_hop`] matches (the tests
 /// hold the two together). `Trailer` is not among them: it declares the
@@ -27,7 +29,7 @@ pub(crate) fn is_hop_by_hop(name: &[u8]) -> bool {
     // By length first: this runs for every line of both heads, and most
     // names have a length no hop-by-hop name has. The unit tests hold it to
     // `HOP_BY_HOP`.
-    let is = |hop: &[u8]| name.eq_ignore_ascii_case(hop);
+    let is = |hop: &[u8]| eq_lowercase(name, hop);
     match name.len() {
         2 => is(b"te"),
         7 => is(b"upgrade"),
@@ -56,9 +58,7 @@ pub(crate) fn connection_options(value: &[u8]) -> impl Iterator<Item = &[u8]> {
         .map(<[u8]>::trim_ascii)
         // `keep-alive` and `close`, by far the most common, need no lookup:
         // the first goes with the fixed list, the second names no header.
-        .filter(|name| {
-            !name.is_empty() && !name.eq_ignore_ascii_case(b"close") && !is_hop_by_hop(name)
-        })
+        .filter(|name| !name.is_empty() && !eq_lowercase(name, b"close") && !is_hop_by_hop(name))
 }
 
 /// The lines of a message that are not hop-by-hop: neither in the fixed
@@ -73,7 +73,12 @@ where
 {
     let mut listed: Vec<&'a [u8]> = Vec::new();
     for (name, value) in fields() {
-        if name.eq_ignore_ascii_case(b"connection") {
+        // `keep-alive` and `close` alone, nearly every message's, name no
+        // field to drop.
+        if eq_lowercase(name, b"connection")
+            && !eq_lowercase(value, b"keep-alive")
+            && !eq_lowercase(value, b"close")
+        {
             listed.extend(connection_options(value));
         }
     }

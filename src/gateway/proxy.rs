@@ -242,7 +242,9 @@ impl Shared {
     ) -> Result<Response<FromProxy>, UpstreamError> {
         let to_head = request.method() == Method::HEAD;
         let (head, body) = request.split_body();
-        let mut request = engine::Request::new(body, to_head, |out, has_body, size| {
+        let (mut conn, mut reused) = self.checkout().await?;
+        let out = conn.take_buffer();
+        let mut request = engine::Request::new(out, body, to_head, |out, has_body, size| {
             let edits = Edits {
                 // A request in absolute form (a client using the gateway as
                 // its HTTP proxy) names its host in the target, which
@@ -268,23 +270,13 @@ impl Shared {
         });
         drop(head);
         loop {
-            let (conn, reused) = match self.pool.checkout() {
-                Some(conn) => (conn, true),
-                // Boxed: connecting is rare, and its large future would
-                // otherwise be part of (and copied with) every request's.
-                None => (Box::pin(self.connect()).await?, false),
-            };
             match conn.send(request).await {
                 Ok((head, conn, whole)) => {
                     let reuse = head.keep_alive && whole;
                     let body = ResponseBody::new(conn, head.body, reuse, Arc::clone(&self.pool));
                     // A response body that stalls fails, and its
                     // connection is not reused.
-                    let body = if http_body::Body::is_end_stream(&body) {
-                        Body::new(body)
-                    } else {
-                        Body::new(StallTimeout::new(body, self.timeout, Side::Upstream))
-                    };
+                    let body = StallTimeout::new(body, self.timeout, Side::Upstream);
                     // The backend's lines go on with the body, for the
                     // client's server to write; into the map only where
                     // something reads it (chained writes read an ETag).
@@ -293,7 +285,7 @@ impl Shared {
                     } else {
                         (HeaderMap::new(), Some(head.fields))
                     };
-                    let mut response = Response::new(FromProxy::new(body, fields));
+                    let mut response = Response::new(FromProxy::backend(body, fields));
                     *response.status_mut() = head.status;
                     *response.headers_mut() = headers;
                     return Ok(response);
@@ -301,9 +293,22 @@ impl Shared {
                 Err(Failed {
                     unsent: Some(unsent),
                     ..
-                }) if reused => request = unsent,
+                }) if reused => {
+                    request = unsent;
+                    (conn, reused) = self.checkout().await?;
+                }
                 Err(failed) => return Err(UpstreamError::Send(failed.error)),
             }
+        }
+    }
+
+    /// An idle pooled connection (reused: `true`), or a new one.
+    async fn checkout(&self) -> Result<(Connection, bool), UpstreamError> {
+        match self.pool.checkout() {
+            Some(conn) => Ok((conn, true)),
+            // Boxed: connecting is rare, and its large future would
+            // otherwise be part of (and copied with) every request's.
+            None => Ok((Box::pin(self.connect()).await?, false)),
         }
     }
 

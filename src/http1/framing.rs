@@ -34,6 +34,8 @@
 
 use std::ops::Range;
 
+use super::names::eq_lowercase;
+
 /// How a message's body is delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BodyLength {
@@ -150,7 +152,7 @@ fn framing_fields(http10: bool, headers: &[httparse::Header<'_>]) -> Result<Fiel
     let (mut coded, mut chunked, mut chunked_last) = (false, false, false);
     let mut other = false;
     for header in headers {
-        if header.name.eq_ignore_ascii_case("content-length") {
+        if eq_lowercase(header.name.as_bytes(), b"content-length") {
             // One number per line: a list (`42, 42`), which RFC 9110 §8.6
             // lets a recipient fold, is refused by hyper's server and by
             // nginx, so it is refused here too (lines that repeat one value
@@ -160,7 +162,7 @@ fn framing_fields(http10: bool, headers: &[httparse::Header<'_>]) -> Result<Fiel
                 return Err(FramingError::DifferingLengths);
             }
             length = Some(n);
-        } else if header.name.eq_ignore_ascii_case("transfer-encoding") {
+        } else if eq_lowercase(header.name.as_bytes(), b"transfer-encoding") {
             // A field present, even empty, is a Transfer-Encoding.
             coded = true;
             // Field lines form one list (RFC 9110 §5.3), read in order.
@@ -174,7 +176,7 @@ fn framing_fields(http10: bool, headers: &[httparse::Header<'_>]) -> Result<Fiel
                 if value.is_empty() || !value.iter().all(|&b| is_tchar(b)) {
                     return Err(FramingError::NotChunked);
                 }
-                chunked_last = value.eq_ignore_ascii_case(b"chunked");
+                chunked_last = eq_lowercase(value, b"chunked");
                 other |= !chunked_last;
                 if chunked_last && chunked {
                     // "MUST NOT apply chunked more than once" (§6.1).

@@ -17,6 +17,7 @@ use http::{request, response, Method, StatusCode, Uri, Version};
 use crate::head::HeaderFields;
 
 use super::framing::{has_bare_lf, request_body, response_body, BodyLength, FramingError};
+use super::names::eq_lowercase;
 
 /// The most header fields a head may have.
 pub const MAX_HEADERS: usize = 100;
@@ -96,6 +97,10 @@ impl RequestHead {
 pub struct FieldLines {
     head: Bytes,
     lines: Vec<Span>,
+    /// Bit `n % 64` set for each name of `n` bytes: a lookup of a name
+    /// whose bit is clear (most lookups: a head has a few fields, and the
+    /// gateway asks for names most never send) is answered without a scan.
+    name_lengths: u64,
     /// `Content-Length` spelled as anything but one line of digits (equal
     /// repeated lines, a list): its one value, which is what a reader of
     /// these lines must see and forward (as hyper and nginx do).
@@ -161,10 +166,15 @@ impl HeaderFields for FieldLines {
     {
         let name = name.as_str().as_bytes();
         let head: &'a [u8] = &self.head;
+        let lines: &'a [Span] = if self.name_lengths & length_bit(name.len()) == 0 {
+            &[]
+        } else {
+            &self.lines
+        };
         // Names compared first, a value sliced only for a match.
-        self.lines.iter().filter_map(move |span| {
+        lines.iter().filter_map(move |span| {
             let line = head.get(span.name.0 as usize..span.name.1 as usize)?;
-            if !line.eq_ignore_ascii_case(name) {
+            if !eq_lowercase(line, name) {
                 return None;
             }
             head.get(span.value.0 as usize..span.value.1 as usize)
@@ -250,15 +260,17 @@ struct Span {
     value: (u32, u32),
 }
 
-/// Fields noted without an allocation; most heads have fewer.
-const INLINE_FIELDS: usize = 24;
+/// A name of `length` bytes in [`FieldLines::name_lengths`].
+fn length_bit(length: usize) -> u64 {
+    1 << (length % 64)
+}
 
 /// What both kinds of head need of their fields while httparse holds them.
 struct Fields {
-    spans: [Span; INLINE_FIELDS],
-    /// Those past the first [`INLINE_FIELDS`].
-    more: Vec<Span>,
-    count: usize,
+    /// Where each line is, in order: the vector the [`FieldLines`] keeps,
+    /// allocated once at its size.
+    spans: Vec<Span>,
+    name_lengths: u64,
     close: bool,
     keep_alive: bool,
     expects_continue: bool,
@@ -271,9 +283,8 @@ struct Fields {
 impl Fields {
     fn new() -> Fields {
         Fields {
-            spans: [Span::default(); INLINE_FIELDS],
-            more: Vec::new(),
-            count: 0,
+            spans: Vec::new(),
+            name_lengths: 0,
             close: false,
             keep_alive: false,
             expects_continue: false,
@@ -282,22 +293,28 @@ impl Fields {
     }
 
     /// Notes where `headers` are (their bytes start at `base`) and what the
-    /// connection needs of them. Fills `self` in place: the spans are too
-    /// large to be returned by value on every request.
+    /// connection needs of them.
     fn collect(&mut self, base: usize, headers: &[httparse::Header<'_>]) {
         let fields = self;
-        fields.count = headers.len();
+        fields.spans.reserve_exact(headers.len());
         let mut lengths = 0;
-        for (i, header) in headers.iter().enumerate() {
+        for header in headers {
             let span = Span {
                 name: offsets(base, header.name.as_bytes()),
                 value: offsets(base, header.value),
             };
-            match fields.spans.get_mut(i) {
-                Some(slot) => *slot = span,
-                None => fields.more.push(span),
-            }
-            if header.name.eq_ignore_ascii_case("connection") {
+            fields.spans.push(span);
+            fields.name_lengths |= length_bit(header.name.len());
+            if eq_lowercase(header.name.as_bytes(), b"connection") {
+                // The two values nearly every message carries, alone.
+                if eq_lowercase(header.value, b"keep-alive") {
+                    fields.keep_alive = true;
+                    continue;
+                }
+                if eq_lowercase(header.value, b"close") {
+                    fields.close = true;
+                    continue;
+                }
                 // A `keep-alive` counts only in a value that is all visible
                 // ASCII (connection options are tokens): a reader that skips
                 // such a value (hyper does) would close an HTTP/1.0
@@ -313,11 +330,11 @@ impl Fields {
                     fields.close |= token.eq_ignore_ascii_case(b"close");
                     fields.keep_alive |= visible && token.eq_ignore_ascii_case(b"keep-alive");
                 }
-            } else if header.name.eq_ignore_ascii_case("content-length") {
+            } else if eq_lowercase(header.name.as_bytes(), b"content-length") {
                 lengths += 1;
                 fields.length_spelled_oddly |=
                     lengths > 1 || !header.value.iter().all(u8::is_ascii_digit);
-            } else if header.name.eq_ignore_ascii_case("expect") {
+            } else if eq_lowercase(header.name.as_bytes(), b"expect") {
                 fields.expects_continue |= header
                     .value
                     .trim_ascii()
@@ -326,18 +343,12 @@ impl Fields {
         }
     }
 
-    /// The spans of the fields, in order.
-    fn spans(&self) -> impl Iterator<Item = &Span> {
-        self.spans[..self.count.min(INLINE_FIELDS)]
-            .iter()
-            .chain(&self.more)
-    }
-
     /// The fields as lines kept where they are in `head`.
-    fn lines(&self, head: Bytes, body: BodyLength) -> FieldLines {
+    fn lines(&mut self, head: Bytes, body: BodyLength) -> FieldLines {
         FieldLines {
             head,
-            lines: self.spans().copied().collect(),
+            lines: std::mem::take(&mut self.spans),
+            name_lengths: self.name_lengths,
             length: match (self.length_spelled_oddly, body) {
                 (true, BodyLength::Length(n)) => Some(n),
                 _ => None,

@@ -7,3 +7,4 @@
 
 pub mod framing;
 pub mod head;
+pub mod names;

@@ -9,7 +9,8 @@ use http_body::{Frame, SizeHint};
 use pin_project_lite::pin_project;
 
 use crate::fencing::ResponseBody;
-use crate::gateway::engine::CarriesFields;
+use crate::gateway::deadlines::StallTimeout;
+use crate::gateway::engine::{self, CarriesFields};
 use crate::gateway::exchange::Exchange;
 use crate::gateway::outcome::Outcome;
 use crate::http1::head::FieldLines;
@@ -23,37 +24,65 @@ pin_project! {
     /// made.
     pub struct FromProxy {
         #[pin]
-        body: Body,
-        // Boxed: the body is moved several times on its way to the client,
-        // and a pointer copies cheaper than the lines' 72 bytes.
-        fields: Option<Box<FieldLines>>,
+        source: Source,
     }
+}
+
+pin_project! {
+    #[project = SourceProj]
+    enum Source {
+        // Boxed, body and lines in one allocation: the response is moved
+        // several times on its way to the client, and a pointer copies
+        // cheaper than both.
+        Backend { backend: Box<Backend> },
+        Made { #[pin] body: Body },
+    }
+}
+
+/// The backend's answer past its head.
+struct Backend {
+    /// Its body, which fails if it stalls (its connection is then not
+    /// reused).
+    body: StallTimeout<engine::ResponseBody>,
+    fields: Option<FieldLines>,
 }
 
 impl FromProxy {
     /// The backend's `body`, and its head's lines unless they are in the
     /// response's map.
-    pub(crate) fn new(body: Body, fields: Option<FieldLines>) -> Self {
+    pub(crate) fn backend(
+        body: StallTimeout<engine::ResponseBody>,
+        fields: Option<FieldLines>,
+    ) -> Self {
         FromProxy {
-            body,
-            fields: fields.map(Box::new),
+            source: Source::Backend {
+                backend: Box::new(Backend { body, fields }),
+            },
         }
     }
 
     /// The backend's header lines, if they travel here.
     pub(crate) fn fields(&self) -> Option<&FieldLines> {
-        self.fields.as_deref()
+        match &self.source {
+            Source::Backend { backend } => backend.fields.as_ref(),
+            Source::Made { .. } => None,
+        }
     }
 
     /// The backend's header lines, taken (to be put in a map).
     pub(crate) fn take_fields(&mut self) -> Option<FieldLines> {
-        self.fields.take().map(|fields| *fields)
+        match &mut self.source {
+            Source::Backend { backend } => backend.fields.take(),
+            Source::Made { .. } => None,
+        }
     }
 }
 
 impl From<Body> for FromProxy {
     fn from(body: Body) -> Self {
-        FromProxy { body, fields: None }
+        FromProxy {
+            source: Source::Made { body },
+        }
     }
 }
 
@@ -66,15 +95,26 @@ impl http_body::Body for FromProxy {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        self.project().body.poll_frame(cx)
+        match self.project().source.project() {
+            SourceProj::Backend { backend } => Pin::new(&mut backend.body)
+                .poll_frame(cx)
+                .map_err(axum::Error::new),
+            SourceProj::Made { body } => body.poll_frame(cx),
+        }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        match &self.source {
+            Source::Backend { backend } => backend.body.is_end_stream(),
+            Source::Made { body } => body.is_end_stream(),
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
+        match &self.source {
+            Source::Backend { backend } => backend.body.size_hint(),
+            Source::Made { body } => body.size_hint(),
+        }
     }
 }
 

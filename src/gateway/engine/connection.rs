@@ -107,6 +107,10 @@ impl AsyncWrite for Stream {
 pub(crate) struct Connection {
     pub(super) stream: Stream,
     pub(super) read: BytesMut,
+    /// The buffer the last request head was written from, for the next
+    /// request on this connection (one allocation per connection, not per
+    /// request).
+    spare: Vec<u8>,
 }
 
 impl Reusable for Connection {
@@ -168,17 +172,20 @@ where
     B: Body<Data = Bytes> + Unpin,
     B::Error: Into<BoxError>,
 {
-    /// The request whose head `write_head` writes (told whether there is
-    /// a body and its size if known, it says how the body is framed), with
-    /// `body`; `to_head` for a `HEAD`, whose response has no body.
+    /// The request whose head `write_head` writes into `out` (emptied
+    /// first; told whether there is a body and its size if known, it says
+    /// how the body is framed), with `body`; `to_head` for a `HEAD`, whose
+    /// response has no body.
     pub(crate) fn new(
+        mut out: Vec<u8>,
         body: B,
         to_head: bool,
         write_head: impl FnOnce(&mut Vec<u8>, bool, Option<u64>) -> encode::Outgoing,
     ) -> Self {
         let has_body = !body.is_end_stream();
         let size = body.size_hint().exact();
-        let mut out = Vec::with_capacity(outbound::capacity_for(size));
+        out.clear();
+        out.reserve(outbound::capacity_for(size));
         let outgoing = write_head(&mut out, has_body, size);
         Request {
             outbound: Outbound::new(out, has_body.then_some(body), outgoing),
@@ -193,7 +200,13 @@ impl Connection {
         Connection {
             stream,
             read: BytesMut::new(),
+            spare: Vec::new(),
         }
+    }
+
+    /// A buffer to write a request head into (see [`Request::new`]).
+    pub(crate) fn take_buffer(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.spare)
     }
 
     /// Sends `request` and reads the response head. The connection comes
@@ -212,6 +225,7 @@ impl Connection {
         match result {
             Ok(head) => {
                 let whole = request.outbound.done;
+                self.spare = request.outbound.take_buffer();
                 Ok((head, self, whole))
             }
             Err(error) => {

@@ -7,6 +7,7 @@ use http::Method;
 
 use crate::gateway::hop::end_to_end;
 use crate::head::visible_str;
+use crate::http1::names::eq_lowercase;
 
 /// How a request's body is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,20 +74,20 @@ where
     let mut host_sent = false;
     let mut forwarded_for: Vec<&[u8]> = Vec::new();
     for (name, value) in end_to_end(fields) {
-        if name.eq_ignore_ascii_case(b"host") {
+        if eq_lowercase(name, b"host") {
             if edits.host.is_some() {
                 continue;
             }
             host_sent = true;
-        } else if name.eq_ignore_ascii_case(b"x-forwarded-for") {
+        } else if eq_lowercase(name, b"x-forwarded-for") {
             if edits.forwarded_for.is_some() {
                 // Several lines form one list (RFC 9110 §5.3): kept, joined.
                 forwarded_for.extend(visible_str(value).map(str::as_bytes));
                 continue;
             }
-        } else if name.eq_ignore_ascii_case(b"x-forwarded-proto") {
+        } else if eq_lowercase(name, b"x-forwarded-proto") {
             continue;
-        } else if name.eq_ignore_ascii_case(b"content-length") {
+        } else if eq_lowercase(name, b"content-length") {
             if edits.length.is_some() {
                 continue;
             }
@@ -95,7 +96,7 @@ where
         if edits
             .set
             .iter()
-            .any(|(set, _)| name.eq_ignore_ascii_case(set.as_str().as_bytes()))
+            .any(|(set, _)| eq_lowercase(name, set.as_str().as_bytes()))
         {
             continue;
         }

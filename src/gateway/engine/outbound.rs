@@ -93,6 +93,12 @@ where
         self.out
     }
 
+    /// The buffer, taken for another message: this one must have been
+    /// written in full or be given up.
+    pub(crate) fn take_buffer(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.out)
+    }
+
     /// Writes until done: `Ready(Ok)` once everything was written and
     /// flushed, `Pending` while the socket or the body is not ready.
     pub(crate) fn poll_write_all<W: AsyncWrite + Unpin>(

@@ -35,6 +35,7 @@ use crate::gateway::hop::end_to_end;
 use crate::gateway::BoxError;
 use crate::http1::framing::FramingError;
 use crate::http1::head::{parse_request, FieldLines, HeadError, Parsed, RequestHead};
+use crate::http1::names::eq_lowercase;
 
 /// The most of an unwanted request body read and thrown away after its
 /// response, to keep the connection.
@@ -379,11 +380,11 @@ where
     // The gateway's own fields (or the whole head, for answers it made),
     // then the backend's lines as they came: one rule for both.
     let mut put = |out: &mut Vec<u8>, name: &[u8], value: &[u8]| {
-        if name.eq_ignore_ascii_case(b"content-length") {
+        if eq_lowercase(name, b"content-length") {
             declared = declared.or_else(|| std::str::from_utf8(value).ok()?.parse::<u64>().ok());
-        } else if name.eq_ignore_ascii_case(b"date") {
+        } else if eq_lowercase(name, b"date") {
             has_date = true;
-        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+        } else if eq_lowercase(name, b"transfer-encoding") {
             return;
         }
         put_field(out, name, value);
