@@ -218,12 +218,20 @@ pub fn normalize_path(raw: &str) -> Result<String, PathError> {
 /// normalising it is one copy: it starts with `/`, holds no `%`, and has no
 /// empty, `.` or `..` segment (so no `//`, no trailing `/` but for the root).
 fn is_normal(raw: &str) -> bool {
-    if raw == "/" {
+    // On bytes: `str`'s searches for a char cost more than the rest of the
+    // key together, on every fenced request (callgrind).
+    let raw = raw.as_bytes();
+    if raw == b"/" {
         return true;
     }
-    match raw.strip_prefix('/') {
-        Some(rest) => !raw.contains('%') && rest.split('/').all(|s| !matches!(s, "" | "." | "..")),
-        None => false,
+    match raw.split_first() {
+        Some((b'/', rest)) => {
+            !raw.contains(&b'%')
+                && rest
+                    .split(|&b| b == b'/')
+                    .all(|s| !matches!(s, b"" | b"." | b".."))
+        }
+        _ => false,
     }
 }
 

@@ -8,9 +8,10 @@
 
 use http::{HeaderName, HeaderValue, Method, Request, Uri, Version};
 
+use super::engine::{write_request_head, Edits, Outgoing};
 use crate::fencing::Fenced;
 use crate::head::{HeaderFields, RequestView, SetHeader};
-use crate::http1::head::{FieldIter, RequestHead};
+use crate::http1::head::RequestHead;
 use crate::reach::ListedObjects;
 use crate::store::Lease;
 
@@ -193,11 +194,33 @@ impl<B: Send + 'static> Fenced for Inbound<B> {
 }
 
 impl Head {
-    /// The fields to forward, in order, each a name (any case) and a value.
-    pub(crate) fn lines(&self) -> Lines<'_> {
+    /// Writes the head of this request for the backend into `out` (see
+    /// [`write_request_head`]), from its fields where they are: one copy
+    /// of the writer per kind of head, so that no line goes through a
+    /// choice between the two.
+    pub(crate) fn write_for_backend(
+        &self,
+        out: &mut Vec<u8>,
+        method: &Method,
+        target: &str,
+        edits: &Edits<'_>,
+        has_body: bool,
+        length: Option<u64>,
+    ) -> Outgoing {
         match self {
-            Head::Parts(parts) => Lines::Map(parts.headers.iter()),
-            Head::Lines(read) => Lines::Read(read.head.fields.iter()),
+            Head::Parts(parts) => {
+                let fields = || {
+                    parts
+                        .headers
+                        .iter()
+                        .map(|(name, value)| (name.as_str().as_bytes(), value.as_bytes()))
+                };
+                write_request_head(out, method, target, fields, edits, has_body, length)
+            }
+            Head::Lines(read) => {
+                let fields = || read.head.fields.iter();
+                write_request_head(out, method, target, fields, edits, has_body, length)
+            }
         }
     }
 
@@ -216,25 +239,6 @@ impl Head {
         match self {
             Head::Parts(_) => None,
             Head::Lines(read) => read.head.fields.normalized_length(),
-        }
-    }
-}
-
-/// The field lines of a head, by where they are.
-pub(crate) enum Lines<'a> {
-    Map(http::header::Iter<'a, HeaderValue>),
-    Read(FieldIter<'a>),
-}
-
-impl<'a> Iterator for Lines<'a> {
-    type Item = (&'a [u8], &'a [u8]);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        match self {
-            Lines::Map(fields) => fields
-                .next()
-                .map(|(name, value)| (name.as_str().as_bytes(), value.as_bytes())),
-            Lines::Read(fields) => fields.next(),
         }
     }
 }

@@ -22,7 +22,7 @@ use tokio_rustls::TlsConnector;
 use super::body::request::ToBackend;
 use super::body::response::FromProxy;
 use super::deadlines::{
-    connect_within, find_cause, response_head_within, BodyStalled, Side, StallTimeout,
+    connect_within, find_cause, response_head_within, BodyStalled, SentAt, Side, StallTimeout,
 };
 use super::engine::{self, Connection, Edits, Failed, ResponseBody, SendError, Stream, WriteError};
 use super::hop::end_to_end_map;
@@ -157,11 +157,12 @@ impl Proxy {
             .map(FromProxy::from);
         }
         let started = Instant::now();
-        let (request, sent) = ToBackend::watch(request, started, lease);
+        let has_body = !http_body::Body::is_end_stream(&request.body);
+        let sent_at = SentAt::new(lease);
+        let sent = has_body.then_some(&sent_at);
+        let request = ToBackend::watch(request, started, has_body, &sent_at);
         let exchange = std::pin::pin!(shared.send(request, &target, &self.client));
-        if let Some(result) =
-            response_head_within(shared.timeout, started, sent.as_deref(), exchange).await
-        {
+        if let Some(result) = response_head_within(shared.timeout, started, sent, exchange).await {
             return shared.answer(result);
         }
         tracing::warn!(upstream = %shared.upstream, timeout = ?shared.timeout, "upstream timeout");
@@ -236,7 +237,7 @@ impl Shared {
     /// never is.
     async fn send(
         &self,
-        request: Inbound<ToBackend>,
+        request: Inbound<ToBackend<'_>>,
         target: &Uri,
         client: &Client,
     ) -> Result<Response<FromProxy>, UpstreamError> {
@@ -265,8 +266,8 @@ impl Shared {
             let target = target.path_and_query().map_or("/", |p| p.as_str());
             // The pooled upstream connections are HTTP/1.1, whatever the
             // client spoke.
-            let fields = || head.head.lines();
-            engine::write_request_head(out, head.method(), target, fields, &edits, has_body, size)
+            head.head
+                .write_for_backend(out, head.method(), target, &edits, has_body, size)
         });
         drop(head);
         loop {

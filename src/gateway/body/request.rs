@@ -16,7 +16,7 @@ use crate::gateway::deadlines::{SentAt, StallTimeout};
 use crate::gateway::engine;
 use crate::gateway::inbound::Inbound;
 use crate::gateway::BoxError;
-use crate::store::{Lease, LeaseStage};
+use crate::store::LeaseStage;
 
 /// A request body as the server of the client's connection gives it:
 /// hyper's (HTTP/2) or the HTTP/1.1 engine's.
@@ -191,16 +191,17 @@ pin_project! {
     /// The body of a request to the backend: the client's, recording when
     /// it has been sent in full (or failed, or was dropped), the moment the
     /// response-head deadline starts. The type of the backend connections'
-    /// bodies, so that watching costs no box of its own.
-    pub(crate) struct ToBackend {
+    /// bodies, so that watching costs no box of its own; the record lives
+    /// in the forwarding future, which outlives the body.
+    pub(crate) struct ToBackend<'s> {
         #[pin]
         body: Body,
         started: Instant,
         // `None` for a request without a body: nothing to wait for.
-        sent: Option<Arc<SentAt>>,
+        sent: Option<&'s SentAt>,
     }
 
-    impl PinnedDrop for ToBackend {
+    impl<'s> PinnedDrop for ToBackend<'s> {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
             if let Some(sent) = this.sent {
@@ -210,30 +211,28 @@ pin_project! {
     }
 }
 
-impl ToBackend {
-    /// `request` with its body watched (and, with shared fences, checked
-    /// against `lease` chunk by chunk), and the record; `None` for a
-    /// request that has no body to send.
+impl<'s> ToBackend<'s> {
+    /// `request` with its body watched into `sent` (and, with shared
+    /// fences, checked against `sent`'s lease chunk by chunk), if
+    /// `has_body`.
     // Inlined, as it was before the lease: out of line, the request head
     // (a few hundred bytes) is copied in and out of it on every request.
     #[inline]
     pub(crate) fn watch(
         request: Inbound<Body>,
         started: Instant,
-        lease: Option<Lease>,
-    ) -> (Inbound<ToBackend>, Option<Arc<SentAt>>) {
-        let sent =
-            (!http_body::Body::is_end_stream(&request.body)).then(|| Arc::new(SentAt::new(lease)));
-        let request = request.map_body(|body| ToBackend {
+        has_body: bool,
+        sent: &'s SentAt,
+    ) -> Inbound<ToBackend<'s>> {
+        request.map_body(|body| ToBackend {
             body,
             started,
-            sent: sent.clone(),
-        });
-        (request, sent)
+            sent: has_body.then_some(sent),
+        })
     }
 }
 
-impl http_body::Body for ToBackend {
+impl http_body::Body for ToBackend<'_> {
     type Data = Bytes;
     type Error = axum::Error;
 
@@ -244,7 +243,7 @@ impl http_body::Body for ToBackend {
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
         let this = self.project();
         let frame = std::task::ready!(this.body.poll_frame(cx));
-        if let Some(sent) = this.sent.as_deref() {
+        if let Some(sent) = *this.sent {
             if let Some(lease) = &sent.lease {
                 if let Err(ended) = lease.check(LeaseStage::SendingBody) {
                     return lease_ended(sent, *this.started, ended);
