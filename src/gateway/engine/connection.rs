@@ -22,7 +22,7 @@ use tokio_rustls::client::TlsStream;
 
 use super::body::poll_fill;
 use super::encode;
-use super::outbound::{self, Outbound, WriteError};
+use super::outbound::{self, Outbound, WriteError, SPARE_LIMIT};
 use crate::gateway::pool::Reusable;
 use crate::gateway::BoxError;
 use crate::http1::head::{parse_response, HeadError, Parsed, ResponseHead};
@@ -225,7 +225,10 @@ impl Connection {
         match result {
             Ok(head) => {
                 let whole = request.outbound.done;
-                self.spare = request.outbound.take_buffer();
+                let buffer = request.outbound.take_buffer();
+                if buffer.capacity() <= SPARE_LIMIT {
+                    self.spare = buffer;
+                }
                 Ok((head, self, whole))
             }
             Err(error) => {

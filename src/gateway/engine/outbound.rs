@@ -20,6 +20,10 @@ use crate::gateway::BoxError;
 /// it is.
 const COPY_BELOW: usize = 16 * 1024;
 
+/// The largest buffer a connection keeps for its next message (a client's
+/// for its next response, a backend's for its next request).
+pub(super) const SPARE_LIMIT: usize = 64 * 1024;
+
 /// Room for a head and, when it is small and its size known, the body
 /// that will be copied behind it: one allocation per message, never grown.
 pub(super) fn capacity_for(body_size: Option<u64>) -> usize {

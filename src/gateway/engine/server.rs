@@ -29,7 +29,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use super::body::{self, poll_fill, BodyError, Decoding};
 use super::encode::{itoa, put_field, Outgoing};
-use super::outbound::{self, Outbound};
+use super::outbound::{self, Outbound, SPARE_LIMIT};
 use crate::gateway::activity::ClientStream;
 use crate::gateway::hop::end_to_end;
 use crate::gateway::BoxError;
@@ -40,8 +40,6 @@ use crate::http1::names::eq_lowercase;
 /// The most of an unwanted request body read and thrown away after its
 /// response, to keep the connection.
 const DRAIN_LIMIT: u64 = 64 * 1024;
-/// The largest head buffer kept between responses.
-const SPARE_LIMIT: usize = 64 * 1024;
 
 /// A response body that may carry its head's field lines as the backend
 /// sent them, to be written after the response's map (hop-by-hop lines
