@@ -75,9 +75,9 @@ pub(crate) async fn response_head_within<F: Future>(
 
 /// When a request body was sent in full, as nanoseconds after the request
 /// started (plus one; 0 = not yet): the start of its response-head
-/// deadline. Written by the body on its way to the backend (in the backend
-/// connection's task), read by [`response_head_within`] when its timer
-/// fires.
+/// deadline. Written by the body on its way to the backend, read by
+/// [`response_head_within`] when its timer fires; it lives in the
+/// forwarding future, which the body borrows it from.
 #[derive(Debug, Default)]
 pub(crate) struct SentAt {
     nanos: AtomicU64,

@@ -160,7 +160,7 @@ impl Proxy {
         let has_body = !http_body::Body::is_end_stream(&request.body);
         let sent_at = SentAt::new(lease);
         let sent = has_body.then_some(&sent_at);
-        let request = ToBackend::watch(request, started, has_body, &sent_at);
+        let request = ToBackend::watch(request, started, sent);
         let exchange = std::pin::pin!(shared.send(request, &target, &self.client));
         if let Some(result) = response_head_within(shared.timeout, started, sent, exchange).await {
             return shared.answer(result);

@@ -213,21 +213,20 @@ pin_project! {
 
 impl<'s> ToBackend<'s> {
     /// `request` with its body watched into `sent` (and, with shared
-    /// fences, checked against `sent`'s lease chunk by chunk), if
-    /// `has_body`.
+    /// fences, checked against `sent`'s lease chunk by chunk); `None` for
+    /// a request without a body, which has nothing to record.
     // Inlined, as it was before the lease: out of line, the request head
     // (a few hundred bytes) is copied in and out of it on every request.
     #[inline]
     pub(crate) fn watch(
         request: Inbound<Body>,
         started: Instant,
-        has_body: bool,
-        sent: &'s SentAt,
+        sent: Option<&'s SentAt>,
     ) -> Inbound<ToBackend<'s>> {
         request.map_body(|body| ToBackend {
             body,
             started,
-            sent: has_body.then_some(sent),
+            sent,
         })
     }
 }
