@@ -93,9 +93,6 @@ struct Shared {
     /// The interim answer to `Expect: 100-continue`, owed until the body is
     /// first read; how much of it was written.
     continue_owed: Option<usize>,
-    /// The buffer the last response head was written from, kept for the
-    /// next one (one allocation per connection, not per response).
-    spare: Vec<u8>,
 }
 
 type SharedConn = Arc<Mutex<Shared>>;
@@ -109,7 +106,38 @@ const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
 /// A request body, read from the client connection as it is polled.
 pub(crate) struct RequestBody {
-    conn: SharedConn,
+    /// `None` for a request without a body (a GET), which never reads.
+    conn: Option<SharedConn>,
+    /// Where the body was after its last frame: only this body's own
+    /// polls move it while the request is served, and the proxy asks
+    /// whether it is over several times per request, each of which would
+    /// otherwise take the connection's lock (two atomic read-modify-writes).
+    seen: Seen,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    over: bool,
+    size: Option<u64>,
+}
+
+impl RequestBody {
+    /// The body on `conn`, which `decoding` (its state) delimits.
+    fn new(conn: &SharedConn, decoding: &Decoding) -> Self {
+        RequestBody {
+            conn: (!matches!(decoding, Decoding::Done)).then(|| Arc::clone(conn)),
+            seen: Seen::of(decoding),
+        }
+    }
+}
+
+impl Seen {
+    fn of(decoding: &Decoding) -> Seen {
+        Seen {
+            over: decoding.is_over(),
+            size: decoding.size_hint().exact(),
+        }
+    }
 }
 
 impl Body for RequestBody {
@@ -120,37 +148,54 @@ impl Body for RequestBody {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
-        let mut guard = lock(&self.conn);
-        let conn = &mut *guard;
-        if let Some(written) = conn.continue_owed {
-            let mut at = written;
-            while at < CONTINUE.len() {
-                match Pin::new(&mut conn.stream).poll_write(cx, &CONTINUE[at..]) {
-                    Poll::Ready(Ok(n)) if n > 0 => at += n,
-                    Poll::Ready(Ok(_)) => return fail(conn, BodyError::Incomplete),
-                    Poll::Ready(Err(error)) => return fail(conn, BodyError::Io(error)),
-                    Poll::Pending => {
-                        conn.continue_owed = Some(at);
-                        return Poll::Pending;
-                    }
-                }
-            }
-            if Pin::new(&mut conn.stream).poll_flush(cx).is_pending() {
-                conn.continue_owed = Some(at);
-                return Poll::Pending;
-            }
-            conn.continue_owed = None;
-        }
-        body::poll_frame(&mut conn.body, &mut conn.read, &mut conn.stream, cx)
+        let this = self.get_mut();
+        let Some(conn) = &this.conn else {
+            return Poll::Ready(None);
+        };
+        let mut guard = lock(conn);
+        let frame = poll_body(&mut guard, cx);
+        this.seen = Seen::of(&guard.body);
+        frame
     }
 
     fn is_end_stream(&self) -> bool {
-        lock(&self.conn).body.is_over()
+        self.seen.over
     }
 
     fn size_hint(&self) -> SizeHint {
-        lock(&self.conn).body.size_hint()
+        match self.seen.size {
+            Some(n) => SizeHint::with_exact(n),
+            None => SizeHint::default(),
+        }
     }
+}
+
+/// The next frame of the request body on `conn`, with the interim
+/// `100 Continue` first if it is owed.
+fn poll_body(
+    conn: &mut Shared,
+    cx: &mut Context<'_>,
+) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+    if let Some(written) = conn.continue_owed {
+        let mut at = written;
+        while at < CONTINUE.len() {
+            match Pin::new(&mut conn.stream).poll_write(cx, &CONTINUE[at..]) {
+                Poll::Ready(Ok(n)) if n > 0 => at += n,
+                Poll::Ready(Ok(_)) => return fail(conn, BodyError::Incomplete),
+                Poll::Ready(Err(error)) => return fail(conn, BodyError::Io(error)),
+                Poll::Pending => {
+                    conn.continue_owed = Some(at);
+                    return Poll::Pending;
+                }
+            }
+        }
+        if Pin::new(&mut conn.stream).poll_flush(cx).is_pending() {
+            conn.continue_owed = Some(at);
+            return Poll::Pending;
+        }
+        conn.continue_owed = None;
+    }
+    body::poll_frame(&mut conn.body, &mut conn.read, &mut conn.stream, cx)
 }
 
 /// A request body that failed before it was read: its connection cannot
@@ -189,8 +234,10 @@ pub(crate) async fn serve<H: Handler>(
         read,
         body: Decoding::Done,
         continue_owed: None,
-        spare: Vec::new(),
     }));
+    // The buffer the last response head was written from, kept for the
+    // next one (one allocation per connection, not per response).
+    let mut spare = Vec::new();
     loop {
         let parsed = match poll_fn(|cx| poll_head(&conn, cx, draining, limits.max_head)).await {
             None => break,
@@ -208,7 +255,7 @@ pub(crate) async fn serve<H: Handler>(
                     keep_alive: false,
                 };
                 let response = response.map(http_body_util::Full::new);
-                write_response(&conn, response, &asked).await?;
+                write_response(&conn, response, &asked, &mut spare).await?;
                 break;
             }
         };
@@ -233,16 +280,14 @@ pub(crate) async fn serve<H: Handler>(
         if draining.load(Ordering::Relaxed) {
             keep_alive = false;
         }
-        let keep_alive = write_response(
-            &conn,
-            response,
-            &Asked {
-                keep_alive,
-                ..asked
-            },
-        )
-        .await?;
-        if !keep_alive || !drain_body(&conn, limits.drain_timeout).await {
+        let asked = Asked {
+            keep_alive,
+            ..asked
+        };
+        let written = write_response(&conn, response, &asked, &mut spare).await?;
+        if !written.keep_alive
+            || (!written.body_read && !drain_body(&conn, limits.drain_timeout).await)
+        {
             break;
         }
     }
@@ -308,9 +353,7 @@ fn poll_head(
                     shared.body = Decoding::new(head.body);
                     shared.continue_owed =
                         (expects && !matches!(shared.body, Decoding::Done)).then_some(0);
-                    let body = RequestBody {
-                        conn: Arc::clone(conn),
-                    };
+                    let body = RequestBody::new(conn, &shared.body);
                     return Poll::Ready(Some(Ok(((head, body), asked))));
                 }
                 Ok(Parsed::Partial | Parsed::Interim) => {}
@@ -348,12 +391,23 @@ fn watch_for_close(conn: &SharedConn, cx: &mut Context<'_>, max_head: usize) -> 
     false
 }
 
-/// Writes `response`; whether the connection may carry another request.
+/// What the connection may do once a response is written.
+struct Written {
+    /// Carry another request.
+    keep_alive: bool,
+    /// The request body was read to its end: nothing to drain (seen under
+    /// the lock the last write took, rather than taking it again).
+    body_read: bool,
+}
+
+/// Writes `response` from `spare` (the buffer of the last response head,
+/// given back for the next one).
 async fn write_response<B>(
     conn: &SharedConn,
     response: Response<B>,
     asked: &Asked,
-) -> io::Result<bool>
+    spare: &mut Vec<u8>,
+) -> io::Result<Written>
 where
     B: Body<Data = Bytes> + Unpin + CarriesFields,
     B::Error: Into<BoxError>,
@@ -362,7 +416,7 @@ where
     let status = parts.status.as_u16();
     let no_body = asked.to_head || (100..200).contains(&status) || status == 204 || status == 304;
     let mut keep_alive = asked.keep_alive;
-    let mut out = std::mem::take(&mut lock(conn).spare);
+    let mut out = std::mem::take(spare);
     out.reserve(outbound::capacity_for(body.size_hint().exact()));
     out.extend_from_slice(if asked.http10 {
         b"HTTP/1.0 "
@@ -439,17 +493,21 @@ where
     let mut outbound = Outbound::new(out, body, outgoing);
     let written = poll_fn(|cx| {
         let mut guard = lock(conn);
-        outbound.poll_write_all(&mut guard.stream, cx)
+        let written = std::task::ready!(outbound.poll_write_all(&mut guard.stream, cx));
+        Poll::Ready(written.map(|()| matches!(guard.body, Decoding::Done)))
     })
     .await;
     match written {
-        Ok(()) => {
-            let mut spare = outbound.into_buffer();
-            if spare.capacity() <= SPARE_LIMIT {
-                spare.clear();
-                lock(conn).spare = spare;
+        Ok(body_read) => {
+            let mut buffer = outbound.into_buffer();
+            if buffer.capacity() <= SPARE_LIMIT {
+                buffer.clear();
+                *spare = buffer;
             }
-            Ok(keep_alive)
+            Ok(Written {
+                keep_alive,
+                body_read,
+            })
         }
         // The head is out: the client sees the response cut off.
         Err(error) => Err(io::Error::other(error)),
@@ -459,7 +517,7 @@ where
 /// before it was read, if that is little and comes in time; whether the
 /// connection can go on.
 async fn drain_body(conn: &SharedConn, timeout: Duration) -> bool {
-    {
+    let mut body = {
         let shared = lock(conn);
         match shared.body {
             Decoding::Done => return true,
@@ -469,9 +527,7 @@ async fn drain_body(conn: &SharedConn, timeout: Duration) -> bool {
             Decoding::Length(left) if left > DRAIN_LIMIT => return false,
             _ => {}
         }
-    }
-    let mut body = RequestBody {
-        conn: Arc::clone(conn),
+        RequestBody::new(conn, &shared.body)
     };
     let drained = tokio::time::timeout(timeout, async {
         let mut read = 0u64;
