@@ -28,6 +28,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::activity::{Activity, ClientStream, Expiry, Order};
+use super::clock::OneReading;
 use super::config::ClientLimits;
 use super::engine;
 use super::BoxError;
@@ -268,9 +269,10 @@ async fn engine<S: ConnectionService, H: engine::Handler>(
         max_head: MAX_HEAD,
         drain_timeout: options.limits.body_timeout,
     };
+    let mut orders = activity.orders();
     // Enough of the first bytes to tell HTTP/2's preface from a request.
     let sniffed = std::future::poll_fn(|cx| {
-        if let Some(Order::Close(expiry)) = activity.orders(cx) {
+        if let Some(Order::Close(expiry)) = orders.poll(cx) {
             return Poll::Ready(Err(expiry));
         }
         loop {
@@ -299,8 +301,11 @@ async fn engine<S: ConnectionService, H: engine::Handler>(
     let draining = AtomicBool::new(false);
     let serving = engine::serve(stream, read, &handler, &draining, limits);
     let mut serving = pin!(serving);
-    std::future::poll_fn(|cx| {
-        match activity.orders(cx) {
+    // Each wake-up of the connection (a request read and sent, a response
+    // read and written) reads the clock once for all its deadlines and
+    // measures.
+    OneReading::new(std::future::poll_fn(|cx| {
+        match orders.poll(cx) {
             Some(Order::Close(expiry)) => return Poll::Ready(Err(expiry)),
             Some(Order::Drain) => draining.store(true, Ordering::Relaxed),
             None => {}
@@ -309,7 +314,7 @@ async fn engine<S: ConnectionService, H: engine::Handler>(
             .as_mut()
             .poll(cx)
             .map(|result| Ok(result.map_err(BoxError::from)))
-    })
+    }))
     .await
 }
 
@@ -326,8 +331,9 @@ where
     let connection = builder.serve_connection(io, service);
     let mut connection = pin!(connection);
     let mut draining = false;
+    let mut orders = activity.orders();
     std::future::poll_fn(|cx| {
-        match activity.orders(cx) {
+        match orders.poll(cx) {
             Some(Order::Close(expiry)) => return Poll::Ready(Err(expiry)),
             Some(Order::Drain) if !draining => {
                 draining = true;

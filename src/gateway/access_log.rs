@@ -24,6 +24,7 @@ use std::time::{Duration, Instant, SystemTime};
 use http::{Method, StatusCode, Uri};
 use serde::{Serialize, Serializer};
 
+use super::clock;
 use super::config::AccessLogTarget;
 use super::outcome::Outcome;
 
@@ -255,7 +256,12 @@ impl Drop for Entry {
             upstream_status,
             bytes_in: self.bytes_in.load(Ordering::Relaxed),
             bytes_out: self.bytes_out,
-            duration_ms: (self.started.elapsed().as_secs_f64() * 1e6).round() / 1e3,
+            duration_ms: (clock::now_std()
+                .saturating_duration_since(self.started)
+                .as_secs_f64()
+                * 1e6)
+                .round()
+                / 1e3,
         };
         self.log.append(&line);
     }

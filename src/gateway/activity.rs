@@ -18,7 +18,7 @@ use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use futures_util::task::AtomicWaker;
@@ -28,6 +28,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_rustls::server::TlsStream;
 
+use super::clock;
 use super::config::ClientLimits;
 
 /// One connection's activity. Times are nanoseconds since `born`.
@@ -71,7 +72,7 @@ pub(crate) enum Expiry {
 impl Activity {
     pub(crate) fn new() -> Arc<Activity> {
         Arc::new(Activity {
-            born: Instant::now(),
+            born: clock::now(),
             busy: AtomicU32::new(0),
             idle_since: AtomicU64::new(0),
             first_byte: AtomicU64::new(0),
@@ -92,11 +93,15 @@ impl Activity {
         self.connection.wake();
     }
 
-    /// The order given, if any; registers `cx`'s task to be woken by the
-    /// next one. (futures' `AtomicWaker` skips the clone when the task is
-    /// the same as last time, which it always is here.)
-    pub(crate) fn orders(&self, cx: &Context<'_>) -> Option<Order> {
-        self.connection.register(cx.waker());
+    /// What the connection's task polls for its orders (see [`Orders`]).
+    pub(crate) fn orders(&self) -> Orders<'_> {
+        Orders {
+            activity: self,
+            registered: None,
+        }
+    }
+
+    fn order_given(&self) -> Option<Order> {
         match self.order.load(Ordering::Acquire) {
             1 => Some(Order::Drain),
             2 => Some(Order::Close(Expiry::Header)),
@@ -107,7 +112,7 @@ impl Activity {
 
     fn now(&self) -> u64 {
         // Never 0, which means "unset"; u64 nanoseconds last 584 years.
-        (self.born.elapsed().as_nanos() as u64).max(1)
+        (clock::now().saturating_duration_since(self.born).as_nanos() as u64).max(1)
     }
 
     fn at(&self, nanos: u64) -> Instant {
@@ -163,6 +168,38 @@ impl Activity {
             }
             tokio::time::sleep_until(wake).await;
         }
+    }
+}
+
+/// The connection's task's side of [`Activity::order`].
+pub(crate) struct Orders<'a> {
+    activity: &'a Activity,
+    /// The waker last registered, while it still is.
+    registered: Option<Waker>,
+}
+
+impl Orders<'_> {
+    /// The order given, if any; `cx`'s task is woken by the next one.
+    ///
+    /// Registering a waker costs two atomic read-modify-writes, and the
+    /// connection's task polls this on every wake-up with the same waker:
+    /// it is registered again only when the waker changed, or once an order
+    /// was given (giving one takes the registration). An order given after
+    /// the last registration is seen here, or wakes the task to see it.
+    pub(crate) fn poll(&mut self, cx: &Context<'_>) -> Option<Order> {
+        let given = self.activity.order_given();
+        let current = self
+            .registered
+            .as_ref()
+            .is_some_and(|waker| waker.will_wake(cx.waker()));
+        if given.is_none() && current {
+            return None;
+        }
+        self.activity.connection.register(cx.waker());
+        if !current {
+            self.registered = Some(cx.waker().clone());
+        }
+        self.activity.order_given()
     }
 }
 

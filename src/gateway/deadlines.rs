@@ -29,8 +29,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
-use tokio::time::{Instant, Sleep};
+use tokio::time::Sleep;
 
+use super::clock;
 use super::BoxError;
 use crate::store::Lease;
 
@@ -61,7 +62,7 @@ pub(crate) async fn response_head_within<F: Future>(
         match tokio::time::timeout_at(deadline.into(), exchange.as_mut()).await {
             Ok(output) => return Some(output),
             Err(_) => {
-                let now = std::time::Instant::now();
+                let now = clock::now_std();
                 deadline = match sent.map(|sent| sent.at(started)) {
                     // Still uploading: look again one limit from now.
                     Some(None) => now + limit,
@@ -98,7 +99,10 @@ impl SentAt {
 
     /// The body has been sent in full (or failed, or was dropped) now.
     pub(crate) fn mark(&self, started: std::time::Instant) {
-        let nanos = started.elapsed().as_nanos() as u64 + 1;
+        let nanos = clock::now_std()
+            .saturating_duration_since(started)
+            .as_nanos() as u64
+            + 1;
         let _ = self
             .nanos
             .compare_exchange(0, nanos, Ordering::Relaxed, Ordering::Relaxed);
@@ -195,7 +199,7 @@ where
             *this.progressed = true;
             return Poll::Ready(frame.map(|result| result.map_err(Into::into)));
         }
-        let deadline = Instant::now() + *this.limit;
+        let deadline = clock::now() + *this.limit;
         let timer = match this.timer {
             Some(timer) => {
                 if *this.progressed {
@@ -228,6 +232,7 @@ where
 mod tests {
     use super::*;
     use http_body_util::BodyExt;
+    use tokio::time::Instant;
 
     /// A body that yields one frame, then nothing for ever.
     struct OneThenSilence(Option<Bytes>);

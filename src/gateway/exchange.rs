@@ -21,6 +21,7 @@ use crate::head::RequestView;
 
 use super::access_log::{AccessLog, Entry};
 use super::activity::{Activity, Busy};
+use super::clock;
 use super::metrics::Metrics;
 use super::outcome::Outcome;
 
@@ -62,7 +63,7 @@ impl Exchange {
         request: &R,
         fence: impl FnOnce() -> (Option<String>, Option<u64>),
     ) -> Self {
-        let started = Instant::now();
+        let started = clock::now_std();
         let entry = connection.access_log.as_ref().map(|log| {
             Box::new(Entry::new(
                 log,
@@ -89,7 +90,7 @@ impl Exchange {
         outcome: Outcome,
         status: StatusCode,
     ) {
-        let started = Instant::now();
+        let started = clock::now_std();
         let entry = connection.access_log.as_ref().map(|log| {
             Box::new(Entry::new(
                 log,
@@ -118,13 +119,15 @@ impl Exchange {
     /// The response head is out, with `status`, for `outcome`: counted, with
     /// its latency.
     pub(crate) fn answered(&mut self, outcome: Outcome, status: StatusCode) {
-        self.connection
-            .metrics
-            .observe(outcome, self.started.elapsed());
+        self.connection.metrics.observe(outcome, self.elapsed());
         if let Some(entry) = &mut self.entry {
             entry.answered(outcome, status);
         }
         self.answered = Some(outcome);
+    }
+
+    fn elapsed(&self) -> Duration {
+        clock::now_std().saturating_duration_since(self.started)
     }
 
     /// `bytes` more of the response body went to the client.
@@ -151,7 +154,7 @@ impl Drop for Exchange {
             // request waited (for admission, for the backend).
             self.connection
                 .metrics
-                .observe(Outcome::ClientError, self.started.elapsed());
+                .observe(Outcome::ClientError, self.elapsed());
         }
         // The entry writes its line as it drops, after this.
     }

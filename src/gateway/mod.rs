@@ -39,6 +39,8 @@
 mod accept;
 mod activity;
 
+mod clock;
+
 mod data_plane;
 
 mod inbound;

@@ -16,6 +16,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use super::clock;
+
 /// A connection the pool can hold.
 pub(crate) trait Reusable: Send + 'static {
     /// Whether it can still take a request (the backend has not closed it).
@@ -54,7 +56,7 @@ impl<C: Reusable> Pool<C> {
     /// A connection ready for a request, if one is idle. Connections idle
     /// for too long or closed by the backend are dropped (which closes them).
     pub(crate) fn checkout(&self) -> Option<C> {
-        let now = Instant::now();
+        let now = clock::now_std();
         let mut idle = self.lock();
         while let Some(entry) = idle.pop() {
             if now.duration_since(entry.since) < self.idle_timeout && entry.conn.is_open() {
@@ -68,7 +70,7 @@ impl<C: Reusable> Pool<C> {
     pub(crate) fn put(pool: &Arc<Pool<C>>, conn: C) {
         pool.lock().push(Idle {
             conn,
-            since: Instant::now(),
+            since: clock::now_std(),
         });
         if !pool.reaper_started.load(Ordering::Relaxed) {
             Pool::start_reaper(pool);

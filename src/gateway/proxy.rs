@@ -12,7 +12,7 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::body::Body;
 use http::header::{HeaderMap, HeaderValue, CONNECTION};
@@ -21,6 +21,7 @@ use tokio_rustls::TlsConnector;
 
 use super::body::request::ToBackend;
 use super::body::response::FromProxy;
+use super::clock;
 use super::deadlines::{
     connect_within, find_cause, response_head_within, BodyStalled, SentAt, Side, StallTimeout,
 };
@@ -156,7 +157,7 @@ impl Proxy {
             )
             .map(FromProxy::from);
         }
-        let started = Instant::now();
+        let started = clock::now_std();
         let has_body = !http_body::Body::is_end_stream(&request.body);
         let sent_at = SentAt::new(lease);
         let sent = has_body.then_some(&sent_at);
