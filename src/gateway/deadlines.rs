@@ -1,7 +1,7 @@
 //! Every deadline of one request through the data plane, in one place:
 //!
 //! - **connect**: a new backend connection, TLS included, within
-//!   `--upstream-timeout` ([`connect_within`]);
+//!   `--upstream-timeout` of the request's start ([`connect_by`]);
 //! - **response head**: once the request body has been sent in full (at
 //!   once, for a request without one), the response head within
 //!   `--upstream-timeout` ([`response_head_within`], reading the moment the
@@ -35,19 +35,29 @@ use super::clock;
 use super::BoxError;
 use crate::store::Lease;
 
-/// Runs `connect` (TCP and TLS handshakes to the backend) for at most
-/// `limit`; `None` when it took longer.
-pub(crate) async fn connect_within<F: Future>(limit: Duration, connect: F) -> Option<F::Output> {
-    tokio::time::timeout(limit, connect).await.ok()
+/// Runs `connect` (TCP and TLS handshakes to the backend) until
+/// `deadline`; `None` when it took longer.
+pub(crate) async fn connect_by<F: Future>(
+    deadline: std::time::Instant,
+    connect: F,
+) -> Option<F::Output> {
+    tokio::time::timeout_at(deadline.into(), connect).await.ok()
 }
+
+/// A timer kept with a backend connection from one request to the next, for
+/// [`response_head_within`]: moving a registered timer's deadline later
+/// costs one atomic operation, where a timer per request was registered in
+/// tokio's wheel and removed from it, under its lock, every time. Created
+/// on first use.
+pub(crate) type HeadTimer = Option<Pin<Box<Sleep>>>;
 
 /// Polls `exchange` (the request sent, its response head awaited) until it
 /// completes, or until `limit` has passed since the request body was sent in
 /// full (`sent`; `None` for a request without a body, sent at `started`):
-/// `None` then. Rather than wake this task when the body ends, the timer is
+/// `None` then. Rather than wake this task when the body ends, `timer` is
 /// armed for the earliest possible deadline and, when it fires, moved to the
-/// real one if that is later: a request answered in time (nearly all) costs
-/// one timer, as before there was an upload to wait for.
+/// real one if that is later: a request answered in time (nearly all) moves
+/// the timer once.
 ///
 /// `exchange` is borrowed, pinned where the caller made it: moved in, its
 /// state (a few hundred bytes) would be copied on every request.
@@ -55,23 +65,34 @@ pub(crate) async fn response_head_within<F: Future>(
     limit: Duration,
     started: std::time::Instant,
     sent: Option<&SentAt>,
+    timer: &mut HeadTimer,
     mut exchange: Pin<&mut F>,
 ) -> Option<F::Output> {
-    let mut deadline = started + limit;
-    loop {
-        match tokio::time::timeout_at(deadline.into(), exchange.as_mut()).await {
-            Ok(output) => return Some(output),
-            Err(_) => {
-                let now = clock::now_std();
-                deadline = match sent.map(|sent| sent.at(started)) {
-                    // Still uploading: look again one limit from now.
-                    Some(None) => now + limit,
-                    Some(Some(sent_at)) if sent_at + limit > now => sent_at + limit,
-                    _ => return None,
-                };
-            }
+    let deadline = started + limit;
+    let timer = match timer {
+        Some(timer) => {
+            timer.as_mut().reset(deadline.into());
+            timer
         }
-    }
+        None => timer.insert(Box::pin(tokio::time::sleep_until(deadline.into()))),
+    };
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(output) = exchange.as_mut().poll(cx) {
+            return Poll::Ready(Some(output));
+        }
+        while timer.as_mut().poll(cx).is_ready() {
+            let now = clock::now_std();
+            let later = match sent.map(|sent| sent.at(started)) {
+                // Still uploading: look again one limit from now.
+                Some(None) => now + limit,
+                Some(Some(sent_at)) if sent_at + limit > now => sent_at + limit,
+                _ => return Poll::Ready(None),
+            };
+            timer.as_mut().reset(later.into());
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 /// When a request body was sent in full, as nanoseconds after the request

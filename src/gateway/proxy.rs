@@ -12,7 +12,7 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use http::header::{HeaderMap, HeaderValue, CONNECTION};
@@ -23,7 +23,7 @@ use super::body::request::ToBackend;
 use super::body::response::FromProxy;
 use super::clock;
 use super::deadlines::{
-    connect_within, find_cause, response_head_within, BodyStalled, SentAt, Side, StallTimeout,
+    connect_by, find_cause, response_head_within, BodyStalled, SentAt, Side, StallTimeout,
 };
 use super::engine::{self, Connection, Edits, Failed, ResponseBody, SendError, Stream, WriteError};
 use super::hop::end_to_end_map;
@@ -162,8 +162,10 @@ impl Proxy {
         let sent_at = SentAt::new(lease);
         let sent = has_body.then_some(&sent_at);
         let request = ToBackend::watch(request, started, sent);
-        let exchange = std::pin::pin!(shared.send(request, &target, &self.client));
-        if let Some(result) = response_head_within(shared.timeout, started, sent, exchange).await {
+        let result = shared
+            .send(request, &target, &self.client, started, sent)
+            .await;
+        if !matches!(result, Err(UpstreamError::HeadTimeout)) {
             return shared.answer(result);
         }
         tracing::warn!(upstream = %shared.upstream, timeout = ?shared.timeout, "upstream timeout");
@@ -236,15 +238,23 @@ impl Shared {
     /// closed it meanwhile) is sent again on another connection, as
     /// hyper-util's client does; one that may have reached the backend
     /// never is.
+    ///
+    /// The request started at `started`: a new connection is made, and the
+    /// response head comes, within the timeout of it (or of the end of the
+    /// request body, `sent`), else [`UpstreamError::HeadTimeout`].
     async fn send(
         &self,
         request: Inbound<ToBackend<'_>>,
         target: &Uri,
         client: &Client,
+        started: Instant,
+        sent: Option<&SentAt>,
     ) -> Result<Response<FromProxy>, UpstreamError> {
         let to_head = request.method() == Method::HEAD;
         let (head, body) = request.split_body();
-        let (mut conn, mut reused) = self.checkout().await?;
+        let connect_by = started + self.timeout;
+        let (mut conn, mut reused) = self.checkout(connect_by).await?;
+        let mut timer = conn.take_timer();
         let out = conn.take_buffer();
         let mut request = engine::Request::new(out, body, to_head, |out, has_body, size| {
             let edits = Edits {
@@ -272,8 +282,14 @@ impl Shared {
         });
         drop(head);
         loop {
-            match conn.send(request).await {
-                Ok((head, conn, whole)) => {
+            let sending = std::pin::pin!(conn.send(request));
+            let answer = response_head_within(self.timeout, started, sent, &mut timer, sending);
+            let Some(answer) = answer.await else {
+                return Err(UpstreamError::HeadTimeout);
+            };
+            match answer {
+                Ok((head, mut conn, whole)) => {
+                    conn.keep_timer(timer);
                     let reuse = head.keep_alive && whole;
                     let body = ResponseBody::new(conn, head.body, reuse, Arc::clone(&self.pool));
                     // A response body that stalls fails, and its
@@ -297,28 +313,31 @@ impl Shared {
                     ..
                 }) if reused => {
                     request = unsent;
-                    (conn, reused) = self.checkout().await?;
+                    (conn, reused) = self.checkout(connect_by).await?;
                 }
                 Err(failed) => return Err(UpstreamError::Send(failed.error)),
             }
         }
     }
 
-    /// An idle pooled connection (reused: `true`), or a new one.
-    async fn checkout(&self) -> Result<(Connection, bool), UpstreamError> {
+    /// An idle pooled connection (reused: `true`), or a new one made by
+    /// `deadline`.
+    async fn checkout(&self, deadline: Instant) -> Result<(Connection, bool), UpstreamError> {
         match self.pool.checkout() {
             Some(conn) => Ok((conn, true)),
             // Boxed: connecting is rare, and its large future would
             // otherwise be part of (and copied with) every request's.
-            None => Ok((Box::pin(self.connect()).await?, false)),
+            None => Ok((Box::pin(self.connect(deadline)).await?, false)),
         }
     }
 
-    /// A new connection to the backend, TLS included, within the timeout.
-    async fn connect(&self) -> Result<Connection, UpstreamError> {
-        match connect_within(self.timeout, self.handshake()).await {
+    /// A new connection to the backend, TLS included, by `deadline` (the
+    /// request's: a connection that takes longer is the same timeout as a
+    /// response head that does).
+    async fn connect(&self, deadline: Instant) -> Result<Connection, UpstreamError> {
+        match connect_by(deadline, self.handshake()).await {
             Some(result) => result,
-            None => Err(UpstreamError::ConnectTimeout(self.timeout)),
+            None => Err(UpstreamError::HeadTimeout),
         }
     }
 
@@ -360,8 +379,10 @@ fn client_body_error(upstream: &Upstream, detail: &str) -> Response<Body> {
 enum UpstreamError {
     #[error("cannot connect")]
     Connect(#[source] std::io::Error),
-    #[error("connecting took longer than {0:?}")]
-    ConnectTimeout(Duration),
+    /// No connection, or no response head, within the timeout: answered
+    /// 504 by [`Proxy::send_on`] rather than through [`Shared::failure`].
+    #[error("no response head within the timeout")]
+    HeadTimeout,
     #[error("TLS handshake failed")]
     Tls(#[source] std::io::Error),
     #[error("request failed")]

@@ -16,13 +16,14 @@ use std::task::{Context, Poll, Waker};
 
 use bytes::{Bytes, BytesMut};
 use http_body::Body;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
 use super::body::poll_fill;
 use super::encode;
 use super::outbound::{self, Outbound, WriteError, SPARE_LIMIT};
+use crate::gateway::deadlines::HeadTimer;
 use crate::gateway::pool::Reusable;
 use crate::gateway::BoxError;
 use crate::http1::head::{parse_response, HeadError, Parsed, ResponseHead};
@@ -111,6 +112,9 @@ pub(crate) struct Connection {
     /// request on this connection (one allocation per connection, not per
     /// request).
     spare: Vec<u8>,
+    /// The proxy's response-head timer, kept with the connection (see
+    /// [`HeadTimer`]).
+    timer: HeadTimer,
 }
 
 impl Reusable for Connection {
@@ -120,15 +124,18 @@ impl Reusable for Connection {
         if !self.read.is_empty() {
             return false;
         }
-        let mut cx = Context::from_waker(Waker::noop());
         let tcp = self.stream.tcp();
         // tokio's own record of the socket's readiness first: after a
         // response read to its end (a short read clears it) nothing is
-        // pending, and the answer costs no system call. Only a socket marked
-        // readable is asked, with a peek, whether that is data or its end.
-        if tcp.poll_read_ready(&mut cx).is_pending() {
+        // pending, and the answer costs no system call. Read without
+        // registering a waker (`poll_read_ready` would take the socket's
+        // waiter lock, and put a no-op waker in place of the task's). Only
+        // a socket marked readable is asked, with a peek, whether that is
+        // data or its end.
+        if tcp.try_io(Interest::READABLE, || Ok(())).is_err() {
             return true;
         }
+        let mut cx = Context::from_waker(Waker::noop());
         let mut byte = [0u8; 1];
         let mut buf = ReadBuf::new(&mut byte);
         tcp.poll_peek(&mut cx, &mut buf).is_pending()
@@ -201,7 +208,19 @@ impl Connection {
             stream,
             read: BytesMut::new(),
             spare: Vec::new(),
+            timer: None,
         }
+    }
+
+    /// The response-head timer kept with this connection, taken for a
+    /// request; given back with [`Connection::keep_timer`].
+    pub(crate) fn take_timer(&mut self) -> HeadTimer {
+        self.timer.take()
+    }
+
+    /// Keeps `timer` with this connection for its next request.
+    pub(crate) fn keep_timer(&mut self, timer: HeadTimer) {
+        self.timer = timer;
     }
 
     /// A buffer to write a request head into (see [`Request::new`]).
