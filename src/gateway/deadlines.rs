@@ -45,8 +45,7 @@ pub(crate) async fn connect_by<F: Future>(
 }
 
 /// A timer kept with a backend connection from one request to the next, for
-/// [`response_head_within`]: moving a registered timer's deadline later
-/// costs one atomic operation, where a timer per request was registered in
+/// [`response_head_within`], where a timer per request was registered in
 /// tokio's wheel and removed from it, under its lock, every time. Created
 /// on first use.
 pub(crate) type HeadTimer = Option<Pin<Box<Sleep>>>;
@@ -56,8 +55,11 @@ pub(crate) type HeadTimer = Option<Pin<Box<Sleep>>>;
 /// full (`sent`; `None` for a request without a body, sent at `started`):
 /// `None` then. Rather than wake this task when the body ends, `timer` is
 /// armed for the earliest possible deadline and, when it fires, moved to the
-/// real one if that is later: a request answered in time (nearly all) moves
-/// the timer once.
+/// real one if that is later. A timer already set to fire no later than
+/// that (the previous request's deadline, on a connection that serves one
+/// request after the other) is left as it is: it fires early at worst, once
+/// per timeout, where moving it would cost three atomic operations on every
+/// request.
 ///
 /// `exchange` is borrowed, pinned where the caller made it: moved in, its
 /// state (a few hundred bytes) would be copied on every request.
@@ -68,27 +70,35 @@ pub(crate) async fn response_head_within<F: Future>(
     timer: &mut HeadTimer,
     mut exchange: Pin<&mut F>,
 ) -> Option<F::Output> {
-    let deadline = started + limit;
+    let deadline = (started + limit).into();
     let timer = match timer {
+        Some(timer) if timer.deadline() <= deadline => timer,
         Some(timer) => {
-            timer.as_mut().reset(deadline.into());
+            timer.as_mut().reset(deadline);
             timer
         }
-        None => timer.insert(Box::pin(tokio::time::sleep_until(deadline.into()))),
+        None => timer.insert(Box::pin(tokio::time::sleep_until(deadline))),
     };
     std::future::poll_fn(|cx| {
         if let Poll::Ready(output) = exchange.as_mut().poll(cx) {
             return Poll::Ready(Some(output));
         }
         while timer.as_mut().poll(cx).is_ready() {
-            let now = clock::now_std();
-            let later = match sent.map(|sent| sent.at(started)) {
+            // Decided against the deadline the timer fired at, by tokio's
+            // clock, not against a reading of ours: a timer moved to a time
+            // it holds for past fires again at once, and this loop would
+            // never end.
+            let fired = timer.deadline();
+            let due = match sent.map(|sent| sent.at(started)) {
+                None => (started + limit).into(),
                 // Still uploading: look again one limit from now.
-                Some(None) => now + limit,
-                Some(Some(sent_at)) if sent_at + limit > now => sent_at + limit,
-                _ => return Poll::Ready(None),
+                Some(None) => fired.max(clock::now()) + limit,
+                Some(Some(sent_at)) => (sent_at + limit).into(),
             };
-            timer.as_mut().reset(later.into());
+            if due <= fired {
+                return Poll::Ready(None);
+            }
+            timer.as_mut().reset(due);
         }
         Poll::Pending
     })
@@ -325,5 +335,63 @@ mod tests {
         let collected = body.collect().await.unwrap().to_bytes();
         assert_eq!(collected, "xxxxx");
         assert_eq!(start.elapsed(), Duration::from_secs(250));
+    }
+
+    const LIMIT: Duration = Duration::from_secs(60);
+
+    /// How long `response_head_within` waits for an exchange that never
+    /// answers, with `timer` as its connection kept it; `upload` says when
+    /// the request body ends (`None`: there is none).
+    async fn waits_for(timer: &mut HeadTimer, upload: Option<Duration>) -> Duration {
+        let started = Instant::now();
+        let sent = SentAt::new(None);
+        if let Some(upload) = upload {
+            let sent = &sent;
+            let started = started.into_std();
+            let marked = async move {
+                tokio::time::sleep(upload).await;
+                sent.mark(started);
+            };
+            let never = std::pin::pin!(std::future::pending::<()>());
+            let waited = response_head_within(LIMIT, started, Some(sent), timer, never);
+            let (waited, ()) = tokio::join!(waited, marked);
+            assert!(waited.is_none());
+        } else {
+            let never = std::pin::pin!(std::future::pending::<()>());
+            let waited = response_head_within(LIMIT, started.into_std(), None, timer, never);
+            assert!(waited.await.is_none());
+        }
+        started.elapsed()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_response_head_is_awaited_the_limit_from_the_end_of_the_body() {
+        let mut timer = None;
+        assert_eq!(waits_for(&mut timer, None).await, LIMIT);
+        // The same timer, fired, for the next request: the whole limit again.
+        assert_eq!(waits_for(&mut timer, None).await, LIMIT);
+        // A body that takes longer than the limit to send: counted from its end.
+        let upload = Duration::from_secs(150);
+        assert_eq!(waits_for(&mut timer, Some(upload)).await, upload + LIMIT);
+        // One that ends within it: the same.
+        let upload = Duration::from_secs(10);
+        assert_eq!(waits_for(&mut timer, Some(upload)).await, upload + LIMIT);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_timer_set_earlier_fires_early_and_moves_to_the_deadline() {
+        // The previous request's deadline, not passed yet: left as it is.
+        let mut timer: HeadTimer = Some(Box::pin(tokio::time::sleep(Duration::from_secs(1))));
+        assert_eq!(waits_for(&mut timer, None).await, LIMIT);
+        // An answer in time leaves the timer armed, and the next request
+        // still gets its whole limit.
+        let answer = std::pin::pin!(async {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            7
+        });
+        let started = Instant::now().into_std();
+        let answered = response_head_within(LIMIT, started, None, &mut timer, answer);
+        assert_eq!(answered.await, Some(7));
+        assert_eq!(waits_for(&mut timer, None).await, LIMIT);
     }
 }
