@@ -8,7 +8,7 @@
 
 use http::{HeaderName, HeaderValue, Method, Request, Uri, Version};
 
-use super::engine::{write_request_head, Edits, Outgoing};
+use super::engine::{write_request_head, Edits, Fields, Outgoing};
 use crate::fencing::Fenced;
 use crate::head::{HeaderFields, RequestView, SetHeader};
 use crate::http1::head::RequestHead;
@@ -209,16 +209,22 @@ impl Head {
     ) -> Outgoing {
         match self {
             Head::Parts(parts) => {
-                let fields = || {
-                    parts
-                        .headers
-                        .iter()
-                        .map(|(name, value)| (name.as_str().as_bytes(), value.as_bytes()))
+                let fields = Fields {
+                    read_from: &[],
+                    lines: || {
+                        parts
+                            .headers
+                            .iter()
+                            .map(|(name, value)| (name.as_str().as_bytes(), value.as_bytes()))
+                    },
                 };
                 write_request_head(out, method, target, fields, edits, has_body, length)
             }
             Head::Lines(read) => {
-                let fields = || read.head.fields.iter();
+                let fields = Fields {
+                    read_from: read.head.fields.head_bytes(),
+                    lines: || read.head.fields.iter(),
+                };
                 write_request_head(out, method, target, fields, edits, has_body, length)
             }
         }

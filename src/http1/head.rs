@@ -116,6 +116,12 @@ impl FieldLines {
         }
     }
 
+    /// The head these lines were read from, whole: a writer that forwards
+    /// them copies runs of kept lines from it in one piece.
+    pub fn head_bytes(&self) -> &[u8] {
+        &self.head
+    }
+
     /// The one value of a `Content-Length` that was spelled oddly (see
     /// [`FieldLines::to_map`]); `None` when it was one line of digits, or
     /// absent.

@@ -45,6 +45,16 @@ pub(crate) struct Edits<'a> {
     pub(crate) length: Option<u64>,
 }
 
+/// A message's field lines, as a head writer takes them.
+pub(crate) struct Fields<'f, F> {
+    /// The head they were read from, from which runs of them are copied
+    /// whole ([`Lines`]); empty for lines from a map.
+    pub(crate) read_from: &'f [u8],
+    /// Makes an iterator over the lines (name, value) each time it is
+    /// called.
+    pub(crate) lines: F,
+}
+
 /// Writes a request head for the backend into `out`: the request line
 /// (`target` in origin form, HTTP/1.1), the client's `fields` with the
 /// `edits` and without hop-by-hop fields (`fields` makes an iterator over
@@ -58,7 +68,7 @@ pub(crate) fn write_request_head<'f, I>(
     out: &mut Vec<u8>,
     method: &Method,
     target: &str,
-    fields: impl Fn() -> I,
+    fields: Fields<'f, impl Fn() -> I>,
     edits: &Edits<'_>,
     has_body: bool,
     length: Option<u64>,
@@ -66,6 +76,11 @@ pub(crate) fn write_request_head<'f, I>(
 where
     I: Iterator<Item = (&'f [u8], &'f [u8])>,
 {
+    let Fields {
+        read_from,
+        lines: fields,
+    } = fields;
+    let mut lines = Lines::new(read_from);
     out.extend_from_slice(method.as_str().as_bytes());
     out.push(b' ');
     out.extend_from_slice(target.as_bytes());
@@ -100,8 +115,9 @@ where
         {
             continue;
         }
-        put_field(out, name, value);
+        lines.put(out, name, value);
     }
+    lines.flush(out);
     match edits.host {
         Some(host) => put_field(out, b"host", host),
         None if !host_sent => put_field(out, b"host", edits.default_host),
@@ -137,6 +153,86 @@ where
     };
     out.extend_from_slice(b"\r\n");
     outgoing
+}
+
+/// Writes field lines that are kept as they were read: a run of such lines
+/// that were next to each other in the head they came in (nearly all of a
+/// head, usually) goes out in one copy of its bytes, whitespace as sent,
+/// instead of a name, a separator, a value and an end per line. A line is
+/// copied only if it ends in CRLF where it was read (a bare LF never goes
+/// on); any other is written by [`put_field`].
+pub(crate) struct Lines<'h> {
+    /// The head the lines were read from; empty for lines from a map.
+    source: &'h [u8],
+    /// The run not written yet: its start and end in `source`.
+    run: Option<(usize, usize)>,
+}
+
+impl<'h> Lines<'h> {
+    /// A writer of lines read from `source` (or from a map: empty).
+    pub(crate) fn new(source: &'h [u8]) -> Self {
+        Lines { source, run: None }
+    }
+
+    /// Writes the line of `name` and `value` (or adds it to the run).
+    /// Whatever else goes into `out` must wait for [`Lines::flush`].
+    pub(crate) fn put(&mut self, out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+        match self.whole_line(name, value) {
+            Some((start, end)) => match &mut self.run {
+                Some((_, run_end)) if *run_end == start => *run_end = end,
+                _ => {
+                    self.flush(out);
+                    self.run = Some((start, end));
+                }
+            },
+            None => {
+                self.flush(out);
+                put_field(out, name, value);
+            }
+        }
+    }
+
+    /// Writes the run not written yet.
+    pub(crate) fn flush(&mut self, out: &mut Vec<u8>) {
+        if let Some((start, end)) = self.run.take() {
+            out.extend_from_slice(&self.source[start..end]);
+        }
+    }
+
+    /// Where the line of `name` and `value` is in `source`, from its name
+    /// to its CRLF, if they are `source`'s own bytes (compared by address:
+    /// equal bytes elsewhere do not count) and the line ends in CRLF.
+    fn whole_line(&self, name: &[u8], value: &[u8]) -> Option<(usize, usize)> {
+        let base = self.source.as_ptr() as usize;
+        let start = (name.as_ptr() as usize).checked_sub(base)?;
+        let value_start = (value.as_ptr() as usize).checked_sub(base)?;
+        let name_end = start.checked_add(name.len())?;
+        let value_end = value_start.checked_add(value.len())?;
+        let own = |at: usize, end: usize, part: &[u8]| {
+            self.source
+                .get(at..end)
+                .is_some_and(|own| std::ptr::eq(own, part))
+        };
+        // One line: the name, its colon, whitespace, then the value.
+        if !own(start, name_end, name)
+            || !own(value_start, value_end, value)
+            || value_start <= name_end
+            || self.source[name_end] != b':'
+            || !self.source[name_end + 1..value_start]
+                .iter()
+                .all(|&b| b == b' ' || b == b'\t')
+        {
+            return None;
+        }
+        let after = &self.source[value_end..];
+        let space = after
+            .iter()
+            .take_while(|&&b| b == b' ' || b == b'\t')
+            .count();
+        after[space..]
+            .starts_with(b"\r\n")
+            .then_some((start, value_end + space + 2))
+    }
 }
 
 /// Appends one field line.
@@ -223,12 +319,53 @@ mod tests {
             &mut out,
             &Method::PUT,
             "/a?b=1",
-            lines,
+            Fields {
+                read_from: &[],
+                lines,
+            },
             edits,
             has_body,
             size,
         );
         (String::from_utf8(out).unwrap(), outgoing)
+    }
+
+    #[test]
+    fn lines_read_in_a_head_go_on_as_sent_in_runs() {
+        let sent = "PUT /k HTTP/1.1\r\nHost: store\r\nX-A:  spaced \t\r\nConnection: x-gone\r\n\
+                    X-Gone: 1\r\nx-b:b\r\nContent-Length: 0\r\n\r\n";
+        let mut buf = bytes::BytesMut::from(sent);
+        let Ok(crate::http1::head::Parsed::Complete(head)) =
+            crate::http1::head::parse_request(&mut buf, 1024)
+        else {
+            panic!("a valid head");
+        };
+        let fields = &head.fields;
+        let mut out = Vec::new();
+        let fields = Fields {
+            read_from: fields.head_bytes(),
+            lines: || fields.iter(),
+        };
+        write_request_head(&mut out, &Method::PUT, "/k", fields, &PLAIN, false, None);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "PUT /k HTTP/1.1\r\nHost: store\r\nX-A:  spaced \t\r\nx-b:b\r\nContent-Length: 0\r\n\
+             x-forwarded-proto: http\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn only_lines_of_the_source_ending_in_crlf_are_copied() {
+        let source = b"X:1\nY:2\r\nZ:3\r\n";
+        let mut lines = Lines::new(source);
+        let mut out = Vec::new();
+        // A bare LF: written as a line of its own.
+        lines.put(&mut out, &source[0..1], &source[2..3]);
+        lines.put(&mut out, &source[4..5], &source[6..7]);
+        // Equal bytes from elsewhere are not the source's.
+        lines.put(&mut out, b"Z", b"3");
+        lines.flush(&mut out);
+        assert_eq!(out, b"X: 1\r\nY:2\r\nZ: 3\r\n");
     }
 
     #[test]

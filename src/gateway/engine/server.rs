@@ -28,7 +28,7 @@ use http_body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use super::body::{self, poll_fill, BodyError, Decoding};
-use super::encode::{itoa, put_field, Outgoing};
+use super::encode::{itoa, put_field, Lines, Outgoing};
 use super::outbound::{self, Outbound, SPARE_LIMIT};
 use crate::gateway::activity::ClientStream;
 use crate::gateway::hop::end_to_end;
@@ -431,15 +431,15 @@ where
     let mut has_date = false;
     // The gateway's own fields (or the whole head, for answers it made),
     // then the backend's lines as they came: one rule for both.
-    let mut put = |out: &mut Vec<u8>, name: &[u8], value: &[u8]| {
+    let mut keep = |name: &[u8], value: &[u8]| {
         if eq_lowercase(name, b"content-length") {
             declared = declared.or_else(|| std::str::from_utf8(value).ok()?.parse::<u64>().ok());
         } else if eq_lowercase(name, b"date") {
             has_date = true;
         } else if eq_lowercase(name, b"transfer-encoding") {
-            return;
+            return false;
         }
-        put_field(out, name, value);
+        true
     };
     for (name, value) in &parts.headers {
         if name == http::header::CONNECTION {
@@ -450,12 +450,19 @@ where
             // Said below, once, as this connection needs.
             continue;
         }
-        put(&mut out, name.as_str().as_bytes(), value.as_bytes());
+        let (name, value) = (name.as_str().as_bytes(), value.as_bytes());
+        if keep(name, value) {
+            put_field(&mut out, name, value);
+        }
     }
     if let Some(fields) = body.fields() {
+        let mut lines = Lines::new(fields.head_bytes());
         for (name, value) in end_to_end(|| fields.iter()) {
-            put(&mut out, name, value);
+            if keep(name, value) {
+                lines.put(&mut out, name, value);
+            }
         }
+        lines.flush(&mut out);
     }
     if !has_date {
         out.extend_from_slice(b"date: ");
