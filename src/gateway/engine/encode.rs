@@ -200,35 +200,33 @@ impl<'h> Lines<'h> {
     }
 
     /// Where the line of `name` and `value` is in `source`, from its name
-    /// to its CRLF, if they are `source`'s own bytes (compared by address:
+    /// to its CRLF, if they are `source`'s own bytes (found by address:
     /// equal bytes elsewhere do not count) and the line ends in CRLF.
     fn whole_line(&self, name: &[u8], value: &[u8]) -> Option<(usize, usize)> {
         let base = self.source.as_ptr() as usize;
+        // Offsets within `source`: a slice below it has none, and one
+        // above or across its end fails the bounds checks below.
         let start = (name.as_ptr() as usize).checked_sub(base)?;
         let value_start = (value.as_ptr() as usize).checked_sub(base)?;
-        let name_end = start.checked_add(name.len())?;
-        let value_end = value_start.checked_add(value.len())?;
-        let own = |at: usize, end: usize, part: &[u8]| {
-            self.source
-                .get(at..end)
-                .is_some_and(|own| std::ptr::eq(own, part))
-        };
-        // One line: the name, its colon, whitespace, then the value.
-        if !own(start, name_end, name)
-            || !own(value_start, value_end, value)
-            || value_start <= name_end
-            || self.source[name_end] != b':'
-            || !self.source[name_end + 1..value_start]
-                .iter()
-                .all(|&b| b == b' ' || b == b'\t')
+        let name_end = start + name.len();
+        let value_end = value_start + value.len();
+        if name_end >= value_start || value_end > self.source.len() {
+            return None;
+        }
+        // One line: the name, its colon, whitespace, the value, whitespace,
+        // CRLF (nearly always `: ` and a CRLF right after the value).
+        let is_space = |b: &u8| *b == b' ' || *b == b'\t';
+        if self.source[name_end] != b':'
+            || !self.source[name_end + 1..value_start].iter().all(is_space)
         {
             return None;
         }
         let after = &self.source[value_end..];
-        let space = after
-            .iter()
-            .take_while(|&&b| b == b' ' || b == b'\t')
-            .count();
+        let space = if after.starts_with(b"\r\n") {
+            0
+        } else {
+            after.iter().take_while(|b| is_space(b)).count()
+        };
         after[space..]
             .starts_with(b"\r\n")
             .then_some((start, value_end + space + 2))
