@@ -400,6 +400,23 @@ pub fn has_bare_lf(bytes: &[u8]) -> bool {
     memchr::memchr_iter(b'\n', bytes).any(|i| i == 0 || bytes[i - 1] != b'\r')
 }
 
+/// [`has_bare_lf`] for a head httparse read in full, given where each of
+/// its field names starts (offsets in `head`, in order). httparse lets an
+/// LF appear in such a head only as a line's end, so the line ends are
+/// known without a search: just before each name (the end of the line
+/// before it) and the last two (the last line's and the empty line's).
+/// Empty lines before the first line, which httparse skips, are looked at
+/// with [`has_bare_lf`]. The unit tests hold the two to the same answer.
+pub fn has_bare_lf_at_line_ends(head: &[u8], name_starts: impl Iterator<Item = usize>) -> bool {
+    if matches!(head.first(), Some(b'\r' | b'\n')) {
+        return has_bare_lf(head);
+    }
+    !head.ends_with(b"\r\n\r\n")
+        || name_starts
+            .into_iter()
+            .any(|start| start < 2 || head.get(start - 2) != Some(&b'\r'))
+}
+
 fn hex_value(b: u8) -> u8 {
     match b {
         b'0'..=b'9' => b - b'0',

@@ -16,7 +16,9 @@ use http::{request, response, Method, StatusCode, Uri, Version};
 
 use crate::head::HeaderFields;
 
-use super::framing::{has_bare_lf, request_body, response_body, BodyLength, FramingError};
+use super::framing::{
+    has_bare_lf_at_line_ends, request_body, response_body, BodyLength, FramingError,
+};
 use super::names::eq_lowercase;
 
 /// The most header fields a head may have.
@@ -349,6 +351,13 @@ impl Fields {
         }
     }
 
+    /// Whether `head` (whose fields these are) ends a line with a lone LF:
+    /// the line ends are known from where the names start
+    /// ([`has_bare_lf_at_line_ends`]).
+    fn has_bare_lf(&self, head: &[u8]) -> bool {
+        has_bare_lf_at_line_ends(head, self.spans.iter().map(|span| span.name.0 as usize))
+    }
+
     /// The fields as lines kept where they are in `head`.
     fn lines(&mut self, head: Bytes, body: BodyLength) -> FieldLines {
         FieldLines {
@@ -399,15 +408,15 @@ pub fn parse_request(
             Ok(httparse::Status::Partial) => return Err(HeadError::TooLarge(max_head)),
             Err(error) => return Err(syntax(error)),
         };
-        if has_bare_lf(&buf[..len]) {
+        let base = buf.as_ptr() as usize;
+        fields.collect(base, request.headers);
+        if fields.has_bare_lf(&buf[..len]) {
             return Err(HeadError::BareLf);
         }
         let http10 = request.version == Some(0);
         let body = request_body(http10, request.headers)?;
-        let base = buf.as_ptr() as usize;
         let method = offsets(base, request.method.unwrap_or("GET").as_bytes());
         let target = offsets(base, request.path.unwrap_or("/").as_bytes());
-        fields.collect(base, request.headers);
         (len, method, target, http10, body)
     };
     let head = buf.split_to(len).freeze();
@@ -464,13 +473,13 @@ pub fn parse_response(
                 Ok(httparse::Status::Partial) => return Err(HeadError::TooLarge(max_head)),
                 Err(error) => return Err(syntax(error)),
             };
-        if has_bare_lf(&buf[..len]) {
+        fields.collect(buf.as_ptr() as usize, response.headers);
+        if fields.has_bare_lf(&buf[..len]) {
             return Err(HeadError::BareLf);
         }
         let status = response.code.unwrap_or(0);
         let http10 = response.version == Some(0);
         let body = response_body(to_head, status, http10, response.headers)?;
-        fields.collect(buf.as_ptr() as usize, response.headers);
         (len, status, http10, body)
     };
     let head = buf.split_to(len).freeze();
@@ -673,5 +682,60 @@ mod tests {
         let parsed = parse_trailers(b"x-amz-checksum-crc32: AAAA\r\n").unwrap();
         assert_eq!(parsed["x-amz-checksum-crc32"], "AAAA");
         assert!(parse_trailers(b"bad header\r\n").is_none());
+    }
+
+    /// The name starts of a head httparse reads in full (as a request, or
+    /// as a response), and its length.
+    fn name_starts(head: &[u8], as_response: bool) -> Option<(Vec<usize>, usize)> {
+        let mut headers = [httparse::EMPTY_HEADER; 16];
+        let base = head.as_ptr() as usize;
+        let (len, fields) = if as_response {
+            let mut response = httparse::Response::new(&mut headers);
+            let httparse::Status::Complete(len) = response.parse(head).ok()? else {
+                return None;
+            };
+            (len, response.headers.to_vec())
+        } else {
+            let mut request = httparse::Request::new(&mut headers);
+            let httparse::Status::Complete(len) = request.parse(head).ok()? else {
+                return None;
+            };
+            (len, request.headers.to_vec())
+        };
+        let starts = fields
+            .iter()
+            .map(|field| field.name.as_ptr() as usize - base)
+            .collect();
+        Some((starts, len))
+    }
+
+    proptest::proptest! {
+        /// Looking only where httparse can have put a line end finds a lone
+        /// LF exactly when a search of the whole head does.
+        #[test]
+        fn a_lone_lf_is_found_at_the_line_ends_as_by_a_search(
+            leading in proptest::collection::vec(proptest::bool::ANY, 0..3),
+            ends in proptest::collection::vec(proptest::bool::ANY, 2..7),
+            values in proptest::collection::vec("[ -~\t]{0,5}", 5),
+            as_response in proptest::bool::ANY,
+        ) {
+            let end = |crlf: bool| if crlf { "\r\n" } else { "\n" };
+            let mut text: String = leading.iter().map(|&crlf| end(crlf)).collect();
+            text += if as_response { "HTTP/1.1 200 OK" } else { "GET /a HTTP/1.1" };
+            text += end(ends[0]);
+            for (i, &crlf) in ends[1..ends.len() - 1].iter().enumerate() {
+                text += &format!("X-{i}:{}", values[i % values.len()]);
+                text += end(crlf);
+            }
+            text += end(ends[ends.len() - 1]);
+            text += "after";
+            let head = text.as_bytes();
+            proptest::prop_assume!(name_starts(head, as_response).is_some());
+            let (starts, len) = name_starts(head, as_response).unwrap();
+            proptest::prop_assert_eq!(
+                has_bare_lf_at_line_ends(&head[..len], starts.into_iter()),
+                crate::http1::framing::has_bare_lf(&head[..len])
+            );
+        }
     }
 }
