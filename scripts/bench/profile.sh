@@ -12,7 +12,9 @@
 # 1. callgrind (valgrind): user-space instructions per request of
 #    fencegate --state memory and of nginx proxy_pass (one worker,
 #    master_process off), each under the same wrk load, counters zeroed after
-#    a warm-up; then the functions with the most instructions of their own.
+#    a warm-up; then the functions with the most instructions of their own,
+#    and the atomic read-modify-writes per request (scripts/bench/atomics.py:
+#    each costs about twenty cycles, which an instruction count hides).
 #    Instruction counts do not depend on how busy the machine is.
 # 2. perf (linux-perf), if installed: the split between kernel and user
 #    space of each proxy at full speed, which callgrind cannot see.
@@ -82,7 +84,7 @@ self_costs() { # self_costs FILE REQUESTS
     /^fn=/ { cur = name(substr($0, 4)); next }
     /^cfn=/ { name(substr($0, 5)); next }
     /^calls=/ { after = 1; next }
-    /^[0-9+*-]/ { if (after) after = 0; else { self[cur] += $2; total += $2 } next }
+    /^[0-9+*-]/ { if (after) after = 0; else { self[cur] += $NF; total += $NF } next }
     END {
       printf "instructions per request: %.0f (%d requests)\n", total / n, n
       for (f in self) printf "%10.0f %5.1f%%  %s\n", self[f] / n, 100 * self[f] / total, substr(f, 1, 140) | "sort -rn | head -" top
@@ -92,7 +94,7 @@ self_costs() { # self_costs FILE REQUESTS
 callgrind_run() { # callgrind_run NAME PORT HEALTH_URL COMMAND...
   local name=$1 port=$2 health=$3
   shift 3
-  taskset -c 0 valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.$name" "$@" \
+  taskset -c 0 valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$work/callgrind.$name" "$@" \
     >"$work/$name.log" 2>&1 &
   local pid=$!
   pids+=("$pid")
@@ -106,6 +108,9 @@ callgrind_run() { # callgrind_run NAME PORT HEALTH_URL COMMAND...
   wait "$pid" 2>/dev/null || true
   echo "== $name, $workload under callgrind: $line"
   self_costs "$work/callgrind.$name.1" "$(field requests "$line")"
+  if command -v objdump >/dev/null && command -v python3 >/dev/null; then
+    python3 scripts/bench/atomics.py "$work/callgrind.$name.1" "$(field requests "$line")" 8
+  fi
   echo
 }
 
