@@ -12,11 +12,13 @@
 //!
 //! [`OneReading`] marks a poll of a connection's future: within it,
 //! [`now`] reads the clock the first time and returns that reading after,
-//! so time stands still for the length of one poll (a poll never waits:
-//! microseconds of work, which no timeout here is near). Outside such a
-//! poll (HTTP/2 streams, which hyper spawns as tasks of their own, the
-//! watchdogs, the admin plane), [`now`] reads the clock every time: a
-//! stale reading is never possible, only a shared one.
+//! so time stands still for the length of one poll. A poll never waits: it
+//! does the work that is ready (a few microseconds for a proxied request; a
+//! large body written to a fast client may take longer, bounded by tokio's
+//! budget of I/O operations per poll), far below any timeout here. Outside
+//! such a poll (HTTP/2 streams, which hyper spawns as tasks of their own, the
+//! watchdogs, the admin plane), [`now`] reads the clock every time: no
+//! reading outlives the poll it was taken in.
 
 use std::cell::Cell;
 use std::future::Future;
