@@ -129,6 +129,9 @@ pub mod fencing;
 
 pub mod refusal;
 
+#[cfg(feature = "custody")]
+pub mod custody;
+
 #[cfg(feature = "http1")]
 pub mod http1;
 

@@ -217,24 +217,98 @@ impl Refusal {
         }
     }
 
+    /// One sentence saying what happened, for a person (the `Message` of
+    /// an answer in a store's dialect, where SDKs show it).
+    pub fn message(&self) -> String {
+        match self {
+            Refusal::InvalidToken { detail }
+            | Refusal::InvalidPath { detail }
+            | Refusal::Unfenceable { detail }
+            | Refusal::StoreUnavailable { detail }
+            | Refusal::IssuerUnavailable { detail }
+            | Refusal::PreconditionNotChainable { detail }
+            | Refusal::VersionUnavailable { detail }
+            | Refusal::Unchainable { detail } => detail.clone(),
+            Refusal::MissingToken { resource } => {
+                format!("a write to {resource} must carry a fencing token")
+            }
+            Refusal::Stale { resource, stale } => match stale.reason {
+                crate::fences::StaleReason::BelowHighest => format!(
+                    "token {} is below the highest {} admitted for {resource}",
+                    stale.token, stale.highest
+                ),
+                crate::fences::StaleReason::Overtaken => format!(
+                    "token {} was overtaken by {} on {resource} while it waited",
+                    stale.token, stale.highest
+                ),
+            },
+            Refusal::TokenNotIssued {
+                resource,
+                token,
+                issued,
+            } => format!(
+                "token {token} for {resource} is above the highest its issuer handed out ({issued})"
+            ),
+            Refusal::VersionConflict {
+                object,
+                token,
+                retry,
+                ..
+            } => {
+                if *retry {
+                    format!("the store refused the write of {object} with token {token}: the object changed under an older or equal token; a retry may go through")
+                } else {
+                    format!("the store refused the write of {object} with token {token}: a higher token wrote meanwhile")
+                }
+            }
+            Refusal::VersionUnknown { object, .. } => format!(
+                "the version of {object} is not known to the gateway; send a fenced HEAD of it first"
+            ),
+        }
+    }
+
     /// The full response: status, JSON body, `X-Fencing-Highest` on a 409,
-    /// and a copy of `self` in the extensions.
+    /// and a copy of `self` and of the answer ([`OwnAnswer`]) in the
+    /// extensions.
     pub fn to_response(&self) -> Response<Bytes> {
-        let mut response = json_response(self.status(), &self.body());
+        let body = self.body();
+        let mut response = json_response(self.status(), &body);
         if let Refusal::Stale { stale, .. } = self {
             response
                 .headers_mut()
                 .insert(HIGHEST_HEADER, HeaderValue::from(stale.highest));
         }
         response.extensions_mut().insert(self.clone());
+        response.extensions_mut().insert(OwnAnswer {
+            json: body,
+            message: self.message(),
+        });
         response
     }
 }
 
+/// A copy of an answer the gateway made itself, in that response's
+/// extensions: what a store's dialect renders again in its own shape
+/// (`--store s3`: an S3 error document).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnAnswer {
+    /// The JSON body, `error` first among its fields.
+    pub json: serde_json::Value,
+    /// One sentence for a person.
+    pub message: String,
+}
+
 /// A gateway answer with an `error` code and a `detail`, the common shape
-/// of the answers the proxy and the admin plane make.
+/// of the answers the proxy and the admin plane make (with an
+/// [`OwnAnswer`] in its extensions).
 pub fn error_response(status: StatusCode, error: &str, detail: &str) -> Response<Bytes> {
-    json_response(status, &json!({ "error": error, "detail": detail }))
+    let body = json!({ "error": error, "detail": detail });
+    let mut response = json_response(status, &body);
+    response.extensions_mut().insert(OwnAnswer {
+        json: body,
+        message: detail.to_owned(),
+    });
+    response
 }
 
 /// A JSON response with `Content-Type: application/json`, for every answer

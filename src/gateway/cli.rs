@@ -14,6 +14,7 @@ use super::config::{
 use super::upstream::Upstream;
 use crate::chain::{Mode, Observer};
 use crate::client_tls::{ClientTlsFiles, Secret};
+use crate::custody::StoreKind;
 use crate::key::Scope;
 
 /// `fencegate [serve] [OPTIONS]`: every option also reads `FENCEGATE_<OPTION>`.
@@ -145,22 +146,34 @@ pub struct Cli {
     )]
     pub scope: Scope,
 
+    /// The store's dialect, named once: flat keys for s3 and azure, the
+    /// dialect of --conditional-writes on, and the shape of the gateway's
+    /// own answers (an S3 or Azure error document; JSON for webdav and http).
+    #[arg(
+        long,
+        env = "FENCEGATE_STORE",
+        default_value = "http",
+        value_name = "s3|azure|webdav|http"
+    )]
+    pub store: StoreKind,
+
     /// The store has no collections (S3, GCS, Azure Blob): a DELETE changes
-    /// only its own key, never everything under its path.
+    /// only its own key, never everything under its path. On by default
+    /// with --store s3 or azure.
     #[arg(long, env = "FENCEGATE_FLAT_KEYS")]
     pub flat_keys: bool,
 
     /// Chain every write that replaces or removes an object to the version
     /// the store holds, so that the store refuses it if it arrives after a
-    /// newer write: the store's dialect (`off`, `s3`, `azure`, `webdav` or
-    /// `http`).
+    /// newer write: `on` (the dialect --store names), or a dialect (`s3`,
+    /// `azure`, `webdav`, `http`), or `off`.
     #[arg(
         long,
         env = "FENCEGATE_CONDITIONAL_WRITES",
         default_value = "off",
-        value_name = "off|s3|azure|webdav|http"
+        value_name = "off|on|s3|azure|webdav|http"
     )]
-    pub conditional_writes: Mode,
+    pub conditional_writes: ChainArg,
 
     /// Who learns a version the chain does not know: the gateway with a
     /// HEAD of its own (default for webdav and http), or the client, told so with
@@ -308,6 +321,37 @@ pub enum StateArg {
     Etcd,
 }
 
+/// `--conditional-writes`: a chain dialect, or `on` for the one `--store`
+/// names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChainArg {
+    /// The dialect of `--store`.
+    On,
+    /// This dialect (or `off`).
+    Mode(Mode),
+}
+
+impl std::str::FromStr for ChainArg {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "on" => Ok(ChainArg::On),
+            other => other.parse().map(ChainArg::Mode),
+        }
+    }
+}
+
+impl ChainArg {
+    /// The chain dialect in front of `store`.
+    pub fn mode(self, store: StoreKind) -> Mode {
+        match self {
+            ChainArg::On => store.chain_mode(),
+            ChainArg::Mode(mode) => mode,
+        }
+    }
+}
+
 /// `--log-format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -377,8 +421,9 @@ impl Cli {
             token_header: self.token_header.clone(),
             scope: self.scope,
             allow_unfenced_writes: self.allow_unfenced_writes,
-            flat_keys: self.flat_keys,
-            conditional_writes: self.conditional_writes,
+            store: self.store,
+            flat_keys: self.flat_keys || self.store.flat_keys(),
+            conditional_writes: self.conditional_writes.mode(self.store),
             chain_cache_entries: usize::try_from(self.chain_cache_entries).unwrap_or(usize::MAX),
             chain_observe: self.chain_observe,
             conditional_probe: self.conditional_probe.clone(),
@@ -464,6 +509,22 @@ mod tests {
         ]);
         assert_eq!(parsed.scope.to_string(), "prefix:2");
         assert_eq!(parsed.access_log, Some(AccessLogTarget::Stdout));
+        assert_eq!(parsed.store, StoreKind::Http);
+        assert!(!parsed.flat_keys);
+        let parsed = config(&["fencegate", "--store", "s3", "--conditional-writes", "on"]);
+        assert!(parsed.flat_keys);
+        assert_eq!(parsed.conditional_writes, Mode::S3);
+        let parsed = config(&[
+            "fencegate",
+            "--store",
+            "webdav",
+            "--conditional-writes",
+            "on",
+        ]);
+        assert!(!parsed.flat_keys);
+        assert_eq!(parsed.conditional_writes, Mode::Webdav);
+        let parsed = config(&["fencegate", "--store", "s3", "--conditional-writes", "http"]);
+        assert_eq!(parsed.conditional_writes, Mode::Http);
         let parsed = config(&["fencegate", "--tls-cert", "c.pem", "--tls-key", "k.pem"]);
         assert_eq!(parsed.tls.map(|t| t.key), Some(PathBuf::from("k.pem")));
     }
@@ -475,6 +536,7 @@ mod tests {
             &["fencegate", "--upstream", "ftp://x"],
             &["fencegate", "--upstream-timeout", "-1"],
             &["fencegate", "--state", "tape"],
+            &["fencegate", "--store", "gcs"],
             &["fencegate", "--token-header", "bad header"],
             &["fencegate", "--listen", "nowhere"],
             &["fencegate", "--tls-cert", "c.pem"],

@@ -23,6 +23,7 @@ use http::HeaderName;
 use super::upstream::Upstream;
 use crate::chain::{Mode, Observer, DEFAULT_CACHE_ENTRIES};
 use crate::client_tls::{ClientTlsFiles, Secret, TlsError};
+use crate::custody::StoreKind;
 use crate::fencing::TOKEN_HEADER;
 use crate::key::Scope;
 
@@ -50,6 +51,11 @@ pub struct Config {
     pub scope: Scope,
     /// Forward writes without a token instead of refusing them (428).
     pub allow_unfenced_writes: bool,
+    /// The store's dialect (`--store`): the shape of the gateway's own
+    /// answers. What else it implies (flat keys, the dialect of
+    /// `--conditional-writes on`) is resolved into the fields below by
+    /// whoever builds the configuration.
+    pub store: StoreKind,
     /// The store has no collections: no write is fenced over everything
     /// under its path (`--flat-keys`).
     pub flat_keys: bool,
@@ -135,6 +141,7 @@ impl Default for Config {
             token_header: TOKEN_HEADER,
             scope: Scope::Path,
             allow_unfenced_writes: false,
+            store: StoreKind::Http,
             flat_keys: false,
             conditional_writes: Mode::Off,
             chain_cache_entries: DEFAULT_CACHE_ENTRIES,

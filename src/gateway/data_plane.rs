@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use http::header::{HeaderValue, CONNECTION, EXPECT};
+use http::header::{HeaderValue, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, EXPECT};
 use http::{Request, Response, Version};
 use hyper::body::Incoming;
 use tower_layer::Layer;
@@ -33,11 +33,12 @@ use super::inbound::Inbound;
 use super::metrics::Metrics;
 use super::outcome::Outcome;
 use super::proxy::{close_after, gateway_error, refuse_unproxyable, Proxy};
+use crate::custody::answer::{restyle, AnswerStyle};
 use crate::fencing::{refusal_response, Fencing, FencingLayer, ResponseBody};
 use crate::head::{HeaderFields, RequestView};
 use crate::http1::head::RequestHead;
 use crate::reach;
-use crate::refusal::Refusal;
+use crate::refusal::{OwnAnswer, Refusal};
 
 /// Makes one [`Connection`] service per accepted connection.
 #[derive(Debug, Clone)]
@@ -47,6 +48,8 @@ pub(crate) struct DataPlane {
     metrics: Metrics,
     body_timeout: Duration,
     access_log: Option<AccessLog>,
+    /// The shape of the gateway's own answers (`--store`).
+    answers: AnswerStyle,
 }
 
 impl DataPlane {
@@ -64,7 +67,14 @@ impl DataPlane {
             metrics,
             body_timeout,
             access_log: None,
+            answers: AnswerStyle::Json,
         }
+    }
+
+    /// Makes the gateway's own answers in `style` (the store's dialect).
+    pub(crate) fn answers(mut self, style: AnswerStyle) -> Self {
+        self.answers = style;
+        self
     }
 
     /// Writes one line per request to `log`.
@@ -78,6 +88,7 @@ impl DataPlane {
         Connection {
             shared: Arc::new(ConnectionShared {
                 inner: self.fencing.layer(proxy).with_client(info.peer),
+                answers: self.answers,
                 client: Arc::new(ClientConnection {
                     metrics: self.metrics.clone(),
                     body_timeout: self.body_timeout,
@@ -99,6 +110,7 @@ pub(crate) struct Connection {
 #[derive(Debug)]
 struct ConnectionShared {
     inner: Fencing<Proxy>,
+    answers: AnswerStyle,
     client: Arc<ClientConnection>,
 }
 
@@ -216,6 +228,9 @@ impl Connection {
                     .extend(end_to_end_map(|| fields.iter()));
             }
         }
+        if shared.answers != AnswerStyle::Json {
+            in_dialect(&mut response, shared.answers);
+        }
         let outcome = Outcome::of(&response);
         if close_if_refused && outcome != Outcome::Forwarded {
             response
@@ -224,6 +239,29 @@ impl Connection {
         }
         exchange.answered(outcome, response.status());
         response.map(|body| Relayed::new(body, Some(exchange)))
+    }
+}
+
+/// An answer the gateway made itself ([`OwnAnswer`] in its extensions),
+/// made again in `style`: an S3 or Azure error document, so that an SDK
+/// shows the SPEC's error name and a sentence instead of a bare status.
+/// Status, `X-Fencing-Highest` and the rest of the head stay.
+fn in_dialect(response: &mut Response<ResponseBody<FromProxy>>, style: AnswerStyle) {
+    let Some(own) = response.extensions().get::<OwnAnswer>() else {
+        return;
+    };
+    let Some(restyled) = restyle(style, &own.json, &own.message) else {
+        return;
+    };
+    *response.body_mut() = ResponseBody::refusal(restyled.body);
+    let headers = response.headers_mut();
+    headers.remove(CONTENT_LENGTH);
+    headers.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static(restyled.content_type),
+    );
+    for (name, value) in restyled.headers {
+        headers.insert(name, value);
     }
 }
 

@@ -338,7 +338,8 @@ impl Gateway {
             fencing = fencing.chained_writes(chain);
         }
         let mut data_plane =
-            DataPlane::new(fencing, proxy, metrics.clone(), config.client.body_timeout);
+            DataPlane::new(fencing, proxy, metrics.clone(), config.client.body_timeout)
+                .answers(config.store.answers());
         if let Some(log) = &access_log {
             data_plane = data_plane.access_log(log.clone());
         }

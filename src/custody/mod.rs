@@ -1,0 +1,95 @@
+//! Credential custody and the store's dialect. [`StoreKind`] names the
+//! store once (`--store`) and what follows from it: whether keys are flat,
+//! which chain dialect `--conditional-writes on` means, and the shape of
+//! the gateway's own answers ([`answer`]).
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::chain::Mode;
+
+pub mod answer;
+
+use self::answer::AnswerStyle;
+
+/// The store behind the gateway (`--store`): its dialect, named once.
+///
+/// ```
+/// use fencegate::custody::StoreKind;
+/// use fencegate::chain::Mode;
+///
+/// let s3: StoreKind = "s3".parse().unwrap();
+/// assert!(s3.flat_keys());
+/// assert_eq!(s3.chain_mode(), Mode::S3);
+/// assert!(!StoreKind::Webdav.flat_keys());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StoreKind {
+    /// Amazon S3 and the stores that speak its API.
+    S3,
+    /// Azure Blob Storage.
+    Azure,
+    /// A WebDAV server (Apache mod_dav).
+    Webdav,
+    /// Any HTTP store that speaks plain RFC 9110.
+    #[default]
+    Http,
+}
+
+impl StoreKind {
+    /// The store has no collections: a `DELETE` changes only its own key.
+    pub fn flat_keys(self) -> bool {
+        matches!(self, StoreKind::S3 | StoreKind::Azure)
+    }
+
+    /// The chain dialect `--conditional-writes on` stands for.
+    pub fn chain_mode(self) -> Mode {
+        match self {
+            StoreKind::S3 => Mode::S3,
+            StoreKind::Azure => Mode::Azure,
+            StoreKind::Webdav => Mode::Webdav,
+            StoreKind::Http => Mode::Http,
+        }
+    }
+
+    /// The shape of the answers the gateway makes itself.
+    pub fn answers(self) -> AnswerStyle {
+        match self {
+            StoreKind::S3 => AnswerStyle::S3,
+            StoreKind::Azure => AnswerStyle::Azure,
+            StoreKind::Webdav | StoreKind::Http => AnswerStyle::Json,
+        }
+    }
+
+    /// The name `--store` takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoreKind::S3 => "s3",
+            StoreKind::Azure => "azure",
+            StoreKind::Webdav => "webdav",
+            StoreKind::Http => "http",
+        }
+    }
+}
+
+impl fmt::Display for StoreKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for StoreKind {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "s3" => Ok(StoreKind::S3),
+            "azure" => Ok(StoreKind::Azure),
+            "webdav" => Ok(StoreKind::Webdav),
+            "http" => Ok(StoreKind::Http),
+            other => Err(format!(
+                "unknown store {other:?}; expected one of: s3, azure, webdav, http"
+            )),
+        }
+    }
+}
