@@ -371,6 +371,18 @@ fn depth<H: HeaderFields + ?Sized>(headers: &H) -> Result<Option<Depth>, Unfence
 
 /// The normalised path of a `COPY` or `MOVE`'s `Destination`: an absolute
 /// URI on the request's own authority, or an absolute path.
+/// The normalised path of a WebDAV `COPY`'s or `MOVE`'s `Destination`
+/// (`None` for other methods), refused as [`reach`] refuses it: what
+/// credential custody authorises as a write beside the request's own path.
+pub fn destination_path<R: RequestView + ?Sized>(
+    request: &R,
+) -> Result<Option<String>, ReachError> {
+    match request.method().as_str() {
+        "COPY" | "MOVE" => destination(request).map(Some),
+        _ => Ok(None),
+    }
+}
+
 fn destination<R: RequestView + ?Sized>(request: &R) -> Result<String, ReachError> {
     let name = DESTINATION;
     let mut values = request.fields().values_of(&name);

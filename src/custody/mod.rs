@@ -1,7 +1,12 @@
 //! Credential custody and the store's dialect. [`StoreKind`] names the
 //! store once (`--store`) and what follows from it: whether keys are flat,
 //! which chain dialect `--conditional-writes on` means, and the shape of
-//! the gateway's own answers ([`answer`]).
+//! the gateway's own answers ([`answer`]). Without I/O: AWS Signature
+//! Version 4 as S3 speaks it ([`sigv4`]: canonical requests, signing keys,
+//! the `Authorization` header and presigned URLs, for verifying what a
+//! client signed and signing what the gateway forwards) and aws-chunked
+//! bodies ([`chunked`]: chunk signatures verified and re-signed as they
+//! pass).
 
 use std::fmt;
 use std::str::FromStr;
@@ -9,6 +14,12 @@ use std::str::FromStr;
 use crate::chain::Mode;
 
 pub mod answer;
+
+/// AWS Signature Version 4 for S3: verified and signed.
+pub mod sigv4;
+
+/// aws-chunked bodies: chunk signatures verified and re-signed.
+pub mod chunked;
 
 use self::answer::AnswerStyle;
 

@@ -266,6 +266,12 @@ impl<S> Fencing<S> {
             && crate::head::HeaderFields::contains(request.fields(), &self.config.token_header)
     }
 
+    /// The highest admitted on `key`, as this instance knows it.
+    #[cfg(feature = "gateway")]
+    pub(crate) fn highest(&self, key: &str) -> Option<u64> {
+        self.config.fences.highest(key)
+    }
+
     /// [`Fencing::decide`], with a log line for a refusal.
     fn decide_logged<R: RequestView + ?Sized>(&self, request: &R) -> Result<Decision, Refusal> {
         self.decide(request)

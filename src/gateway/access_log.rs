@@ -174,6 +174,8 @@ pub(crate) struct Entry {
     request: Option<(Method, Uri)>,
     key: Option<String>,
     token: Option<u64>,
+    /// Credential custody: the identity the request authenticated as.
+    pub(crate) identity: Option<String>,
     answered: Option<(Outcome, StatusCode)>,
     /// The response body failed after its head was out, and why.
     cut: Option<Outcome>,
@@ -191,6 +193,7 @@ struct Line<'a> {
     path: Option<&'a str>,
     key: Option<&'a str>,
     token: Option<u64>,
+    identity: Option<&'a str>,
     outcome: &'static str,
     status: u16,
     upstream_status: Option<u16>,
@@ -214,11 +217,17 @@ impl Entry {
             request,
             key: fence.0,
             token: fence.1,
+            identity: None,
             answered: None,
             cut: None,
             bytes_in: Arc::new(AtomicU64::new(0)),
             bytes_out: 0,
         }
+    }
+
+    /// The fence key and token, once known.
+    pub(crate) fn fence(&mut self, fence: (Option<String>, Option<u64>)) {
+        (self.key, self.token) = fence;
     }
 
     /// The response headers are out.
@@ -251,6 +260,7 @@ impl Drop for Entry {
             path: self.request.as_ref().map(|(_, uri)| uri.path()),
             key: self.key.as_deref(),
             token: self.token,
+            identity: self.identity.as_deref(),
             outcome: outcome.as_str(),
             status,
             upstream_status,

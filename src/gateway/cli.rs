@@ -9,7 +9,8 @@ use clap::{Parser, ValueEnum};
 use http::HeaderName;
 
 use super::config::{
-    AccessLogTarget, ClientLimits, Config, EtcdConfig, PasswordSource, StateKind, TlsFiles,
+    AccessLogTarget, Anonymous, ClientLimits, Config, EtcdConfig, PasswordSource, StateKind,
+    TlsFiles,
 };
 use super::upstream::Upstream;
 use crate::chain::{Mode, Observer};
@@ -156,6 +157,33 @@ pub struct Cli {
         value_name = "s3|azure|webdav|http"
     )]
     pub store: StoreKind,
+
+    /// Credential custody: the store's credentials (TOML: kind = "aws-sigv4", "basic" or
+    /// "bearer", secrets from files or environment variables); every request to the store is
+    /// signed with them, after the client's credentials are removed.
+    #[arg(long, env = "FENCEGATE_UPSTREAM_CREDENTIALS", value_name = "FILE")]
+    pub upstream_credentials: Option<PathBuf>,
+
+    /// Credential custody: the gateway's clients (TOML [[identity]] tables: name,
+    /// access_key_id, secret_file, allow = [{prefix, access}]); every request must
+    /// authenticate as one of them. Re-read on SIGHUP.
+    #[arg(long, env = "FENCEGATE_IDENTITIES", value_name = "FILE")]
+    pub identities: Option<PathBuf>,
+
+    /// Credential custody: what a request without credentials may do, signed with the
+    /// store's credentials (an identity named "anonymous" without a key narrows it).
+    #[arg(
+        long,
+        env = "FENCEGATE_ANONYMOUS_CLIENTS",
+        default_value = "off",
+        value_name = "off|read|write"
+    )]
+    pub anonymous_clients: Anonymous,
+
+    /// With --store s3: the host name clients reach the gateway by; a request for
+    /// BUCKET.NAME is virtual-hosted, fenced and forwarded as its path-style twin.
+    #[arg(long, env = "FENCEGATE_S3_DOMAIN", value_name = "NAME")]
+    pub s3_domain: Option<String>,
 
     /// The store has no collections (S3, GCS, Azure Blob): a DELETE changes
     /// only its own key, never everything under its path. On by default
@@ -422,6 +450,10 @@ impl Cli {
             scope: self.scope,
             allow_unfenced_writes: self.allow_unfenced_writes,
             store: self.store,
+            upstream_credentials: self.upstream_credentials.clone(),
+            identities: self.identities.clone(),
+            anonymous_clients: self.anonymous_clients,
+            s3_domain: self.s3_domain.clone(),
             flat_keys: self.flat_keys || self.store.flat_keys(),
             conditional_writes: self.conditional_writes.mode(self.store),
             chain_cache_entries: usize::try_from(self.chain_cache_entries).unwrap_or(usize::MAX),

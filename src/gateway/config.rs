@@ -24,6 +24,8 @@ use super::upstream::Upstream;
 use crate::chain::{Mode, Observer, DEFAULT_CACHE_ENTRIES};
 use crate::client_tls::{ClientTlsFiles, Secret, TlsError};
 use crate::custody::StoreKind;
+
+pub use super::custody::Anonymous;
 use crate::fencing::TOKEN_HEADER;
 use crate::key::Scope;
 
@@ -56,6 +58,17 @@ pub struct Config {
     /// `--conditional-writes on`) is resolved into the fields below by
     /// whoever builds the configuration.
     pub store: StoreKind,
+    /// Credential custody: the store's credentials (a TOML file); every
+    /// request to the store is signed with them.
+    pub upstream_credentials: Option<PathBuf>,
+    /// Credential custody: the gateway's clients and what each may touch
+    /// (a TOML file).
+    pub identities: Option<PathBuf>,
+    /// Credential custody: what a request with no credentials may do.
+    pub anonymous_clients: Anonymous,
+    /// `--store s3`: the host name clients reach the gateway by;
+    /// `BUCKET.<name>` is virtual-hosted.
+    pub s3_domain: Option<String>,
     /// The store has no collections: no write is fenced over everything
     /// under its path (`--flat-keys`).
     pub flat_keys: bool,
@@ -142,6 +155,10 @@ impl Default for Config {
             scope: Scope::Path,
             allow_unfenced_writes: false,
             store: StoreKind::Http,
+            upstream_credentials: None,
+            identities: None,
+            anonymous_clients: Anonymous::Off,
+            s3_domain: None,
             flat_keys: false,
             conditional_writes: Mode::Off,
             chain_cache_entries: DEFAULT_CACHE_ENTRIES,

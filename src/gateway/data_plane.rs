@@ -25,6 +25,8 @@ use super::accept::ConnInfo;
 use super::access_log::AccessLog;
 use super::body::request::{Counted, DrainOnDrop, IncomingBody};
 use super::body::response::{FromProxy, Relayed};
+use super::custody::denied::Denied;
+use super::custody::Custody;
 use super::deadlines::{Side, StallTimeout};
 use super::engine;
 use super::exchange::{ClientConnection, Exchange};
@@ -50,6 +52,9 @@ pub(crate) struct DataPlane {
     access_log: Option<AccessLog>,
     /// The shape of the gateway's own answers (`--store`).
     answers: AnswerStyle,
+    /// Credential custody: every request authenticated and authorised
+    /// before it is fenced.
+    custody: Option<Arc<Custody>>,
 }
 
 impl DataPlane {
@@ -68,7 +73,14 @@ impl DataPlane {
             body_timeout,
             access_log: None,
             answers: AnswerStyle::Json,
+            custody: None,
         }
+    }
+
+    /// Authenticates and authorises every request with `custody` first.
+    pub(crate) fn custody(mut self, custody: Arc<Custody>) -> Self {
+        self.custody = Some(custody);
+        self
     }
 
     /// Makes the gateway's own answers in `style` (the store's dialect).
@@ -89,6 +101,8 @@ impl DataPlane {
             shared: Arc::new(ConnectionShared {
                 inner: self.fencing.layer(proxy).with_client(info.peer),
                 answers: self.answers,
+                custody: self.custody.clone(),
+                tls: info.tls,
                 client: Arc::new(ClientConnection {
                     metrics: self.metrics.clone(),
                     body_timeout: self.body_timeout,
@@ -111,6 +125,9 @@ pub(crate) struct Connection {
 struct ConnectionShared {
     inner: Fencing<Proxy>,
     answers: AnswerStyle,
+    custody: Option<Arc<Custody>>,
+    /// The client's connection is TLS.
+    tls: bool,
     client: Arc<ClientConnection>,
 }
 
@@ -168,10 +185,20 @@ impl Connection {
     /// are recorded in the exchange, which [`Relayed`] carries to the end
     /// of the response body. A request given up before its answer (the
     /// client left) drops the exchange, which records that.
-    async fn serve(&self, request: Inbound<IncomingBody>) -> Response<Relayed> {
+    async fn serve(&self, mut request: Inbound<IncomingBody>) -> Response<Relayed> {
         let shared = &self.shared;
-        let mut exchange =
-            Exchange::begin(&shared.client, &request, || shared.inner.fence_of(&request));
+        let custody = shared.custody.as_deref();
+        let mut exchange = Exchange::begin(&shared.client, &request, || match custody {
+            // Known once custody has read the request.
+            Some(_) => (None, None),
+            None => shared.inner.fence_of(&request),
+        });
+        let denied = match custody {
+            Some(custody) => self
+                .check_custody(custody, &mut request, &mut exchange)
+                .err(),
+            None => None,
+        };
         let counter = exchange.bytes_in();
         let timeout = shared.client.body_timeout;
         // A client that asked `Expect: 100-continue` and gets a refusal
@@ -201,17 +228,24 @@ impl Connection {
                 }
             }
         });
-        let answered = match refuse_unproxyable(&request) {
+        let answered = match (denied, refuse_unproxyable(&request)) {
+            // Custody refused it: it learns nothing of fences.
+            (Some(denied), _) => Ok(denied
+                .to_response(shared.answers)
+                .map(ResponseBody::refusal)),
             // Refused before fencing: never proxied, so it raises no fence.
-            Some(refusal) => {
+            (None, Some(refusal)) => {
                 Ok(refusal.map(|body| ResponseBody::inner(FromProxy::from(body), None)))
             }
             // Boxed: a rare path, whose state would otherwise be part of
             // every request's future.
-            None if shared.inner.needs_listing(&request) => {
+            (None, None)
+                if shared.inner.needs_listing(&request)
+                    || (custody.is_some() && reach::lists_objects_in_body(&request)) =>
+            {
                 Box::pin(read_listing(shared, request)).await
             }
-            None => shared.inner.forward_fenced(request).await,
+            (None, None) => shared.inner.forward_fenced(request).await,
         };
         let mut response = match answered {
             Ok(response) => response,
@@ -239,6 +273,32 @@ impl Connection {
         }
         exchange.answered(outcome, response.status());
         response.map(|body| Relayed::new(body, Some(exchange)))
+    }
+}
+
+impl Connection {
+    /// Credential custody's checks of `request`, before anything else:
+    /// authenticated, every object it reaches authorised, a token that
+    /// would raise a fence only from an identity that may write there.
+    fn check_custody(
+        &self,
+        custody: &Custody,
+        request: &mut Inbound<IncomingBody>,
+        exchange: &mut Exchange,
+    ) -> Result<(), Denied> {
+        let shared = &self.shared;
+        custody.admit(request, shared.tls)?;
+        let Some(verified) = request.custody.as_deref() else {
+            return Ok(());
+        };
+        let fence = shared.inner.fence_of(&*request);
+        if exchange.is_logged() {
+            exchange.identified(&verified.identity.name, || fence.clone());
+        }
+        if let (Some(key), Some(token)) = &fence {
+            verified.check_raise(key, *token, shared.inner.highest(key))?;
+        }
+        Ok(())
     }
 }
 
@@ -307,6 +367,13 @@ async fn read_listing(
             return Ok(refusal_response(&refusal));
         }
     };
+    if let Some(custody) = &shared.custody {
+        if let Err(denied) = custody.authorise_listed(&request, &listed.0) {
+            return Ok(denied
+                .to_response(shared.answers)
+                .map(ResponseBody::refusal));
+        }
+    }
     let mut request = request.map_body(|()| Body::from(body));
     request.set_listed(listed);
     shared.inner.forward_fenced(request).await

@@ -110,6 +110,24 @@ impl Exchange {
         exchange.answered(outcome, status);
     }
 
+    /// Credential custody: the request authenticated as `identity`, and
+    /// its fence (once custody may have made it path-style) is `fence`.
+    pub(crate) fn identified(
+        &mut self,
+        identity: &str,
+        fence: impl FnOnce() -> (Option<String>, Option<u64>),
+    ) {
+        if let Some(entry) = &mut self.entry {
+            entry.identity = Some(identity.to_owned());
+            entry.fence(fence());
+        }
+    }
+
+    /// Whether an access log line is kept for this request.
+    pub(crate) fn is_logged(&self) -> bool {
+        self.entry.is_some()
+    }
+
     /// Where the request body's bytes are counted for the access log, if it
     /// is kept.
     pub(crate) fn bytes_in(&self) -> Option<Arc<AtomicU64>> {

@@ -15,6 +15,8 @@ use crate::http1::head::RequestHead;
 use crate::reach::ListedObjects;
 use crate::store::Lease;
 
+use super::custody::Verified;
+
 /// A request in the data plane (see the module docs).
 pub(crate) struct Inbound<B> {
     pub(crate) head: Head,
@@ -24,6 +26,11 @@ pub(crate) struct Inbound<B> {
     pub(crate) lease: Option<Lease>,
     /// The objects an S3 `DeleteObjects` lists, once its body was read.
     listed: Option<ListedObjects>,
+    /// Credential custody: who sent it and how it goes on, once verified.
+    pub(crate) custody: Option<Box<Verified>>,
+    /// The names of the fields set on the way (a chained write's
+    /// condition), which the gateway's signature must cover.
+    pub(crate) set_names: Vec<HeaderName>,
 }
 
 /// A request's head, as its server gave it.
@@ -53,6 +60,8 @@ impl<B> Inbound<B> {
             body,
             lease: None,
             listed: None,
+            custody: None,
+            set_names: Vec::new(),
         }
     }
 
@@ -71,6 +80,8 @@ impl<B> Inbound<B> {
             body: f(self.body),
             lease: self.lease,
             listed: self.listed,
+            custody: self.custody,
+            set_names: self.set_names,
         }
     }
 
@@ -82,9 +93,20 @@ impl<B> Inbound<B> {
                 body: (),
                 lease: self.lease,
                 listed: self.listed,
+                custody: self.custody,
+                set_names: self.set_names,
             },
             self.body,
         )
+    }
+
+    /// Replaces the request-target (credential custody: a virtual-hosted
+    /// S3 request becomes its path-style twin before it is fenced).
+    pub(crate) fn set_target(&mut self, uri: Uri) {
+        match &mut self.head {
+            Head::Parts(parts) => parts.uri = uri,
+            Head::Lines(read) => read.head.uri = uri,
+        }
     }
 
     /// The keys an S3 `DeleteObjects` lists, read from its body.
@@ -101,6 +123,8 @@ impl<B> From<Request<B>> for Inbound<B> {
             body,
             lease: None,
             listed: None,
+            custody: None,
+            set_names: Vec::new(),
         }
     }
 }
@@ -175,6 +199,9 @@ where
 
 impl<B> SetHeader for Inbound<B> {
     fn set(&mut self, name: HeaderName, value: HeaderValue) {
+        if !self.set_names.contains(&name) {
+            self.set_names.push(name.clone());
+        }
         match &mut self.head {
             Head::Parts(parts) => {
                 parts.headers.insert(name, value);
@@ -227,6 +254,25 @@ impl Head {
                 };
                 write_request_head(out, method, target, fields, edits, has_body, length)
             }
+        }
+    }
+
+    /// The name of every field line, as sent (any case; a name once per
+    /// line), then those set since it was read.
+    pub(crate) fn names(&self) -> Vec<&[u8]> {
+        match self {
+            Head::Parts(parts) => parts
+                .headers
+                .keys()
+                .map(|name| name.as_str().as_bytes())
+                .collect(),
+            Head::Lines(read) => read
+                .head
+                .fields
+                .iter()
+                .map(|(name, _)| name)
+                .chain(read.set.iter().map(|(name, _)| name.as_str().as_bytes()))
+                .collect(),
         }
     }
 

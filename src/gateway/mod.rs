@@ -47,6 +47,8 @@ mod inbound;
 
 mod exchange;
 
+mod custody;
+
 mod body;
 
 mod deadlines;

@@ -42,6 +42,11 @@ pub(crate) enum Outcome {
     UpstreamError,
     /// 408 or 400: the client's request body stalled or was cut off.
     ClientError,
+    /// Credential custody: no valid credentials (S3's 403 codes, 401).
+    Unauthenticated,
+    /// Credential custody: the identity may not touch an object the
+    /// request reaches.
+    Forbidden,
     /// Refused by the proxy itself: an upgrade, CONNECT, a request it could
     /// not rewrite, or an HTTP/1.x head the engine refused (malformed,
     /// ambiguous framing, too large, an unsupported version or coding).
@@ -50,7 +55,7 @@ pub(crate) enum Outcome {
 
 impl Outcome {
     /// Every outcome, in the order `/metrics` lists them.
-    pub(crate) const ALL: [Outcome; 17] = [
+    pub(crate) const ALL: [Outcome; 19] = [
         Outcome::Forwarded,
         Outcome::StaleToken,
         Outcome::MissingToken,
@@ -67,6 +72,8 @@ impl Outcome {
         Outcome::UnchainableWrite,
         Outcome::UpstreamError,
         Outcome::ClientError,
+        Outcome::Unauthenticated,
+        Outcome::Forbidden,
         Outcome::OtherRefusal,
     ];
 
@@ -89,6 +96,8 @@ impl Outcome {
             Outcome::UnchainableWrite => "unchainable_write",
             Outcome::UpstreamError => "upstream_error",
             Outcome::ClientError => "client_error",
+            Outcome::Unauthenticated => "unauthenticated",
+            Outcome::Forbidden => "forbidden",
             Outcome::OtherRefusal => "other_refusal",
         }
     }

@@ -22,6 +22,8 @@ use tokio_rustls::TlsConnector;
 use super::body::request::ToBackend;
 use super::body::response::FromProxy;
 use super::clock;
+use super::custody::sign::{SignError, Signed, UpstreamSigner};
+use super::custody::{unix_now, Forwarding};
 use super::deadlines::{
     connect_by, find_cause, response_head_within, BodyStalled, SentAt, Side, StallTimeout,
 };
@@ -68,6 +70,8 @@ struct Shared {
     /// Put a backend's response fields in the response's map (something
     /// above reads them), instead of handing them on as lines.
     fields_in_map: bool,
+    /// Credential custody: signs every request for the store.
+    signer: Option<Arc<UpstreamSigner>>,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -106,12 +110,23 @@ impl Proxy {
                 pool: Arc::new(Pool::new(idle_timeout)),
                 tls,
                 fields_in_map,
+                signer: None,
             }),
             client: Arc::new(Client {
                 peer: None,
                 proto: HeaderValue::from_static("http"),
             }),
         }
+    }
+
+    /// Signs every request it sends with `signer` (credential custody):
+    /// those it forwards, and the gateway's own. Set before the proxy is
+    /// cloned.
+    pub(crate) fn signed_by(mut self, signer: Arc<UpstreamSigner>) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.signer = Some(signer);
+        }
+        self
     }
 
     /// This proxy for requests from one client connection: its address
@@ -166,7 +181,13 @@ impl Proxy {
             .send(request, &target, &self.client, started, sent)
             .await;
         if !matches!(result, Err(UpstreamError::HeadTimeout)) {
-            return shared.answer(result);
+            let response = shared.answer(result);
+            if shared.signer.is_some() && is_credentials_status(response.status()) {
+                // Boxed: rare, and its state would otherwise be part of
+                // every request's future.
+                return Box::pin(credentials_rejected(shared, response)).await;
+            }
+            return response;
         }
         tracing::warn!(upstream = %shared.upstream, timeout = ?shared.timeout, "upstream timeout");
         gateway_error(
@@ -252,6 +273,26 @@ impl Shared {
     ) -> Result<Response<FromProxy>, UpstreamError> {
         let to_head = request.method() == Method::HEAD;
         let (head, body) = request.split_body();
+        let signed = match &self.signer {
+            Some(signer) => {
+                let forward = head
+                    .custody
+                    .as_ref()
+                    .map_or(&Forwarding::Gateway, |verified| &verified.forward);
+                let target = target.path_and_query().map_or("/", |p| p.as_str());
+                signer
+                    .sign(
+                        head.method(),
+                        target,
+                        &head.head,
+                        &head.set_names,
+                        forward,
+                        unix_now(),
+                    )
+                    .map_err(UpstreamError::Sign)?
+            }
+            None => Signed::default(),
+        };
         let connect_by = started + self.timeout;
         let (mut conn, mut reused) = self.checkout(connect_by).await?;
         let mut timer = conn.take_timer();
@@ -264,17 +305,25 @@ impl Shared {
                 // HTTP/2 client's :authority. Otherwise Host goes through
                 // exactly as sent, so that signatures over it (S3 SigV4)
                 // still verify at the backend.
-                host: head
-                    .uri()
-                    .authority()
-                    .map(|authority| authority.as_str().as_bytes()),
+                host: match &signed.host {
+                    Some(host) => Some(host.as_bytes()),
+                    None => head
+                        .uri()
+                        .authority()
+                        .map(|authority| authority.as_str().as_bytes()),
+                },
                 default_host: self.default_host.as_bytes(),
                 forwarded_for: client.peer.as_ref().map(HeaderValue::as_bytes),
                 forwarded_proto: client.proto.as_bytes(),
                 set: head.head.set_fields(),
                 length: head.head.normalized_length(),
+                keep: signed.keep.as_deref(),
+                signed: &signed.set,
             };
-            let target = target.path_and_query().map_or("/", |p| p.as_str());
+            let target = match &signed.target {
+                Some(target) => target.as_str(),
+                None => target.path_and_query().map_or("/", |p| p.as_str()),
+            };
             // The pooled upstream connections are HTTP/1.1, whatever the
             // client spoke.
             head.head
@@ -363,6 +412,79 @@ impl Shared {
     }
 }
 
+/// The statuses with which a store refuses credentials: S3's 403, a plain
+/// HTTP store's 401.
+fn is_credentials_status(status: StatusCode) -> bool {
+    status == StatusCode::FORBIDDEN || status == StatusCode::UNAUTHORIZED
+}
+
+/// The S3 error codes that say the gateway's own credentials were refused
+/// (expired, rotated, wrong), not the request.
+const CREDENTIAL_CODES: [&str; 5] = [
+    "SignatureDoesNotMatch",
+    "InvalidAccessKeyId",
+    "ExpiredToken",
+    "InvalidToken",
+    "TokenRefreshRequired",
+];
+
+/// The largest error body read to tell a refusal of the gateway's
+/// credentials from another 403.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// Under custody, a store's 401 (a plain HTTP store), or its 403 whose S3
+/// code says the gateway's credentials were refused, is 502
+/// `upstream_credentials_rejected`, without the store's body (it names
+/// the gateway's key and string to sign) or its `WWW-Authenticate`. Any
+/// other 403 (S3's `AccessDenied` of a bucket policy, say) is relayed as
+/// it came.
+async fn credentials_rejected(
+    shared: &Shared,
+    response: Response<FromProxy>,
+) -> Response<FromProxy> {
+    let rejected = |detail: &str| {
+        tracing::error!(upstream = %shared.upstream, detail, "the store refused the gateway's credentials");
+        gateway_error(
+            StatusCode::BAD_GATEWAY,
+            "upstream_credentials_rejected",
+            &format!("the store refused the gateway's own credentials ({detail}); check --upstream-credentials"),
+            Outcome::UpstreamError,
+        )
+        .map(FromProxy::from)
+    };
+    if response.status() == StatusCode::UNAUTHORIZED {
+        return rejected("401");
+    }
+    let (mut parts, mut body) = response.into_parts();
+    // The backend's lines go into the map: the body is replaced by the
+    // bytes read, which the lines' framing must not contradict.
+    if let Some(fields) = body.take_fields() {
+        parts.headers.extend(end_to_end_map(|| fields.iter()));
+    }
+    let limited = http_body_util::Limited::new(body, MAX_ERROR_BODY);
+    let bytes = match http_body_util::BodyExt::collect(limited).await {
+        Ok(collected) => collected.to_bytes(),
+        Err(error) => {
+            return shared
+                .failure(&UpstreamError::ErrorBody(error.to_string()))
+                .map(FromProxy::from)
+        }
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let code = text
+        .split_once("<Code>")
+        .and_then(|(_, rest)| rest.split_once("</Code>"))
+        .map(|(code, _)| code.trim());
+    if let Some(code) = code.filter(|code| CREDENTIAL_CODES.contains(code)) {
+        return rejected(code);
+    }
+    parts.headers.remove(http::header::TRANSFER_ENCODING);
+    parts
+        .headers
+        .insert(http::header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+    Response::from_parts(parts, FromProxy::from(Body::from(bytes)))
+}
+
 /// 400 for a request body that failed or did not match its length.
 fn client_body_error(upstream: &Upstream, detail: &str) -> Response<Body> {
     tracing::info!(upstream = %upstream, error = %detail, "request body failed; aborted towards the backend");
@@ -387,6 +509,12 @@ enum UpstreamError {
     Tls(#[source] std::io::Error),
     #[error("request failed")]
     Send(#[source] SendError),
+    /// Credential custody could not sign it.
+    #[error(transparent)]
+    Sign(SignError),
+    /// A store's error body could not be read.
+    #[error("the store's error body could not be read: {0}")]
+    ErrorBody(String),
 }
 
 impl Forward<Inbound<Body>> for Proxy {

@@ -23,6 +23,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use http::HeaderValue;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -32,6 +33,9 @@ use super::accept::{self, PlaneOptions};
 use super::access_log::AccessLog;
 use super::admin::{self, Readiness};
 use super::config::{Config, StateKind};
+use super::custody::files::{self, UpstreamCredentials};
+use super::custody::sign::UpstreamSigner;
+use super::custody::{Anonymous, Custody, CustodyFiles};
 use super::data_plane::DataPlane;
 use super::embedded::{self, ObjectStore};
 use super::metrics::Metrics;
@@ -98,6 +102,9 @@ pub enum StartError {
     /// configuration.
     #[error("--conditional-writes: {0}")]
     Chain(String),
+    /// Credential custody's options or files are wrong.
+    #[error("credential custody: {0}")]
+    Custody(String),
     /// The embedded backend's address did not form an upstream URL.
     #[error("embedded backend: {0}")]
     Embedded(String),
@@ -110,17 +117,52 @@ pub struct TlsReloader {
     server: Option<Arc<ServerCert>>,
     etcd: Option<Arc<ClientTls>>,
     issuer: Option<Arc<crate::issuer::UrlIssuer>>,
+    /// Credential custody's identities, and the store's credentials with
+    /// the file they come from.
+    custody: Option<CustodyReload>,
+}
+
+/// What credential custody re-reads on `SIGHUP`: the identities, and the
+/// store's credentials with the file they come from.
+#[derive(Debug, Clone)]
+struct CustodyReload {
+    custody: Arc<Custody>,
+    signer: Option<(Arc<UpstreamSigner>, PathBuf)>,
 }
 
 impl TlsReloader {
     /// Whether there is anything to reload.
     pub fn is_empty(&self) -> bool {
-        self.server.is_none() && self.etcd.is_none() && self.issuer.is_none()
+        self.server.is_none()
+            && self.etcd.is_none()
+            && self.issuer.is_none()
+            && self.custody.is_none()
     }
 
     /// Reads every file again; each that fails keeps its old certificate,
-    /// and the first error is returned.
+    /// and the first error is returned. Credential custody's files are
+    /// read again too; one that does not load keeps what was in force and
+    /// logs one line.
     pub fn reload(&self) -> Result<(), TlsError> {
+        if let Some(CustodyReload { custody, signer }) = &self.custody {
+            match custody.reload() {
+                Ok(()) => tracing::info!("identities reloaded"),
+                Err(error) => {
+                    tracing::error!(%error, "cannot reload the identities; the old ones stay in force")
+                }
+            }
+            if let Some((signer, path)) = signer {
+                match files::read_upstream(path) {
+                    Ok(credentials) => {
+                        signer.replace(credentials);
+                        tracing::info!("upstream credentials reloaded");
+                    }
+                    Err(error) => {
+                        tracing::error!(%error, "cannot reload the upstream credentials; the old ones stay in force")
+                    }
+                }
+            }
+        }
         let server = self.server.as_ref().map_or(Ok(()), |cert| cert.reload());
         let etcd = self.etcd.as_ref().map_or(Ok(()), |tls| tls.reload());
         let issuer = self.issuer.as_ref().map_or(Ok(()), |issuer| {
@@ -129,6 +171,77 @@ impl TlsReloader {
         });
         server.and(etcd).and(issuer)
     }
+}
+
+/// Credential custody as `config` asks for it, its files read: the
+/// client side and the store's credentials; `None` without custody.
+fn custody_from(
+    config: &Config,
+) -> Result<Option<(Arc<Custody>, UpstreamCredentials)>, StartError> {
+    let Some(path) = &config.upstream_credentials else {
+        if config.identities.is_some() || config.anonymous_clients != Anonymous::Off {
+            return Err(StartError::Custody(
+                "--identities and --anonymous-clients need --upstream-credentials: the gateway signs every request to the store with them".into(),
+            ));
+        }
+        return Ok(None);
+    };
+    if config.identities.is_none() && config.anonymous_clients == Anonymous::Off {
+        return Err(StartError::Custody(
+            "--upstream-credentials needs --identities or --anonymous-clients: without them anyone who reaches the gateway would write as the store's owner".into(),
+        ));
+    }
+    if config.s3_domain.is_some() && config.store != crate::custody::StoreKind::S3 {
+        return Err(StartError::Custody("--s3-domain needs --store s3".into()));
+    }
+    if config.anonymous_clients == Anonymous::Write {
+        tracing::warn!(
+            "--anonymous-clients write: any client that reaches the gateway may write, signed with the store's credentials"
+        );
+    }
+    let credentials = files::read_upstream(path).map_err(|e| StartError::Custody(e.to_string()))?;
+    let sigv4 = matches!(credentials, UpstreamCredentials::AwsSigV4 { .. });
+    match (config.store, sigv4) {
+        (crate::custody::StoreKind::S3, false) => {
+            return Err(StartError::Custody(format!(
+                "--store s3 signs with kind = \"aws-sigv4\" ({})",
+                path.display()
+            )))
+        }
+        (crate::custody::StoreKind::Azure, _) => {
+            return Err(StartError::Custody(
+                "--store azure under custody is not built yet (an issue of its own); s3, webdav and http are".into(),
+            ))
+        }
+        (crate::custody::StoreKind::Webdav | crate::custody::StoreKind::Http, true) => {
+            return Err(StartError::Custody(format!(
+                "--store {} signs with kind = \"basic\" or \"bearer\" ({}); aws-sigv4 needs --store s3",
+                config.store,
+                path.display()
+            )))
+        }
+        _ => {}
+    }
+    let regions = match &credentials {
+        UpstreamCredentials::AwsSigV4 { region, .. } => vec![region.clone()],
+        _ => Vec::new(),
+    };
+    let mut must_sign = vec![config.token_header.clone()];
+    if config.scope == crate::key::Scope::Header {
+        must_sign.push(http::HeaderName::from_static("x-fencing-lock"));
+    }
+    let custody = Custody::load(
+        config.store,
+        CustodyFiles {
+            identities: config.identities.clone(),
+            anonymous: config.anonymous_clients,
+        },
+        config.s3_domain.clone(),
+        must_sign,
+        regions,
+    )
+    .map_err(|e| StartError::Custody(e.to_string()))?;
+    Ok(Some((Arc::new(custody), credentials)))
 }
 
 /// The two listeners a gateway serves, bound by the caller (or by
@@ -179,6 +292,10 @@ pub struct Gateway {
     /// The token issuer, whose long-lived connections' certificates are
     /// re-read with the server's.
     issuer: Option<Arc<crate::issuer::UrlIssuer>>,
+    /// Credential custody, reloaded on `SIGHUP`.
+    custody: Option<Arc<Custody>>,
+    signer: Option<Arc<UpstreamSigner>>,
+    upstream_credentials_file: Option<PathBuf>,
     /// Stops the data plane's accept loop and drains its connections.
     stop_data: watch::Sender<bool>,
     /// Stops the admin plane and the embedded backend, once the data plane
@@ -240,6 +357,7 @@ impl Gateway {
             }
             None => None,
         };
+        let custody_parts = custody_from(&config)?;
         let data_addr = local_addr("data plane", &listeners.data)?;
         let admin_addr = local_addr("admin plane", &listeners.admin)?;
 
@@ -280,7 +398,7 @@ impl Gateway {
                 "webdav needs an upstream without a base path".into(),
             ));
         }
-        let proxy = Proxy::new(
+        let mut proxy = Proxy::new(
             upstream.clone(),
             config.upstream_timeout,
             config.upstream_idle_timeout,
@@ -288,6 +406,16 @@ impl Gateway {
             // The chain reads the ETag of answers from their map.
             config.conditional_writes != Mode::Off,
         );
+        let (custody, signer) = match custody_parts {
+            Some((custody, credentials)) => {
+                let host = HeaderValue::from_str(upstream.authority().as_str())
+                    .map_err(|e| StartError::Custody(format!("the upstream's authority: {e}")))?;
+                let signer = Arc::new(UpstreamSigner::new(credentials, host));
+                proxy = proxy.signed_by(Arc::clone(&signer));
+                (Some(custody), Some(signer))
+            }
+            None => (None, None),
+        };
         let probe_path = config.conditional_probe.clone().or_else(|| {
             matches!(config.conditional_writes, Mode::Webdav | Mode::Http)
                 .then(|| DEFAULT_PROBE_PATH.to_owned())
@@ -309,9 +437,15 @@ impl Gateway {
             let entries =
                 NonZeroUsize::new(config.chain_cache_entries).unwrap_or(NonZeroUsize::MIN);
             let chain = Chain::new(config.conditional_writes, entries);
-            let observer = config
-                .chain_observe
-                .unwrap_or_else(|| config.conditional_writes.default_observer());
+            // Under custody the gateway signs its own HEAD: every mode can
+            // observe versions itself.
+            let observer = config.chain_observe.unwrap_or_else(|| {
+                if signer.is_some() {
+                    Observer::GatewayHead
+                } else {
+                    config.conditional_writes.default_observer()
+                }
+            });
             Arc::new(match observer {
                 Observer::GatewayHead => chain.with_reader(Arc::new(HeadThroughProxy {
                     proxy: proxy.clone(),
@@ -340,6 +474,9 @@ impl Gateway {
         let mut data_plane =
             DataPlane::new(fencing, proxy, metrics.clone(), config.client.body_timeout)
                 .answers(config.store.answers());
+        if let Some(custody) = &custody {
+            data_plane = data_plane.custody(Arc::clone(custody));
+        }
         if let Some(log) = &access_log {
             data_plane = data_plane.access_log(log.clone());
         }
@@ -398,6 +535,9 @@ impl Gateway {
             server_cert,
             etcd_tls,
             issuer,
+            custody,
+            signer,
+            upstream_credentials_file: config.upstream_credentials.clone(),
             stop_data,
             stop_rest,
             data_accept,
@@ -452,6 +592,13 @@ impl Gateway {
             server: self.server_cert.clone(),
             etcd: self.etcd_tls.clone(),
             issuer: self.issuer.clone(),
+            custody: self.custody.clone().map(|custody| {
+                let signer = self
+                    .signer
+                    .clone()
+                    .zip(self.upstream_credentials_file.clone());
+                CustodyReload { custody, signer }
+            }),
         }
     }
 

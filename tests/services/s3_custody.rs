@@ -113,3 +113,543 @@ fn the_proxys_own_errors_are_s3_documents() {
     let resp = json.req("GET", "/b/k", &[], b"");
     assert_eq!(resp.header("content-type"), Some("application/json"));
 }
+
+// ---------------------------------------------------------------------
+// Credential custody: moto enforcing authentication, whose only key the
+// gateway holds; clients sign with identities of the gateway's own.
+
+use std::path::Path;
+
+use fencegate::custody::sigv4;
+use support::moto_auth::{moto_with_auth, MotoAuth};
+
+/// The identities of these tests: `owner` may do anything, `billing`
+/// writes its bucket and reads a shared one, `reader` only reads
+/// `cust-billing`.
+const IDENTITIES: &str = r#"
+[[identity]]
+name = "owner"
+access_key_id = "FGOWNER01"
+secret_file = "owner.secret"
+allow = [ { prefix = "/", access = "admin" } ]
+
+[[identity]]
+name = "billing"
+access_key_id = "FGBILLING01"
+secret_file = "billing.secret"
+allow = [ { prefix = "/cust-billing/", access = "write" }, { prefix = "/cust-shared/", access = "read" } ]
+
+[[identity]]
+name = "reader"
+access_key_id = "FGREADER01"
+secret_file = "reader.secret"
+allow = [ { prefix = "/cust-billing/", access = "read" } ]
+"#;
+
+const OWNER: (&str, &str) = ("FGOWNER01", "owner-secret-0123456789");
+const BILLING: (&str, &str) = ("FGBILLING01", "billing-secret-0123456789");
+const READER: (&str, &str) = ("FGREADER01", "reader-secret-0123456789");
+
+/// Writes the identities and their secrets into `dir`.
+fn write_identities(dir: &Path) -> std::path::PathBuf {
+    std::fs::write(dir.join("owner.secret"), OWNER.1).unwrap();
+    std::fs::write(dir.join("billing.secret"), BILLING.1).unwrap();
+    std::fs::write(dir.join("reader.secret"), READER.1).unwrap();
+    let path = dir.join("identities.toml");
+    std::fs::write(&path, IDENTITIES).unwrap();
+    path
+}
+
+/// A gateway under custody in front of `moto`, with `extra` options; the
+/// directory holding its files lives as long as it.
+fn custody_gateway(moto: &MotoAuth, extra: &[&str]) -> (tempfile::TempDir, GatewayProcess) {
+    let dir = tempfile::tempdir().unwrap();
+    let credentials = moto.write_credentials(dir.path());
+    let identities = write_identities(dir.path());
+    let mut args = vec![
+        "--upstream",
+        &moto.url,
+        "--store",
+        "s3",
+        "--upstream-credentials",
+        credentials.to_str().unwrap(),
+        "--identities",
+        identities.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let gw = GatewayProcess::start(&args);
+    (dir, gw)
+}
+
+/// A request signed with SigV4 by this test (`fencegate::custody::sigv4`,
+/// itself checked against AWS's example vectors and, below, against boto3
+/// through the gateway): the header form, every field in `headers` signed
+/// but those named in `unsigned`.
+struct Signer<'a> {
+    key: (&'a str, &'a str),
+    /// Seconds since the Unix epoch the request claims.
+    at: u64,
+}
+
+impl Signer<'_> {
+    fn now<'a>(key: (&'a str, &'a str)) -> Signer<'a> {
+        let at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        Signer { key, at }
+    }
+
+    fn headers(
+        &self,
+        gw: &GatewayProcess,
+        method: &str,
+        target: &str,
+        fields: &[(&str, &str)],
+        unsigned: &[&str],
+        body: &[u8],
+    ) -> Vec<(String, String)> {
+        let amz_date = sigv4::format_amz_date(self.at);
+        let payload = sigv4::sha256_hex(body);
+        let mut all: Vec<(String, String)> = vec![
+            ("host".into(), gw.data_addr().to_string()),
+            ("x-amz-date".into(), amz_date.clone()),
+            ("x-amz-content-sha256".into(), payload.clone()),
+        ];
+        all.extend(
+            fields
+                .iter()
+                .map(|(n, v)| (n.to_lowercase(), v.to_string())),
+        );
+        let mut signed: Vec<String> = all
+            .iter()
+            .map(|(n, _)| n.clone())
+            .filter(|n| !unsigned.contains(&n.as_str()))
+            .collect();
+        signed.sort();
+        signed.dedup();
+        let (path, query) = target.split_once('?').unwrap_or((target, ""));
+        let lookup = |name: &str| -> Vec<&[u8]> {
+            all.iter()
+                .filter(|(n, _)| n == name)
+                .map(|(_, v)| v.as_bytes())
+                .collect()
+        };
+        let canonical =
+            sigv4::canonical_request(method, path, query, &|_| false, &lookup, &signed, &payload)
+                .unwrap();
+        let date = &amz_date[..8];
+        let scope = format!("{date}/us-east-1/s3/aws4_request");
+        let to_sign = sigv4::string_to_sign(&amz_date, &scope, &canonical);
+        let key = sigv4::signing_key(self.key.1.as_bytes(), date, "us-east-1", "s3");
+        let signature = sigv4::hex(&sigv4::signature(&key, &to_sign));
+        let mut out: Vec<(String, String)> = all.into_iter().filter(|(n, _)| n != "host").collect();
+        out.push((
+            "authorization".into(),
+            format!(
+                "AWS4-HMAC-SHA256 Credential={}/{scope}, SignedHeaders={}, Signature={signature}",
+                self.key.0,
+                signed.join(";")
+            ),
+        ));
+        out
+    }
+
+    /// Sends the signed request to the gateway.
+    fn send(
+        &self,
+        gw: &GatewayProcess,
+        method: &str,
+        target: &str,
+        fields: &[(&str, &str)],
+        body: &[u8],
+    ) -> support::Resp {
+        self.send_unsigned(gw, method, target, fields, &[], body)
+    }
+
+    fn send_unsigned(
+        &self,
+        gw: &GatewayProcess,
+        method: &str,
+        target: &str,
+        fields: &[(&str, &str)],
+        unsigned: &[&str],
+        body: &[u8],
+    ) -> support::Resp {
+        let headers = self.headers(gw, method, target, fields, unsigned, body);
+        let refs: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        gw.req(method, target, &refs, body)
+    }
+}
+
+/// An S3 error document's code.
+fn s3_code(resp: &support::Resp) -> String {
+    let text = resp.text();
+    text.split_once("<Code>")
+        .and_then(|(_, rest)| rest.split_once("</Code>"))
+        .map(|(code, _)| code.to_owned())
+        .unwrap_or_else(|| format!("no code in {text:?}"))
+}
+
+#[test]
+fn stock_boto3_under_custody_goes_through_the_gateway_and_not_around_it() {
+    let moto = moto_with_auth();
+    let (_dir, gw) = custody_gateway(moto, &["--conditional-writes", "on"]);
+    let result = run_python(
+        &gw,
+        "boto3_custody.py",
+        &[&gw.data_url(), OWNER.0, OWNER.1, "cust-sdk"],
+    );
+    for step in [
+        "create_bucket",
+        "put_new",
+        "put_existing",
+        "get",
+        "upload_file_multipart",
+        "download_file_ranges",
+        "copy_object",
+        "delete_object",
+        "delete_objects",
+        "presigned_get",
+        "list_objects_v2",
+    ] {
+        assert_eq!(result[step], "ok", "{step}: {result}\n{}", gw.stderr());
+    }
+    // A presigned PUT has no signed payload: refused on a plain-HTTP listener.
+    assert_ne!(result["presigned_put"], "ok", "{result}");
+    let stale = &result["stale_write"];
+    assert_eq!(stale["code"], "stale_token", "{result}");
+    assert_eq!(stale["status"], 409, "{result}");
+    let metrics = gw.metrics();
+    assert_eq!(
+        support::outcome(&metrics, "version_unknown"),
+        0.0,
+        "{metrics}"
+    );
+
+    // The same client straight to the store: its keys are the gateway's
+    // own, which the store does not know.
+    let direct = run_python(
+        &gw,
+        "boto3_custody.py",
+        &[&moto.url, OWNER.0, OWNER.1, "cust-direct"],
+    );
+    assert_eq!(
+        direct["create_bucket"], "403 InvalidAccessKeyId",
+        "{direct}"
+    );
+}
+
+#[test]
+fn bad_credentials_are_refused_before_anything_else() {
+    let moto = moto_with_auth();
+    let (_dir, gw) = custody_gateway(moto, &[]);
+    let owner = Signer::now(OWNER);
+    let created = owner.send(
+        &gw,
+        "PUT",
+        "/cust-billing",
+        &[("x-fencing-token", "1")],
+        b"",
+    );
+    assert_eq!(created.status, 200, "{}", created.text());
+    let put = owner.send(
+        &gw,
+        "PUT",
+        "/cust-billing/q3.csv",
+        &[("x-fencing-token", "10")],
+        b"v10",
+    );
+    assert_eq!(put.status, 200, "{}", put.text());
+
+    let refused = |resp: support::Resp, status: u16, code: &str| {
+        assert_eq!(resp.status, status, "{code}: {}", resp.text());
+        assert_eq!(s3_code(&resp), code);
+        assert!(resp.header("x-fencing-highest").is_none(), "{code}");
+        assert_eq!(resp.header("content-type"), Some("application/xml"));
+    };
+    let write = [("x-fencing-token", "20")];
+    // A wrong secret, an unknown key.
+    let wrong = Signer::now((OWNER.0, "not-the-secret"));
+    refused(
+        wrong.send(&gw, "PUT", "/cust-billing/q3.csv", &write, b"x"),
+        403,
+        "SignatureDoesNotMatch",
+    );
+    let unknown = Signer::now(("FGNOBODY", "x"));
+    refused(
+        unknown.send(&gw, "PUT", "/cust-billing/q3.csv", &write, b"x"),
+        403,
+        "InvalidAccessKeyId",
+    );
+    // The token header not signed.
+    refused(
+        owner.send_unsigned(
+            &gw,
+            "PUT",
+            "/cust-billing/q3.csv",
+            &write,
+            &["x-fencing-token"],
+            b"x",
+        ),
+        403,
+        "SignatureDoesNotMatch",
+    );
+    // An x-amz-acl the client did not sign.
+    refused(
+        owner.send_unsigned(
+            &gw,
+            "PUT",
+            "/cust-billing/q3.csv",
+            &[("x-fencing-token", "20"), ("x-amz-acl", "public-read")],
+            &["x-amz-acl"],
+            b"x",
+        ),
+        403,
+        "AccessDenied",
+    );
+    // A clock 20 minutes off.
+    let skewed = Signer {
+        key: OWNER,
+        at: owner.at - 20 * 60,
+    };
+    refused(
+        skewed.send(&gw, "PUT", "/cust-billing/q3.csv", &write, b"x"),
+        403,
+        "RequestTimeTooSkewed",
+    );
+    // No credentials at all, anonymous access off.
+    refused(
+        gw.req("GET", "/cust-billing/q3.csv", &[], b""),
+        403,
+        "AccessDenied",
+    );
+    // SigV2 is not SigV4: refused, never anonymous.
+    refused(
+        gw.req(
+            "GET",
+            "/cust-billing/q3.csv",
+            &[("Authorization", "AWS FGOWNER01:c2lnbmF0dXJl")],
+            b"",
+        ),
+        400,
+        "AuthorizationHeaderMalformed",
+    );
+    // A key with a `..` segment: S3 keys are literal.
+    refused(
+        owner.send(&gw, "PUT", "/cust-billing/secret/../q3.csv", &write, b"x"),
+        400,
+        "invalid_path",
+    );
+    // The billing identity outside its prefixes.
+    let billing = Signer::now(BILLING);
+    refused(
+        billing.send(&gw, "PUT", "/cust-other/x", &write, b"x"),
+        403,
+        "AccessDenied",
+    );
+    // A copy from a bucket it cannot read.
+    refused(
+        billing.send(
+            &gw,
+            "PUT",
+            "/cust-billing/copy.csv",
+            &[
+                ("x-fencing-token", "20"),
+                ("x-amz-copy-source", "/cust-other/x"),
+            ],
+            b"",
+        ),
+        403,
+        "AccessDenied",
+    );
+    // A listing outside its prefixes; ListBuckets needs `/`.
+    refused(
+        billing.send(&gw, "GET", "/cust-other?list-type=2", &[], b""),
+        403,
+        "AccessDenied",
+    );
+    refused(billing.send(&gw, "GET", "/", &[], b""), 403, "AccessDenied");
+    // A bucket ACL write without admin.
+    refused(
+        billing.send(
+            &gw,
+            "PUT",
+            "/cust-billing?acl",
+            &[("x-fencing-token", "20"), ("x-amz-acl", "public-read")],
+            b"",
+        ),
+        403,
+        "AccessDenied",
+    );
+    // A DeleteObjects naming a key outside its prefixes.
+    let listing = b"<Delete><Object><Key>q3.csv</Key></Object><Object><Key>../cust-other/x</Key></Object></Delete>";
+    refused(
+        billing.send(
+            &gw,
+            "POST",
+            "/cust-billing?delete",
+            &[("x-fencing-token", "20")],
+            listing,
+        ),
+        400,
+        "invalid_path",
+    );
+    // A DeleteObjects from an identity that may only read the bucket.
+    let reader = Signer::now(READER);
+    refused(
+        reader.send(
+            &gw,
+            "POST",
+            "/cust-billing?delete",
+            &[("x-fencing-token", "20")],
+            listing,
+        ),
+        403,
+        "AccessDenied",
+    );
+    // A read-only identity's token above the highest raises nothing.
+    refused(
+        reader.send(
+            &gw,
+            "GET",
+            "/cust-billing/q3.csv",
+            &[("x-fencing-token", "99")],
+            b"",
+        ),
+        403,
+        "AccessDenied",
+    );
+    assert_eq!(gw.fence("/cust-billing/q3.csv"), Some(10));
+    // ... but may read at or below it.
+    let read = reader.send(
+        &gw,
+        "GET",
+        "/cust-billing/q3.csv",
+        &[("x-fencing-token", "10")],
+        b"",
+    );
+    assert_eq!(read.status, 200, "{}", read.text());
+    assert_eq!(read.text(), "v10");
+
+    // Nothing refused reached the store.
+    assert_eq!(
+        moto.read("cust-billing", "q3.csv").as_deref(),
+        Some(&b"v10"[..])
+    );
+    assert_eq!(moto.read("cust-billing", "copy.csv"), None);
+    assert_eq!(gw.fence("/cust-billing/q3.csv"), Some(10));
+    let metrics = gw.metrics();
+    assert!(
+        support::outcome(&metrics, "unauthenticated") >= 7.0,
+        "{metrics}"
+    );
+    assert!(support::outcome(&metrics, "forbidden") >= 5.0, "{metrics}");
+}
+
+/// The store refuses the gateway's own key (revoked): 502
+/// `upstream_credentials_rejected`, none of the store's body.
+#[test]
+fn a_revoked_store_key_is_a_502_without_the_stores_answer() {
+    let moto = moto_with_auth();
+    let key = moto.new_key();
+    let dir = tempfile::tempdir().unwrap();
+    let credentials = support::moto_auth::write_upstream_credentials(dir.path(), &key);
+    let identities = write_identities(dir.path());
+    let gw = GatewayProcess::start(&[
+        "--upstream",
+        &moto.url,
+        "--store",
+        "s3",
+        "--upstream-credentials",
+        credentials.to_str().unwrap(),
+        "--identities",
+        identities.to_str().unwrap(),
+    ]);
+    let owner = Signer::now(OWNER);
+    let created = owner.send(
+        &gw,
+        "PUT",
+        "/cust-revoked",
+        &[("x-fencing-token", "1")],
+        b"",
+    );
+    assert_eq!(created.status, 200, "{}", created.text());
+    moto.revoke(&key.access_key_id);
+    let resp = owner.send(
+        &gw,
+        "PUT",
+        "/cust-revoked/k",
+        &[("x-fencing-token", "2")],
+        b"x",
+    );
+    assert_eq!(resp.status, 502, "{}", resp.text());
+    assert_eq!(s3_code(&resp), "upstream_credentials_rejected");
+    let text = resp.text();
+    assert!(!text.contains(&key.access_key_id), "{text}");
+    assert!(!text.contains("StringToSign"), "{text}");
+    assert!(resp.header("www-authenticate").is_none());
+}
+
+#[test]
+fn custody_start_errors_are_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = support::moto_auth::S3Key {
+        access_key_id: "AKIA".into(),
+        secret_access_key: "secret".into(),
+    };
+    let credentials = support::moto_auth::write_upstream_credentials(dir.path(), &key);
+    let credentials = credentials.to_str().unwrap();
+    let finished = support::run_on_free_ports(&[
+        "--store",
+        "s3",
+        "--upstream",
+        "http://127.0.0.1:9",
+        "--upstream-credentials",
+        credentials,
+    ]);
+    assert!(
+        finished
+            .start_error("custody")
+            .contains("--identities or --anonymous-clients"),
+        "{}",
+        finished.stderr
+    );
+    let finished = support::run_on_free_ports(&[
+        "--store",
+        "webdav",
+        "--upstream",
+        "http://127.0.0.1:9",
+        "--upstream-credentials",
+        credentials,
+        "--anonymous-clients",
+        "read",
+    ]);
+    assert!(
+        finished
+            .start_error("custody")
+            .contains("aws-sigv4 needs --store s3"),
+        "{}",
+        finished.stderr
+    );
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[[identity]]\nname = \"x\"\nsecret = \"inline\"\n").unwrap();
+    let finished = support::run_on_free_ports(&[
+        "--store",
+        "s3",
+        "--upstream",
+        "http://127.0.0.1:9",
+        "--upstream-credentials",
+        credentials,
+        "--identities",
+        bad.to_str().unwrap(),
+    ]);
+    assert!(
+        finished.start_error("custody").contains("unknown field"),
+        "{}",
+        finished.stderr
+    );
+}

@@ -24,6 +24,8 @@ pub mod rng;
 #[cfg(feature = "gateway")]
 pub mod apache;
 #[cfg(feature = "gateway")]
+pub mod apache_basic;
+#[cfg(feature = "gateway")]
 pub mod azurite;
 #[cfg(feature = "gateway")]
 mod backend;
@@ -35,6 +37,8 @@ mod gateway;
 mod http;
 #[cfg(feature = "gateway")]
 pub mod moto;
+#[cfg(feature = "gateway")]
+pub mod moto_auth;
 #[cfg(feature = "gateway")]
 #[path = "../../examples/support/port.rs"]
 mod port;

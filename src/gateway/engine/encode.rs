@@ -43,6 +43,14 @@ pub(crate) struct Edits<'a> {
     /// A `Content-Length` read spelled oddly (repeated, a list): its one
     /// value, replacing every line of it.
     pub(crate) length: Option<u64>,
+    /// Credential custody: the lowercase names of the client's fields that
+    /// go on (those it signed); every other one is left out but the
+    /// framing fields. `None`: all go on.
+    pub(crate) keep: Option<&'a [String]>,
+    /// Credential custody: the store's signature and what it covers
+    /// (`Authorization`, `x-amz-date`...), written last, each replacing
+    /// every line of its name.
+    pub(crate) signed: &'a [(HeaderName, HeaderValue)],
 }
 
 /// A message's field lines, as a head writer takes them.
@@ -111,9 +119,16 @@ where
         if edits
             .set
             .iter()
+            .chain(edits.signed)
             .any(|(set, _)| eq_lowercase(name, set.as_str().as_bytes()))
         {
             continue;
+        }
+        if let Some(keep) = edits.keep {
+            let framing = eq_lowercase(name, b"content-length") || eq_lowercase(name, b"expect");
+            if !framing && !keep.iter().any(|kept| eq_lowercase(name, kept.as_bytes())) {
+                continue;
+            }
         }
         lines.put(out, name, value);
     }
@@ -133,7 +148,7 @@ where
         out.extend_from_slice(b"\r\n");
     }
     put_field(out, b"x-forwarded-proto", edits.forwarded_proto);
-    for (name, value) in edits.set {
+    for (name, value) in edits.set.iter().chain(edits.signed) {
         put_field(out, name.as_str().as_bytes(), value.as_bytes());
     }
     if let Some(n) = edits.length {
@@ -303,6 +318,8 @@ mod tests {
         forwarded_proto: b"http",
         set: &[],
         length: None,
+        keep: None,
+        signed: &[],
     };
 
     fn head(
@@ -419,6 +436,8 @@ mod tests {
             forwarded_proto: b"https",
             set: &set,
             length: Some(5),
+            keep: None,
+            signed: &[],
         };
         let (text, outgoing) = head(&fields, &edits, true, Some(5));
         assert_eq!(outgoing, Outgoing::Length(5));
@@ -437,6 +456,50 @@ mod tests {
         assert!(
             text.contains("X-Forwarded-For: 10.0.0.1\r\nhost: backend\r\n"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn under_custody_only_signed_fields_and_framing_go_on_with_the_signature() {
+        let fields = [
+            ("Host", "gateway:8080"),
+            ("Authorization", "AWS4-HMAC-SHA256 client"),
+            ("X-Amz-Date", "20261127T000000Z"),
+            ("User-Agent", "unsigned"),
+            ("X-Fencing-Token", "7"),
+            ("Content-Length", "3"),
+        ];
+        let keep = [
+            "host".to_owned(),
+            "x-amz-date".to_owned(),
+            "x-fencing-token".to_owned(),
+        ];
+        let signed = [
+            (
+                http::header::AUTHORIZATION,
+                HeaderValue::from_static("AWS4-HMAC-SHA256 gateway"),
+            ),
+            (
+                HeaderName::from_static("x-amz-date"),
+                HeaderValue::from_static("20261127T000001Z"),
+            ),
+        ];
+        let edits = Edits {
+            host: Some(b"store:9000"),
+            keep: Some(&keep),
+            signed: &signed,
+            ..PLAIN
+        };
+        let (text, _) = head(&fields, &edits, true, Some(3));
+        assert_eq!(
+            text,
+            "PUT /a?b=1 HTTP/1.1\r\n\
+             X-Fencing-Token: 7\r\n\
+             Content-Length: 3\r\n\
+             host: store:9000\r\n\
+             x-forwarded-proto: http\r\n\
+             authorization: AWS4-HMAC-SHA256 gateway\r\n\
+             x-amz-date: 20261127T000001Z\r\n\r\n"
         );
     }
 

@@ -1,0 +1,409 @@
+//! Credential custody's two files, read with serde from TOML: the store's
+//! credentials (`--upstream-credentials`) and the gateway's clients
+//! (`--identities`). Secrets come only from files or environment variables
+//! named in them, never from the TOML itself, so a file that names them can
+//! be shown, checked in or mounted without the secrets; each is read once
+//! per load into a [`Secret`], whose `Debug` and `Display` print `***`.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::client_tls::Secret;
+
+/// A custody file that could not be loaded; the message names the file
+/// and, where there is one, the line.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {detail}")]
+pub(crate) struct FileError {
+    path: String,
+    detail: String,
+}
+
+impl FileError {
+    fn new(path: &Path, detail: impl Into<String>) -> Self {
+        FileError {
+            path: path.display().to_string(),
+            detail: detail.into(),
+        }
+    }
+}
+
+/// Where a secret is: a file (its content, line end removed) or an
+/// environment variable.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SecretSource {
+    file: Option<PathBuf>,
+    env: Option<String>,
+}
+
+/// The store's credentials, as the gateway signs with them.
+#[derive(Debug, Clone)]
+pub(crate) enum UpstreamCredentials {
+    /// SigV4 (S3 and S3-compatible stores).
+    AwsSigV4 {
+        access_key_id: String,
+        secret_access_key: Secret,
+        region: String,
+        service: String,
+        session_token: Option<Secret>,
+    },
+    /// HTTP Basic.
+    Basic { user: String, password: Secret },
+    /// A bearer token.
+    Bearer { token: Secret },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpstreamFile {
+    kind: String,
+    access_key_id: Option<String>,
+    secret_access_key_file: Option<PathBuf>,
+    secret_access_key_env: Option<String>,
+    region: Option<String>,
+    service: Option<String>,
+    session_token_file: Option<PathBuf>,
+    session_token_env: Option<String>,
+    user: Option<String>,
+    password_file: Option<PathBuf>,
+    password_env: Option<String>,
+    token_file: Option<PathBuf>,
+    token_env: Option<String>,
+    account: Option<String>,
+    key_file: Option<PathBuf>,
+    key_env: Option<String>,
+}
+
+/// Reads `--upstream-credentials`.
+pub(crate) fn read_upstream(path: &Path) -> Result<UpstreamCredentials, FileError> {
+    let file: UpstreamFile = parse(path)?;
+    let secret = |what: &str, file: Option<PathBuf>, env: Option<String>| {
+        read_secret(path, what, &SecretSource { file, env })
+    };
+    let need = |what: &str, value: Option<String>| {
+        value.ok_or_else(|| FileError::new(path, format!("kind = {:?} needs {what}", file.kind)))
+    };
+    match file.kind.as_str() {
+        "aws-sigv4" => Ok(UpstreamCredentials::AwsSigV4 {
+            access_key_id: need("access_key_id", file.access_key_id.clone())?,
+            secret_access_key: secret(
+                "secret_access_key",
+                file.secret_access_key_file,
+                file.secret_access_key_env,
+            )?,
+            region: need("region", file.region.clone())?,
+            service: file.service.clone().unwrap_or_else(|| "s3".to_owned()),
+            session_token: if file.session_token_file.is_some() || file.session_token_env.is_some()
+            {
+                Some(secret(
+                    "session_token",
+                    file.session_token_file,
+                    file.session_token_env,
+                )?)
+            } else {
+                None
+            },
+        }),
+        "basic" => Ok(UpstreamCredentials::Basic {
+            user: need("user", file.user.clone())?,
+            password: secret("password", file.password_file, file.password_env)?,
+        }),
+        "bearer" => Ok(UpstreamCredentials::Bearer {
+            token: secret("token", file.token_file, file.token_env)?,
+        }),
+        "azure-shared-key" => {
+            let _ = (file.account, file.key_file, file.key_env);
+            Err(FileError::new(
+                path,
+                "kind = \"azure-shared-key\" is not built yet (Azure Blob custody is an issue of its own); s3, basic and bearer are",
+            ))
+        }
+        other => Err(FileError::new(
+            path,
+            format!("unknown kind {other:?}; expected aws-sigv4, basic or bearer"),
+        )),
+    }
+}
+
+/// How much an identity may do to the objects under a prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Access {
+    /// Read objects and list them.
+    Read,
+    /// Read, write and delete objects.
+    Write,
+    /// Write, and the bucket-level writes that change who may read or what
+    /// the store does by itself (ACLs, policies, lifecycle...).
+    Admin,
+}
+
+impl Access {
+    /// What the access lets an identity do, for messages.
+    pub(crate) fn verb(self) -> &'static str {
+        match self {
+            Access::Read => "read",
+            Access::Write => "write",
+            Access::Admin => "administer",
+        }
+    }
+}
+
+/// One entry of an identity's `allow` list.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Allow {
+    /// Every object whose path starts with it (`/billing/`).
+    pub(crate) prefix: String,
+    pub(crate) access: Access,
+}
+
+/// One of the gateway's clients.
+#[derive(Debug, Clone)]
+pub(crate) struct Identity {
+    /// In the access log, fence-raise lines and metrics.
+    pub(crate) name: String,
+    /// s3: the access key id it signs with; webdav/http: the Basic user
+    /// name; `None`: a bearer token (or the keyless `anonymous`).
+    pub(crate) access_key_id: Option<String>,
+    /// Its secret key, password or bearer token; `None` only for the
+    /// keyless `anonymous`.
+    pub(crate) secret: Option<Secret>,
+    pub(crate) allow: Vec<Allow>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IdentitiesFile {
+    #[serde(default)]
+    identity: Vec<IdentityEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IdentityEntry {
+    name: String,
+    access_key_id: Option<String>,
+    secret_file: Option<PathBuf>,
+    secret_env: Option<String>,
+    #[serde(default)]
+    allow: Vec<Allow>,
+}
+
+/// Reads `--identities`: every identity has a unique name and key id, a
+/// secret (but the keyless `anonymous`), and prefixes that start with `/`.
+pub(crate) fn read_identities(path: &Path) -> Result<Vec<Identity>, FileError> {
+    let file: IdentitiesFile = parse(path)?;
+    let mut identities: Vec<Identity> = Vec::with_capacity(file.identity.len());
+    for entry in file.identity {
+        let keyless = entry.secret_file.is_none() && entry.secret_env.is_none();
+        if entry.name.is_empty()
+            || entry.name.len() > 64
+            || !entry.name.bytes().all(|b| b.is_ascii_graphic())
+        {
+            return Err(FileError::new(
+                path,
+                format!(
+                    "identity name {:?}: 1 to 64 visible ASCII characters",
+                    entry.name
+                ),
+            ));
+        }
+        if identities.iter().any(|known| known.name == entry.name) {
+            return Err(FileError::new(
+                path,
+                format!("identity {:?} twice", entry.name),
+            ));
+        }
+        if let Some(id) = &entry.access_key_id {
+            if identities
+                .iter()
+                .any(|known| known.access_key_id.as_ref() == Some(id))
+            {
+                return Err(FileError::new(
+                    path,
+                    format!(
+                        "access_key_id {id:?} of identity {:?} is another identity's",
+                        entry.name
+                    ),
+                ));
+            }
+        }
+        if keyless && !(entry.name == "anonymous" && entry.access_key_id.is_none()) {
+            return Err(FileError::new(
+                path,
+                format!(
+                    "identity {:?} has no secret_file or secret_env (only an identity named \"anonymous\" without a key may have none)",
+                    entry.name
+                ),
+            ));
+        }
+        for allow in &entry.allow {
+            if !allow.prefix.starts_with('/') {
+                return Err(FileError::new(
+                    path,
+                    format!(
+                        "identity {:?}: prefix {:?} must start with /",
+                        entry.name, allow.prefix
+                    ),
+                ));
+            }
+        }
+        let secret = if keyless {
+            None
+        } else {
+            Some(read_secret(
+                path,
+                &format!("the secret of identity {:?}", entry.name),
+                &SecretSource {
+                    file: entry.secret_file,
+                    env: entry.secret_env,
+                },
+            )?)
+        };
+        identities.push(Identity {
+            name: entry.name,
+            access_key_id: entry.access_key_id,
+            secret,
+            allow: entry.allow,
+        });
+    }
+    Ok(identities)
+}
+
+fn parse<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, FileError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| FileError::new(path, format!("cannot read: {e}")))?;
+    toml::from_str(&text).map_err(|e| {
+        let line = e
+            .span()
+            .map(|span| text[..span.start.min(text.len())].lines().count().max(1));
+        let message = e.message().to_owned();
+        match line {
+            Some(line) => FileError::new(path, format!("line {line}: {message}")),
+            None => FileError::new(path, message),
+        }
+    })
+}
+
+/// The secret `what` from a file (relative to `config`'s folder) or an
+/// environment variable: exactly one of the two.
+fn read_secret(config: &Path, what: &str, source: &SecretSource) -> Result<Secret, FileError> {
+    match (&source.file, &source.env) {
+        (Some(file), None) => {
+            let file = match config.parent() {
+                Some(dir) if file.is_relative() => dir.join(file),
+                _ => file.clone(),
+            };
+            Secret::from_file(&file).map_err(|e| FileError::new(config, format!("{what}: {e}")))
+        }
+        (None, Some(var)) => match std::env::var(var) {
+            Ok(value) if !value.is_empty() => Ok(Secret::new(value)),
+            _ => Err(FileError::new(
+                config,
+                format!("{what}: the environment variable {var} is not set or empty"),
+            )),
+        },
+        (Some(_), Some(_)) => Err(FileError::new(
+            config,
+            format!("{what}: a file or an environment variable, not both"),
+        )),
+        (None, None) => Err(FileError::new(config, format!("{what} is missing"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn identities_load_with_their_secrets_and_refuse_what_is_unclear() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "billing.secret", "s3cret\n");
+        let path = write(
+            dir.path(),
+            "ids.toml",
+            r#"
+[[identity]]
+name = "billing-worker"
+access_key_id = "FGBILLING01"
+secret_file = "billing.secret"
+allow = [ { prefix = "/billing/", access = "write" }, { prefix = "/shared/", access = "read" } ]
+
+[[identity]]
+name = "anonymous"
+allow = [ { prefix = "/public/", access = "read" } ]
+"#,
+        );
+        let ids = read_identities(&path).unwrap();
+        assert_eq!(ids.len(), 2);
+        assert_eq!(ids[0].secret.as_ref().unwrap().expose(), "s3cret");
+        assert_eq!(format!("{:?}", ids[0]).matches("s3cret").count(), 0);
+        assert_eq!(ids[0].allow[1].access, Access::Read);
+        assert!(ids[1].secret.is_none());
+
+        for (text, needle) in [
+            ("[[identity]]\nname = \"x\"\n", "no secret_file"),
+            ("[[identity]]\nname = \"x\"\nsecret_file = \"missing\"\n", "cannot read"),
+            ("[[identity]]\nname = \"x\"\nsecret_env = \"FENCEGATE_TEST_UNSET_VAR\"\n", "not set"),
+            (
+                "[[identity]]\nname = \"x\"\nsecret_file = \"billing.secret\"\nallow = [{prefix = \"billing/\", access = \"write\"}]\n",
+                "must start with /",
+            ),
+            (
+                "[[identity]]\nname = \"x\"\nsecret_file = \"billing.secret\"\nallow = [{prefix = \"/b/\", access = \"owner\"}]\n",
+                "line 4",
+            ),
+            ("[[identity]]\nname = \"x\"\nsecret = \"inline\"\n", "unknown field"),
+        ] {
+            let path = write(dir.path(), "bad.toml", text);
+            let error = read_identities(&path).unwrap_err().to_string();
+            assert!(error.contains(needle), "{text:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn upstream_credentials_of_each_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "key", "wJalr\n");
+        let path = write(
+            dir.path(),
+            "up.toml",
+            "kind = \"aws-sigv4\"\naccess_key_id = \"AKIA\"\nsecret_access_key_file = \"key\"\nregion = \"eu-west-1\"\n",
+        );
+        match read_upstream(&path).unwrap() {
+            UpstreamCredentials::AwsSigV4 {
+                secret_access_key,
+                region,
+                service,
+                ..
+            } => {
+                assert_eq!(secret_access_key.expose(), "wJalr");
+                assert_eq!((region.as_str(), service.as_str()), ("eu-west-1", "s3"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let path = write(
+            dir.path(),
+            "basic.toml",
+            "kind = \"basic\"\nuser = \"fencegate\"\npassword_file = \"key\"\n",
+        );
+        assert!(matches!(
+            read_upstream(&path).unwrap(),
+            UpstreamCredentials::Basic { .. }
+        ));
+        let path = write(dir.path(), "bad.toml", "kind = \"aws-sigv4\"\n");
+        assert!(read_upstream(&path)
+            .unwrap_err()
+            .to_string()
+            .contains("needs access_key_id"));
+    }
+}

@@ -1,0 +1,212 @@
+//! Who the gateway's clients are and what each may touch: the identities
+//! file, looked up by key id or bearer token, and authorisation of every
+//! object a request reaches against the identity's `allow` prefixes.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::files::{Access, Allow, Identity};
+
+/// `--anonymous-clients`: what a request with no credentials may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Anonymous {
+    /// Nothing: it is refused as unauthenticated.
+    #[default]
+    Off,
+    /// Read every object (or what the `anonymous` identity allows).
+    Read,
+    /// Read and write every object (or what `anonymous` allows).
+    Write,
+}
+
+impl std::str::FromStr for Anonymous {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "off" => Ok(Anonymous::Off),
+            "read" => Ok(Anonymous::Read),
+            "write" => Ok(Anonymous::Write),
+            other => Err(format!(
+                "unknown value {other:?}; expected off, read or write"
+            )),
+        }
+    }
+}
+
+/// The identities, indexed for the lookups a request makes.
+#[derive(Debug, Default)]
+pub(crate) struct Identities {
+    /// By access key id (S3) or Basic user name.
+    by_key: HashMap<String, Arc<Identity>>,
+    /// Those with a secret and no key id: bearer tokens.
+    bearers: Vec<Arc<Identity>>,
+    /// Who a request without credentials is, if anyone.
+    anonymous: Option<Arc<Identity>>,
+}
+
+impl Identities {
+    /// Indexes `identities`; `anonymous` says what a request without
+    /// credentials may do when the file has no keyless `anonymous`
+    /// identity (whose own `allow` list wins when it has one).
+    pub(crate) fn new(identities: Vec<Identity>, anonymous: Anonymous) -> Self {
+        let mut index = Identities::default();
+        for identity in identities {
+            let identity = Arc::new(identity);
+            match (&identity.access_key_id, &identity.secret) {
+                (Some(id), _) => {
+                    index.by_key.insert(id.clone(), identity);
+                }
+                (None, Some(_)) => index.bearers.push(identity),
+                (None, None) => {
+                    if anonymous != Anonymous::Off {
+                        index.anonymous = Some(identity);
+                    }
+                }
+            }
+        }
+        if index.anonymous.is_none() && anonymous != Anonymous::Off {
+            index.anonymous = Some(Arc::new(Identity {
+                name: "anonymous".to_owned(),
+                access_key_id: None,
+                secret: None,
+                allow: vec![Allow {
+                    prefix: "/".to_owned(),
+                    access: if anonymous == Anonymous::Write {
+                        Access::Write
+                    } else {
+                        Access::Read
+                    },
+                }],
+            }));
+        }
+        index
+    }
+
+    /// The identity that signs with access key id (or Basic user) `id`.
+    pub(crate) fn by_key(&self, id: &str) -> Option<&Arc<Identity>> {
+        self.by_key.get(id)
+    }
+
+    /// The identity whose bearer token is `token`, compared in constant
+    /// time with every bearer identity's (so the time taken says nothing of
+    /// which one, or how much of one, matched).
+    pub(crate) fn by_bearer(&self, token: &[u8]) -> Option<&Arc<Identity>> {
+        let mut found = None;
+        for identity in &self.bearers {
+            let Some(secret) = &identity.secret else {
+                continue;
+            };
+            if constant_time_eq(secret.expose().as_bytes(), token) && found.is_none() {
+                found = Some(identity);
+            }
+        }
+        found
+    }
+
+    /// Who a request without credentials is; `None`: it is refused.
+    pub(crate) fn anonymous(&self) -> Option<&Arc<Identity>> {
+        self.anonymous.as_ref()
+    }
+}
+
+/// Equal bytes, in time that depends on the lengths alone.
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    use subtle::ConstantTimeEq;
+    a.len() == b.len() && bool::from(a.ct_eq(b))
+}
+
+impl Identity {
+    /// Whether `object` (a path: `/bucket/key`, `/dav/file`) falls under
+    /// one of this identity's prefixes with at least `need`.
+    pub(crate) fn may(&self, object: &str, need: Access) -> bool {
+        self.allow
+            .iter()
+            .any(|allow| allow.access >= need && object.starts_with(&allow.prefix))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client_tls::Secret;
+
+    fn identity(
+        name: &str,
+        key: Option<&str>,
+        secret: Option<&str>,
+        allow: &[(&str, Access)],
+    ) -> Identity {
+        Identity {
+            name: name.into(),
+            access_key_id: key.map(Into::into),
+            secret: secret.map(Secret::new),
+            allow: allow
+                .iter()
+                .map(|(prefix, access)| Allow {
+                    prefix: (*prefix).into(),
+                    access: *access,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn access_is_by_prefix_and_level() {
+        let billing = identity(
+            "billing",
+            Some("K"),
+            Some("s"),
+            &[("/billing/", Access::Write), ("/shared/", Access::Read)],
+        );
+        assert!(billing.may("/billing/q3.csv", Access::Write));
+        assert!(billing.may("/billing/q3.csv", Access::Read));
+        assert!(!billing.may("/billing/q3.csv", Access::Admin));
+        assert!(billing.may("/shared/x", Access::Read));
+        assert!(!billing.may("/shared/x", Access::Write));
+        assert!(!billing.may("/billing", Access::Read));
+        assert!(!billing.may("/billingx/y", Access::Read));
+    }
+
+    #[test]
+    fn lookups_by_key_bearer_and_anonymous() {
+        let ids = Identities::new(
+            vec![
+                identity("a", Some("KA"), Some("sa"), &[]),
+                identity("b", None, Some("token-b"), &[]),
+            ],
+            Anonymous::Off,
+        );
+        assert_eq!(ids.by_key("KA").unwrap().name, "a");
+        assert!(ids.by_key("KB").is_none());
+        assert_eq!(ids.by_bearer(b"token-b").unwrap().name, "b");
+        assert!(ids.by_bearer(b"token-").is_none());
+        assert!(ids.anonymous().is_none());
+
+        let read = Identities::new(vec![], Anonymous::Read);
+        let anonymous = read.anonymous().unwrap();
+        assert!(anonymous.may("/x", Access::Read) && !anonymous.may("/x", Access::Write));
+
+        let own = Identities::new(
+            vec![identity(
+                "anonymous",
+                None,
+                None,
+                &[("/public/", Access::Read)],
+            )],
+            Anonymous::Write,
+        );
+        let anonymous = own.anonymous().unwrap();
+        assert!(anonymous.may("/public/x", Access::Read) && !anonymous.may("/x", Access::Read));
+        let off = Identities::new(
+            vec![identity(
+                "anonymous",
+                None,
+                None,
+                &[("/public/", Access::Read)],
+            )],
+            Anonymous::Off,
+        );
+        assert!(off.anonymous().is_none());
+    }
+}

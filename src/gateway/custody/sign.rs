@@ -1,0 +1,307 @@
+//! The store's side of custody: every request the gateway sends the store
+//! (those it forwards, its own `HEAD`s and probes) signed with the store's
+//! credentials, after the client's are removed. SigV4 for S3 (what the
+//! forwarded head carries is the client's signed fields, the gateway's
+//! additions and nothing else, all of it under the gateway's signature),
+//! `Basic` or `Bearer` for the plain HTTP stores.
+
+use std::sync::{Arc, Mutex, RwLock};
+
+use base64::Engine as _;
+use http::{HeaderName, HeaderValue, Method};
+
+use super::files::UpstreamCredentials;
+use super::s3::{lookup, EMPTY_SHA256};
+use super::Forwarding;
+use crate::custody::sigv4::{self, SigningKey};
+use crate::gateway::inbound::Head;
+
+const AUTHORIZATION: HeaderName = http::header::AUTHORIZATION;
+const X_AMZ_DATE: HeaderName = HeaderName::from_static("x-amz-date");
+const X_AMZ_CONTENT_SHA256: HeaderName = HeaderName::from_static("x-amz-content-sha256");
+const X_AMZ_SECURITY_TOKEN: HeaderName = HeaderName::from_static("x-amz-security-token");
+
+/// Signs for the store with its credentials.
+#[derive(Debug)]
+pub(crate) struct UpstreamSigner {
+    /// Replaced whole on a reload.
+    credentials: RwLock<Arc<UpstreamCredentials>>,
+    /// The upstream's authority: the `Host` a SigV4 request is signed and
+    /// sent with.
+    host: HeaderValue,
+    /// The day's signing key (SigV4): derived once a day.
+    key: Mutex<Option<(String, SigningKey)>>,
+}
+
+/// What signing changes in a head on its way to the store.
+#[derive(Debug, Default)]
+pub(crate) struct Signed {
+    /// Fields to set, each replacing every line of its name.
+    pub(crate) set: Vec<(HeaderName, HeaderValue)>,
+    /// The lowercase names of the client's fields that go on (`None`: all
+    /// but the client's credentials); framing fields always go on.
+    pub(crate) keep: Option<Vec<String>>,
+    /// A new target (a presigned URL's, without its authentication
+    /// parameters).
+    pub(crate) target: Option<String>,
+    /// `Host` replaced by the upstream's.
+    pub(crate) host: Option<HeaderValue>,
+}
+
+/// Why a request could not be signed (a malformed value the client
+/// signed that the canonical form refuses): the gateway answers 400.
+#[derive(Debug, thiserror::Error)]
+#[error("the request cannot be signed for the store: {0}")]
+pub(crate) struct SignError(String);
+
+impl UpstreamSigner {
+    pub(crate) fn new(credentials: UpstreamCredentials, host: HeaderValue) -> Self {
+        UpstreamSigner {
+            credentials: RwLock::new(Arc::new(credentials)),
+            host,
+            key: Mutex::new(None),
+        }
+    }
+
+    /// Signs with `credentials` from now on (a reload of their file).
+    pub(crate) fn replace(&self, credentials: UpstreamCredentials) {
+        if let Ok(mut current) = self.credentials.write() {
+            *current = Arc::new(credentials);
+        }
+        if let Ok(mut key) = self.key.lock() {
+            *key = None;
+        }
+    }
+
+    fn credentials(&self) -> Arc<UpstreamCredentials> {
+        match self.credentials.read() {
+            Ok(current) => Arc::clone(&current),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        }
+    }
+
+    /// What to change in the head of `method` `target` (origin form, as
+    /// sent upstream) with fields `head` (of which the gateway set
+    /// `set_names`: a chained write's condition), which came as `forward`
+    /// says, to send it signed at `now` (seconds since the Unix epoch).
+    pub(crate) fn sign(
+        &self,
+        method: &Method,
+        target: &str,
+        head: &Head,
+        set_names: &[HeaderName],
+        forward: &Forwarding,
+        now: u64,
+    ) -> Result<Signed, SignError> {
+        let credentials = self.credentials();
+        match &*credentials {
+            UpstreamCredentials::Basic { user, password } => {
+                let pair = format!("{user}:{}", password.expose());
+                let value = format!(
+                    "Basic {}",
+                    base64::engine::general_purpose::STANDARD.encode(pair)
+                );
+                Ok(with_authorization(&value))
+            }
+            UpstreamCredentials::Bearer { token } => {
+                Ok(with_authorization(&format!("Bearer {}", token.expose())))
+            }
+            UpstreamCredentials::AwsSigV4 {
+                access_key_id,
+                secret_access_key,
+                region,
+                service,
+                session_token,
+            } => {
+                if matches!(forward, Forwarding::Unsigned) {
+                    // A CORS preflight goes as it came, credentials and all
+                    // (it has none).
+                    return Ok(Signed::default());
+                }
+                let amz_date = sigv4::format_amz_date(now);
+                let date = &amz_date[..8];
+                let key = self.day_key(secret_access_key.expose(), date, region, service);
+                let (path, query) = target.split_once('?').unwrap_or((target, ""));
+                let Plan {
+                    names,
+                    presigned_query,
+                    payload,
+                    moved,
+                } = match forward {
+                    Forwarding::Signed { names, payload } => Plan {
+                        names: names.clone(),
+                        presigned_query: None,
+                        payload: payload.clone(),
+                        moved: &[],
+                    },
+                    Forwarding::Presigned {
+                        names,
+                        query,
+                        moved,
+                    } => Plan {
+                        names: names.clone(),
+                        presigned_query: Some(query.as_str()),
+                        payload: "UNSIGNED-PAYLOAD".to_owned(),
+                        moved,
+                    },
+                    Forwarding::Gateway | Forwarding::Unsigned => {
+                        let names = head
+                            .names()
+                            .into_iter()
+                            .map(|n| String::from_utf8_lossy(n).to_ascii_lowercase())
+                            .collect();
+                        let has = |name: &str| !lookup(head, name).is_empty();
+                        let payload =
+                            if let Some(value) = lookup(head, "x-amz-content-sha256").first() {
+                                String::from_utf8_lossy(value).into_owned()
+                            } else if has("content-length") || has("transfer-encoding") {
+                                "UNSIGNED-PAYLOAD".to_owned()
+                            } else {
+                                EMPTY_SHA256.to_owned()
+                            };
+                        Plan {
+                            names,
+                            presigned_query: None,
+                            payload,
+                            moved: &[],
+                        }
+                    }
+                };
+                // The forwarded query: a presigned URL's without its
+                // authentication parameters.
+                let query = presigned_query.unwrap_or(query);
+                let mut signed: Vec<String> = names
+                    .into_iter()
+                    .filter(|name| !is_unsignable(name))
+                    .collect();
+                signed.extend(set_names.iter().map(|n| n.as_str().to_owned()));
+                signed.extend(["host", "x-amz-date", "x-amz-content-sha256"].map(str::to_owned));
+                if session_token.is_some() {
+                    signed.push("x-amz-security-token".to_owned());
+                }
+                signed.sort();
+                signed.dedup();
+                let host = self.host.as_bytes();
+                let payload_bytes = payload.as_bytes();
+                let token = session_token.as_ref().map(|t| t.expose().as_bytes());
+                let header = |name: &str| -> Vec<&[u8]> {
+                    match name {
+                        "host" => vec![host],
+                        "x-amz-date" => vec![amz_date.as_bytes()],
+                        "x-amz-content-sha256" => vec![payload_bytes],
+                        "x-amz-security-token" => token.into_iter().collect(),
+                        other => match moved.iter().find(|(n, _)| n.as_str() == other) {
+                            Some((_, value)) => vec![value.as_bytes()],
+                            None => lookup(head, other),
+                        },
+                    }
+                };
+                let canonical = sigv4::canonical_request(
+                    method.as_str(),
+                    path,
+                    query,
+                    &|_| false,
+                    &header,
+                    &signed,
+                    &payload,
+                )
+                .map_err(|e| SignError(e.to_string()))?;
+                let scope = format!("{date}/{region}/{service}/aws4_request");
+                let to_sign = sigv4::string_to_sign(&amz_date, &scope, &canonical);
+                let signature = sigv4::hex(&sigv4::signature(&key, &to_sign));
+                let authorization = format!(
+                    "AWS4-HMAC-SHA256 Credential={access_key_id}/{scope}, SignedHeaders={}, Signature={signature}",
+                    signed.join(";")
+                );
+                let value = |text: &str| {
+                    HeaderValue::from_str(text)
+                        .map_err(|_| SignError(format!("{text:?} is no header value")))
+                };
+                let mut set = vec![
+                    (AUTHORIZATION, value(&authorization)?),
+                    (X_AMZ_DATE, value(&amz_date)?),
+                    (X_AMZ_CONTENT_SHA256, value(&payload)?),
+                ];
+                if let Some(token) = session_token {
+                    set.push((X_AMZ_SECURITY_TOKEN, value(token.expose())?));
+                }
+                set.extend(moved.iter().cloned());
+                let target = match forward {
+                    Forwarding::Presigned { .. } => Some(if query.is_empty() {
+                        path.to_owned()
+                    } else {
+                        format!("{path}?{query}")
+                    }),
+                    _ => None,
+                };
+                Ok(Signed {
+                    set,
+                    keep: Some(signed),
+                    target,
+                    host: Some(self.host.clone()),
+                })
+            }
+        }
+    }
+
+    /// The SigV4 key of `date`, derived once per day.
+    fn day_key(&self, secret: &str, date: &str, region: &str, service: &str) -> SigningKey {
+        if let Ok(mut cached) = self.key.lock() {
+            if let Some((day, key)) = cached.as_ref() {
+                if day == date {
+                    return key.clone();
+                }
+            }
+            let key = sigv4::signing_key(secret.as_bytes(), date, region, service);
+            *cached = Some((date.to_owned(), key.clone()));
+            return key;
+        }
+        sigv4::signing_key(secret.as_bytes(), date, region, service)
+    }
+}
+
+/// What a SigV4 signature covers, by how the request came.
+struct Plan<'f> {
+    /// The lowercase names of the client's fields it signed.
+    names: Vec<String>,
+    /// A presigned URL's query without its authentication parameters.
+    presigned_query: Option<&'f str>,
+    /// `x-amz-content-sha256`.
+    payload: String,
+    /// A presigned URL's `x-amz-*` parameters, as fields.
+    moved: &'f [(HeaderName, HeaderValue)],
+}
+
+/// The client's `Authorization` replaced by the store's; every other field
+/// goes on.
+fn with_authorization(value: &str) -> Signed {
+    Signed {
+        set: HeaderValue::from_str(value)
+            .map(|value| vec![(AUTHORIZATION, value)])
+            .unwrap_or_default(),
+        keep: None,
+        target: None,
+        host: None,
+    }
+}
+
+/// Names the gateway never signs: hop-by-hop ones (they do not reach the
+/// store) and the client's credentials.
+fn is_unsignable(name: &str) -> bool {
+    matches!(
+        name,
+        "authorization"
+            | "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+            | "proxy-authorization"
+            | "content-length"
+            | "expect"
+            | "x-forwarded-for"
+            | "x-forwarded-proto"
+    )
+}
