@@ -1,0 +1,202 @@
+//! Credential custody in front of a WebDAV store behind Basic
+//! authentication (Apache httpd, mod_dav, `AuthType Basic`): clients
+//! authenticate to the gateway with credentials of its own (Basic or
+//! Bearer), the gateway alone holds the store's password, and every object
+//! a request reaches (a `MOVE`'s destination too) is authorised.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+use std::process::Command;
+
+use support::apache_basic::{basic, ApacheBasic};
+use support::GatewayProcess;
+
+const IDENTITIES: &str = r#"
+[[identity]]
+name = "team-writer"
+access_key_id = "writer"
+secret_file = "writer.secret"
+allow = [ { prefix = "/dav/team/", access = "write" }, { prefix = "/dav/public/", access = "read" } ]
+
+[[identity]]
+name = "robot"
+secret_file = "robot.token"
+allow = [ { prefix = "/dav/", access = "write" } ]
+"#;
+
+const WRITER_PASSWORD: &str = "writer-password-42";
+const ROBOT_TOKEN: &str = "robot-bearer-token-0123456789";
+
+fn gateway(apache: &ApacheBasic, extra: &[&str]) -> (tempfile::TempDir, GatewayProcess) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("writer.secret"), WRITER_PASSWORD).unwrap();
+    std::fs::write(dir.path().join("robot.token"), ROBOT_TOKEN).unwrap();
+    let identities = dir.path().join("identities.toml");
+    std::fs::write(&identities, IDENTITIES).unwrap();
+    let credentials = apache.write_credentials(dir.path());
+    let mut args = vec![
+        "--upstream".to_owned(),
+        apache.url(),
+        "--store".to_owned(),
+        "webdav".to_owned(),
+        "--upstream-credentials".to_owned(),
+        credentials.display().to_string(),
+        "--identities".to_owned(),
+        identities.display().to_string(),
+    ];
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let gw = GatewayProcess::start(&refs);
+    (dir, gw)
+}
+
+/// curl, as a user would run it: `curl -u USER:PASSWORD -T FILE URL`.
+fn curl_put(url: &str, user: &str, password: &str, token: u64, body: &str) -> u16 {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), body).unwrap();
+    let out = Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-u"])
+        .arg(format!("{user}:{password}"))
+        .arg("-H")
+        .arg(format!("X-Fencing-Token: {token}"))
+        .arg("-T")
+        .arg(file.path())
+        .arg(url)
+        .env_remove("http_proxy")
+        .env_remove("HTTP_PROXY")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0)
+}
+
+#[test]
+fn curl_with_basic_goes_through_the_gateway_not_around_it() {
+    let apache = ApacheBasic::shared();
+    apache.mkcol("/dav/team");
+    apache.mkcol("/dav/other");
+    let (_dir, gw) = gateway(apache, &["--conditional-writes", "on"]);
+    let url = format!("{}/dav/team/report.txt", gw.data_url());
+    assert_eq!(curl_put(&url, "writer", WRITER_PASSWORD, 5, "v5"), 201);
+    assert_eq!(
+        apache.read("/dav/team/report.txt").as_deref(),
+        Some(&b"v5"[..])
+    );
+    // Chained: the gateway's own PROPFIND is signed with the store's
+    // password, and the second write carries the version it learnt.
+    assert_eq!(curl_put(&url, "writer", WRITER_PASSWORD, 6, "v6"), 204);
+    assert_eq!(
+        apache.read("/dav/team/report.txt").as_deref(),
+        Some(&b"v6"[..])
+    );
+    // A stale token: 409, in JSON (the webdav dialect).
+    assert_eq!(curl_put(&url, "writer", WRITER_PASSWORD, 4, "late"), 409);
+    // The same credentials straight to the store: unknown there.
+    let direct = format!("{}/dav/team/report.txt", apache.url());
+    assert_eq!(
+        curl_put(&direct, "writer", WRITER_PASSWORD, 7, "direct"),
+        401
+    );
+    assert_eq!(
+        apache.read("/dav/team/report.txt").as_deref(),
+        Some(&b"v6"[..])
+    );
+    let metrics = gw.metrics();
+    assert_eq!(
+        support::outcome(&metrics, "version_unknown"),
+        0.0,
+        "{metrics}"
+    );
+}
+
+#[test]
+fn bad_credentials_and_objects_outside_the_prefixes_are_refused() {
+    let apache = ApacheBasic::shared();
+    apache.mkcol("/dav/team2");
+    let (_dir, gw) = gateway(apache, &[]);
+    let writer = basic("writer", WRITER_PASSWORD);
+    let put = |path: &str, auth: &str, token: &str| {
+        gw.req(
+            "PUT",
+            path,
+            &[("Authorization", auth), ("X-Fencing-Token", token)],
+            b"x",
+        )
+    };
+    // No credentials, a wrong password, an unknown user, an unknown token,
+    // another scheme: 401 with WWW-Authenticate, never forwarded.
+    for auth in [
+        None,
+        Some(basic("writer", "wrong")),
+        Some(basic("nobody", WRITER_PASSWORD)),
+        Some("Bearer not-a-token".to_owned()),
+        Some("Digest username=\"writer\"".to_owned()),
+    ] {
+        let mut headers = vec![("X-Fencing-Token", "1")];
+        if let Some(auth) = &auth {
+            headers.push(("Authorization", auth.as_str()));
+        }
+        let resp = gw.req("PUT", "/dav/team2/a.txt", &headers, b"x");
+        assert_eq!(resp.status, 401, "{auth:?}: {}", resp.text());
+        assert_eq!(resp.json()["error"], "unauthenticated", "{auth:?}");
+        assert!(resp.header("www-authenticate").is_some(), "{auth:?}");
+        assert!(resp.header("x-fencing-highest").is_none());
+    }
+    assert!(!apache.exists("/dav/team2/a.txt"));
+    assert_eq!(gw.fence("/dav/team2/a.txt"), None);
+
+    assert_eq!(put("/dav/team2/../team/x.txt", &writer, "3").status, 201);
+    // Outside its prefixes: 403, the object named.
+    let resp = put("/dav/public/x.txt", &writer, "3");
+    assert_eq!(resp.status, 403, "{}", resp.text());
+    assert_eq!(resp.json()["error"], "forbidden");
+    assert_eq!(resp.json()["object"], "/dav/public/x.txt");
+    // A MOVE whose destination is outside them.
+    apache.mkcol("/dav/team3");
+    let (_dir3, gw3) = gateway(apache, &[]);
+    let writer_put = gw3.req(
+        "PUT",
+        "/dav/team/moved.txt",
+        &[("Authorization", &writer), ("X-Fencing-Token", "3")],
+        b"m",
+    );
+    assert_eq!(writer_put.status, 201, "{}", writer_put.text());
+    let resp = gw3.req(
+        "MOVE",
+        "/dav/team/moved.txt",
+        &[
+            ("Authorization", &writer),
+            ("X-Fencing-Token", "4"),
+            ("Destination", "/dav/team3/moved.txt"),
+        ],
+        b"",
+    );
+    assert_eq!(resp.status, 403, "{}", resp.text());
+    assert_eq!(resp.json()["object"], "/dav/team3/moved.txt");
+    assert!(apache.exists("/dav/team/moved.txt"));
+    assert!(!apache.exists("/dav/team3/moved.txt"));
+    // A bearer identity may.
+    let robot = format!("Bearer {ROBOT_TOKEN}");
+    let destination = format!("http://{}/dav/team3/moved.txt", gw3.data_addr());
+    let resp = gw3.req(
+        "MOVE",
+        "/dav/team/moved.txt",
+        &[
+            ("Authorization", &robot),
+            ("X-Fencing-Token", "4"),
+            ("Destination", &destination),
+        ],
+        b"",
+    );
+    assert_eq!(resp.status, 201, "{}", resp.text());
+    assert!(apache.exists("/dav/team3/moved.txt"));
+    let metrics = gw.metrics();
+    assert!(
+        support::outcome(&metrics, "unauthenticated") >= 5.0,
+        "{metrics}"
+    );
+    assert!(support::outcome(&metrics, "forbidden") >= 1.0, "{metrics}");
+}
