@@ -150,6 +150,10 @@ def main():
     # proxies (and NO_PROXY, which often names localhost).
     web = requests.Session()
     web.trust_env = False
+    # trust_env off ignores REQUESTS_CA_BUNDLE too: a TLS gateway's test CA
+    # comes from AWS_CA_BUNDLE, as boto3's does.
+    if os.environ.get("AWS_CA_BUNDLE"):
+        web.verify = os.environ["AWS_CA_BUNDLE"]
     if proxies:
         web.proxies = dict(proxies)
 

@@ -16,6 +16,16 @@ use support::GatewayProcess;
 
 /// Runs `tests/clients/NAME` with `args` and returns its JSON line.
 fn run_python(gateway: &GatewayProcess, name: &str, args: &[&str]) -> serde_json::Value {
+    run_python_with(gateway, name, args, &[])
+}
+
+/// [`run_python`] with environment variables (a CA bundle).
+fn run_python_with(
+    gateway: &GatewayProcess,
+    name: &str,
+    args: &[&str],
+    envs: &[(&str, &str)],
+) -> serde_json::Value {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/clients")
         .join(name);
@@ -24,6 +34,7 @@ fn run_python(gateway: &GatewayProcess, name: &str, args: &[&str]) -> serde_json
         .args(args)
         .env_remove("HTTP_PROXY")
         .env_remove("http_proxy")
+        .envs(envs.iter().copied())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -341,6 +352,47 @@ fn stock_boto3_under_custody_goes_through_the_gateway_and_not_around_it() {
         direct["create_bucket"], "403 InvalidAccessKeyId",
         "{direct}"
     );
+}
+
+/// boto3 over the gateway's TLS listener, where it sends its payloads as
+/// it does to AWS (unsigned, with checksum trailers) and presigned `PUT`s
+/// are taken.
+#[test]
+fn stock_boto3_under_custody_over_tls() {
+    let moto = moto_with_auth();
+    let ca = support::tls::TestCa::new("custody");
+    let leaf = ca.issue("gateway", &["localhost", "127.0.0.1"]);
+    let cert = leaf.cert.display().to_string();
+    let key = leaf.key.display().to_string();
+    let (_dir, gw) = custody_gateway(
+        moto,
+        &["--conditional-writes", "on", "--tls-cert", &cert, "--tls-key", &key],
+    );
+    let url = format!("https://localhost:{}", gw.data_addr().port());
+    let bundle = ca.cert_path().display().to_string();
+    let result = run_python_with(
+        &gw,
+        "boto3_custody.py",
+        &[&url, OWNER.0, OWNER.1, "cust-tls"],
+        &[("AWS_CA_BUNDLE", &bundle), ("REQUESTS_CA_BUNDLE", &bundle)],
+    );
+    for step in [
+        "create_bucket",
+        "put_new",
+        "put_existing",
+        "get",
+        "upload_file_multipart",
+        "download_file_ranges",
+        "copy_object",
+        "delete_object",
+        "delete_objects",
+        "presigned_get",
+        "presigned_put",
+        "list_objects_v2",
+    ] {
+        assert_eq!(result[step], "ok", "{step}: {result}\n{}", gw.stderr());
+    }
+    assert_eq!(result["stale_write"]["code"], "stale_token", "{result}");
 }
 
 #[test]
