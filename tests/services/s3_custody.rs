@@ -174,12 +174,22 @@ fn write_identities(dir: &Path) -> std::path::PathBuf {
 /// A gateway under custody in front of `moto`, with `extra` options; the
 /// directory holding its files lives as long as it.
 fn custody_gateway(moto: &MotoAuth, extra: &[&str]) -> (tempfile::TempDir, GatewayProcess) {
+    custody_gateway_to(moto, &moto.url, extra)
+}
+
+/// [`custody_gateway`] whose upstream is `upstream` (a relay in front of
+/// `moto`).
+fn custody_gateway_to(
+    moto: &MotoAuth,
+    upstream: &str,
+    extra: &[&str],
+) -> (tempfile::TempDir, GatewayProcess) {
     let dir = tempfile::tempdir().unwrap();
     let credentials = moto.write_credentials(dir.path());
     let identities = write_identities(dir.path());
     let mut args = vec![
         "--upstream",
-        &moto.url,
+        upstream,
         "--store",
         "s3",
         "--upstream-credentials",
@@ -366,7 +376,14 @@ fn stock_boto3_under_custody_over_tls() {
     let key = leaf.key.display().to_string();
     let (_dir, gw) = custody_gateway(
         moto,
-        &["--conditional-writes", "on", "--tls-cert", &cert, "--tls-key", &key],
+        &[
+            "--conditional-writes",
+            "on",
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+        ],
     );
     let url = format!("https://localhost:{}", gw.data_addr().port());
     let bundle = ca.cert_path().display().to_string();
@@ -704,4 +721,52 @@ fn custody_start_errors_are_one_line() {
         "{}",
         finished.stderr
     );
+}
+
+/// The relay test of chained writes, under custody: a stale holder's PUT,
+/// signed by the gateway and given up on (504), reaches the store after
+/// the next holder wrote, and the store refuses it (the gateway's
+/// condition is under the gateway's signature). Without the chain the
+/// same late PUT overwrites the next holder's object: the control.
+#[test]
+fn under_custody_a_late_stale_put_is_refused_by_the_store() {
+    use support::{Fault, Relay};
+    const HELD: std::time::Duration = std::time::Duration::from_millis(2500);
+    let moto = moto_with_auth();
+    for (mode, bucket, expected) in [
+        ("on", "cust-late-chained", "v34"),
+        ("off", "cust-late-open", "stale"),
+    ] {
+        let relay = Relay::start(moto.addr, Fault::None);
+        let (_dir, gw) = custody_gateway_to(
+            moto,
+            &relay.url(),
+            &["--conditional-writes", mode, "--upstream-timeout", "1"],
+        );
+        let owner = Signer::now(OWNER);
+        let target = format!("/{bucket}/report");
+        let made = owner.send(
+            &gw,
+            "PUT",
+            &format!("/{bucket}"),
+            &[("x-fencing-token", "1")],
+            b"",
+        );
+        assert_eq!(made.status, 200, "{}", made.text());
+        let first = owner.send(&gw, "PUT", &target, &[("x-fencing-token", "33")], b"v33");
+        assert_eq!(first.status, 200, "{}", first.text());
+        relay.set(Fault::DelayRequest(HELD));
+        let given_up = owner.send(&gw, "PUT", &target, &[("x-fencing-token", "33")], b"stale");
+        assert_eq!(given_up.status, 504, "{}", given_up.text());
+        relay.set(Fault::None);
+        let current = owner.send(&gw, "PUT", &target, &[("x-fencing-token", "34")], b"v34");
+        assert_eq!(current.status, 200, "{}", current.text());
+        assert_eq!(moto.read(bucket, "report").as_deref(), Some(&b"v34"[..]));
+        std::thread::sleep(HELD + std::time::Duration::from_millis(1500));
+        assert_eq!(
+            moto.read(bucket, "report").as_deref(),
+            Some(expected.as_bytes()),
+            "--conditional-writes {mode}"
+        );
+    }
 }
