@@ -190,7 +190,7 @@ impl Fences {
         self.settle_raise(key, &fence, target, persisted)?;
         entry.log();
         if previous < Some(target) {
-            log_raise(key, previous, target, entry.actor.parse().ok());
+            log_raise(key, previous, target, entry.actor.parse().ok(), None);
         }
         Ok(FenceWritten {
             previous,

@@ -183,6 +183,7 @@ impl Fences {
             token,
             client,
             issuer,
+            identity,
         } = admission;
         let mut keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         keys.sort_unstable();
@@ -238,7 +239,7 @@ impl Fences {
         };
         let hold = self.claim_all(&targets, &to_claim, token).await?;
         for (key, previous) in raised {
-            log_raise(&key, previous, token, client);
+            log_raise(&key, previous, token, client, identity);
         }
         self.enter_all(targets, token, hold).await
     }

@@ -271,6 +271,9 @@ pub struct Admission<'a> {
     pub client: Option<SocketAddr>,
     /// Token trust: asked before a token raises a fence.
     pub issuer: Option<&'a dyn TokenIssuer>,
+    /// Who the client authenticated as (credential custody), for the log
+    /// line of a raise.
+    pub identity: Option<&'a str>,
 }
 
 impl<'a> Admission<'a> {
@@ -280,7 +283,13 @@ impl<'a> Admission<'a> {
             token,
             client: None,
             issuer: None,
+            identity: None,
         }
+    }
+
+    /// The same, naming the client's `identity` in the log line of a raise.
+    pub fn by_identity(self, identity: Option<&'a str>) -> Self {
+        Admission { identity, ..self }
     }
 
     /// The same, naming `client` in the log line of a raise.
@@ -300,6 +309,7 @@ impl std::fmt::Debug for Admission<'_> {
             .field("token", &self.token)
             .field("client", &self.client)
             .field("issuer", &self.issuer.is_some())
+            .field("identity", &self.identity)
             .finish()
     }
 }
@@ -509,6 +519,7 @@ impl Fences {
             token,
             client,
             issuer,
+            identity,
         } = admission;
         let mut confirmed = issuer.is_none();
         let durable_store = self.inner.durable;
@@ -549,6 +560,7 @@ impl Fences {
                         token,
                         client,
                         issuer,
+                        identity,
                     };
                     return self.admit_diverted(key, admission).await;
                 }
@@ -595,7 +607,7 @@ impl Fences {
             hold = claim.ok().and_then(|claim| claim.hold);
         }
         if let Some(previous) = raised_from {
-            log_raise(key, previous, token, client);
+            log_raise(key, previous, token, client, identity);
         }
         // The common case decides at once, without registering for wake-ups.
         match self.try_enter(&fence, token, &mut hold) {
@@ -920,13 +932,23 @@ fn lease_ended(ended: LeaseEnded) -> AdmitError {
 }
 
 /// The log line of a raise; `previous` is `None` for a new fence, logged
-/// as `none` (an absent field would look like a forgotten one).
-fn log_raise(key: &str, previous: Option<u64>, highest: u64, client: Option<SocketAddr>) {
+/// as `none` (an absent field would look like a forgotten one); `identity`
+/// is who the client authenticated as, under credential custody.
+fn log_raise(
+    key: &str,
+    previous: Option<u64>,
+    highest: u64,
+    client: Option<SocketAddr>,
+    identity: Option<&str>,
+) {
     let previous = previous.map_or_else(|| "none".to_owned(), |p| p.to_string());
-    match client {
-        Some(client) => {
+    match (client, identity) {
+        (Some(client), Some(identity)) => {
+            tracing::info!(key, %previous, highest, %client, identity, "fence raised")
+        }
+        (Some(client), None) => {
             tracing::info!(key, %previous, highest, %client, "fence raised")
         }
-        None => tracing::info!(key, %previous, highest, "fence raised"),
+        (None, _) => tracing::info!(key, %previous, highest, "fence raised"),
     }
 }

@@ -62,6 +62,12 @@ enum Admit {
 pub(crate) trait Fenced: RequestView<Fields: Sync> + SetHeader + Send + 'static {
     /// The lease this request was admitted under.
     fn hand_lease(&mut self, lease: Lease);
+
+    /// Who the client authenticated as (credential custody), named in the
+    /// log line of a raise.
+    fn identity(&self) -> Option<&str> {
+        None
+    }
 }
 
 impl<B: Send + 'static> Fenced for Request<B> {
@@ -363,6 +369,7 @@ where
                     &key,
                     fences::Admission::new(token)
                         .from_client(client)
+                        .by_identity(request.identity())
                         .checked_by(issuer),
                 )
                 .await;
@@ -377,6 +384,7 @@ where
                     &keys,
                     fences::Admission::new(token)
                         .from_client(client)
+                        .by_identity(request.identity())
                         .checked_by(issuer),
                 ),
             )

@@ -26,7 +26,8 @@ use super::access_log::AccessLog;
 use super::body::request::{Counted, DrainOnDrop, IncomingBody};
 use super::body::response::{FromProxy, Relayed};
 use super::custody::denied::Denied;
-use super::custody::Custody;
+use super::custody::stream::Resigned;
+use super::custody::{Custody, Forwarding};
 use super::deadlines::{Side, StallTimeout};
 use super::engine;
 use super::exchange::{ClientConnection, Exchange};
@@ -215,6 +216,18 @@ impl Connection {
         // The backend's lines go into the map for an HTTP/2 client: hyper
         // writes the map alone.
         let fields_to_map = request.version() >= Version::HTTP_2;
+        // A signed aws-chunked body under custody: verified and re-signed
+        // as it passes.
+        let chunked = request
+            .custody
+            .as_deref()
+            .and_then(|verified| match &verified.forward {
+                Forwarding::Signed {
+                    chunked: Some((client, cell)),
+                    ..
+                } => Some((client.clone(), Arc::clone(cell))),
+                _ => None,
+            });
         let request = request.map_body(|body| {
             if http_body::Body::is_end_stream(&body) {
                 // No body to time (a GET): and `Empty` is a unit, so boxing it
@@ -222,9 +235,13 @@ impl Connection {
                 Body::empty()
             } else {
                 let body = DrainOnDrop::new(StallTimeout::new(body, timeout, Side::Client), drain);
-                match counter {
+                let body = match counter {
                     Some(counter) => Body::new(Counted::new(body, counter)),
                     None => Body::new(body),
+                };
+                match chunked {
+                    Some((client, cell)) => Body::new(Resigned::new(body, client, cell)),
+                    None => body,
                 }
             }
         });
@@ -287,14 +304,16 @@ impl Connection {
         exchange: &mut Exchange,
     ) -> Result<(), Denied> {
         let shared = &self.shared;
-        custody.admit(request, shared.tls)?;
+        let admitted = custody.admit(request, shared.tls);
         let Some(verified) = request.custody.as_deref() else {
-            return Ok(());
+            return admitted;
         };
-        let fence = shared.inner.fence_of(&*request);
-        if exchange.is_logged() {
-            exchange.identified(&verified.identity.name, || fence.clone());
-        }
+        let fence = match &admitted {
+            Ok(()) => shared.inner.fence_of(&*request),
+            Err(_) => (None, None),
+        };
+        exchange.identified(&verified.identity.name, || fence.clone());
+        admitted?;
         if let (Some(key), Some(token)) = &fence {
             verified.check_raise(key, *token, shared.inner.highest(key))?;
         }

@@ -53,6 +53,9 @@ pub(crate) struct Exchange {
     /// Set once the response head is out; `None` at the end means the
     /// client went away before an answer.
     answered: Option<Outcome>,
+    /// Credential custody: who the request authenticated as, the label of
+    /// its metrics.
+    identity: Option<Arc<str>>,
 }
 
 impl Exchange {
@@ -79,6 +82,7 @@ impl Exchange {
             _busy: connection.activity.begin(),
             entry,
             answered: None,
+            identity: None,
         }
     }
 
@@ -106,6 +110,7 @@ impl Exchange {
             _busy: connection.activity.begin(),
             entry,
             answered: None,
+            identity: None,
         };
         exchange.answered(outcome, status);
     }
@@ -117,15 +122,11 @@ impl Exchange {
         identity: &str,
         fence: impl FnOnce() -> (Option<String>, Option<u64>),
     ) {
+        self.identity = Some(Arc::from(identity));
         if let Some(entry) = &mut self.entry {
             entry.identity = Some(identity.to_owned());
             entry.fence(fence());
         }
-    }
-
-    /// Whether an access log line is kept for this request.
-    pub(crate) fn is_logged(&self) -> bool {
-        self.entry.is_some()
     }
 
     /// Where the request body's bytes are counted for the access log, if it
@@ -137,7 +138,13 @@ impl Exchange {
     /// The response head is out, with `status`, for `outcome`: counted, with
     /// its latency.
     pub(crate) fn answered(&mut self, outcome: Outcome, status: StatusCode) {
-        self.connection.metrics.observe(outcome, self.elapsed());
+        match &self.identity {
+            Some(identity) => self
+                .connection
+                .metrics
+                .observe_as(outcome, identity, self.elapsed()),
+            None => self.connection.metrics.observe(outcome, self.elapsed()),
+        }
         if let Some(entry) = &mut self.entry {
             entry.answered(outcome, status);
         }

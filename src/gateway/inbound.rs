@@ -218,6 +218,12 @@ impl<B: Send + 'static> Fenced for Inbound<B> {
     fn hand_lease(&mut self, lease: Lease) {
         self.lease = Some(lease);
     }
+
+    fn identity(&self) -> Option<&str> {
+        self.custody
+            .as_deref()
+            .map(|verified| verified.identity.name.as_str())
+    }
 }
 
 impl Head {

@@ -18,9 +18,28 @@ use crate::chain::{Chain, Source};
 use crate::issuer::UrlIssuer;
 use crate::Fences;
 
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct OutcomeLabel {
+/// The labels of `fencegate_requests_total`: the outcome, and under
+/// credential custody the identity (bounded by the identities file), left
+/// out for requests of no identity so that a gateway without custody keeps
+/// its series as they were.
+#[derive(Debug, Clone, Hash, PartialEq, Eq)]
+struct RequestLabels {
     outcome: &'static str,
+    identity: Option<Arc<str>>,
+}
+
+impl EncodeLabelSet for RequestLabels {
+    fn encode(
+        &self,
+        encoder: &mut prometheus_client::encoding::LabelSetEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeLabel as _;
+        ("outcome", self.outcome).encode(encoder.encode_label())?;
+        if let Some(identity) = &self.identity {
+            ("identity", identity.as_ref()).encode(encoder.encode_label())?;
+        }
+        Ok(())
+    }
 }
 
 /// The gateway's metrics: what happened to each request, how long it took,
@@ -30,6 +49,8 @@ pub(crate) struct Metrics {
     /// One handle per entry of [`Outcome::ALL`], taken once, so that
     /// counting a request takes no lock on the family.
     requests: Arc<[Counter; Outcome::ALL.len()]>,
+    /// The family, for the series of identified requests (custody).
+    by_identity: Family<RequestLabels, Counter>,
     latency: Histogram,
     /// Responses whose body failed after their head was relayed.
     responses_cut: Counter,
@@ -276,16 +297,18 @@ impl Metrics {
         chain: Option<Arc<Chain>>,
     ) -> Self {
         let mut registry = Registry::default();
-        let family = Family::<OutcomeLabel, Counter>::default();
+        let family = Family::<RequestLabels, Counter>::default();
         // Every outcome is present from the start, so that a rate over them
         // never misses a series.
         let requests = Outcome::ALL.map(|outcome| {
             family
-                .get_or_create(&OutcomeLabel {
+                .get_or_create(&RequestLabels {
                     outcome: outcome.as_str(),
+                    identity: None,
                 })
                 .clone()
         });
+        let by_identity = family.clone();
         registry.register(
             "fencegate_requests",
             "Data plane requests by outcome",
@@ -309,6 +332,7 @@ impl Metrics {
             registry.register_collector(Box::new(ChainCollector(chain)));
         }
         Metrics {
+            by_identity,
             requests: Arc::new(requests),
             latency,
             responses_cut,
@@ -320,6 +344,18 @@ impl Metrics {
     pub(crate) fn observe(&self, outcome: Outcome, elapsed: Duration) {
         // `ALL` lists the variants in declaration order (a unit test checks).
         self.requests[outcome as usize].inc();
+        self.latency.observe(elapsed.as_secs_f64());
+    }
+
+    /// As [`Metrics::observe`], for a request that authenticated as
+    /// `identity` (credential custody): counted in its identity's series.
+    pub(crate) fn observe_as(&self, outcome: Outcome, identity: &Arc<str>, elapsed: Duration) {
+        self.by_identity
+            .get_or_create(&RequestLabels {
+                outcome: outcome.as_str(),
+                identity: Some(Arc::clone(identity)),
+            })
+            .inc();
         self.latency.observe(elapsed.as_secs_f64());
     }
 

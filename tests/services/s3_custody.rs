@@ -231,7 +231,12 @@ impl Signer<'_> {
         body: &[u8],
     ) -> Vec<(String, String)> {
         let amz_date = sigv4::format_amz_date(self.at);
-        let payload = sigv4::sha256_hex(body);
+        // A payload form given among the fields (aws-chunked) wins over the
+        // body's hash.
+        let payload = fields
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case("x-amz-content-sha256"))
+            .map_or_else(|| sigv4::sha256_hex(body), |(_, v)| v.to_string());
         // The Host the request is sent with: the gateway's address unless
         // `fields` names another.
         let mut all: Vec<(String, String)> = Vec::new();
@@ -239,7 +244,12 @@ impl Signer<'_> {
             all.push(("host".into(), gw.data_addr().to_string()));
         }
         all.push(("x-amz-date".into(), amz_date.clone()));
-        all.push(("x-amz-content-sha256".into(), payload.clone()));
+        if !fields
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("x-amz-content-sha256"))
+        {
+            all.push(("x-amz-content-sha256".into(), payload.clone()));
+        }
         all.extend(
             fields
                 .iter()
@@ -666,11 +676,31 @@ fn bad_credentials_are_refused_before_anything_else() {
     assert_eq!(moto.read("cust-billing", "copy.csv"), None);
     assert_eq!(gw.fence("/cust-billing/q3.csv"), Some(10));
     let metrics = gw.metrics();
+    assert!(all_series(&metrics, "unauthenticated") >= 7.0, "{metrics}");
+    assert!(all_series(&metrics, "forbidden") >= 5.0, "{metrics}");
+    // Identified requests are counted per identity.
     assert!(
-        support::outcome(&metrics, "unauthenticated") >= 7.0,
+        support::metric(
+            &metrics,
+            "fencegate_requests_total{outcome=\"forbidden\",identity=\"billing\"}"
+        )
+        .is_some_and(|n| n >= 4.0),
         "{metrics}"
     );
-    assert!(support::outcome(&metrics, "forbidden") >= 5.0, "{metrics}");
+    assert!(
+        support::metric(
+            &metrics,
+            "fencegate_requests_total{outcome=\"forwarded\",identity=\"owner\"}"
+        )
+        .is_some_and(|n| n >= 2.0),
+        "{metrics}"
+    );
+    // The raise names who raised.
+    assert!(
+        gw.stderr().contains("identity=\"owner\"") || gw.stderr().contains("identity=owner"),
+        "{}",
+        gw.stderr()
+    );
 }
 
 /// The store refuses the gateway's own key (revoked): 502
@@ -823,4 +853,98 @@ fn under_custody_a_late_stale_put_is_refused_by_the_store() {
             "--conditional-writes {mode}"
         );
     }
+}
+
+/// The sum of `fencegate_requests_total` for `outcome` over every identity
+/// (and none).
+fn all_series(metrics: &str, outcome: &str) -> f64 {
+    let prefix = format!("fencegate_requests_total{{outcome=\"{outcome}\"");
+    metrics
+        .lines()
+        .filter(|line| line.starts_with(&prefix))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// A signed aws-chunked upload (`STREAMING-AWS4-HMAC-SHA256-PAYLOAD`, as
+/// the AWS SDKs for Java and Go send over plain HTTP): the gateway verifies
+/// each chunk against the client's chain and re-signs it into its own; a
+/// tampered chunk cuts the upload and the store keeps nothing.
+#[test]
+fn signed_aws_chunked_uploads_are_verified_and_re_signed_chunk_by_chunk() {
+    use bytes::Bytes;
+    use fencegate::custody::chunked::{Chunk, ChunkResigner, Event};
+    let moto = moto_with_auth();
+    let (_dir, gw) = custody_gateway(moto, &[]);
+    let owner = Signer::now(OWNER);
+    let made = owner.send(
+        &gw,
+        "PUT",
+        "/cust-chunked",
+        &[("x-fencing-token", "1")],
+        b"",
+    );
+    assert_eq!(made.status, 200, "{}", made.text());
+    let data: Vec<Vec<u8>> = vec![vec![b'a'; 8192], vec![b'b'; 1000]];
+    let decoded: usize = data.iter().map(Vec::len).sum();
+    let upload = |key: &str, tamper: bool| -> (support::Resp, Vec<u8>) {
+        // The body's length is the same whatever the signatures: frame it
+        // once with a dummy chain to learn it.
+        let frame = |seed: [u8; 32], signing: &sigv4::SigningKey, amz_date: &str, scope: &str| {
+            let mut resigner = ChunkResigner::new(signing.clone(), amz_date, scope, seed);
+            let mut pieces = Vec::new();
+            for part in &data {
+                resigner.resign(
+                    &Event::Chunk(Chunk::new(Bytes::from(part.clone()))),
+                    &mut pieces,
+                );
+            }
+            resigner.resign(&Event::Chunk(Chunk::new(Bytes::new())), &mut pieces);
+            resigner.resign(&Event::End, &mut pieces);
+            pieces.concat()
+        };
+        let amz_date = sigv4::format_amz_date(owner.at);
+        let scope = format!("{}/us-east-1/s3/aws4_request", &amz_date[..8]);
+        let signing = sigv4::signing_key(OWNER.1.as_bytes(), &amz_date[..8], "us-east-1", "s3");
+        let length = frame([0; 32], &signing, &amz_date, &scope)
+            .len()
+            .to_string();
+        let decoded = decoded.to_string();
+        let target = format!("/cust-chunked/{key}");
+        let fields = [
+            ("x-fencing-token", "2"),
+            ("x-amz-content-sha256", "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"),
+            ("content-encoding", "aws-chunked"),
+            ("x-amz-decoded-content-length", decoded.as_str()),
+            ("content-length", length.as_str()),
+        ];
+        let headers = owner.headers(&gw, "PUT", &target, &fields, &[], b"");
+        let authorization = &headers
+            .iter()
+            .find(|(n, _)| n == "authorization")
+            .unwrap()
+            .1;
+        let seed_hex = authorization.rsplit("Signature=").next().unwrap();
+        let seed = sigv4::parse_hex32(seed_hex.as_bytes()).unwrap();
+        let mut body = frame(seed, &signing, &amz_date, &scope);
+        if tamper {
+            // A byte of the second chunk's data.
+            let at = body.len() - 200;
+            body[at] ^= 1;
+        }
+        let refs: Vec<(&str, &str)> = headers
+            .iter()
+            .filter(|(n, _)| n != "content-length")
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        (gw.req("PUT", &target, &refs, &body), body)
+    };
+    let (resp, _) = upload("whole.bin", false);
+    assert_eq!(resp.status, 200, "{}\n{}", resp.text(), gw.stderr());
+    let stored = moto.read("cust-chunked", "whole.bin").expect("stored");
+    assert_eq!(stored, data.concat());
+
+    let (resp, _) = upload("tampered.bin", true);
+    assert_ne!(resp.status, 200, "{}", resp.text());
+    assert_eq!(moto.read("cust-chunked", "tampered.bin"), None);
 }

@@ -44,8 +44,6 @@ pub(crate) enum DeniedKind {
     /// A request custody cannot make safe to sign (a key with a `..`
     /// segment, a `Host` naming no bucket): 400 `invalid_path`.
     InvalidPath,
-    /// A payload form custody does not handle yet (501 `NotImplemented`).
-    NotImplemented,
 }
 
 impl Denied {
@@ -61,7 +59,6 @@ impl Denied {
         match self.kind {
             DeniedKind::Forbidden { .. } => Outcome::Forbidden,
             DeniedKind::InvalidPath => Outcome::InvalidPath,
-            DeniedKind::NotImplemented => Outcome::OtherRefusal,
             _ => Outcome::Unauthenticated,
         }
     }
@@ -86,7 +83,6 @@ impl Denied {
                 (StatusCode::FORBIDDEN, "AccessDenied")
             }
             DeniedKind::InvalidPath => (StatusCode::BAD_REQUEST, "invalid_path"),
-            DeniedKind::NotImplemented => (StatusCode::NOT_IMPLEMENTED, "NotImplemented"),
         };
         let mut fields = json!({ "error": code });
         if let DeniedKind::Forbidden { object } = &self.kind {
@@ -117,10 +113,6 @@ impl Denied {
             DeniedKind::InvalidPath => json_response(
                 StatusCode::BAD_REQUEST,
                 &json!({ "error": "invalid_path", "detail": self.message }),
-            ),
-            DeniedKind::NotImplemented => json_response(
-                StatusCode::NOT_IMPLEMENTED,
-                &json!({ "error": "not_implemented", "detail": self.message }),
             ),
             _ => {
                 let mut response = json_response(

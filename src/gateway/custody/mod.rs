@@ -33,6 +33,7 @@ pub(crate) mod files;
 pub(crate) mod identities;
 mod s3;
 pub(crate) mod sign;
+pub(crate) mod stream;
 
 pub use self::identities::Anonymous;
 
@@ -53,7 +54,13 @@ pub(crate) enum Forwarding {
     /// S3, signed in its `Authorization` header: only the fields the
     /// client signed go on (with the gateway's additions), and its payload
     /// hash.
-    Signed { names: Vec<String>, payload: String },
+    Signed {
+        names: Vec<String>,
+        payload: String,
+        /// A signed aws-chunked body: the client's chain, and where the
+        /// gateway's seed goes once its head is signed.
+        chunked: Option<(stream::ClientSide, stream::SeedCell)>,
+    },
     /// S3, a presigned URL: the fields it signed, its query without the
     /// authentication parameters, and its other signed `x-amz-*`
     /// parameters as fields.
@@ -137,33 +144,38 @@ impl Custody {
     /// [`Verified`] on. `tls`: the client's connection is TLS.
     pub(crate) fn admit<B>(&self, request: &mut Inbound<B>, tls: bool) -> Result<(), Denied> {
         let identities = self.identities();
+        // Authenticated first, and carried on at once: a request refused
+        // below is logged and counted under its identity.
         let verified = match &self.s3 {
+            Some(s3) => s3.authenticate(&identities, request, tls, unix_now())?,
+            None => basic::authenticate(&identities, request)?,
+        };
+        let identity = Arc::clone(&verified.identity);
+        request.custody = Some(Box::new(verified));
+        let (reached, own) = match &self.s3 {
             Some(s3) => {
-                let mut verified = s3.authenticate(&identities, request, tls, unix_now())?;
                 let addressed = s3.address(request)?;
-                for (object, need) in s3::reached(request, &addressed)? {
-                    authorise(&verified.identity, &object, need)?;
-                }
-                verified.may_raise = verified.identity.may(&addressed.object, Access::Write);
+                let reached = s3::reached(request, &addressed)?;
                 if let Some(target) = &addressed.path_style {
                     let uri = target.parse().map_err(|_| {
                         Denied::new(DeniedKind::InvalidPath, "the path-style target is no URI")
                     })?;
                     request.set_target(uri);
                 }
-                verified
+                (reached, addressed.object)
             }
             None => {
-                let mut verified = basic::authenticate(&identities, request)?;
                 let reached = plain_reached(request)?;
-                for (object, need) in &reached {
-                    authorise(&verified.identity, object, *need)?;
-                }
-                verified.may_raise = verified.identity.may(&reached[0].0, Access::Write);
-                verified
+                let own = reached[0].0.clone();
+                (reached, own)
             }
         };
-        request.custody = Some(Box::new(verified));
+        for (object, need) in &reached {
+            authorise(&identity, object, *need)?;
+        }
+        if let Some(verified) = request.custody.as_deref_mut() {
+            verified.may_raise = identity.may(&own, Access::Write);
+        }
         Ok(())
     }
 

@@ -17,6 +17,7 @@ use http::{HeaderName, Method};
 use super::denied::{Denied, DeniedKind};
 use super::files::{Access, Identity};
 use super::identities::Identities;
+use super::stream;
 use super::{Forwarding, Verified};
 use crate::custody::sigv4::{self, SigV4Error, SigningKey};
 use crate::gateway::inbound::Inbound;
@@ -190,11 +191,18 @@ impl S3Clients {
                 "the request signature the gateway calculated does not match the signature provided; check the identity's secret key and signing method",
             ));
         }
+        let chunked = stream::streaming_trailer(payload).map(|trailer| {
+            (
+                stream::client_side(&auth, amz_date, key, trailer),
+                stream::SeedCell::default(),
+            )
+        });
         Ok(Verified {
             identity,
             forward: Forwarding::Signed {
                 names: auth.signed_headers,
                 payload: payload.to_owned(),
+                chunked,
             },
             may_raise: false,
         })
@@ -588,11 +596,10 @@ fn payload_form(value: &str, has_body: bool, tls: bool) -> Result<&str, Denied> 
                 Ok(value)
             }
         }
+        // Verified and re-signed chunk by chunk as the body passes
+        // (`stream.rs`).
         "STREAMING-AWS4-HMAC-SHA256-PAYLOAD" | "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER" => {
-            Err(Denied::new(
-                DeniedKind::NotImplemented,
-                "signed aws-chunked payloads are not handled under custody yet: send the payload's SHA-256 or UNSIGNED-PAYLOAD over TLS",
-            ))
+            Ok(value)
         }
         _ => Err(malformed(&format!(
             "x-amz-content-sha256 {value:?} is neither a SHA-256 nor a payload form the gateway knows"

@@ -12,7 +12,7 @@ use http::{HeaderName, HeaderValue, Method};
 
 use super::files::UpstreamCredentials;
 use super::s3::{lookup, EMPTY_SHA256};
-use super::Forwarding;
+use super::{stream, Forwarding};
 use crate::custody::sigv4::{self, SigningKey};
 use crate::gateway::inbound::Head;
 
@@ -128,7 +128,7 @@ impl UpstreamSigner {
                     payload,
                     moved,
                 } = match forward {
-                    Forwarding::Signed { names, payload } => Plan {
+                    Forwarding::Signed { names, payload, .. } => Plan {
                         names: names.clone(),
                         presigned_query: None,
                         payload: payload.clone(),
@@ -208,7 +208,25 @@ impl UpstreamSigner {
                 .map_err(|e| SignError(e.to_string()))?;
                 let scope = format!("{date}/{region}/{service}/aws4_request");
                 let to_sign = sigv4::string_to_sign(&amz_date, &scope, &canonical);
-                let signature = sigv4::hex(&sigv4::signature(&key, &to_sign));
+                let raw = sigv4::signature(&key, &to_sign);
+                let signature = sigv4::hex(&raw);
+                if let Forwarding::Signed {
+                    chunked: Some((_, cell)),
+                    ..
+                } = forward
+                {
+                    // The body's chunks chain from this signature: a
+                    // second signing would give another seed.
+                    cell.set(stream::GatewaySeed::new(
+                        key.clone(),
+                        &amz_date,
+                        &scope,
+                        raw,
+                    ))
+                    .map_err(|_| {
+                        SignError("the aws-chunked body's head was signed twice".to_owned())
+                    })?;
+                }
                 let authorization = format!(
                     "AWS4-HMAC-SHA256 Credential={access_key_id}/{scope}, SignedHeaders={}, Signature={signature}",
                     signed.join(";")
