@@ -223,9 +223,9 @@ impl Connection {
             .as_deref()
             .and_then(|verified| match &verified.forward {
                 Forwarding::Signed {
-                    chunked: Some((client, cell)),
+                    chunked: Some(chunked),
                     ..
-                } => Some((client.clone(), Arc::clone(cell))),
+                } => Some((chunked.0.clone(), Arc::clone(&chunked.1))),
                 _ => None,
             });
         let request = request.map_body(|body| {

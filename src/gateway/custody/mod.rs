@@ -59,7 +59,8 @@ pub(crate) enum Forwarding {
         payload: String,
         /// A signed aws-chunked body: the client's chain, and where the
         /// gateway's seed goes once its head is signed.
-        chunked: Option<(stream::ClientSide, stream::SeedCell)>,
+        /// Boxed: most requests have none.
+        chunked: Option<Box<(stream::ClientSide, stream::SeedCell)>>,
     },
     /// S3, a presigned URL: the fields it signed, its query without the
     /// authentication parameters, and its other signed `x-amz-*`

@@ -192,10 +192,10 @@ impl S3Clients {
             ));
         }
         let chunked = stream::streaming_trailer(payload).map(|trailer| {
-            (
+            Box::new((
                 stream::client_side(&auth, amz_date, key, trailer),
                 stream::SeedCell::default(),
-            )
+            ))
         });
         Ok(Verified {
             identity,

@@ -211,10 +211,11 @@ impl UpstreamSigner {
                 let raw = sigv4::signature(&key, &to_sign);
                 let signature = sigv4::hex(&raw);
                 if let Forwarding::Signed {
-                    chunked: Some((_, cell)),
+                    chunked: Some(chunked),
                     ..
                 } = forward
                 {
+                    let (_, cell) = &**chunked;
                     // The body's chunks chain from this signature: a
                     // second signing would give another seed.
                     cell.set(stream::GatewaySeed::new(
