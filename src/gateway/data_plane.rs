@@ -200,6 +200,17 @@ impl Connection {
                 .err(),
             None => None,
         };
+        if let Some(denied) = &denied {
+            // What an operator needs to find a client whose credentials or
+            // grants are wrong (the answer itself says little, by design).
+            tracing::info!(
+                method = request.method().as_str(),
+                path = request.uri().path(),
+                identity = request.custody.as_deref().map(|v| v.identity.name.as_str()),
+                detail = denied.message.as_str(),
+                "refused by credential custody"
+            );
+        }
         let counter = exchange.bytes_in();
         let timeout = shared.client.body_timeout;
         // A client that asked `Expect: 100-continue` and gets a refusal

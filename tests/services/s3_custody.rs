@@ -948,3 +948,49 @@ fn signed_aws_chunked_uploads_are_verified_and_re_signed_chunk_by_chunk() {
     assert_ne!(resp.status, 200, "{}", resp.text());
     assert_eq!(moto.read("cust-chunked", "tampered.bin"), None);
 }
+
+/// rclone with an S3 remote signing with an identity's keys, the token in
+/// `--header` (docs/CLIENTS.md): rclone adds such a header after its SDK
+/// signed the request, so under custody the token is unsigned, and the
+/// gateway refuses it as a bad signature (SPEC: a signed request's token
+/// header must be signed). Nothing reaches the store; the refusal is
+/// logged. rclone cannot carry a signed token today (docs/CUSTODY.md).
+#[test]
+fn rclone_under_custody_sends_its_token_unsigned_and_is_refused() {
+    let moto = moto_with_auth();
+    let (_dir, gw) = custody_gateway(moto, &[]);
+    let owner = Signer::now(OWNER);
+    let made = owner.send(&gw, "PUT", "/cust-rclone", &[("x-fencing-token", "1")], b"");
+    assert_eq!(made.status, 200, "{}", made.text());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rclone.csv");
+    std::fs::write(&file, "written by rclone").unwrap();
+    let out = Command::new("rclone")
+        .arg("copyto")
+        .args([file.to_str().unwrap(), "gw:cust-rclone/rclone.csv"])
+        .args(["--header", "X-Fencing-Token: 40"])
+        .args(["--retries", "1", "--low-level-retries", "1", "-q"])
+        .env("RCLONE_CONFIG", "/dev/null")
+        .env("RCLONE_CONFIG_GW_TYPE", "s3")
+        .env("RCLONE_CONFIG_GW_PROVIDER", "Other")
+        .env("RCLONE_CONFIG_GW_ENDPOINT", gw.data_url())
+        .env("RCLONE_CONFIG_GW_ACCESS_KEY_ID", OWNER.0)
+        .env("RCLONE_CONFIG_GW_SECRET_ACCESS_KEY", OWNER.1)
+        .env("RCLONE_CONFIG_GW_REGION", "us-east-1")
+        .env("RCLONE_CONFIG_GW_FORCE_PATH_STYLE", "true")
+        .env_remove("HTTP_PROXY")
+        .env_remove("http_proxy")
+        .env_remove("AWS_CA_BUNDLE")
+        .output()
+        .unwrap_or_else(|e| panic!("rclone: {e} (run scripts/install-deps.sh)"));
+    assert!(!out.status.success());
+    assert_eq!(moto.read("cust-rclone", "rclone.csv"), None);
+    assert!(
+        gw.wait_stderr(
+            "x-fencing-token must be among the signed headers",
+            std::time::Duration::from_secs(5)
+        ),
+        "{}",
+        gw.stderr()
+    );
+}
