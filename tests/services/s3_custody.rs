@@ -994,3 +994,35 @@ fn rclone_under_custody_sends_its_token_unsigned_and_is_refused() {
         gw.stderr()
     );
 }
+
+/// SIGHUP re-reads the identities: a key added is taken, a file that does
+/// not load keeps the identities in force and says why.
+#[test]
+fn identities_are_reloaded_on_sighup() {
+    let moto = moto_with_auth();
+    let (dir, gw) = custody_gateway(moto, &[]);
+    let newcomer = ("FGNEW01", "newcomer-secret-0123456789");
+    let signer = Signer::now(newcomer);
+    let resp = signer.send(&gw, "GET", "/", &[], b"");
+    assert_eq!(s3_code(&resp), "InvalidAccessKeyId");
+    std::fs::write(dir.path().join("new.secret"), newcomer.1).unwrap();
+    let file = dir.path().join("identities.toml");
+    let mut text = std::fs::read_to_string(&file).unwrap();
+    text.push_str(
+        "\n[[identity]]\nname = \"newcomer\"\naccess_key_id = \"FGNEW01\"\nsecret_file = \"new.secret\"\nallow = [ { prefix = \"/\", access = \"read\" } ]\n",
+    );
+    std::fs::write(&file, &text).unwrap();
+    gw.sighup();
+    assert!(gw.wait_stderr("identities reloaded", std::time::Duration::from_secs(10)));
+    let resp = signer.send(&gw, "GET", "/", &[], b"");
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    // A broken file keeps what was in force.
+    std::fs::write(&file, "[[identity]]\nname = 3\n").unwrap();
+    gw.sighup();
+    assert!(gw.wait_stderr(
+        "cannot reload the identities",
+        std::time::Duration::from_secs(10)
+    ));
+    let resp = signer.send(&gw, "GET", "/", &[], b"");
+    assert_eq!(resp.status, 200, "{}", resp.text());
+}

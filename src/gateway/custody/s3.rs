@@ -500,13 +500,14 @@ pub(crate) fn reached<B>(
     });
     if on_bucket {
         let bucket_prefix = format!("/{bucket}/");
-        if write && (method != Method::POST || admin_resource) {
-            // Create, delete, or reconfigure a bucket.
-            reached.push((bucket_prefix, Access::Admin));
+        if write && method == Method::POST && has_param(query, &["delete"]) && !admin_resource {
+            // DeleteObjects: each key it lists is a write of its own,
+            // authorised once the body is read (`Custody::authorise_listed`).
         } else if write {
-            // DeleteObjects (its keys come with its body), a form upload
-            // (refused by the fencing layer).
-            reached.push((bucket_prefix, Access::Write));
+            // Create, delete or reconfigure a bucket; and a POST-policy
+            // form upload, whose key is in its body (refused by the fencing
+            // layer when fenced; without a token, as an admin's only).
+            reached.push((bucket_prefix, Access::Admin));
         } else {
             // A listing reaches what its prefix names.
             let prefix = param(query, "prefix").unwrap_or_default();
