@@ -1026,3 +1026,80 @@ fn identities_are_reloaded_on_sighup() {
     let resp = signer.send(&gw, "GET", "/", &[], b"");
     assert_eq!(resp.status, 200, "{}", resp.text());
 }
+
+/// A presigned URL made with an identity's key: served while it lives,
+/// refused once expired (and when its signature is not the identity's).
+#[test]
+fn presigned_urls_expire() {
+    let moto = moto_with_auth();
+    let (_dir, gw) = custody_gateway(moto, &[]);
+    let owner = Signer::now(OWNER);
+    assert_eq!(
+        owner
+            .send(
+                &gw,
+                "PUT",
+                "/cust-presigned",
+                &[("x-fencing-token", "1")],
+                b""
+            )
+            .status,
+        200
+    );
+    assert_eq!(
+        owner
+            .send(
+                &gw,
+                "PUT",
+                "/cust-presigned/k",
+                &[("x-fencing-token", "1")],
+                b"v1"
+            )
+            .status,
+        200
+    );
+    let presign = |at: u64, expires: u64, secret: &str| -> String {
+        let amz_date = sigv4::format_amz_date(at);
+        let date = &amz_date[..8];
+        let credential = format!("{}%2F{date}%2Fus-east-1%2Fs3%2Faws4_request", OWNER.0);
+        let query = format!(
+            "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential={credential}&X-Amz-Date={amz_date}&X-Amz-Expires={expires}&X-Amz-SignedHeaders=host"
+        );
+        let host = gw.data_addr().to_string();
+        let lookup = |name: &str| -> Vec<&[u8]> {
+            if name == "host" {
+                vec![host.as_bytes()]
+            } else {
+                Vec::new()
+            }
+        };
+        let canonical = sigv4::canonical_request(
+            "GET",
+            "/cust-presigned/k",
+            &query,
+            &|_| false,
+            &lookup,
+            &["host".to_owned()],
+            "UNSIGNED-PAYLOAD",
+        )
+        .unwrap();
+        let scope = format!("{date}/us-east-1/s3/aws4_request");
+        let to_sign = sigv4::string_to_sign(&amz_date, &scope, &canonical);
+        let key = sigv4::signing_key(secret.as_bytes(), date, "us-east-1", "s3");
+        let signature = sigv4::hex(&sigv4::signature(&key, &to_sign));
+        format!("/cust-presigned/k?{query}&X-Amz-Signature={signature}")
+    };
+    let fresh = gw.req("GET", &presign(owner.at, 600, OWNER.1), &[], b"");
+    assert_eq!(fresh.status, 200, "{}", fresh.text());
+    assert_eq!(fresh.text(), "v1");
+    let expired = gw.req("GET", &presign(owner.at - 3600, 600, OWNER.1), &[], b"");
+    assert_eq!(expired.status, 403, "{}", expired.text());
+    assert_eq!(s3_code(&expired), "AccessDenied");
+    assert!(expired.text().contains("expired"), "{}", expired.text());
+    let forged = gw.req("GET", &presign(owner.at, 600, "not-the-secret"), &[], b"");
+    assert_eq!(s3_code(&forged), "SignatureDoesNotMatch");
+    // Longer than seven days: malformed, as S3 has it.
+    let too_long = gw.req("GET", &presign(owner.at, 8 * 24 * 3600, OWNER.1), &[], b"");
+    assert_eq!(too_long.status, 400, "{}", too_long.text());
+    assert_eq!(s3_code(&too_long), "AuthorizationHeaderMalformed");
+}
