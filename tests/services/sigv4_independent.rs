@@ -239,7 +239,7 @@ impl Signer<'_> {
 
     fn headers(
         &self,
-        gw: &GatewayProcess,
+        host: SocketAddr,
         method: &str,
         target: &str,
         fields: &[(&str, &str)],
@@ -251,7 +251,7 @@ impl Signer<'_> {
             .find(|(n, _)| n.eq_ignore_ascii_case("x-amz-content-sha256"))
             .map_or_else(|| sigv4::sha256_hex(body), |(_, v)| v.to_string());
         let mut all: Vec<(String, String)> = vec![
-            ("host".into(), gw.data_addr().to_string()),
+            ("host".into(), host.to_string()),
             ("x-amz-date".into(), amz_date.clone()),
         ];
         if !fields
@@ -302,8 +302,8 @@ impl Signer<'_> {
         fields: &[(&str, &str)],
         body: &[u8],
     ) -> support::Resp {
-        let headers = self.headers(gw, method, target, fields, body);
-        send(gw, method, target, &headers, body)
+        let headers = self.headers(gw.data_addr(), method, target, fields, body);
+        send(gw.data_addr(), method, target, &headers, body)
     }
 
     /// The aws-chunked body of `parts` (then the final, empty chunk, and
@@ -330,11 +330,25 @@ impl Signer<'_> {
     /// PAYLOAD`, or `-TRAILER` with `trailer`), with `fields` signed too.
     fn put_chunked(
         &self,
-        gw: &GatewayProcess,
+        to: SocketAddr,
         target: &str,
         parts: &[Vec<u8>],
         trailer: Option<&Trailer>,
         fields: &[(&str, &str)],
+    ) -> support::Resp {
+        self.put_chunked_tampered(to, target, parts, trailer, fields, &|_| {})
+    }
+
+    /// [`put_chunked`](Self::put_chunked), with `tamper` applied to the
+    /// framed body before it is sent (its length unchanged).
+    fn put_chunked_tampered(
+        &self,
+        to: SocketAddr,
+        target: &str,
+        parts: &[Vec<u8>],
+        trailer: Option<&Trailer>,
+        fields: &[(&str, &str)],
+        tamper: &dyn Fn(&mut Vec<u8>),
     ) -> support::Resp {
         // The body's length is the same whatever the signatures.
         let length = self.frame(parts, trailer, [0; 32]).len().to_string();
@@ -362,7 +376,7 @@ impl Signer<'_> {
             all.push(("x-amz-trailer", names.as_str()));
         }
         all.extend_from_slice(fields);
-        let headers = self.headers(gw, "PUT", target, &all, b"");
+        let headers = self.headers(to, "PUT", target, &all, b"");
         let authorization = &headers
             .iter()
             .find(|(n, _)| n == "authorization")
@@ -370,19 +384,20 @@ impl Signer<'_> {
             .1;
         let seed = authorization.rsplit("Signature=").next().unwrap();
         let seed = sigv4::parse_hex32(seed.as_bytes()).unwrap();
-        let body = self.frame(parts, trailer, seed);
+        let mut body = self.frame(parts, trailer, seed);
+        tamper(&mut body);
         assert_eq!(body.len().to_string(), length);
         // `support::http` writes Content-Length itself (the same value).
         let headers: Vec<(String, String)> = headers
             .into_iter()
             .filter(|(n, _)| n != "content-length")
             .collect();
-        send(gw, "PUT", target, &headers, &body)
+        send(to, "PUT", target, &headers, &body)
     }
 }
 
 fn send(
-    gw: &GatewayProcess,
+    to: SocketAddr,
     method: &str,
     target: &str,
     headers: &[(String, String)],
@@ -392,7 +407,7 @@ fn send(
         .iter()
         .map(|(n, v)| (n.as_str(), v.as_str()))
         .collect();
-    gw.req(method, target, &refs, body)
+    support::http(to, method, target, &refs, body)
 }
 
 /// CRC-32 (IEEE 802.3, reflected, as `x-amz-checksum-crc32`), bitwise.
@@ -521,7 +536,7 @@ fn a_signed_aws_chunked_put_verifies_chunk_by_chunk() {
     let owner = Signer::now(OWNER);
     let parts = two_chunks();
     let resp = owner.put_chunked(
-        &gw,
+        gw.data_addr(),
         "/bkt/chunked.bin",
         &parts,
         None,
@@ -560,7 +575,7 @@ fn a_signed_aws_chunked_put_with_a_trailer_verifies_the_trailer_signature() {
     let checksum = base64(&crc32(&parts.concat()).to_be_bytes());
     let trailer = Trailer::new(&[("x-amz-checksum-crc32", checksum.as_str())]);
     let resp = owner.put_chunked(
-        &gw,
+        gw.data_addr(),
         "/bkt/trailer.bin",
         &parts,
         Some(&trailer),
@@ -649,7 +664,7 @@ fn a_chained_writes_condition_is_signed_by_the_gateway() {
     // in chain from it.
     let parts = two_chunks();
     let resp = owner.put_chunked(
-        &gw,
+        gw.data_addr(),
         "/bkt/chained.bin",
         &parts,
         None,
@@ -665,6 +680,159 @@ fn a_chained_writes_condition_is_signed_by_the_gateway() {
         put["decoded"],
         sigv4::sha256_hex(&parts.concat()),
         "{put:#}"
+    );
+    store.assert_all_verified();
+}
+
+/// The verifier has teeth: sent straight to it, signed with the store's own
+/// key, what is right verifies and what is wrong (a body that is not its
+/// hash, an hour-old date, another key, a target other than the signed
+/// one, an unsigned `x-amz-*` header, a chunk altered or chained from
+/// another seed, a trailer altered after signing or whose checksum is not
+/// the data's) is refused, each for its reason.
+#[test]
+fn the_verifier_refuses_what_it_should() {
+    let store = VerifyingStore::start();
+    let to = store.addr;
+    let client = Signer::now(STORE);
+    let why = |resp: &support::Resp| -> String {
+        assert_eq!(resp.status, 403, "{}", resp.text());
+        let json = resp.json();
+        assert_eq!(json["verified"], false, "{json:#}");
+        json["why"].as_str().unwrap().to_owned()
+    };
+
+    let headers = client.headers(to, "PUT", "/bkt/ok.txt", &[], b"right");
+    assert_eq!(
+        send(to, "PUT", "/bkt/ok.txt", &headers, b"right").status,
+        200
+    );
+    let headers = client.headers(to, "PUT", "/bkt/ok.txt", &[], b"right");
+    let reason = why(&send(to, "PUT", "/bkt/ok.txt", &headers, b"wrong"));
+    assert!(reason.contains("body hash"), "{reason}");
+
+    let late = Signer {
+        key: STORE,
+        at: client.at - 3600,
+    };
+    let headers = late.headers(to, "GET", "/bkt/ok.txt", &[], b"");
+    let reason = why(&send(to, "GET", "/bkt/ok.txt", &headers, b""));
+    assert!(reason.contains("RequestTimeTooSkewed"), "{reason}");
+
+    let other = Signer::now(OWNER);
+    let headers = other.headers(to, "GET", "/bkt?list-type=2", &[], b"");
+    let reason = why(&send(to, "GET", "/bkt?list-type=2", &headers, b""));
+    assert!(reason.contains("unknown access key"), "{reason}");
+
+    let headers = client.headers(to, "GET", "/bkt/k?a=1", &[], b"");
+    assert_eq!(send(to, "GET", "/bkt/k?a=1", &headers, b"").status, 200);
+    let reason = why(&send(to, "GET", "/bkt/k?a=2", &headers, b""));
+    assert!(reason.contains("SignatureDoesNotMatch"), "{reason}");
+    let mut unsigned = headers.clone();
+    unsigned.push(("x-amz-meta-extra".into(), "1".into()));
+    let reason = why(&send(to, "GET", "/bkt/k?a=1", &unsigned, b""));
+    assert!(reason.contains("not signed"), "{reason}");
+
+    let parts = two_chunks();
+    let resp = client.put_chunked(to, "/bkt/c.bin", &parts, None, &[]);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(resp.json()["chunks"], 3, "{}", resp.text());
+    // A byte of the second chunk's data.
+    let flip: &dyn Fn(&mut Vec<u8>) = &|body| {
+        let at = body.len() - 200;
+        body[at] ^= 1;
+    };
+    let resp = client.put_chunked_tampered(to, "/bkt/c.bin", &parts, None, &[], flip);
+    let reason = why(&resp);
+    assert!(reason.starts_with("chunk 1 "), "{reason}");
+    // The right chunks, chained from another seed than the header's.
+    let client2 = Signer::now(STORE);
+    let reseeded: &dyn Fn(&mut Vec<u8>) = &|body| {
+        *body = client2.frame(&two_chunks(), None, [7; 32]);
+    };
+    let resp = client.put_chunked_tampered(to, "/bkt/c.bin", &parts, None, &[], reseeded);
+    let reason = why(&resp);
+    assert!(reason.starts_with("chunk 0 "), "{reason}");
+
+    let checksum = base64(&crc32(&parts.concat()).to_be_bytes());
+    let trailer = Trailer::new(&[("x-amz-checksum-crc32", checksum.as_str())]);
+    let resp = client.put_chunked(to, "/bkt/t.bin", &parts, Some(&trailer), &[]);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(resp.json()["trailer_signature"], true, "{}", resp.text());
+    // The trailer's value changed after it was signed.
+    let altered: &dyn Fn(&mut Vec<u8>) = &|body| {
+        let at = body
+            .windows(b"x-amz-checksum-crc32:".len())
+            .position(|w| w == b"x-amz-checksum-crc32:")
+            .unwrap()
+            + b"x-amz-checksum-crc32:".len();
+        body[at] = if body[at] == b'A' { b'B' } else { b'A' };
+    };
+    let resp = client.put_chunked_tampered(to, "/bkt/t.bin", &parts, Some(&trailer), &[], altered);
+    let reason = why(&resp);
+    assert!(reason.starts_with("trailer signature"), "{reason}");
+    // Signed, but not the data's checksum.
+    let wrong = base64(&(crc32(&parts.concat()) ^ 1).to_be_bytes());
+    let trailer = Trailer::new(&[("x-amz-checksum-crc32", wrong.as_str())]);
+    let resp = client.put_chunked(to, "/bkt/t.bin", &parts, Some(&trailer), &[]);
+    let reason = why(&resp);
+    assert!(reason.contains("BadDigest"), "{reason}");
+}
+
+/// Keys and queries whose canonical forms take work (percent-encoded UTF-8
+/// and reserved characters, raw sub-delimiters the canonical form encodes,
+/// `~` and `/` in a query value, a parameter without a value) and signed
+/// headers with inner runs of spaces and a repeated line: the gateway's
+/// canonical request over what it forwards is the store's.
+#[test]
+fn awkward_targets_and_header_values_are_re_signed() {
+    let (store, _dir, gw) = setup(&[]);
+    let owner = Signer::now(OWNER);
+    for target in [
+        "/bkt/dir/%C3%A9t%C3%A9%20%21%2A%24~x.txt",
+        "/bkt/raw!$&'()*,;=:@sub-delims.txt",
+        "/bkt/k.txt?tagging",
+        "/bkt?list-type=2&prefix=dir%2Fsub%20x~&delimiter=/&start-after=%C3%A9",
+        "/bkt?uploads&prefix=p&max-uploads=2",
+    ] {
+        let resp = owner.send(&gw, "GET", target, &[], b"");
+        assert_eq!(
+            resp.status,
+            200,
+            "{target}: {}\n{}",
+            resp.text(),
+            gw.stderr()
+        );
+        assert_eq!(resp.json()["verified"], true, "{target}: {}", resp.text());
+    }
+
+    let body = b"with metadata";
+    let headers = owner.headers(
+        gw.data_addr(),
+        "PUT",
+        "/bkt/meta.txt",
+        &[
+            ("x-fencing-token", "1"),
+            ("x-amz-meta-note", "two  spaces   and\ttab"),
+            ("x-amz-meta-multi", "first"),
+            ("x-amz-meta-multi", "second"),
+        ],
+        body,
+    );
+    let resp = send(gw.data_addr(), "PUT", "/bkt/meta.txt", &headers, body);
+    assert_eq!(resp.status, 200, "{}\n{}", resp.text(), gw.stderr());
+    let verdict = store.verified("PUT", "/bkt/meta.txt");
+    let signed: Vec<&str> = verdict["signed_headers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(signed.contains(&"x-amz-meta-note"), "{verdict:#}");
+    assert!(signed.contains(&"x-amz-meta-multi"), "{verdict:#}");
+    assert_eq!(
+        verdict["headers"]["x-amz-meta-multi"], "first,second",
+        "{verdict:#}"
     );
     store.assert_all_verified();
 }
