@@ -244,6 +244,12 @@ pub enum HeadError {
     /// A request target with a fragment (`#`).
     #[error("the request target holds a fragment ('#'), which a request line may not carry")]
     Fragment,
+    /// An HTTP/1.1 request without `Host`, or any request with two `Host`
+    /// lines (RFC 9112 §3.2: a server must answer both 400). Two lines are
+    /// a host confusion: the gateway would fence on one while a backend
+    /// that keeps the other writes elsewhere.
+    #[error("malformed head: {0}")]
+    Host(&'static str),
     /// Ambiguous framing (its reason in the message, not as a source, so
     /// that a chain of causes does not say it twice).
     #[error("ambiguous message framing: {0}")]
@@ -286,6 +292,8 @@ struct Fields {
     /// values, a list): it is forwarded as one, as hyper and nginx do, so
     /// that no later reader meets the repetition.
     length_spelled_oddly: bool,
+    /// How many `Host` lines (saturating): a request needs exactly one.
+    hosts: u8,
 }
 
 impl Fields {
@@ -297,6 +305,7 @@ impl Fields {
             keep_alive: false,
             expects_continue: false,
             length_spelled_oddly: false,
+            hosts: 0,
         }
     }
 
@@ -342,6 +351,8 @@ impl Fields {
                 lengths += 1;
                 fields.length_spelled_oddly |=
                     lengths > 1 || !header.value.iter().all(u8::is_ascii_digit);
+            } else if eq_lowercase(header.name.as_bytes(), b"host") {
+                fields.hosts = fields.hosts.saturating_add(1);
             } else if eq_lowercase(header.name.as_bytes(), b"expect") {
                 fields.expects_continue |= header
                     .value
@@ -414,6 +425,11 @@ pub fn parse_request(
             return Err(HeadError::BareLf);
         }
         let http10 = request.version == Some(0);
+        match fields.hosts {
+            0 if !http10 => return Err(HeadError::Host("an HTTP/1.1 request without Host")),
+            0 | 1 => {}
+            _ => return Err(HeadError::Host("more than one Host line")),
+        }
         let body = request_body(http10, request.headers)?;
         let method = offsets(base, request.method.unwrap_or("GET").as_bytes());
         let target = offsets(base, request.path.unwrap_or("/").as_bytes());
@@ -629,7 +645,8 @@ mod tests {
             panic!("a whole head");
         };
         assert!(head.keep_alive);
-        let Ok(Parsed::Complete(head)) = request(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n")
+        let Ok(Parsed::Complete(head)) =
+            request(b"GET / HTTP/1.1\r\nHost: s\r\nConnection: close\r\n\r\n")
         else {
             panic!("a whole head");
         };
@@ -641,8 +658,20 @@ mod tests {
                 HeadError::Fragment,
             ),
             (
-                b"PUT / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+                b"PUT / HTTP/1.1\r\nHost: s\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
                 HeadError::Framing(FramingError::LengthAndTransferEncoding),
+            ),
+            (
+                b"GET / HTTP/1.1\r\n\r\n",
+                HeadError::Host("an HTTP/1.1 request without Host"),
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: x\r\nhost: y\r\n\r\n",
+                HeadError::Host("more than one Host line"),
+            ),
+            (
+                b"GET / HTTP/1.0\r\nHost: x\r\nHost: x\r\n\r\n",
+                HeadError::Host("more than one Host line"),
             ),
             (b"GET / HTTP/1.1\nHost: s\r\n\r\n", HeadError::BareLf),
             (b"GET / HTTP/2.0\r\n\r\n", HeadError::Version),
@@ -659,8 +688,8 @@ mod tests {
 
     #[test]
     fn heads_with_many_fields_keep_them_all_in_order() {
-        let mut raw = b"GET / HTTP/1.1\r\n".to_vec();
-        for i in 0..MAX_HEADERS {
+        let mut raw = b"GET / HTTP/1.1\r\nHost: s\r\n".to_vec();
+        for i in 0..MAX_HEADERS - 1 {
             raw.extend_from_slice(format!("x-f{i}: {i}\r\n").as_bytes());
         }
         raw.extend_from_slice(b"\r\n");
@@ -668,8 +697,8 @@ mod tests {
             panic!("a whole head");
         };
         let map = head.fields.to_map().unwrap();
-        let values: Vec<_> = map.values().collect();
-        assert_eq!(values.len(), MAX_HEADERS);
+        let values: Vec<_> = map.values().skip(1).collect();
+        assert_eq!(values.len(), MAX_HEADERS - 1);
         for (i, value) in values.iter().enumerate() {
             assert_eq!(value.to_str().unwrap(), i.to_string());
         }

@@ -298,6 +298,9 @@ const AMBIGUOUS_REQUESTS: &[(&str, &str, &str)] = &[
         "Transfer-Encoding: \x0bchunked\r\n",
         "0\r\n\r\n",
     ),
+    // Two Host lines (RFC 9112 §3.2): a backend that keeps the other one
+    // would write to another host's object than the one fenced.
+    ("two-hosts", "Host: other\r\nContent-Length: 0\r\n", ""),
     (
         "te-space-before-colon",
         "Transfer-Encoding : chunked\r\n",
@@ -355,6 +358,29 @@ fn ambiguous_request_framing_is_400_closed_and_never_forwarded() {
     assert!(reached.is_empty(), "forwarded: {reached:?}");
     let fences = http(gateway.admin_addr(), "GET", "/fences", &[], b"");
     assert!(!fences.text().contains("/ambiguous"), "{}", fences.text());
+}
+
+/// An HTTP/1.1 request without Host: 400 (RFC 9112 §3.2), never forwarded
+/// with one the gateway made up; HTTP/1.0 needs none.
+#[test]
+fn an_http11_request_without_host_is_400_never_forwarded() {
+    let (gateway, backend) = recording();
+    let raw = "PUT /no-host/x HTTP/1.1\r\nX-Fencing-Token: 5\r\nContent-Length: 1\r\n\r\nx";
+    let (response, closed) = send_then_eof(gateway.data_addr(), raw.as_bytes());
+    assert_eq!(
+        (response.status, closed),
+        (400, true),
+        "{}",
+        response.text()
+    );
+    let raw = "GET /no-host/y HTTP/1.1\r\n\r\n";
+    let (response, _) = send_then_eof(gateway.data_addr(), raw.as_bytes());
+    assert_eq!(response.status, 400, "{}", response.text());
+    assert!(backend.records_for("/no-host/x").is_empty());
+    assert!(backend.records_for("/no-host/y").is_empty());
+    let raw = "GET /no-host/http10 HTTP/1.0\r\n\r\n";
+    let (response, _) = send_then_eof(gateway.data_addr(), raw.as_bytes());
+    assert_eq!(response.status, 200, "{}", response.text());
 }
 
 #[test]

@@ -429,6 +429,8 @@ fn the_access_log_has_a_line_with_every_field_per_request_and_raises_are_logged(
         "path",
         "key",
         "token",
+        // Credential custody's identity; null without custody.
+        "identity",
         "outcome",
         "status",
         "upstream_status",
