@@ -16,6 +16,10 @@ use crate::refusal::Refusal;
 pub(super) enum Plan {
     /// A fenced read of an object: its answer shows the object's version.
     Read { object: String, lowerings: u64 },
+    /// A write the chain does not make (a versioned delete, a tagging or
+    /// ACL write, a `DeleteObjects` naming the objects): whatever it did,
+    /// their versions are unknown, before it goes and once it answered.
+    Unchained { objects: Vec<String> },
     /// A chained write, sent with the condition on `sent`.
     Write {
         object: String,
@@ -74,6 +78,13 @@ pub(super) fn before<R: RequestView + SetHeader>(
     let mode = chain.mode();
     let lowerings = fences.lowerings();
     let Some(effect) = mode.chained(request.method(), request.uri()) else {
+        if !is_read(request.method()) {
+            let objects = written_objects(request);
+            for object in &objects {
+                chain.forget(object);
+            }
+            return Ok(Some(Plan::Unchained { objects }));
+        }
         // A sub-resource's answer (`?acl`, `?versionId=`) does not show the
         // object's current version.
         let read = matches!(*request.method(), Method::GET | Method::HEAD)
@@ -114,6 +125,10 @@ pub(super) fn before<R: RequestView + SetHeader>(
     // Unknown while the write is out: whatever becomes of it, only its
     // answer can tell the version again.
     chain.forget(&object);
+    // Conditions of the client's own beside the chain's (a copy's source
+    // conditions, `If-Modified-Since`): a refusal may be theirs, and is
+    // then the store's answer to give back unchanged.
+    let own = own || has_own_conditions(request.fields());
     Ok(Some(Plan::Write {
         object,
         effect,
@@ -122,6 +137,74 @@ pub(super) fn before<R: RequestView + SetHeader>(
         observed,
         lowerings,
     }))
+}
+
+/// The conditions a client may put on a write besides the chain's: a
+/// copy's conditions on its source, and the time conditions.
+const OWN_CONDITIONS: [&str; 6] = [
+    "x-amz-copy-source-if-match",
+    "x-amz-copy-source-if-none-match",
+    "x-amz-copy-source-if-modified-since",
+    "x-amz-copy-source-if-unmodified-since",
+    "if-modified-since",
+    "x-ms-source-if-match",
+];
+
+fn has_own_conditions<H: HeaderFields + ?Sized>(fields: &H) -> bool {
+    OWN_CONDITIONS
+        .iter()
+        .any(|name| fields.contains(&http::HeaderName::from_static(name)))
+}
+
+fn is_read(method: &Method) -> bool {
+    matches!(
+        method.as_str(),
+        "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PROPFIND"
+    )
+}
+
+/// The objects a write the chain does not make may change: its path's
+/// object, a WebDAV `COPY`'s or `MOVE`'s destination, and the keys an S3
+/// `DeleteObjects` lists. An S3 multipart upload in progress (creating it,
+/// its parts, aborting it) and an Azure block staged (`comp=block`) change
+/// no object until the upload completes (`CompleteMultipartUpload`, Put
+/// Block List), which is chained: they forget nothing.
+fn written_objects<R: RequestView + ?Sized>(request: &R) -> Vec<String> {
+    let path = request.uri().path();
+    let query = request.uri().query().unwrap_or("");
+    let in_progress = query.split('&').any(|pair| {
+        let name = pair.split('=').next().unwrap_or("");
+        name == "uploads" || name == "uploadId" || name == "partNumber" || pair == "comp=block"
+    });
+    if in_progress {
+        return Vec::new();
+    }
+    let mut objects: Vec<String> = normalize_path(path).into_iter().collect();
+    if let Ok(Some(destination)) = crate::reach::destination_path(request) {
+        objects.push(destination);
+    }
+    if let Some(listed) = request.listed_objects() {
+        let bucket = path.trim_end_matches('/');
+        objects.extend(
+            listed
+                .0
+                .iter()
+                .filter_map(|key| normalize_path(&format!("{bucket}/{key}")).ok()),
+        );
+    }
+    objects
+}
+
+/// A write that passes the fencing layer unfenced
+/// (`--allow-unfenced-writes`): the chain cannot see what it did, so the
+/// versions of what it may change are unknown.
+pub(super) fn forget_unfenced<R: RequestView + ?Sized>(chain: &Chain, request: &R) {
+    if is_read(request.method()) {
+        return;
+    }
+    for object in written_objects(request) {
+        chain.forget(&object);
+    }
 }
 
 /// Once the store answered: learns the version the answer shows, or turns a
@@ -136,6 +219,14 @@ pub(super) fn after<B>(
 ) -> Option<Refusal> {
     let mode = chain.mode();
     match plan {
+        Plan::Unchained { objects } => {
+            // A chained write of one of them answered meanwhile may have
+            // learned a version this write has since replaced.
+            for object in &objects {
+                chain.forget(object);
+            }
+            None
+        }
         Plan::Read { object, lowerings } => {
             if let Some(version) = mode.observed(response.status(), response.headers()) {
                 chain.observe(&object, version, lowerings, Source::ClientRead);

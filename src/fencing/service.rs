@@ -248,7 +248,12 @@ where
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let admission = match self.decide_logged(&request) {
-            Ok(Decision::Pass) => return ResponseFuture::passing(self.inner.call(request)),
+            Ok(Decision::Pass) => {
+                if let Some(chain) = self.config.chain.as_deref() {
+                    chained::forget_unfenced(chain, &request);
+                }
+                return ResponseFuture::passing(self.inner.call(request));
+            }
             Ok(Decision::Admit(admission)) => admission,
             Err(refusal) => return ResponseFuture::refused(refusal),
         };
@@ -327,6 +332,9 @@ impl<S> Fencing<S> {
     {
         match self.decide_logged(&request) {
             Ok(Decision::Pass) => {
+                if let Some(chain) = self.config.chain.as_deref() {
+                    chained::forget_unfenced(chain, &request);
+                }
                 let response = self.inner.clone().forward(request).await?;
                 Ok(response.map(|body| ResponseBody::inner(body, None)))
             }

@@ -804,3 +804,72 @@ fn on_azurite_with_the_chain_a_late_stale_put_is_refused() {
     let after = stale_blob_put_delivered_late("azure", "window-closed");
     assert_eq!(after.as_deref(), Some("v34"));
 }
+
+/// Issue 33, defects 1 and 3, in a versioned bucket: a write the chain did
+/// not make (a `DELETE ?versionId=` of the current version) makes the
+/// object's version unknown, so the holder's next `PUT` goes through
+/// instead of a 409 for a write nothing raced; and a copy whose own
+/// source condition fails gets the store's 412, not `version_conflict`.
+#[test]
+fn writes_the_chain_did_not_make_forget_the_version_and_own_conditions_answer_as_the_store() {
+    let bucket = "chain-versioned";
+    make_bucket(bucket);
+    let versioning = http(
+        moto().addr,
+        "PUT",
+        &format!("/{bucket}?versioning"),
+        &[S3_AUTH],
+        b"<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>",
+    );
+    assert_eq!(versioning.status, 200, "{}", versioning.text());
+    let gw = GatewayProcess::start(&[
+        "--upstream",
+        &moto().url(),
+        "--store",
+        "s3",
+        "--conditional-writes",
+        "on",
+        "--chain-observe",
+        "gateway-head",
+    ]);
+    let target = format!("/{bucket}/report");
+    assert_eq!(request(&gw, "PUT", &target, 5, b"v1").status, 200);
+    let second = request(&gw, "PUT", &target, 5, b"v2");
+    assert_eq!(second.status, 200, "{}", second.text());
+    let version = second
+        .header("x-amz-version-id")
+        .expect("a version id")
+        .to_owned();
+    // Deleting the current version by id: fenced, not chained.
+    let deleted = request(
+        &gw,
+        "DELETE",
+        &format!("{target}?versionId={version}"),
+        5,
+        b"",
+    );
+    assert_eq!(deleted.status, 204, "{}", deleted.text());
+    // The cached version (v2's) is gone with it: the next PUT learns v1's.
+    let third = request(&gw, "PUT", &target, 5, b"v3");
+    assert_eq!(third.status, 200, "{}", third.text());
+    assert_eq!(stored(&target).as_deref(), Some("v3"));
+
+    // A copy whose source condition fails: S3's 412, unchanged.
+    let source_tag = request(&gw, "HEAD", &target, 5, b"")
+        .header("etag")
+        .unwrap()
+        .to_owned();
+    let copy = gw.req(
+        "PUT",
+        &format!("/{bucket}/copy"),
+        &[
+            ("X-Fencing-Token", "5"),
+            S3_AUTH,
+            ("x-amz-copy-source", &format!("/{bucket}/report")),
+            ("x-amz-copy-source-if-none-match", &source_tag),
+        ],
+        b"",
+    );
+    assert_eq!(copy.status, 412, "{}", copy.text());
+    assert!(!copy.text().contains("version_conflict"), "{}", copy.text());
+}
