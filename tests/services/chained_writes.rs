@@ -873,3 +873,60 @@ fn writes_the_chain_did_not_make_forget_the_version_and_own_conditions_answer_as
     assert_eq!(copy.status, 412, "{}", copy.text());
     assert!(!copy.text().contains("version_conflict"), "{}", copy.text());
 }
+
+/// Issue 33, defect 4: several writes of one object at once under one
+/// token conflict by design (the chain serialises an object's writers);
+/// every such 409 says `retry: true`, and a retry goes through.
+#[test]
+fn concurrent_writes_of_one_object_under_one_token_conflict_with_retry_true() {
+    let bucket = "chain-concurrent";
+    make_bucket(bucket);
+    let gw = GatewayProcess::start(&[
+        "--upstream",
+        &moto().url(),
+        "--flat-keys",
+        "--conditional-writes",
+        "s3",
+        "--chain-observe",
+        "gateway-head",
+    ]);
+    let target = format!("/{bucket}/report");
+    assert_eq!(request(&gw, "PUT", &target, 5, b"v0").status, 200);
+    let answers: Vec<(u16, serde_json::Value)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..5)
+            .map(|i| {
+                let gw = &gw;
+                let target = &target;
+                scope.spawn(move || {
+                    let body = format!("writer {i}");
+                    let resp = request(gw, "PUT", target, 5, body.as_bytes());
+                    let json = serde_json::from_str(&resp.text()).unwrap_or_default();
+                    (resp.status, json)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(
+        answers.iter().any(|(status, _)| *status == 200),
+        "{answers:?}"
+    );
+    for (status, json) in &answers {
+        match status {
+            200 => {}
+            409 => {
+                assert_eq!(json["error"], "version_conflict", "{json}");
+                assert_eq!(json["retry"], true, "{json}");
+            }
+            other => panic!("{other}: {json}"),
+        }
+    }
+    // A retry of each conflicted write goes through (bounded: others may
+    // still be retrying at the same moment).
+    let conflicts = answers.iter().filter(|(status, _)| *status == 409).count();
+    for i in 0..conflicts {
+        let body = format!("retry {i}");
+        let went = (0..10).any(|_| request(&gw, "PUT", &target, 5, body.as_bytes()).status == 200);
+        assert!(went, "retry {i} never went through");
+    }
+}
