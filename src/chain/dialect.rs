@@ -249,6 +249,19 @@ impl Mode {
                     headers.set(IF_MATCH, value);
                 }
             }
+            // A marker meets no condition S3 has: a delete of it goes on
+            // unconditioned (it adds a marker and destroys nothing), a
+            // create only if there is no object.
+            (Mode::S3, Version::DeleteMarker) => match effect {
+                Effect::Replace => {
+                    headers.set(IF_NONE_MATCH, HeaderValue::from_static("*"));
+                }
+                Effect::Remove => {}
+            },
+            // Only S3's versioned buckets answer with delete markers.
+            (_, Version::DeleteMarker) => {
+                headers.set(IF_NONE_MATCH, HeaderValue::from_static("*"));
+            }
             (Mode::S3, Version::Absent) => match effect {
                 Effect::Replace => {
                     headers.set(IF_NONE_MATCH, HeaderValue::from_static("*"));
@@ -266,6 +279,9 @@ impl Mode {
     /// it; `None` makes the version unknown.
     pub fn written(self, effect: Effect, headers: &HeaderMap) -> Option<Version> {
         match effect {
+            Effect::Remove if self == Mode::S3 && is_delete_marker(headers) => {
+                Some(Version::DeleteMarker)
+            }
             Effect::Remove => Some(Version::Absent),
             Effect::Replace => self.tag(headers),
         }
@@ -276,6 +292,9 @@ impl Mode {
     pub fn observed(self, status: StatusCode, headers: &HeaderMap) -> Option<Version> {
         match status {
             StatusCode::OK => self.tag(headers),
+            StatusCode::NOT_FOUND if self == Mode::S3 && is_delete_marker(headers) => {
+                Some(Version::DeleteMarker)
+            }
             StatusCode::NOT_FOUND => Some(Version::Absent),
             _ => None,
         }
@@ -313,6 +332,14 @@ impl Mode {
             _ => Outcome::Unknown,
         }
     }
+}
+
+/// S3's `x-amz-delete-marker: true`: the answer is (or concerns) a delete
+/// marker, so the bucket keeps versions.
+fn is_delete_marker(headers: &HeaderMap) -> bool {
+    headers
+        .get("x-amz-delete-marker")
+        .is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"true"))
 }
 
 /// A tag no S3 object can have (S3's are hex digests, with `-N` for
@@ -558,6 +585,40 @@ mod tests {
                 "{refused:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_delete_marker_is_absent_that_a_delete_may_add_to_unconditioned() {
+        let mut marker = HeaderMap::new();
+        marker.insert("x-amz-delete-marker", HeaderValue::from_static("true"));
+        let s3 = Mode::S3;
+        assert_eq!(
+            s3.observed(StatusCode::NOT_FOUND, &marker),
+            Some(Version::DeleteMarker)
+        );
+        assert_eq!(
+            s3.observed(StatusCode::NOT_FOUND, &HeaderMap::new()),
+            Some(Version::Absent)
+        );
+        assert_eq!(
+            s3.written(Effect::Remove, &marker),
+            Some(Version::DeleteMarker)
+        );
+        // Other stores have no markers.
+        assert_eq!(
+            Mode::Http.observed(StatusCode::NOT_FOUND, &marker),
+            Some(Version::Absent)
+        );
+        let uri = Uri::from_static("/b/k");
+        let mut headers = HeaderMap::new();
+        s3.condition(Effect::Remove, &Version::DeleteMarker, &uri, &mut headers);
+        assert!(headers.is_empty(), "{headers:?}");
+        s3.condition(Effect::Replace, &Version::DeleteMarker, &uri, &mut headers);
+        assert_eq!(headers[IF_NONE_MATCH], "*");
+        assert_eq!(
+            s3.outcome(Effect::Remove, &Version::DeleteMarker, StatusCode::NO_CONTENT),
+            Outcome::Applied
+        );
     }
 
     #[test]

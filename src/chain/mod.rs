@@ -68,6 +68,11 @@ pub enum Version {
     Tag(Box<str>),
     /// There is no object.
     Absent,
+    /// There is no object, and its current version is a delete marker (an
+    /// S3 versioned bucket): a `DELETE` of it adds another marker and
+    /// destroys nothing, and S3 has no condition a marker meets, so such a
+    /// delete goes on without one (docs/CHAINED.md).
+    DeleteMarker,
 }
 
 /// Where an observed version came from (the `source` label of

@@ -854,6 +854,27 @@ fn writes_the_chain_did_not_make_forget_the_version_and_own_conditions_answer_as
     assert_eq!(third.status, 200, "{}", third.text());
     assert_eq!(stored(&target).as_deref(), Some("v3"));
 
+    // Deleting it twice: two delete markers, as S3 does directly (the
+    // second delete's object is absent behind a marker: it goes on without
+    // a condition, which no marker could meet).
+    let markers = |key: &str| {
+        let listing = http(
+            moto().addr,
+            "GET",
+            &format!("/{bucket}?versions&prefix={key}"),
+            &[S3_AUTH],
+            b"",
+        );
+        listing.text().matches("<DeleteMarker>").count()
+    };
+    let marker_key = format!("/{bucket}/marked");
+    assert_eq!(request(&gw, "PUT", &marker_key, 5, b"m").status, 200);
+    for expected in 1..=2 {
+        let deleted = request(&gw, "DELETE", &marker_key, 5, b"");
+        assert_eq!(deleted.status, 204, "{}", deleted.text());
+        assert_eq!(markers("marked"), expected);
+    }
+
     // A copy whose source condition fails: S3's 412, unchanged.
     let source_tag = request(&gw, "HEAD", &target, 5, b"")
         .header("etag")
