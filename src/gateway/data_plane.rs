@@ -394,7 +394,16 @@ async fn read_listing(
             let refusal = Refusal::Unfenceable {
                 detail: unfenceable.0,
             };
-            return Ok(refusal_response(&refusal));
+            let mut response = refusal_response(&refusal);
+            if shared.answers == AnswerStyle::S3 {
+                // S3 answers every DeleteObjects body it cannot take (more
+                // than 1,000 keys, bad XML) MalformedXML: an SDK, and a
+                // suite's clean-up, know that code.
+                if let Some(own) = response.extensions_mut().get_mut::<OwnAnswer>() {
+                    own.json["error"] = serde_json::Value::from("MalformedXML");
+                }
+            }
+            return Ok(response);
         }
     };
     if let Some(custody) = &shared.custody {

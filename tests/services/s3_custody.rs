@@ -99,6 +99,41 @@ fn boto3_reads_the_gateways_refusals_as_s3_errors() {
     }
 }
 
+/// A DeleteObjects S3 would refuse (1,001 keys) is S3's MalformedXML.
+#[test]
+fn a_delete_objects_of_too_many_keys_is_malformed_xml() {
+    let moto = moto();
+    let gw = GatewayProcess::start(&["--upstream", &moto.url(), "--store", "s3"]);
+    let mut body = String::from("<Delete>");
+    for i in 0..1001 {
+        body.push_str(&format!("<Object><Key>k{i}</Key></Object>"));
+    }
+    body.push_str("</Delete>");
+    let resp = gw.req(
+        "POST",
+        "/dialect-many?delete",
+        &[("X-Fencing-Token", "1"), support::moto::S3_AUTH],
+        body.as_bytes(),
+    );
+    assert_eq!(resp.status, 400, "{}", resp.text());
+    assert!(
+        resp.text().contains("<Code>MalformedXML</Code>"),
+        "{}",
+        resp.text()
+    );
+    assert!(
+        resp.text().contains("more than 1000 keys"),
+        "{}",
+        resp.text()
+    );
+    let metrics = gw.metrics();
+    assert_eq!(
+        support::outcome(&metrics, "unfenceable_write"),
+        1.0,
+        "{metrics}"
+    );
+}
+
 /// The proxy's own answers (the backend down: 502) are S3 documents too.
 #[test]
 fn the_proxys_own_errors_are_s3_documents() {
