@@ -107,9 +107,19 @@ pub struct FieldLines {
     /// repeated lines, a list): its one value, which is what a reader of
     /// these lines must see and forward (as hyper and nginx do).
     length: Option<u64>,
+    /// A response's reason phrase, where it is in `head`: relayed as the
+    /// backend sent it (`404 NOT FOUND` stays so).
+    reason: Option<(u32, u32)>,
 }
 
 impl FieldLines {
+    /// A response's reason phrase as sent (maybe empty); `None` for a
+    /// request's lines.
+    pub fn reason(&self) -> Option<&[u8]> {
+        self.reason
+            .map(|(start, end)| &self.head[start as usize..end as usize])
+    }
+
     /// Every line, in order: its name as sent (any case) and its value.
     pub fn iter(&self) -> FieldIter<'_> {
         FieldIter {
@@ -379,6 +389,7 @@ impl Fields {
                 (true, BodyLength::Length(n)) => Some(n),
                 _ => None,
             },
+            reason: None,
         }
     }
 }
@@ -477,7 +488,7 @@ pub fn parse_response(
     max_head: usize,
 ) -> Result<Parsed<ResponseHead>, HeadError> {
     let mut fields = Fields::new();
-    let (len, status, http10, body) = {
+    let (len, status, http10, body, reason) = {
         let mut headers = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
         let mut response = httparse::Response::new(&mut []);
         let len =
@@ -496,7 +507,10 @@ pub fn parse_response(
         let status = response.code.unwrap_or(0);
         let http10 = response.version == Some(0);
         let body = response_body(to_head, status, http10, response.headers)?;
-        (len, status, http10, body)
+        let reason = response
+            .reason
+            .map(|reason| offsets(buf.as_ptr() as usize, reason.as_bytes()));
+        (len, status, http10, body, reason)
     };
     let head = buf.split_to(len).freeze();
     if status == 101 {
@@ -512,7 +526,11 @@ pub fn parse_response(
         } else {
             Version::HTTP_11
         },
-        fields: fields.lines(head, body),
+        fields: {
+            let mut lines = fields.lines(head, body);
+            lines.reason = reason;
+            lines
+        },
         // HTTP/1.0 connections are not kept: a keep-alive there is an
         // extension this side does not offer.
         keep_alive: !http10 && !fields.close && body != BodyLength::UntilClose,

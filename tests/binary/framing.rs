@@ -54,6 +54,7 @@ fn script(target: &str) -> (&'static [u8], bool) {
             b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
             false,
         ),
+        "/odd-reason" => (b"HTTP/1.1 404 NOT FOUND\r\nContent-Length: 0\r\n\r\n", false),
         "/chunked" => (
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2;ext=1\r\nhe\r\n3\r\nllo\r\n0\r\n\r\n",
             false,
@@ -184,6 +185,37 @@ fn unusual_but_unambiguous_responses_are_relayed_exactly() {
     let response = http(gateway.data_addr(), "GET", "/no-content", &[], b"");
     assert_eq!(response.status, 204);
     assert!(response.body.is_empty());
+}
+
+/// The status line as the client reads it: the backend's reason phrase as
+/// it sent it (moto writes `404 NOT FOUND`), and HTTP/1.1, the highest
+/// version the gateway speaks, also to an HTTP/1.0 client (RFC 9110 §2.5).
+#[test]
+fn status_lines_carry_the_backends_reason_and_http11() {
+    let (gateway, _) = start();
+    let status_line = |request: &[u8]| {
+        let mut stream = TcpStream::connect(gateway.data_addr()).unwrap();
+        stream.set_read_timeout(Some(support::HANG_GUARD)).unwrap();
+        stream.write_all(request).unwrap();
+        let mut line = String::new();
+        BufReader::new(stream).read_line(&mut line).unwrap();
+        line
+    };
+    assert_eq!(
+        status_line(b"GET /odd-reason HTTP/1.1\r\nHost: x\r\n\r\n"),
+        "HTTP/1.1 404 NOT FOUND\r\n"
+    );
+    assert_eq!(
+        status_line(b"GET /odd-reason HTTP/1.0\r\n\r\n"),
+        "HTTP/1.1 404 NOT FOUND\r\n"
+    );
+    // The gateway's own answers carry the standard phrase.
+    assert_eq!(
+        status_line(
+            b"PUT /odd-reason HTTP/1.1\r\nHost: x\r\nX-Fencing-Token: x\r\nContent-Length: 0\r\n\r\n"
+        ),
+        "HTTP/1.1 400 Bad Request\r\n"
+    );
 }
 
 #[test]
@@ -491,7 +523,7 @@ fn pipelined_requests_after_bodies_are_answered_in_order_with_their_own_bodies()
 }
 
 #[test]
-fn http10_clients_get_http10_answers_kept_alive_only_when_they_ask() {
+fn http10_clients_get_answers_they_read_kept_alive_only_when_they_ask() {
     let (gateway, _) = start();
     // Without keep-alive: one answer, then the close.
     let (response, closed) = send_then_eof(gateway.data_addr(), b"GET / HTTP/1.0\r\n\r\n");
@@ -522,7 +554,8 @@ fn http10_clients_get_http10_answers_kept_alive_only_when_they_ask() {
     let mut rest = Vec::new();
     std::io::Read::read_to_end(&mut reader, &mut rest).unwrap();
     let text = String::from_utf8_lossy(&rest);
-    assert!(text.starts_with("HTTP/1.0 200 OK\r\n"), "{text}");
+    // HTTP/1.1 in the status line (RFC 9110 §2.5), HTTP/1.0 framing.
+    assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
     assert!(
         !text.to_ascii_lowercase().contains("transfer-encoding"),
         "{text}"

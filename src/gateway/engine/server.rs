@@ -418,14 +418,18 @@ where
     let mut keep_alive = asked.keep_alive;
     let mut out = std::mem::take(spare);
     out.reserve(outbound::capacity_for(body.size_hint().exact()));
-    out.extend_from_slice(if asked.http10 {
-        b"HTTP/1.0 "
-    } else {
-        b"HTTP/1.1 "
-    });
+    // The highest version the gateway speaks, to HTTP/1.0 clients too (RFC
+    // 9110 §2.5); what an HTTP/1.0 client can read (no chunks, a close
+    // after) is decided by what it asked, below.
+    out.extend_from_slice(b"HTTP/1.1 ");
     out.extend_from_slice(parts.status.as_str().as_bytes());
     out.push(b' ');
-    out.extend_from_slice(parts.status.canonical_reason().unwrap_or("").as_bytes());
+    // The backend's reason phrase as it sent it; the standard one for the
+    // gateway's own answers.
+    match body.fields().and_then(FieldLines::reason) {
+        Some(reason) => out.extend_from_slice(reason),
+        None => out.extend_from_slice(parts.status.canonical_reason().unwrap_or("").as_bytes()),
+    }
     out.extend_from_slice(b"\r\n");
     let mut declared = None;
     let mut has_date = false;
