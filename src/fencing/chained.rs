@@ -333,3 +333,120 @@ pub(super) async fn read_version<H: HeaderFields + ?Sized>(
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::num::NonZeroUsize;
+
+    use http::Request;
+
+    use super::*;
+    use crate::chain::Mode;
+    use crate::reach::ListedObjects;
+
+    /// A chain that knows `/b/k`, `/b/other` and `/dav/to`'s versions.
+    fn knowing() -> (Chain, Fences) {
+        let chain = Chain::new(Mode::S3, NonZeroUsize::new(100).unwrap());
+        for object in ["/b/k", "/b/other", "/dav/to"] {
+            chain.learn(object, Version::Tag("\"v\"".into()), 0);
+        }
+        (chain, Fences::in_memory())
+    }
+
+    fn known(chain: &Chain, object: &str) -> bool {
+        chain.version(object, 0).is_some()
+    }
+
+    /// Every kind of write the chain does not make forgets the versions of
+    /// what it may change, before it goes and once it answered (the rule
+    /// of forgetting, docs/CHAINED.md).
+    #[test]
+    fn writes_the_chain_does_not_make_forget_what_they_may_change() {
+        for (method, target) in [
+            ("DELETE", "/b/k?versionId=3"),
+            ("PUT", "/b/k?tagging"),
+            ("PUT", "/b/k?acl"),
+            ("PROPPATCH", "/b/k"),
+            ("POST", "/b/k"),
+        ] {
+            let (chain, fences) = knowing();
+            let mut request = Request::builder()
+                .method(method)
+                .uri(target)
+                .body(())
+                .unwrap();
+            let plan = before(&chain, &fences, "/b/k", &mut request).unwrap();
+            assert!(!known(&chain, "/b/k"), "{method} {target}");
+            assert!(known(&chain, "/b/other"), "{method} {target}");
+            // A chained write of it learned again meanwhile: forgotten once
+            // the unchained write answered.
+            chain.learn("/b/k", Version::Tag("\"w\"".into()), 0);
+            let answer = http::Response::new(());
+            after(&chain, &fences, "/b/k", 1, plan.unwrap(), &answer);
+            assert!(!known(&chain, "/b/k"), "{method} {target} after");
+        }
+    }
+
+    #[test]
+    fn a_move_forgets_both_objects_and_delete_objects_every_key() {
+        let (chain, fences) = knowing();
+        let mut request = Request::builder()
+            .method("MOVE")
+            .uri("/b/k")
+            .header("destination", "/dav/to")
+            .body(())
+            .unwrap();
+        before(&chain, &fences, "/b/k", &mut request).unwrap();
+        assert!(!known(&chain, "/b/k") && !known(&chain, "/dav/to"));
+
+        let (chain, fences) = knowing();
+        let mut request = Request::builder()
+            .method("POST")
+            .uri("/b?delete")
+            .body(())
+            .unwrap();
+        request
+            .extensions_mut()
+            .insert(ListedObjects(vec!["k".into(), "other".into()]));
+        before(&chain, &fences, "/b", &mut request).unwrap();
+        assert!(!known(&chain, "/b/k") && !known(&chain, "/b/other"));
+        assert!(known(&chain, "/dav/to"));
+    }
+
+    #[test]
+    fn unfenced_writes_forget_and_uploads_in_progress_do_not() {
+        let (chain, _) = knowing();
+        let request = Request::put("/b/k").body(()).unwrap();
+        forget_unfenced(&chain, &request);
+        assert!(!known(&chain, "/b/k"));
+        let read = Request::get("/b/other").body(()).unwrap();
+        forget_unfenced(&chain, &read);
+        assert!(known(&chain, "/b/other"));
+        for target in [
+            "/b/other?partNumber=1&uploadId=u",
+            "/b/other?uploads",
+            "/b/other?comp=block&blockid=a",
+        ] {
+            let part = Request::put(target).body(()).unwrap();
+            forget_unfenced(&chain, &part);
+            assert!(known(&chain, "/b/other"), "{target}");
+        }
+    }
+
+    #[test]
+    fn a_write_with_conditions_of_its_own_gets_the_stores_refusal() {
+        let (chain, fences) = knowing();
+        let mut request = Request::put("/b/k")
+            .header("x-amz-copy-source", "/b/other")
+            .header("x-amz-copy-source-if-none-match", "\"v\"")
+            .body(())
+            .unwrap();
+        let plan = before(&chain, &fences, "/b/k", &mut request)
+            .unwrap()
+            .unwrap();
+        let mut refused = http::Response::new(());
+        *refused.status_mut() = http::StatusCode::PRECONDITION_FAILED;
+        assert_eq!(after(&chain, &fences, "/b/k", 1, plan, &refused), None);
+        assert!(!known(&chain, "/b/k"));
+    }
+}
