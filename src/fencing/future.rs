@@ -6,6 +6,7 @@ use http::Response;
 use pin_project_lite::pin_project;
 
 use super::body::ResponseBody;
+use super::config::WouldRefuse;
 use crate::refusal::Refusal;
 
 /// The admission-then-call path, boxed: it awaits the fence table, then the
@@ -33,7 +34,7 @@ pin_project! {
     #[project = KindProj]
     enum Kind<F, B, E> {
         Refused { refusal: Option<Refusal> },
-        Passing { #[pin] future: F },
+        Passing { #[pin] future: F, mark: Option<WouldRefuse> },
         Admitting { future: AdmitAndCall<B, E> },
     }
 }
@@ -49,7 +50,17 @@ impl<F, B, E> ResponseFuture<F, B, E> {
 
     pub(crate) fn passing(future: F) -> Self {
         ResponseFuture {
-            kind: Kind::Passing { future },
+            kind: Kind::Passing { future, mark: None },
+        }
+    }
+
+    /// Passing, in report mode, a request `On` would have refused.
+    pub(crate) fn reported(future: F, mark: WouldRefuse) -> Self {
+        ResponseFuture {
+            kind: Kind::Passing {
+                future,
+                mark: Some(mark),
+            },
         }
     }
 
@@ -77,9 +88,16 @@ where
                 };
                 Poll::Ready(Ok(refusal_response(&refusal)))
             }
-            KindProj::Passing { future } => future
-                .poll(cx)
-                .map_ok(|response| response.map(|body| ResponseBody::inner(body, None))),
+            KindProj::Passing { future, mark } => {
+                let mark = *mark;
+                future.poll(cx).map_ok(|response| {
+                    let mut response = response.map(|body| ResponseBody::inner(body, None));
+                    if let Some(mark) = mark {
+                        response.extensions_mut().insert(mark);
+                    }
+                    response
+                })
+            }
             KindProj::Admitting { future } => future.as_mut().poll(cx),
         }
     }

@@ -3,7 +3,7 @@ use std::sync::Arc;
 use http::{HeaderName, Method};
 use tower_layer::Layer;
 
-use super::config::Config;
+use super::config::{Config, Enforce};
 use super::service::Fencing;
 use crate::chain::Chain;
 use crate::fences::Fences;
@@ -89,6 +89,15 @@ impl FencingLayer {
     pub fn chained_writes(mut self, chain: Arc<Chain>) -> Self {
         let on = chain.mode() != crate::chain::Mode::Off;
         Arc::make_mut(&mut self.config).chain = on.then_some(chain);
+        self
+    }
+
+    /// Whether fencing refuses ([`Enforce::On`], the default), only
+    /// reports what it would have refused ([`Enforce::Report`]: admission
+    /// runs and raises fences, everything is forwarded, nothing chained),
+    /// or is off.
+    pub fn enforce(mut self, enforce: Enforce) -> Self {
+        Arc::make_mut(&mut self.config).enforce = enforce;
         self
     }
 

@@ -53,7 +53,7 @@ mod layer;
 mod service;
 
 pub use self::body::ResponseBody;
-pub use self::config::{DEFAULT_SAFE_METHODS, TOKEN_HEADER};
+pub use self::config::{Enforce, WouldRefuse, DEFAULT_SAFE_METHODS, TOKEN_HEADER};
 #[cfg(feature = "gateway")]
 pub(crate) use self::forward::Forward;
 #[cfg(feature = "gateway")]

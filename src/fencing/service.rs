@@ -8,7 +8,7 @@ use tower_service::Service;
 
 use super::body::ResponseBody;
 use super::chained;
-use super::config::Config;
+use super::config::{Config, Enforce, WouldRefuse};
 use super::forward::{Called, Forward};
 use super::future::{refusal_response, ResponseFuture};
 use crate::fences::{self, AdmitError, Fences};
@@ -38,6 +38,8 @@ enum Decision {
     Pass,
     /// Fenced: admit first.
     Admit(Admit),
+    /// Report mode: refused in `On`, forwarded here, marked.
+    Report(WouldRefuse),
 }
 
 /// What a fenced request is admitted on.
@@ -123,7 +125,7 @@ impl<S> Fencing<S> {
             Ok(Decision::Admit(Admit::One { key, token } | Admit::All { key, token, .. })) => {
                 (Some(key), Some(token))
             }
-            Ok(Decision::Pass) => {
+            Ok(Decision::Pass | Decision::Report(_)) => {
                 if self.config.is_write(request.method()) {
                     (self.path_key(request).ok(), None)
                 } else {
@@ -254,6 +256,9 @@ where
                 }
                 return ResponseFuture::passing(self.inner.call(request));
             }
+            Ok(Decision::Report(mark)) => {
+                return ResponseFuture::reported(self.inner.call(request), mark)
+            }
             Ok(Decision::Admit(admission)) => admission,
             Err(refusal) => return ResponseFuture::refused(refusal),
         };
@@ -285,14 +290,32 @@ impl<S> Fencing<S> {
 
     /// [`Fencing::decide`], with a log line for a refusal.
     fn decide_logged<R: RequestView + ?Sized>(&self, request: &R) -> Result<Decision, Refusal> {
-        self.decide(request)
-            .and_then(|decision| match (&decision, self.config.chain.as_deref()) {
-                (Decision::Admit(_), Some(chain)) => {
-                    chained::check_condition(chain, request).map(|()| decision)
+        if self.config.enforce == Enforce::Off {
+            return Ok(Decision::Pass);
+        }
+        let decided =
+            self.decide(request)
+                .and_then(|decision| match (&decision, self.config.chain()) {
+                    (Decision::Admit(_), Some(chain)) => {
+                        chained::check_condition(chain, request).map(|()| decision)
+                    }
+                    _ => Ok(decision),
+                });
+        match decided {
+            Err(refusal) if self.config.enforce == Enforce::Report => {
+                match would_refuse(&refusal) {
+                    Some(mark) => {
+                        log_would_refuse(&refusal, mark, request);
+                        Ok(Decision::Report(mark))
+                    }
+                    None => {
+                        log_refusal(&refusal, request);
+                        Err(refusal)
+                    }
                 }
-                _ => Ok(decision),
-            })
-            .inspect_err(|refusal| log_refusal(refusal, request))
+            }
+            decided => decided.inspect_err(|refusal| log_refusal(refusal, request)),
+        }
     }
 
     /// Admit as `admission` says, then `inner` called with `request`.
@@ -337,6 +360,10 @@ impl<S> Fencing<S> {
                 }
                 let response = self.inner.clone().forward(request).await?;
                 Ok(response.map(|body| ResponseBody::inner(body, None)))
+            }
+            Ok(Decision::Report(mark)) => {
+                let response = self.inner.clone().forward(request).await?;
+                Ok(reported(response, mark))
             }
             Ok(Decision::Admit(admission)) => {
                 admit_and_forward(
@@ -408,11 +435,20 @@ where
         Ok(in_flight) => in_flight,
         Err(error) => {
             let refusal = refusal_of(resource, token, error);
+            if config.enforce == Enforce::Report {
+                if let Some(mark) = would_refuse(&refusal) {
+                    // Forwarded as if admitted, holding no place in the
+                    // order (it would have been refused).
+                    log_would_refuse(&refusal, mark, &request);
+                    let response = inner.forward(request).await?;
+                    return Ok(reported(response, mark));
+                }
+            }
             log_refusal(&refusal, &request);
             return Ok(refusal_response(&refusal));
         }
     };
-    if config.chain.is_some() {
+    if config.chain().is_some() {
         // Boxed, so that the plain path's future does not carry the
         // chain's state in its size (every byte of it is copied).
         return Box::pin(call_chained(
@@ -482,7 +518,7 @@ where
     F: Forward<R>,
     R: Fenced,
 {
-    let Some(chain) = config.chain.as_deref() else {
+    let Some(chain) = config.chain() else {
         return call(inner, request, in_flight).await;
     };
     let mut plan = chained::before(chain, &config.fences, &resource, &mut request);
@@ -571,6 +607,41 @@ where
             Ok(refusal_response(&refusal))
         }
     }
+}
+
+/// In report mode, what `On` would have refused that is forwarded with a
+/// mark: the fencing reasons; `None` for what is refused in every mode
+/// (a path that escapes the root, an unavailable store or issuer).
+fn would_refuse(refusal: &Refusal) -> Option<WouldRefuse> {
+    let reason = match refusal {
+        Refusal::Stale { stale, .. } => stale.reason.as_str(),
+        Refusal::MissingToken { .. } => "missing_token",
+        Refusal::InvalidToken { .. } => "invalid_token",
+        Refusal::Unfenceable { .. } => "unfenceable_write",
+        Refusal::TokenNotIssued { .. } => "token_not_issued",
+        _ => return None,
+    };
+    Some(WouldRefuse { reason })
+}
+
+/// A response forwarded in report mode, marked with why `On` would have
+/// refused its request.
+fn reported<B>(response: Response<B>, mark: WouldRefuse) -> Response<ResponseBody<B>> {
+    let mut response = response.map(|body| ResponseBody::inner(body, None));
+    response.extensions_mut().insert(mark);
+    response
+}
+
+/// The INFO line of a request report mode let through.
+fn log_would_refuse<R: RequestView + ?Sized>(refusal: &Refusal, mark: WouldRefuse, request: &R) {
+    tracing::info!(
+        reason = mark.reason,
+        error = refusal.code(),
+        method = request.method().as_str(),
+        path = request.uri().path(),
+        detail = refusal.message().as_str(),
+        "would_refuse"
+    );
 }
 
 /// One line per refused request, with what an operator needs to find it.

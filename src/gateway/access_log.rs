@@ -176,6 +176,8 @@ pub(crate) struct Entry {
     token: Option<u64>,
     /// Credential custody: the identity the request authenticated as.
     pub(crate) identity: Option<String>,
+    /// `--enforce report`: why `on` would have refused it.
+    pub(crate) would_refuse: Option<&'static str>,
     answered: Option<(Outcome, StatusCode)>,
     /// The response body failed after its head was out, and why.
     cut: Option<Outcome>,
@@ -195,6 +197,7 @@ struct Line<'a> {
     token: Option<u64>,
     identity: Option<&'a str>,
     outcome: &'static str,
+    would_refuse: Option<&'static str>,
     status: u16,
     upstream_status: Option<u16>,
     bytes_in: u64,
@@ -218,6 +221,7 @@ impl Entry {
             key: fence.0,
             token: fence.1,
             identity: None,
+            would_refuse: None,
             answered: None,
             cut: None,
             bytes_in: Arc::new(AtomicU64::new(0)),
@@ -262,6 +266,7 @@ impl Drop for Entry {
             token: self.token,
             identity: self.identity.as_deref(),
             outcome: outcome.as_str(),
+            would_refuse: self.would_refuse,
             status,
             upstream_status,
             bytes_in: self.bytes_in.load(Ordering::Relaxed),

@@ -16,6 +16,7 @@ use super::upstream::Upstream;
 use crate::chain::{Mode, Observer};
 use crate::client_tls::{ClientTlsFiles, Secret};
 use crate::custody::StoreKind;
+use crate::fencing::Enforce;
 use crate::key::Scope;
 
 /// `fencegate [serve] [OPTIONS]`: every option also reads `FENCEGATE_<OPTION>`.
@@ -225,6 +226,17 @@ pub struct Cli {
     #[arg(long, env = "FENCEGATE_CHAIN_CACHE_ENTRIES", default_value = "100000", value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     pub chain_cache_entries: u64,
+
+    /// `on` refuses what fencing refuses; `report` refuses nothing for fencing reasons and
+    /// records what it would have refused (outcome would_refuse, fencegate_would_refuse_total,
+    /// an INFO line), raising fences all the same; `off` forwards without fencing.
+    #[arg(
+        long,
+        env = "FENCEGATE_ENFORCE",
+        default_value = "on",
+        value_name = "on|report|off"
+    )]
+    pub enforce: Enforce,
 
     /// Forward writes that carry no token instead of refusing them with 428.
     #[arg(long, env = "FENCEGATE_ALLOW_UNFENCED_WRITES")]
@@ -449,6 +461,7 @@ impl Cli {
             token_header: self.token_header.clone(),
             scope: self.scope,
             allow_unfenced_writes: self.allow_unfenced_writes,
+            enforce: self.enforce,
             store: self.store,
             upstream_credentials: self.upstream_credentials.clone(),
             identities: self.identities.clone(),

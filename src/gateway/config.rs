@@ -26,7 +26,7 @@ use crate::client_tls::{ClientTlsFiles, Secret, TlsError};
 use crate::custody::StoreKind;
 
 pub use super::custody::Anonymous;
-use crate::fencing::TOKEN_HEADER;
+use crate::fencing::{Enforce, TOKEN_HEADER};
 use crate::key::Scope;
 
 /// Everything a [`Gateway`](super::Gateway) needs. `Default` gives the
@@ -53,6 +53,8 @@ pub struct Config {
     pub scope: Scope,
     /// Forward writes without a token instead of refusing them (428).
     pub allow_unfenced_writes: bool,
+    /// Whether fencing refuses, only reports, or is off (`--enforce`).
+    pub enforce: Enforce,
     /// The store's dialect (`--store`): the shape of the gateway's own
     /// answers. What else it implies (flat keys, the dialect of
     /// `--conditional-writes on`) is resolved into the fields below by
@@ -154,6 +156,7 @@ impl Default for Config {
             token_header: TOKEN_HEADER,
             scope: Scope::Path,
             allow_unfenced_writes: false,
+            enforce: Enforce::On,
             store: StoreKind::Http,
             upstream_credentials: None,
             identities: None,

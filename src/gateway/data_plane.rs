@@ -37,7 +37,7 @@ use super::metrics::Metrics;
 use super::outcome::Outcome;
 use super::proxy::{close_after, gateway_error, refuse_unproxyable, Proxy};
 use crate::custody::answer::{restyle, AnswerStyle};
-use crate::fencing::{refusal_response, Fencing, FencingLayer, ResponseBody};
+use crate::fencing::{refusal_response, Fencing, FencingLayer, ResponseBody, WouldRefuse};
 use crate::head::{HeaderFields, RequestView};
 use crate::http1::head::RequestHead;
 use crate::reach;
@@ -294,6 +294,9 @@ impl Connection {
             in_dialect(&mut response, shared.answers);
         }
         let outcome = Outcome::of(&response);
+        if let Some(mark) = response.extensions().get::<WouldRefuse>() {
+            exchange.would_refuse(mark.reason);
+        }
         if close_if_refused && outcome != Outcome::Forwarded {
             response
                 .headers_mut()

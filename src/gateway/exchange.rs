@@ -129,6 +129,15 @@ impl Exchange {
         }
     }
 
+    /// `--enforce report`: forwarded, and `on` would have refused it for
+    /// `reason`: counted, and named in its access-log line.
+    pub(crate) fn would_refuse(&mut self, reason: &'static str) {
+        self.connection.metrics.would_refuse(reason);
+        if let Some(entry) = &mut self.entry {
+            entry.would_refuse = Some(reason);
+        }
+    }
+
     /// Where the request body's bytes are counted for the access log, if it
     /// is kept.
     pub(crate) fn bytes_in(&self) -> Option<Arc<AtomicU64>> {

@@ -18,6 +18,14 @@ use crate::chain::{Chain, Source};
 use crate::issuer::UrlIssuer;
 use crate::Fences;
 
+/// The labels of `fencegate_would_refuse_total`: the route (`default`
+/// until routes exist) and the reason `on` would have refused for.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WouldRefuseLabels {
+    route: &'static str,
+    reason: &'static str,
+}
+
 /// The labels of `fencegate_requests_total`: the outcome, and under
 /// credential custody the identity (bounded by the identities file), left
 /// out for requests of no identity so that a gateway without custody keeps
@@ -51,6 +59,8 @@ pub(crate) struct Metrics {
     requests: Arc<[Counter; Outcome::ALL.len()]>,
     /// The family, for the series of identified requests (custody).
     by_identity: Family<RequestLabels, Counter>,
+    /// `--enforce report`'s would-be refusals, by reason.
+    would_refuse: Family<WouldRefuseLabels, Counter>,
     latency: Histogram,
     /// Responses whose body failed after their head was relayed.
     responses_cut: Counter,
@@ -321,6 +331,12 @@ impl Metrics {
             "Data plane latency, request received to response headers sent",
             latency.clone(),
         );
+        let would_refuse = Family::<WouldRefuseLabels, Counter>::default();
+        registry.register(
+            "fencegate_would_refuse",
+            "--enforce report: requests forwarded that --enforce on would have refused, by reason",
+            would_refuse.clone(),
+        );
         let responses_cut = Counter::default();
         registry.register(
             "fencegate_responses_cut",
@@ -332,6 +348,7 @@ impl Metrics {
             registry.register_collector(Box::new(ChainCollector(chain)));
         }
         Metrics {
+            would_refuse,
             by_identity,
             requests: Arc::new(requests),
             latency,
@@ -345,6 +362,17 @@ impl Metrics {
         // `ALL` lists the variants in declaration order (a unit test checks).
         self.requests[outcome as usize].inc();
         self.latency.observe(elapsed.as_secs_f64());
+    }
+
+    /// A request forwarded that `--enforce on` would have refused, for
+    /// `reason`.
+    pub(crate) fn would_refuse(&self, reason: &'static str) {
+        self.would_refuse
+            .get_or_create(&WouldRefuseLabels {
+                route: "default",
+                reason,
+            })
+            .inc();
     }
 
     /// As [`Metrics::observe`], for a request that authenticated as

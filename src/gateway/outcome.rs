@@ -5,6 +5,7 @@
 
 use http::Response;
 
+use crate::fencing::WouldRefuse;
 use crate::refusal::Refusal;
 
 /// The outcome of one data plane request.
@@ -47,6 +48,8 @@ pub(crate) enum Outcome {
     /// Credential custody: the identity may not touch an object the
     /// request reaches.
     Forbidden,
+    /// `--enforce report`: forwarded, and `on` would have refused it.
+    WouldRefuse,
     /// Refused by the proxy itself: an upgrade, CONNECT, a request it could
     /// not rewrite, or an HTTP/1.x head the engine refused (malformed,
     /// ambiguous framing, too large, an unsupported version or coding).
@@ -55,7 +58,7 @@ pub(crate) enum Outcome {
 
 impl Outcome {
     /// Every outcome, in the order `/metrics` lists them.
-    pub(crate) const ALL: [Outcome; 19] = [
+    pub(crate) const ALL: [Outcome; 20] = [
         Outcome::Forwarded,
         Outcome::StaleToken,
         Outcome::MissingToken,
@@ -74,6 +77,7 @@ impl Outcome {
         Outcome::ClientError,
         Outcome::Unauthenticated,
         Outcome::Forbidden,
+        Outcome::WouldRefuse,
         Outcome::OtherRefusal,
     ];
 
@@ -98,6 +102,7 @@ impl Outcome {
             Outcome::ClientError => "client_error",
             Outcome::Unauthenticated => "unauthenticated",
             Outcome::Forbidden => "forbidden",
+            Outcome::WouldRefuse => "would_refuse",
             Outcome::OtherRefusal => "other_refusal",
         }
     }
@@ -128,6 +133,9 @@ impl Outcome {
         let extensions = response.extensions();
         if let Some(refusal) = extensions.get::<Refusal>() {
             return Outcome::of_refusal(refusal);
+        }
+        if extensions.get::<WouldRefuse>().is_some() {
+            return Outcome::WouldRefuse;
         }
         extensions
             .get::<Outcome>()

@@ -464,6 +464,7 @@ impl Gateway {
             .token_header(config.token_header.clone())
             .scope(config.scope)
             .allow_unfenced_writes(config.allow_unfenced_writes)
+            .enforce(config.enforce)
             .flat_keys(config.flat_keys);
         if let Some(issuer) = &issuer {
             fencing = fencing.token_issuer(issuer.clone());

@@ -432,6 +432,8 @@ fn the_access_log_has_a_line_with_every_field_per_request_and_raises_are_logged(
         // Credential custody's identity; null without custody.
         "identity",
         "outcome",
+        // --enforce report's reason; null otherwise.
+        "would_refuse",
         "status",
         "upstream_status",
         "bytes_in",

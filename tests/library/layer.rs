@@ -741,3 +741,38 @@ async fn full_body_service_fn_round_trip() {
         json!({"error": "stale_token", "resource": "/echo", "token": 1, "highest": 2, "reason": "below_highest"})
     );
 }
+
+/// `Enforce::Report`: the stale write and the write without a token reach
+/// the service, marked with why `On` would have refused them; the fence is
+/// raised as under `On`.
+#[tokio::test]
+async fn report_mode_passes_what_on_refuses_with_the_reason_marked() {
+    use fencegate::fencing::{Enforce, WouldRefuse};
+    let fences = Fences::in_memory();
+    let (app, calls) = app(FencingLayer::new(fences.clone()).enforce(Enforce::Report));
+    let put = |token: Option<&str>| {
+        let mut request = Request::put("/r/a");
+        if let Some(token) = token {
+            request = request.header("X-Fencing-Token", token);
+        }
+        request.body(Body::empty()).unwrap()
+    };
+    let first = app.clone().oneshot(put(Some("34"))).await.unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    assert!(first.extensions().get::<WouldRefuse>().is_none());
+    let stale = app.clone().oneshot(put(Some("33"))).await.unwrap();
+    assert_eq!(stale.status(), StatusCode::OK);
+    assert_eq!(
+        stale.extensions().get::<WouldRefuse>(),
+        Some(&WouldRefuse {
+            reason: "below_highest"
+        })
+    );
+    let missing = app.clone().oneshot(put(None)).await.unwrap();
+    assert_eq!(
+        missing.extensions().get::<WouldRefuse>().map(|w| w.reason),
+        Some("missing_token")
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    assert_eq!(fences.highest("/r/a"), Some(34));
+}
