@@ -27,6 +27,12 @@
 #               --conditional-writes off and s3 (every PUT a chained write),
 #               in front of a backend naming that version; interleaved
 #               (scripts/bench/chain.sh). Not in the default parts.
+# 9. custody:   W1 through fencegate --store s3 unsigned, next to the same
+#               requests signed by the client (SigV4) and re-signed by the
+#               gateway under --upstream-credentials and --identities;
+#               req/s, latency, CPU per request and (valgrind) instructions
+#               per request; interleaved (scripts/bench/custody.sh). Not in
+#               the default parts.
 #
 # It installs what it needs (scripts/install-deps.sh: nginx and wrk from
 # Debian), builds the release binary, starts every process itself on
@@ -42,8 +48,10 @@
 # Knobs (environment): BENCH_DURATION (s per run, 10), BENCH_REPEATS (5),
 # BENCH_WARMUP (s, 2), BENCH_CONNECTIONS (64), BENCH_PARTS
 # (proxy,footprint,upload,micro,front,issuer,shared), BENCH_FENCES (1000000),
-# BENCH_UPLOAD_MIB (1024), BENCH_PORT (18700, and the 37 ports above it), BENCH_QUIET_WAIT (s to wait for an idle
-# machine before measuring, 60), BENCH_OUT (target/bench).
+# BENCH_UPLOAD_MIB (1024), BENCH_PORT (18700, and the 45 ports above it), BENCH_QUIET_WAIT (s to wait for an idle
+# machine before measuring, 60), BENCH_OUT (target/bench),
+# BENCH_CUSTODY_CALLGRIND (1; 0 skips part 9's instruction counts under
+# valgrind), BENCH_CUSTODY_CALLGRIND_SECONDS (s of load under callgrind, 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -125,7 +133,7 @@ report=$out/report.md
 cleanup_extra() { [ -z "${work:-}" ] || rm -rf "$work/dav" "$work/upload.bin"; }
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-for p in $(seq "$port" $((port + 37))); do
+for p in $(seq "$port" $((port + 45))); do
   port_free "$p" || { log "port $p is in use (set BENCH_PORT)"; exit 1; }
 done
 
@@ -198,11 +206,14 @@ target_url() {
     c-issuer) echo "http://127.0.0.1:$issuer_port" ;;
     c-chain-off) echo "http://127.0.0.1:$chain_off_port" ;;
     c-chain) echo "http://127.0.0.1:$chain_on_port" ;;
+    c-custody-u) echo "http://127.0.0.1:$custody_u_port" ;;
+    c-custody-s) echo "http://127.0.0.1:$custody_s_port" ;;
   esac
 }
 
 run_seq=0
-# run_wrk TARGET WORKLOAD SECONDS: sets `line` to the script's RESULT line.
+# run_wrk TARGET WORKLOAD SECONDS [ARG]: sets `line` to the script's RESULT
+# line; ARG, if given, is the workload's fourth argument (w1s: its file).
 # Not called in a subshell (`$(...)`), so that run_seq keeps counting.
 run_wrk() {
   run_seq=$((run_seq + 1))
@@ -211,7 +222,7 @@ run_wrk() {
   # with 409s, which the errors column shows.
   local base=$((run_seq * 1000000000))
   "${client_pin[@]}" wrk -t1 -c"$connections" -d"${3}s" --timeout 10s \
-    -s scripts/bench/workload.lua "$(target_url "$1")" -- "$2" 1 "$base" \
+    -s scripts/bench/workload.lua "$(target_url "$1")" -- "$2" 1 "$base" "${@:4}" \
     >"$work/wrk.out" 2>&1 || true
   line=$(grep '^RESULT' "$work/wrk.out") || {
     log "wrk failed against ($1) $2: $(cat "$work/wrk.out")"
@@ -517,6 +528,11 @@ source scripts/bench/shared.sh
 # shellcheck source=bench/chain.sh
 source scripts/bench/chain.sh
 
+# --- part 9: credential custody (scripts/bench/custody.sh) ---------------------
+
+# shellcheck source=bench/custody.sh
+source scripts/bench/custody.sh
+
 # --- part 6: token trust ---------------------------------------------------------
 
 issuer_results=$out/issuer.tsv
@@ -674,6 +690,10 @@ fi
 if want chain; then
   chain_benchmark
   { echo "## Chained writes: W1 with the client's If-Match, --conditional-writes off and s3"; echo; chain_report; echo; } >>"$report"
+fi
+if want custody; then
+  custody_benchmark
+  { echo "## Credential custody: W1 signed by the client and re-signed, next to W1 unsigned"; echo; custody_report; echo; } >>"$report"
 fi
 if want micro; then
   micro

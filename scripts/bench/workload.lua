@@ -2,6 +2,7 @@
 -- script arguments.
 --
 --   wrk -t T -c C ... -s scripts/bench/workload.lua URL -- w1|w2|w3 T [TOKEN_BASE [NAMESPACE]]
+--   wrk ... -s scripts/bench/workload.lua URL -- w1s T TOKEN_BASE SIGNED_FILE
 --
 -- w1  1 KiB PUTs over 1,000 keys (/w1/k0 .. /w1/k999), each key always with
 --     the same token (1000 + k): after the first round no PUT raises a fence,
@@ -19,6 +20,12 @@
 --     (`If-Match: "fencegate-bench"`, the version the backend names when
 --     BENCH_BACKEND_ETAG=1): the cost of a chained write
 --     (`--conditional-writes s3`) against the same requests unchained.
+-- w1s W1 signed with SigV4 for credential custody: the requests of W1 (same
+--     paths, tokens and body), each with the Host, X-Amz-Date,
+--     X-Amz-Content-Sha256 and Authorization headers read from SIGNED_FILE
+--     (one line per key, tab-separated: path, token, host, x-amz-date,
+--     payload hash, Authorization; scripts/bench/custody.sh writes it just
+--     before the run, the signature covering the token).
 --
 -- At the end it prints one machine-readable line:
 --   RESULT requests=N seconds=S rps=R p50_us=.. p99_us=.. errors=E
@@ -61,8 +68,25 @@ function init(args)
       -- args[4]: a namespace, so that several wrk processes at once (one
       -- per gateway instance) never share a W2 key.
       prefix = "/w2/" .. (args[4] or "") .. "t" .. (thread_id or 0) .. "/k"
+   elseif workload == "w1s" then
+      local file = assert(args[4], "w1s needs the file of signed requests")
+      local n = 0
+      for l in io.lines(file) do
+         local path, token, host, date, payload, auth =
+            l:match("^([^\t]+)\t([^\t]+)\t([^\t]+)\t([^\t]+)\t([^\t]+)\t(.+)$")
+         assert(path, "bad line in " .. file .. ": " .. l)
+         prebuilt[n] = wrk.format("PUT", path, {
+            ["Host"] = host,
+            ["X-Fencing-Token"] = token,
+            ["X-Amz-Date"] = date,
+            ["X-Amz-Content-Sha256"] = payload,
+            ["Authorization"] = auth,
+         }, body)
+         n = n + 1
+      end
+      assert(n == KEYS, file .. ": " .. n .. " signed requests, not " .. KEYS)
    else
-      error("unknown workload " .. tostring(workload) .. " (w1, w1c, w2 or w3)")
+      error("unknown workload " .. tostring(workload) .. " (w1, w1c, w1s, w2 or w3)")
    end
 end
 

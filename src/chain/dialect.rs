@@ -616,7 +616,11 @@ mod tests {
         s3.condition(Effect::Replace, &Version::DeleteMarker, &uri, &mut headers);
         assert_eq!(headers[IF_NONE_MATCH], "*");
         assert_eq!(
-            s3.outcome(Effect::Remove, &Version::DeleteMarker, StatusCode::NO_CONTENT),
+            s3.outcome(
+                Effect::Remove,
+                &Version::DeleteMarker,
+                StatusCode::NO_CONTENT
+            ),
             Outcome::Applied
         );
     }
