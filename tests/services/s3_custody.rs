@@ -168,6 +168,7 @@ use std::path::Path;
 
 use fencegate::custody::sigv4;
 use support::moto_auth::{moto_with_auth, MotoAuth};
+use support::sigv4_client::Signer;
 
 /// The identities of these tests: `owner` may do anything, `billing`
 /// writes its bucket and reads a shared one, `reader` only reads
@@ -237,120 +238,24 @@ fn custody_gateway_to(
     (dir, gw)
 }
 
-/// A request signed with SigV4 by this test (`fencegate::custody::sigv4`,
-/// itself checked against AWS's example vectors and, below, against boto3
-/// through the gateway): the header form, every field in `headers` signed
-/// but those named in `unsigned`.
-struct Signer<'a> {
-    key: (&'a str, &'a str),
-    /// Seconds since the Unix epoch the request claims.
-    at: u64,
-}
-
-impl Signer<'_> {
-    fn now<'a>(key: (&'a str, &'a str)) -> Signer<'a> {
-        let at = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs();
-        Signer { key, at }
-    }
-
-    fn headers(
-        &self,
-        gw: &GatewayProcess,
-        method: &str,
-        target: &str,
-        fields: &[(&str, &str)],
-        unsigned: &[&str],
-        body: &[u8],
-    ) -> Vec<(String, String)> {
-        let amz_date = sigv4::format_amz_date(self.at);
-        // A payload form given among the fields (aws-chunked) wins over the
-        // body's hash.
-        let payload = fields
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case("x-amz-content-sha256"))
-            .map_or_else(|| sigv4::sha256_hex(body), |(_, v)| v.to_string());
-        // The Host the request is sent with: the gateway's address unless
-        // `fields` names another.
-        let mut all: Vec<(String, String)> = Vec::new();
-        if !fields.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
-            all.push(("host".into(), gw.data_addr().to_string()));
-        }
-        all.push(("x-amz-date".into(), amz_date.clone()));
-        if !fields
-            .iter()
-            .any(|(n, _)| n.eq_ignore_ascii_case("x-amz-content-sha256"))
-        {
-            all.push(("x-amz-content-sha256".into(), payload.clone()));
-        }
-        all.extend(
-            fields
-                .iter()
-                .map(|(n, v)| (n.to_lowercase(), v.to_string())),
-        );
-        let mut signed: Vec<String> = all
-            .iter()
-            .map(|(n, _)| n.clone())
-            .filter(|n| !unsigned.contains(&n.as_str()))
-            .collect();
-        signed.sort();
-        signed.dedup();
-        let (path, query) = target.split_once('?').unwrap_or((target, ""));
-        let lookup = |name: &str| -> Vec<&[u8]> {
-            all.iter()
-                .filter(|(n, _)| n == name)
-                .map(|(_, v)| v.as_bytes())
-                .collect()
-        };
-        let canonical =
-            sigv4::canonical_request(method, path, query, &|_| false, &lookup, &signed, &payload)
-                .unwrap();
-        let date = &amz_date[..8];
-        let scope = format!("{date}/us-east-1/s3/aws4_request");
-        let to_sign = sigv4::string_to_sign(&amz_date, &scope, &canonical);
-        let key = sigv4::signing_key(self.key.1.as_bytes(), date, "us-east-1", "s3");
-        let signature = sigv4::hex(&sigv4::signature(&key, &to_sign));
-        let mut out = all;
-        out.push((
-            "authorization".into(),
-            format!(
-                "AWS4-HMAC-SHA256 Credential={}/{scope}, SignedHeaders={}, Signature={signature}",
-                self.key.0,
-                signed.join(";")
-            ),
-        ));
-        out
-    }
-
-    /// Sends the signed request to the gateway.
-    fn send(
-        &self,
-        gw: &GatewayProcess,
-        method: &str,
-        target: &str,
-        fields: &[(&str, &str)],
-        body: &[u8],
-    ) -> support::Resp {
-        self.send_unsigned(gw, method, target, fields, &[], body)
-    }
-
-    fn send_unsigned(
-        &self,
-        gw: &GatewayProcess,
-        method: &str,
-        target: &str,
-        fields: &[(&str, &str)],
-        unsigned: &[&str],
-        body: &[u8],
-    ) -> support::Resp {
-        let headers = self.headers(gw, method, target, fields, unsigned, body);
-        let refs: Vec<(&str, &str)> = headers
-            .iter()
-            .map(|(n, v)| (n.as_str(), v.as_str()))
-            .collect();
-        gw.req(method, target, &refs, body)
+/// The steps of `tests/clients/boto3_custody.py` every custody run must
+/// pass, and `extra` ones.
+fn assert_steps_ok(result: &serde_json::Value, gw: &GatewayProcess, extra: &[&str]) {
+    const STEPS: [&str; 11] = [
+        "create_bucket",
+        "put_new",
+        "put_existing",
+        "get",
+        "upload_file_multipart",
+        "download_file_ranges",
+        "copy_object",
+        "delete_object",
+        "delete_objects",
+        "presigned_get",
+        "list_objects_v2",
+    ];
+    for step in STEPS.iter().chain(extra) {
+        assert_eq!(result[step], "ok", "{step}: {result}\n{}", gw.stderr());
     }
 }
 
@@ -372,21 +277,7 @@ fn stock_boto3_under_custody_goes_through_the_gateway_and_not_around_it() {
         "boto3_custody.py",
         &[&gw.data_url(), OWNER.0, OWNER.1, "cust-sdk"],
     );
-    for step in [
-        "create_bucket",
-        "put_new",
-        "put_existing",
-        "get",
-        "upload_file_multipart",
-        "download_file_ranges",
-        "copy_object",
-        "delete_object",
-        "delete_objects",
-        "presigned_get",
-        "list_objects_v2",
-    ] {
-        assert_eq!(result[step], "ok", "{step}: {result}\n{}", gw.stderr());
-    }
+    assert_steps_ok(&result, &gw, &[]);
     // A presigned PUT has no signed payload: refused on a plain-HTTP listener.
     assert_ne!(result["presigned_put"], "ok", "{result}");
     let stale = &result["stale_write"];
@@ -435,20 +326,7 @@ fn stock_boto3_under_custody_in_virtual_hosted_style() {
             "localhost",
         ],
     );
-    for step in [
-        "create_bucket",
-        "put_new",
-        "put_existing",
-        "get",
-        "upload_file_multipart",
-        "copy_object",
-        "delete_object",
-        "delete_objects",
-        "presigned_get",
-        "list_objects_v2",
-    ] {
-        assert_eq!(result[step], "ok", "{step}: {result}\n{}", gw.stderr());
-    }
+    assert_steps_ok(&result, &gw, &[]);
     assert_eq!(result["stale_write"]["code"], "stale_token", "{result}");
     assert_eq!(gw.fence("/cust-virtual/report.csv"), Some(5));
     // A Host naming neither the domain nor a bucket of it.
@@ -492,22 +370,7 @@ fn stock_boto3_under_custody_over_tls() {
         &[&url, OWNER.0, OWNER.1, "cust-tls"],
         &[("AWS_CA_BUNDLE", &bundle), ("REQUESTS_CA_BUNDLE", &bundle)],
     );
-    for step in [
-        "create_bucket",
-        "put_new",
-        "put_existing",
-        "get",
-        "upload_file_multipart",
-        "download_file_ranges",
-        "copy_object",
-        "delete_object",
-        "delete_objects",
-        "presigned_get",
-        "presigned_put",
-        "list_objects_v2",
-    ] {
-        assert_eq!(result[step], "ok", "{step}: {result}\n{}", gw.stderr());
-    }
+    assert_steps_ok(&result, &gw, &["presigned_put"]);
     assert_eq!(result["stale_write"]["code"], "stale_token", "{result}");
 }
 
@@ -953,7 +816,14 @@ fn signed_aws_chunked_uploads_are_verified_and_re_signed_chunk_by_chunk() {
             ("x-amz-decoded-content-length", decoded.as_str()),
             ("content-length", length.as_str()),
         ];
-        let headers = owner.headers(&gw, "PUT", &target, &fields, &[], b"");
+        let headers = owner.headers(
+            &gw.data_addr().to_string(),
+            "PUT",
+            &target,
+            &fields,
+            &[],
+            b"",
+        );
         let authorization = &headers
             .iter()
             .find(|(n, _)| n == "authorization")

@@ -14,6 +14,8 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+use support::sigv4_client::Signer;
+
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -199,111 +201,52 @@ fn write_files(dir: &Path) -> PathBuf {
 }
 
 // ---------------------------------------------------------------------------
-// The client's side: SigV4 (after tests/services/s3_custody.rs's `Signer`)
+// The client's side: SigV4 (support::sigv4_client's `Signer`)
 // ---------------------------------------------------------------------------
 
-/// A client request signed in the header form: every field signed, with
-/// `host`, `x-amz-date` and `x-amz-content-sha256` (the body's hash unless
-/// a field gives the payload form).
-struct Signer<'a> {
-    key: (&'a str, &'a str),
-    /// Seconds since the Unix epoch the request claims.
-    at: u64,
+/// What these tests add to the shared client signer
+/// (`support::sigv4_client`): every field signed for `to`, and aws-chunked
+/// bodies.
+trait SignerExt {
+    fn signed(
+        &self,
+        to: SocketAddr,
+        method: &str,
+        target: &str,
+        fields: &[(&str, &str)],
+        body: &[u8],
+    ) -> Vec<(String, String)>;
+    fn frame(&self, parts: &[Vec<u8>], trailer: Option<&Trailer>, seed: [u8; 32]) -> Vec<u8>;
+    fn put_chunked(
+        &self,
+        to: SocketAddr,
+        target: &str,
+        parts: &[Vec<u8>],
+        trailer: Option<&Trailer>,
+        fields: &[(&str, &str)],
+    ) -> support::Resp;
+    fn put_chunked_tampered(
+        &self,
+        to: SocketAddr,
+        target: &str,
+        parts: &[Vec<u8>],
+        trailer: Option<&Trailer>,
+        fields: &[(&str, &str)],
+        tamper: &dyn Fn(&mut Vec<u8>),
+    ) -> support::Resp;
 }
 
-impl Signer<'_> {
-    fn now<'a>(key: (&'a str, &'a str)) -> Signer<'a> {
-        let at = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs();
-        Signer { key, at }
-    }
-
-    fn amz_date(&self) -> String {
-        sigv4::format_amz_date(self.at)
-    }
-
-    fn scope(&self) -> String {
-        format!("{}/us-east-1/s3/aws4_request", &self.amz_date()[..8])
-    }
-
-    fn signing_key(&self) -> sigv4::SigningKey {
-        sigv4::signing_key(
-            self.key.1.as_bytes(),
-            &self.amz_date()[..8],
-            "us-east-1",
-            "s3",
-        )
-    }
-
-    fn headers(
+impl SignerExt for Signer<'_> {
+    /// The request's fields, every one signed, for `to`.
+    fn signed(
         &self,
-        host: SocketAddr,
+        to: SocketAddr,
         method: &str,
         target: &str,
         fields: &[(&str, &str)],
         body: &[u8],
     ) -> Vec<(String, String)> {
-        let amz_date = self.amz_date();
-        let payload = fields
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case("x-amz-content-sha256"))
-            .map_or_else(|| sigv4::sha256_hex(body), |(_, v)| v.to_string());
-        let mut all: Vec<(String, String)> = vec![
-            ("host".into(), host.to_string()),
-            ("x-amz-date".into(), amz_date.clone()),
-        ];
-        if !fields
-            .iter()
-            .any(|(n, _)| n.eq_ignore_ascii_case("x-amz-content-sha256"))
-        {
-            all.push(("x-amz-content-sha256".into(), payload.clone()));
-        }
-        all.extend(
-            fields
-                .iter()
-                .map(|(n, v)| (n.to_lowercase(), v.to_string())),
-        );
-        let mut signed: Vec<String> = all.iter().map(|(n, _)| n.clone()).collect();
-        signed.sort();
-        signed.dedup();
-        let (path, query) = target.split_once('?').unwrap_or((target, ""));
-        let lookup = |name: &str| -> Vec<&[u8]> {
-            all.iter()
-                .filter(|(n, _)| n == name)
-                .map(|(_, v)| v.as_bytes())
-                .collect()
-        };
-        let canonical =
-            sigv4::canonical_request(method, path, query, &|_| false, &lookup, &signed, &payload)
-                .unwrap();
-        let scope = self.scope();
-        let to_sign = sigv4::string_to_sign(&amz_date, &scope, &canonical);
-        let signature = sigv4::hex(&sigv4::signature(&self.signing_key(), &to_sign));
-        let mut out = all;
-        out.push((
-            "authorization".into(),
-            format!(
-                "AWS4-HMAC-SHA256 Credential={}/{scope}, SignedHeaders={}, Signature={signature}",
-                self.key.0,
-                signed.join(";")
-            ),
-        ));
-        out
-    }
-
-    /// Sends the signed request (with `body`) to the gateway.
-    fn send(
-        &self,
-        gw: &GatewayProcess,
-        method: &str,
-        target: &str,
-        fields: &[(&str, &str)],
-        body: &[u8],
-    ) -> support::Resp {
-        let headers = self.headers(gw.data_addr(), method, target, fields, body);
-        send(gw.data_addr(), method, target, &headers, body)
+        self.headers(&to.to_string(), method, target, fields, &[], body)
     }
 
     /// The aws-chunked body of `parts` (then the final, empty chunk, and
@@ -376,7 +319,7 @@ impl Signer<'_> {
             all.push(("x-amz-trailer", names.as_str()));
         }
         all.extend_from_slice(fields);
-        let headers = self.headers(to, "PUT", target, &all, b"");
+        let headers = self.signed(to, "PUT", target, &all, b"");
         let authorization = &headers
             .iter()
             .find(|(n, _)| n == "authorization")
@@ -702,12 +645,12 @@ fn the_verifier_refuses_what_it_should() {
         json["why"].as_str().unwrap().to_owned()
     };
 
-    let headers = client.headers(to, "PUT", "/bkt/ok.txt", &[], b"right");
+    let headers = client.signed(to, "PUT", "/bkt/ok.txt", &[], b"right");
     assert_eq!(
         send(to, "PUT", "/bkt/ok.txt", &headers, b"right").status,
         200
     );
-    let headers = client.headers(to, "PUT", "/bkt/ok.txt", &[], b"right");
+    let headers = client.signed(to, "PUT", "/bkt/ok.txt", &[], b"right");
     let reason = why(&send(to, "PUT", "/bkt/ok.txt", &headers, b"wrong"));
     assert!(reason.contains("body hash"), "{reason}");
 
@@ -715,16 +658,16 @@ fn the_verifier_refuses_what_it_should() {
         key: STORE,
         at: client.at - 3600,
     };
-    let headers = late.headers(to, "GET", "/bkt/ok.txt", &[], b"");
+    let headers = late.signed(to, "GET", "/bkt/ok.txt", &[], b"");
     let reason = why(&send(to, "GET", "/bkt/ok.txt", &headers, b""));
     assert!(reason.contains("RequestTimeTooSkewed"), "{reason}");
 
     let other = Signer::now(OWNER);
-    let headers = other.headers(to, "GET", "/bkt?list-type=2", &[], b"");
+    let headers = other.signed(to, "GET", "/bkt?list-type=2", &[], b"");
     let reason = why(&send(to, "GET", "/bkt?list-type=2", &headers, b""));
     assert!(reason.contains("unknown access key"), "{reason}");
 
-    let headers = client.headers(to, "GET", "/bkt/k?a=1", &[], b"");
+    let headers = client.signed(to, "GET", "/bkt/k?a=1", &[], b"");
     assert_eq!(send(to, "GET", "/bkt/k?a=1", &headers, b"").status, 200);
     let reason = why(&send(to, "GET", "/bkt/k?a=2", &headers, b""));
     assert!(reason.contains("SignatureDoesNotMatch"), "{reason}");
@@ -807,7 +750,7 @@ fn awkward_targets_and_header_values_are_re_signed() {
     }
 
     let body = b"with metadata";
-    let headers = owner.headers(
+    let headers = owner.signed(
         gw.data_addr(),
         "PUT",
         "/bkt/meta.txt",

@@ -45,6 +45,8 @@ mod port;
 #[cfg(feature = "gateway")]
 mod relay;
 #[cfg(feature = "gateway")]
+pub mod sigv4_client;
+#[cfg(feature = "gateway")]
 pub mod tls;
 
 #[cfg(feature = "gateway")]

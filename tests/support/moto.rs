@@ -72,6 +72,15 @@ pub fn moto() -> &'static Moto {
 /// looked). A moto that exits before binding is started again on another
 /// port. Its stderr, one line per request, is drained for its life.
 pub fn spawn_moto_server(extra: &[&std::ffi::OsStr]) -> (Child, u16) {
+    spawn_moto_server_env(extra, &[])
+}
+
+/// [`spawn_moto_server`] with `envs` added to moto's environment
+/// (`INITIAL_NO_AUTH_ACTION_COUNT`, say).
+pub fn spawn_moto_server_env(
+    extra: &[&std::ffi::OsStr],
+    envs: &[(&std::ffi::OsStr, &std::ffi::OsStr)],
+) -> (Child, u16) {
     let bin = venv().join("bin/moto_server");
     assert!(
         bin.exists(),
@@ -84,6 +93,7 @@ pub fn spawn_moto_server(extra: &[&std::ffi::OsStr]) -> (Child, u16) {
         let mut child = Command::new(&bin)
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .args(extra)
+            .envs(envs.iter().copied())
             .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 
-use super::moto::venv;
+use super::moto::{spawn_moto_server_env, venv};
 use super::*;
 
 /// The actions moto serves before it checks credentials: exactly those of
@@ -250,64 +250,4 @@ fn moto_auth_py(args: &[&str]) -> serde_json::Value {
     );
     serde_json::from_str(stdout.trim())
         .unwrap_or_else(|e| panic!("moto_auth.py {}: {e}: {stdout}", args.join(" ")))
-}
-
-/// [`super::moto::spawn_moto_server`] with `envs` added to moto's
-/// environment (the same wait for werkzeug's `Running on`, the same retry
-/// on another port when moto exits before binding).
-pub fn spawn_moto_server_env(extra: &[&OsStr], envs: &[(&OsStr, &OsStr)]) -> (Child, u16) {
-    let bin = venv().join("bin/moto_server");
-    assert!(
-        bin.exists(),
-        "{} is missing: run scripts/install-deps.sh (it makes the Python environment)",
-        bin.display()
-    );
-    let mut last_words = Vec::new();
-    for _ in 0..5 {
-        let port = dead_port();
-        let mut child = Command::new(&bin)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .args(extra)
-            .envs(envs.iter().copied())
-            .process_group(0)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
-        let stderr = child.stderr.take().expect("stderr is piped");
-        let (bound, until_bound) = std::sync::mpsc::channel();
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let log = seen.clone();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            let mut bound = Some(bound);
-            for line in std::io::BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if bound.is_some() {
-                    if line.contains("Running on") {
-                        bound.take().map(|b| b.send(()));
-                    } else {
-                        log.lock().unwrap().push(line);
-                    }
-                }
-            }
-        });
-        match until_bound.recv_timeout(HANG_GUARD) {
-            Ok(()) => return (child, port),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                let _ = child.kill();
-                panic!("moto_server did not listen on {port} within {HANG_GUARD:?}");
-            }
-            // Exited before binding: the port was taken, or it failed.
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                let _ = child.wait();
-                last_words = std::mem::take(&mut *seen.lock().unwrap());
-            }
-        }
-    }
-    panic!(
-        "moto_server exited before listening, five times; last said: {}",
-        last_words.join("\n")
-    );
 }
