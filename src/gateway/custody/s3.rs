@@ -340,14 +340,20 @@ impl S3Clients {
             }
         }
         for name in request.fields().names() {
-            let name = String::from_utf8_lossy(name).to_ascii_lowercase();
-            let must =
-                name.starts_with("x-amz-") || name == "content-type" || name == "content-md5";
-            if must && !is_signed(&name) {
+            // Compared as bytes, any case: no string per field.
+            let must = starts_with_ignore_case(name, b"x-amz-")
+                || name.eq_ignore_ascii_case(b"content-type")
+                || name.eq_ignore_ascii_case(b"content-md5");
+            if must
+                && !signed
+                    .iter()
+                    .any(|s| s.as_bytes().eq_ignore_ascii_case(name))
+            {
                 return Err(Denied::new(
                     DeniedKind::Unauthenticated,
                     format!(
-                        "there were headers present in the request which were not signed: {name}"
+                        "there were headers present in the request which were not signed: {}",
+                        String::from_utf8_lossy(name).to_ascii_lowercase()
                     ),
                 ));
             }
@@ -495,8 +501,7 @@ pub(crate) fn reached<B>(
     let on_bucket = addressed.object == format!("/{bucket}");
     let admin_resource = has_param(query, &ADMIN_SUBRESOURCES);
     let admin_header = request.fields().names().into_iter().any(|name| {
-        let name = String::from_utf8_lossy(name).to_ascii_lowercase();
-        name == "x-amz-acl" || name.starts_with("x-amz-grant-")
+        name.eq_ignore_ascii_case(b"x-amz-acl") || starts_with_ignore_case(name, b"x-amz-grant-")
     });
     if on_bucket {
         let bucket_prefix = format!("/{bucket}/");
@@ -710,6 +715,11 @@ fn host_without_port(host: &str) -> &str {
     host.rsplit_once(':')
         .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
         .map_or(host, |(name, _)| name)
+}
+
+/// Whether `name` starts with `prefix` (lowercase), in any case.
+fn starts_with_ignore_case(name: &[u8], prefix: &[u8]) -> bool {
+    name.len() >= prefix.len() && name[..prefix.len()].eq_ignore_ascii_case(prefix)
 }
 
 /// S3's bucket naming rules, loosely: 3 to 63 of `a-z0-9.-`.
