@@ -39,6 +39,9 @@ pub struct Apache {
     /// Configuration, logs, lock database and the DAV tree.
     dir: tempfile::TempDir,
     settles: AtomicU64,
+    /// `/dav` behind `AuthType Basic` with this user and password
+    /// (`apache_basic.rs`); `None`: open.
+    basic: Option<(String, String)>,
 }
 
 impl Apache {
@@ -58,13 +61,19 @@ impl Apache {
     /// another process may take the port between its pick and Apache's
     /// bind), and waits (bounded) until it answers.
     pub fn start() -> Apache {
+        Self::start_with(None)
+    }
+
+    /// [`Apache::start`], `/dav` behind `AuthType Basic` for `basic` (user,
+    /// password) when given.
+    pub fn start_with(basic: Option<(&str, &str)>) -> Apache {
         assert!(
             Path::new(APACHE2).exists(),
             "{APACHE2} is missing: run scripts/install-deps.sh (it installs apache2)"
         );
         let mut failures = String::new();
         for attempt in 1..=3 {
-            match Self::try_start() {
+            match Self::try_start(basic) {
                 Ok(apache) => return apache,
                 Err(why) => failures.push_str(&format!("attempt {attempt}: {why}\n")),
             }
@@ -72,11 +81,14 @@ impl Apache {
         panic!("Apache did not start:\n{failures}");
     }
 
-    fn try_start() -> Result<Apache, String> {
+    fn try_start(basic: Option<(&str, &str)>) -> Result<Apache, String> {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         for sub in ["dav", "lock", "htdocs", "run"] {
             std::fs::create_dir(root.join(sub)).unwrap();
+        }
+        if let Some((user, password)) = basic {
+            write_htpasswd(&root.join("htpasswd"), user, password);
         }
         // /proc/self belongs to the effective user.
         let as_root = std::os::unix::fs::MetadataExt::uid(
@@ -94,7 +106,11 @@ impl Apache {
         }
         let port = dead_port();
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        std::fs::write(root.join("httpd.conf"), config(root, addr, as_root)).unwrap();
+        std::fs::write(
+            root.join("httpd.conf"),
+            config(root, addr, as_root, basic.is_some()),
+        )
+        .unwrap();
         let child = Command::new(APACHE2)
             .arg("-f")
             .arg(root.join("httpd.conf"))
@@ -117,6 +133,7 @@ impl Apache {
             addr,
             dir,
             settles: AtomicU64::new(0),
+            basic: basic.map(|(user, password)| (user.to_owned(), password.to_owned())),
         };
         let mut exited = false;
         let ready = wait_until(HANG_GUARD, || {
@@ -177,10 +194,25 @@ impl Apache {
     }
 
     /// Makes the collection `path` (`/dav/...`) directly at Apache, not
-    /// through any gateway (so no fence is involved).
+    /// through any gateway (so no fence is involved), with the Basic
+    /// credentials if `/dav` needs them.
     pub fn mkcol(&self, path: &str) {
-        let resp = http(self.addr, "MKCOL", path, &[], b"");
+        let authorization = self
+            .basic
+            .as_ref()
+            .map(|(user, password)| super::apache_basic::basic(user, password));
+        let headers: Vec<(&str, &str)> = authorization
+            .iter()
+            .map(|value| ("Authorization", value.as_str()))
+            .collect();
+        let resp = http(self.addr, "MKCOL", path, &headers, b"");
         assert_eq!(resp.status, 201, "MKCOL {path}: {}", resp.text());
+    }
+
+    /// The child's process id and the directory, for a shared instance's
+    /// clean-up at exit.
+    pub(super) fn kill_at_exit(&self) {
+        kill_group_at_exit(self.child.id(), Some(self.dir.path()));
     }
 
     /// Waits (bounded) until every request Apache answered before this call
@@ -254,9 +286,42 @@ impl Drop for Apache {
 /// nobody / nogroup on Debian.
 const NOBODY: u32 = 65534;
 
-/// The whole configuration: nothing from `/etc/apache2` is read.
-fn config(root: &Path, addr: SocketAddr, as_root: bool) -> String {
+/// Writes an `htpasswd` file for `user` (apache2-utils' `htpasswd`, which
+/// Debian's apache2 depends on), readable by the workers.
+fn write_htpasswd(path: &Path, user: &str, password: &str) {
+    let made = Command::new("htpasswd")
+        .arg("-bc")
+        .arg(path)
+        .args([user, password])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("cannot run htpasswd ({e}): install apache2-utils (scripts/install-deps.sh)")
+        });
+    assert!(
+        made.status.success(),
+        "htpasswd -bc failed: {}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
+}
+
+/// The whole configuration: nothing from `/etc/apache2` is read. With
+/// `basic`, `/dav` is behind `AuthType Basic` (the `htpasswd` file beside
+/// it), and the log names the user sent (`%u`).
+fn config(root: &Path, addr: SocketAddr, as_root: bool, basic: bool) -> String {
     let root = root.display();
+    let auth_modules: &[(&str, &str)] = if basic {
+        &[
+            ("authn_core_module", "mod_authn_core.so"),
+            ("authn_file_module", "mod_authn_file.so"),
+            ("auth_basic_module", "mod_auth_basic.so"),
+            ("authz_user_module", "mod_authz_user.so"),
+        ]
+    } else {
+        &[]
+    };
     let modules = [
         ("mpm_prefork_module", "mod_mpm_prefork.so"),
         ("authz_core_module", "mod_authz_core.so"),
@@ -265,8 +330,19 @@ fn config(root: &Path, addr: SocketAddr, as_root: bool) -> String {
         ("dav_fs_module", "mod_dav_fs.so"),
     ]
     .iter()
+    .chain(auth_modules)
     .map(|(name, file)| format!("LoadModule {name} {MODULES}/{file}\n"))
     .collect::<String>();
+    let (log_format, access) = if basic {
+        (
+            "%r %>s %u",
+            format!(
+                "AuthType Basic\n    AuthName \"fencegate store\"\n    AuthBasicProvider file\n    AuthUserFile \"{root}/htpasswd\"\n    Require valid-user"
+            ),
+        )
+    } else {
+        ("%r %>s", "Require all granted".to_owned())
+    };
     let user = if as_root {
         format!("User #{NOBODY}\nGroup #{NOBODY}\n")
     } else {
@@ -283,14 +359,14 @@ Mutex file:{root}/run default
 {modules}{user}
 ErrorLog "{root}/error.log"
 LogLevel warn
-LogFormat "%r %>s" requests
+LogFormat "{log_format}" requests
 CustomLog "{root}/access.log" requests
 DocumentRoot "{root}/htdocs"
 DavLockDB "{root}/lock/DavLock"
 Alias /dav "{root}/dav"
 <Directory "{root}/dav">
     Dav On
-    Require all granted
+    {access}
 </Directory>
 "#
     )

@@ -289,8 +289,25 @@ fn parse<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, FileError> {
 }
 
 /// The secret `what` from a file (relative to `config`'s folder) or an
-/// environment variable: exactly one of the two.
+/// environment variable: exactly one of the two. A control character in it
+/// is refused: HMAC pads a short key with NULs, so two secrets that differ
+/// by trailing NULs would sign alike.
 fn read_secret(config: &Path, what: &str, source: &SecretSource) -> Result<Secret, FileError> {
+    let secret = read_secret_text(config, what, source)?;
+    if secret.expose().bytes().any(|b| b < 0x20 || b == 0x7f) {
+        return Err(FileError::new(
+            config,
+            format!("{what} holds a control character"),
+        ));
+    }
+    Ok(secret)
+}
+
+fn read_secret_text(
+    config: &Path,
+    what: &str,
+    source: &SecretSource,
+) -> Result<Secret, FileError> {
     match (&source.file, &source.env) {
         (Some(file), None) => {
             let file = match config.parent() {
@@ -328,6 +345,7 @@ mod tests {
     fn identities_load_with_their_secrets_and_refuse_what_is_unclear() {
         let dir = tempfile::tempdir().unwrap();
         write(dir.path(), "billing.secret", "s3cret\n");
+        write(dir.path(), "nul.secret", "s3cret\0\n");
         let path = write(
             dir.path(),
             "ids.toml",
@@ -363,6 +381,10 @@ allow = [ { prefix = "/public/", access = "read" } ]
                 "line 4",
             ),
             ("[[identity]]\nname = \"x\"\nsecret = \"inline\"\n", "unknown field"),
+            (
+                "[[identity]]\nname = \"x\"\nsecret_file = \"nul.secret\"\n",
+                "control character",
+            ),
         ] {
             let path = write(dir.path(), "bad.toml", text);
             let error = read_identities(&path).unwrap_err().to_string();
