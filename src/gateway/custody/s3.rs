@@ -707,10 +707,9 @@ fn preflight_identity() -> Arc<Identity> {
 
 fn host_without_port(host: &str) -> &str {
     if host.starts_with('[') {
-        return host
-            .split(']')
-            .next()
-            .map_or(host, |h| &host[..h.len() + 1]);
+        // An IPv6 literal up to its `]`; without one, the whole (no bucket
+        // of the domain either way).
+        return host.find(']').map_or(host, |end| &host[..=end]);
     }
     host.rsplit_once(':')
         .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
@@ -728,4 +727,34 @@ fn is_bucket_name(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_lose_their_port_and_never_panic() {
+        assert_eq!(host_without_port("b.s3.internal:8080"), "b.s3.internal");
+        assert_eq!(host_without_port("[::1]:80"), "[::1]");
+        assert_eq!(host_without_port("[::1"), "[::1");
+        assert_eq!(host_without_port("["), "[");
+        assert_eq!(host_without_port(""), "");
+        assert!(is_bucket_name("cust-billing") && !is_bucket_name("ab"));
+        assert!(starts_with_ignore_case(b"X-Amz-Date", b"x-amz-"));
+        assert!(!starts_with_ignore_case(b"x-am", b"x-amz-"));
+    }
+
+    #[test]
+    fn copy_sources_and_query_parameters() {
+        assert_eq!(copy_source("bkt/a%20b?versionId=3").unwrap(), "/bkt/a b");
+        assert_eq!(copy_source("/bkt/k").unwrap(), "/bkt/k");
+        assert!(copy_source("/bkt/../other/k").is_err());
+        assert_eq!(
+            param("list-type=2&prefix=a%2Fb+c", "prefix").as_deref(),
+            Some("a/b c")
+        );
+        assert!(has_param("acl", &ADMIN_SUBRESOURCES));
+        assert!(!has_param("aclx=1", &ADMIN_SUBRESOURCES));
+    }
 }
