@@ -113,6 +113,28 @@ pub fn restyle(style: AnswerStyle, json: &serde_json::Value, message: &str) -> O
     })
 }
 
+/// `response`, an answer of the gateway's own with its
+/// [`OwnAnswer`](crate::refusal::OwnAnswer), made again in `style` (body,
+/// `Content-Type` and the dialect's headers; status and the rest stay).
+pub fn restyle_response(style: AnswerStyle, response: &mut http::Response<Bytes>) {
+    let Some(own) = response.extensions().get::<crate::refusal::OwnAnswer>() else {
+        return;
+    };
+    let Some(restyled) = restyle(style, &own.json, &own.message) else {
+        return;
+    };
+    *response.body_mut() = restyled.body;
+    let headers = response.headers_mut();
+    headers.remove(http::header::CONTENT_LENGTH);
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static(restyled.content_type),
+    );
+    for (name, value) in restyled.headers {
+        headers.insert(name, value);
+    }
+}
+
 /// A request id unique within this process and unlikely across restarts:
 /// a counter from the start time in nanoseconds, as 16 hex digits.
 fn request_id() -> String {

@@ -160,13 +160,14 @@ impl engine::Handler for Connection {
         self.serve(Inbound::http1(head, IncomingBody::Engine(body)))
     }
 
-    fn refused(&self, status: http::StatusCode, error: &'static str) {
+    fn refused(&self, status: http::StatusCode, error: &'static str) -> AnswerStyle {
         let outcome = if error == Outcome::InvalidPath.as_str() {
             Outcome::InvalidPath
         } else {
             Outcome::OtherRefusal
         };
         Exchange::refused_head(&self.shared.client, outcome, status);
+        self.shared.answers
     }
 }
 

@@ -151,6 +151,17 @@ fn the_proxys_own_errors_are_s3_documents() {
         "{}",
         resp.text()
     );
+    // A head the engine refuses before it is a request (ambiguous
+    // framing) is answered in S3's shape too.
+    let raw = b"PUT /b/k HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
+    let resp = support::send_raw(gw.data_addr(), raw, false);
+    assert_eq!(resp.status, 400);
+    assert_eq!(resp.header("content-type"), Some("application/xml"));
+    assert!(
+        resp.text().contains("<Code>bad_request</Code>"),
+        "{}",
+        resp.text()
+    );
     // Without --store the same answer is the JSON of the SPEC.
     let json = GatewayProcess::start(&[
         "--upstream",

@@ -303,11 +303,7 @@ fn read_secret(config: &Path, what: &str, source: &SecretSource) -> Result<Secre
     Ok(secret)
 }
 
-fn read_secret_text(
-    config: &Path,
-    what: &str,
-    source: &SecretSource,
-) -> Result<Secret, FileError> {
+fn read_secret_text(config: &Path, what: &str, source: &SecretSource) -> Result<Secret, FileError> {
     match (&source.file, &source.env) {
         (Some(file), None) => {
             let file = match config.parent() {

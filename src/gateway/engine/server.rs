@@ -30,6 +30,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use super::body::{self, poll_fill, BodyError, Decoding};
 use super::encode::{itoa, put_field, Lines, Outgoing};
 use super::outbound::{self, Outbound, SPARE_LIMIT};
+use crate::custody::answer::{restyle_response, AnswerStyle};
 use crate::gateway::activity::ClientStream;
 use crate::gateway::hop::end_to_end;
 use crate::gateway::BoxError;
@@ -71,7 +72,8 @@ pub(crate) trait Handler {
 
     /// A head was refused before it became a request: answered `status`
     /// with the SPEC's `error` code (for the handler's metrics and log).
-    fn refused(&self, status: StatusCode, error: &'static str);
+    /// Returns the shape the answer takes (the store's dialect).
+    fn refused(&self, status: StatusCode, error: &'static str) -> AnswerStyle;
 }
 
 /// How a connection is served.
@@ -246,9 +248,10 @@ pub(crate) async fn serve<H: Handler>(
         let ((head, body), asked) = match parsed {
             Ok(parsed) => parsed,
             Err(refused) => {
-                handler.refused(refused.status, refused.error);
-                let response =
+                let style = handler.refused(refused.status, refused.error);
+                let mut response =
                     crate::refusal::error_response(refused.status, refused.error, &refused.detail);
+                restyle_response(style, &mut response);
                 let asked = Asked {
                     to_head: false,
                     http10: false,
