@@ -932,6 +932,18 @@ fn identities_are_reloaded_on_sighup() {
     assert!(gw.wait_stderr("identities reloaded", std::time::Duration::from_secs(10)));
     let resp = signer.send(&gw, "GET", "/", &[], b"");
     assert_eq!(resp.status, 200, "{}", resp.text());
+    // A rotated secret: the old one no longer verifies (its signing key
+    // was cached), the new one does.
+    let rotated = ("FGNEW01", "rotated-secret-0123456789");
+    std::fs::write(dir.path().join("new.secret"), rotated.1).unwrap();
+    gw.sighup();
+    assert!(support::wait_until(
+        std::time::Duration::from_secs(10),
+        || { s3_code(&signer.send(&gw, "GET", "/", &[], b"")) == "SignatureDoesNotMatch" }
+    ));
+    let resp = Signer::now(rotated).send(&gw, "GET", "/", &[], b"");
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let signer = Signer::now(rotated);
     // A broken file keeps what was in force.
     std::fs::write(&file, "[[identity]]\nname = 3\n").unwrap();
     gw.sighup();

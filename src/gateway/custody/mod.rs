@@ -129,6 +129,11 @@ impl Custody {
         if let Ok(mut current) = self.identities.write() {
             *current = Arc::new(identities);
         }
+        // A secret rotated under the same name must not verify with its
+        // old key.
+        if let Some(s3) = &self.s3 {
+            s3.forget_keys();
+        }
         Ok(())
     }
 

@@ -47,8 +47,14 @@ pub(crate) struct S3Clients {
     /// any other is derived each time, so invented regions cannot fill
     /// memory.
     regions: Vec<String>,
-    keys: Mutex<HashMap<(String, String, String), SigningKey>>,
+    /// By identity name: (date, region, key). Looked up without an
+    /// allocation; emptied when the identities are reloaded (a rotated
+    /// secret must not keep its old key).
+    keys: Mutex<HashMap<String, Vec<ScopedKey>>>,
 }
+
+/// A signing key with the date and region of its scope.
+type ScopedKey = (String, String, SigningKey);
 
 /// Where an S3 request's bucket and key are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -376,23 +382,40 @@ impl S3Clients {
         if !self.regions.contains(&credential.region) {
             return derive();
         }
-        let cache_key = (
-            identity.name.clone(),
-            credential.date.clone(),
-            credential.region.clone(),
-        );
         let Ok(mut keys) = self.keys.lock() else {
             return derive();
         };
-        if let Some(key) = keys.get(&cache_key) {
-            return key.clone();
+        let cached = keys.get(identity.name.as_str()).and_then(|entries| {
+            entries
+                .iter()
+                .find(|(date, region, _)| *date == credential.date && *region == credential.region)
+                .map(|(_, _, key)| key.clone())
+        });
+        if let Some(key) = cached {
+            return key;
         }
         if keys.len() >= MAX_CACHED_KEYS {
             keys.clear();
         }
         let key = derive();
-        keys.insert(cache_key, key.clone());
+        let entries = keys.entry(identity.name.clone()).or_default();
+        // Keys change daily: yesterday's and today's are enough.
+        if entries.len() >= 4 {
+            entries.remove(0);
+        }
+        entries.push((
+            credential.date.clone(),
+            credential.region.clone(),
+            key.clone(),
+        ));
         key
+    }
+
+    /// Forgets every cached signing key (the identities were reloaded).
+    pub(crate) fn forget_keys(&self) {
+        if let Ok(mut keys) = self.keys.lock() {
+            keys.clear();
+        }
     }
 
     /// Where `request`'s bucket and key are: its path-style target, or
