@@ -34,7 +34,15 @@
 //!    write carries a precondition on the version its object had before any
 //!    higher token existed, so the store refuses it if it arrives late.
 //! 6. [`fencing`]: the tower middleware wiring steps 1 to 5 in front of any
-//!    `Service<http::Request<B>>`; [`refusal`] holds the JSON answers.
+//!    `Service<http::Request<B>>` (refusing, or with [`fencing::Enforce`]
+//!    only reporting what it would refuse); [`refusal`] holds the JSON
+//!    answers.
+//!
+//! Before step 1, in the gateway, credential custody (feature `custody`):
+//! `custody` holds the store's dialect (`custody::StoreKind`), the gateway's
+//! answers in it (`custody::answer`), and SigV4 and aws-chunked without I/O
+//! (`custody::sigv4`, `custody::chunked`), with which the gateway verifies
+//! what a client signed and signs what it forwards.
 //!
 //! Beside the path, `http1` (feature `http1`) reads HTTP/1.1 messages
 //! without I/O: heads parsed strictly (fields kept where they were read)

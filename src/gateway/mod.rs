@@ -20,6 +20,9 @@
 //!    arrival to the response body's end; `body`: every body wrapper, by
 //!    direction; `deadlines`: every deadline of a request (connect, response
 //!    head, body stalls both ways).
+//!    `custody` (credential custody, when configured): the client
+//!    authenticated and every object it reaches authorised, before
+//!    anything else; the store's signature added in `proxy`.
 //! 3. The fencing layer ([`crate::fencing`]): token, key, admission.
 //! 4. `proxy`, with `engine` (HTTP/1.1 to the backend, in the request's own
 //!    task; a head written from the client's lines with the gateway's
