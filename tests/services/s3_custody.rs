@@ -1031,3 +1031,29 @@ fn presigned_urls_expire() {
     assert_eq!(too_long.status, 400, "{}", too_long.text());
     assert_eq!(s3_code(&too_long), "AuthorizationHeaderMalformed");
 }
+
+/// `--store azure` answers in Azure's error shape: the SPEC's error name in
+/// `x-ms-error-code` (which the Azure SDKs read first) and an XML body.
+#[test]
+fn azure_dialect_answers_carry_x_ms_error_code() {
+    let backend = support::Backend::start();
+    let gw = GatewayProcess::in_front_of(&backend, &["--store", "azure"]);
+    let put = |token: &str| {
+        gw.req(
+            "PUT",
+            "/container/blob",
+            &[("X-Fencing-Token", token)],
+            b"x",
+        )
+    };
+    assert_eq!(put("34").status, 200);
+    let stale = put("33");
+    assert_eq!(stale.status, 409);
+    assert_eq!(stale.header("x-ms-error-code"), Some("stale_token"));
+    assert_eq!(stale.header("x-fencing-highest"), Some("34"));
+    assert_eq!(stale.header("content-type"), Some("application/xml"));
+    let text = stale.text();
+    assert!(text.contains("<Code>stale_token</Code>"), "{text}");
+    assert!(text.contains("token 33 is below the highest 34"), "{text}");
+    assert_eq!(backend.records_for("/container/blob").len(), 1);
+}
