@@ -3,6 +3,15 @@
 //! and presigned URLs) and signing what the gateway forwards. No I/O and no
 //! clock: the caller passes the request's parts and the time.
 //!
+//! Written here rather than taken from the `aws-sigv4` crate: that crate
+//! signs a request the way the AWS SDKs do, but verifying needs the same
+//! computation over a request as it was received (its target unnormalised,
+//! the client's signed-header list, a presigned query less its signature),
+//! and the gateway's head is its field lines as read, not an `http`
+//! request; one implementation serves both sides, checked against AWS's
+//! published vectors (the tests below) and by an independent verifier in
+//! the test suite.
+//!
 //! The steps are AWS's: [`canonical_request`], then [`string_to_sign`], then
 //! [`signature`] with a [`signing_key`] derived from the secret and the
 //! credential scope (or [`verify_signature`], which compares in constant
