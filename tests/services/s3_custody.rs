@@ -409,6 +409,17 @@ fn bad_credentials_are_refused_before_anything_else() {
 
     let refused = |resp: support::Resp, status: u16, code: &str| {
         assert_eq!(resp.status, status, "{code}: {}", resp.text());
+        for secret in [
+            OWNER.1,
+            BILLING.1,
+            READER.1,
+            moto.secret_access_key.as_str(),
+        ] {
+            assert!(
+                !resp.text().contains(secret),
+                "{code}: a secret in the answer"
+            );
+        }
         assert_eq!(s3_code(&resp), code);
         assert!(resp.header("x-fencing-highest").is_none(), "{code}");
         assert_eq!(resp.header("content-type"), Some("application/xml"));
@@ -577,6 +588,16 @@ fn bad_credentials_are_refused_before_anything_else() {
     assert_eq!(read.status, 200, "{}", read.text());
     assert_eq!(read.text(), "v10");
 
+    // No secret in any log line: the identities', and the store's.
+    let stderr = gw.stderr();
+    for secret in [
+        OWNER.1,
+        BILLING.1,
+        READER.1,
+        moto.secret_access_key.as_str(),
+    ] {
+        assert!(!stderr.contains(secret), "a secret in the log:\n{stderr}");
+    }
     // Nothing refused reached the store.
     assert_eq!(
         moto.read("cust-billing", "q3.csv").as_deref(),

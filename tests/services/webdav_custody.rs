@@ -193,6 +193,12 @@ fn bad_credentials_and_objects_outside_the_prefixes_are_refused() {
     );
     assert_eq!(resp.status, 201, "{}", resp.text());
     assert!(apache.exists("/dav/team3/moved.txt"));
+    // No secret in any log line.
+    for log in [gw.stderr(), gw3.stderr()] {
+        for secret in [WRITER_PASSWORD, ROBOT_TOKEN, apache.password.as_str()] {
+            assert!(!log.contains(secret), "a secret in the log:\n{log}");
+        }
+    }
     let metrics = gw.metrics();
     assert!(all_series(&metrics, "unauthenticated") >= 5.0, "{metrics}");
     assert!(all_series(&metrics, "forbidden") >= 1.0, "{metrics}");
