@@ -1,18 +1,28 @@
-//! `fencegate [serve] [OPTIONS]`: see `fencegate --help` and the README.
+//! `fencegate [serve] [OPTIONS]` and `fencegate check-config FILE`: see
+//! `fencegate --help` and the README.
 
 use std::io::Write;
 use std::process::ExitCode;
 
-use fencegate::gateway::cli::{Cli, LogFormat};
+use fencegate::gateway::cli::LogFormat;
+use fencegate::gateway::config_file::{self, LoadError};
 use fencegate::gateway::{Config, Gateway};
 
 fn main() -> ExitCode {
-    let cli = match Cli::parse_args(std::env::args_os()) {
-        Ok(cli) => cli,
-        Err(error) => return usage_error(error),
+    let args: Vec<_> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == "check-config") {
+        return check_config(&args);
+    }
+    let loaded = match config_file::load(args) {
+        Ok(loaded) => loaded,
+        Err(LoadError::Usage(error)) => return usage_error(error),
+        Err(error) => return fail(error.into()),
     };
-    init_logging(cli.log_format);
-    let config = cli.config();
+    init_logging(loaded.cli.log_format);
+    for warning in &loaded.effective.warnings {
+        tracing::warn!("{warning}");
+    }
+    let config = loaded.config;
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => return fail(anyhow::anyhow!("cannot start the runtime: {error}")),
@@ -164,6 +174,36 @@ fn usage_error(error: clap::Error) -> ExitCode {
             let line = line.strip_prefix("error: ").unwrap_or(line);
             eprintln!("fencegate: {line} (see fencegate --help)");
             ExitCode::from(2)
+        }
+    }
+}
+
+/// `fencegate check-config FILE`: every problem of the file (and of the
+/// configuration it makes with the environment) at once, one per line,
+/// exit 1; else the effective configuration with each value's origin and
+/// secrets masked, exit 0.
+fn check_config(args: &[std::ffi::OsString]) -> ExitCode {
+    let [program, _, file] = args else {
+        eprintln!("usage: fencegate check-config FILE");
+        return ExitCode::from(2);
+    };
+    let argv = [program.clone(), "--config".into(), file.clone()];
+    match config_file::load(argv) {
+        Ok(loaded) => {
+            let problems = Gateway::check(&loaded.config);
+            if problems.is_empty() {
+                print!("{}", loaded.effective);
+                ExitCode::SUCCESS
+            } else {
+                for problem in problems {
+                    eprintln!("{}: {problem}", file.to_string_lossy());
+                }
+                ExitCode::FAILURE
+            }
+        }
+        Err(error) => {
+            eprintln!("{error}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -137,6 +137,7 @@ impl Fences {
         key: &str,
         request: SetFence,
     ) -> Result<FenceWritten, AdminWriteError> {
+        let key = &*self.qualify(key);
         let _one_at_a_time = self.inner.admin.lock().await;
         let target = request.highest;
         let (fence, raise) = self
@@ -208,6 +209,7 @@ impl Fences {
         actor: String,
         reason: Option<String>,
     ) -> Result<FenceWritten, AdminWriteError> {
+        let key = &*self.qualify(key);
         let _one_at_a_time = self.inner.admin.lock().await;
         self.lower_or_forget(key, None, if_highest, actor, reason)
             .await

@@ -179,13 +179,31 @@ impl Fences {
         keys: &[String],
         admission: Admission<'_>,
     ) -> Result<InFlight, AdmitAllError> {
+        let qualified: Vec<std::borrow::Cow<'_, str>> =
+            keys.iter().map(|key| self.qualify(key)).collect();
+        let keys = qualified.iter().map(|key| &**key).collect();
+        self.admit_all_qualified(keys, admission)
+            .await
+            .map_err(|mut error| {
+                if let Some(key) = self.unqualify(&error.resource) {
+                    error.resource = key.to_owned();
+                }
+                error
+            })
+    }
+
+    /// [`Fences::admit_all`] of keys as the table holds them.
+    async fn admit_all_qualified(
+        &self,
+        mut keys: Vec<&str>,
+        admission: Admission<'_>,
+    ) -> Result<InFlight, AdmitAllError> {
         let Admission {
             token,
             client,
             issuer,
             identity,
         } = admission;
-        let mut keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         keys.sort_unstable();
         keys.dedup();
         if keys.is_empty() {

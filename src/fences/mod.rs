@@ -71,7 +71,16 @@ pub use self::admin::{AdminWriteError, FenceWritten, SetFence};
 #[derive(Clone)]
 pub struct Fences {
     inner: Arc<Table>,
+    /// The namespace's key prefix (`billing§`); `None`: the default
+    /// namespace, whose keys are unprefixed ([`Fences::namespace`]).
+    namespace: Option<Arc<str>>,
 }
+
+/// Ends a namespace's name in a key. No key of the default namespace has
+/// it before its first `/` (paths start with `/`, hosts and lock names are
+/// ASCII) and no namespace's name has it, so `name§key` meets no other
+/// namespace's key.
+pub const NAMESPACE_END: char = '§';
 
 struct Table {
     /// A sharded map so that admissions on different keys rarely contend.
@@ -362,6 +371,13 @@ impl Drop for InFlight {
     }
 }
 
+/// Whether `key` is in a namespace other than the default: its first
+/// [`NAMESPACE_END`] comes before its first `/`.
+fn is_namespaced(key: &str) -> bool {
+    key.find(NAMESPACE_END)
+        .is_some_and(|end| !key[..end].contains('/'))
+}
+
 /// One request in flight on `fence` is done.
 fn leave(fence: &Fence) {
     let last = {
@@ -442,7 +458,61 @@ impl Fences {
         table
             .store
             .attach(Arc::new(FenceView::new(Arc::downgrade(&table))));
-        Fences { inner: table }
+        Fences {
+            inner: table,
+            namespace: None,
+        }
+    }
+
+    /// The same table seen through namespace `name`: every key this handle
+    /// is given is `name§key` in the table, so two namespaces never share
+    /// a fence; `""` is the default namespace, whose keys are as given
+    /// (the fences of a gateway without routes).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let fences = fencegate::Fences::in_memory();
+    /// let billing = fences.namespace("billing");
+    /// drop(billing.admit("/report", 7).await.unwrap());
+    /// assert_eq!(billing.highest("/report"), Some(7));
+    /// assert_eq!(fences.highest("/report"), None);
+    /// assert_eq!(fences.highest("billing§/report"), Some(7));
+    /// # });
+    /// ```
+    pub fn namespace(&self, name: &str) -> Fences {
+        Fences {
+            inner: Arc::clone(&self.inner),
+            namespace: (!name.is_empty()).then(|| format!("{name}{NAMESPACE_END}").into()),
+        }
+    }
+
+    /// The namespace's name (`""`: the default).
+    pub fn namespace_name(&self) -> &str {
+        self.namespace.as_deref().map_or("", |prefix| {
+            &prefix[..prefix.len() - NAMESPACE_END.len_utf8()]
+        })
+    }
+
+    /// `key` as the table holds it.
+    pub(crate) fn qualify<'k>(&self, key: &'k str) -> std::borrow::Cow<'k, str> {
+        match &self.namespace {
+            None => std::borrow::Cow::Borrowed(key),
+            Some(prefix) => {
+                let mut qualified = String::with_capacity(prefix.len() + key.len());
+                qualified.push_str(prefix);
+                qualified.push_str(key);
+                std::borrow::Cow::Owned(qualified)
+            }
+        }
+    }
+
+    /// A key of the table as this namespace names it; `None` if it is
+    /// another namespace's.
+    pub(crate) fn unqualify<'k>(&self, key: &'k str) -> Option<&'k str> {
+        match &self.namespace {
+            Some(prefix) => key.strip_prefix(&**prefix),
+            None => (!is_namespaced(key)).then_some(key),
+        }
     }
 
     /// How many admin lowerings and deletions this table has made: a
@@ -458,6 +528,7 @@ impl Fences {
     /// ([`crate::chain`]): a version observed before this read may be used
     /// by a write with a token at least this.
     pub async fn shared_highest(&self, key: &str) -> Result<Option<u64>, StoreError> {
+        let key = &*self.qualify(key);
         let above: Vec<_> = if self.subtree_scope() {
             crate::key::covering_subtrees(key).collect()
         } else {
@@ -515,6 +586,7 @@ impl Fences {
         key: &str,
         admission: Admission<'_>,
     ) -> Result<InFlight, AdmitError> {
+        let key = &*self.qualify(key);
         let Admission {
             token,
             client,
@@ -813,7 +885,7 @@ impl Fences {
     pub fn highest(&self, key: &str) -> Option<u64> {
         // Read in place, not through a clone of the fence: a clone would
         // count as a holder, and make an admin write see the key as busy.
-        let fence = self.inner.fences.get(key)?;
+        let fence = self.inner.fences.get(&*self.qualify(key))?;
         let highest = fence.value().lock().highest();
         highest
     }
@@ -824,10 +896,13 @@ impl Fences {
             .inner
             .fences
             .iter()
-            .filter(|entry| entry.key().starts_with(prefix))
             .filter_map(|entry| {
+                let key = self.unqualify(entry.key())?;
+                if !key.starts_with(prefix) {
+                    return None;
+                }
                 let highest = entry.value().lock().highest()?;
-                Some((entry.key().to_string(), highest))
+                Some((key.to_owned(), highest))
             })
             .collect();
         found.sort_unstable_by(|a, b| a.0.cmp(&b.0));

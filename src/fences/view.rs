@@ -112,7 +112,10 @@ impl FenceView {
     }
 
     fn fences(&self) -> Option<Fences> {
-        self.table.upgrade().map(|inner| Fences { inner })
+        self.table.upgrade().map(|inner| Fences {
+            inner,
+            namespace: None,
+        })
     }
 }
 

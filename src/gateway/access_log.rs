@@ -174,6 +174,8 @@ pub(crate) struct Entry {
     request: Option<(Method, Uri)>,
     key: Option<String>,
     token: Option<u64>,
+    /// The `[[route]]` that took it (`default` without routes).
+    pub(crate) route: Option<Arc<str>>,
     /// Credential custody: the identity the request authenticated as.
     pub(crate) identity: Option<String>,
     /// `--enforce report`: why `on` would have refused it.
@@ -193,6 +195,7 @@ struct Line<'a> {
     client: SocketAddr,
     method: Option<&'a str>,
     path: Option<&'a str>,
+    route: Option<&'a str>,
     key: Option<&'a str>,
     token: Option<u64>,
     identity: Option<&'a str>,
@@ -220,6 +223,7 @@ impl Entry {
             request,
             key: fence.0,
             token: fence.1,
+            route: None,
             identity: None,
             would_refuse: None,
             answered: None,
@@ -262,6 +266,7 @@ impl Drop for Entry {
             client: self.client,
             method: self.request.as_ref().map(|(method, _)| method.as_str()),
             path: self.request.as_ref().map(|(_, uri)| uri.path()),
+            route: self.route.as_deref(),
             key: self.key.as_deref(),
             token: self.token,
             identity: self.identity.as_deref(),

@@ -10,7 +10,7 @@ use http::HeaderName;
 
 use super::config::{
     AccessLogTarget, Anonymous, ClientLimits, Config, EtcdConfig, PasswordSource, StateKind,
-    TlsFiles,
+    TableSource, TlsFiles,
 };
 use super::upstream::Upstream;
 use crate::chain::{Mode, Observer};
@@ -25,9 +25,18 @@ use crate::key::Scope;
     name = "fencegate",
     version,
     about = "An HTTP gateway that refuses writes carrying a stale fencing token.",
-    override_usage = "fencegate [serve] [OPTIONS]"
+    override_usage = "fencegate [serve] [OPTIONS]\n       fencegate check-config FILE",
+    // The last of an option given twice wins: a route's own value comes
+    // after the top level's (`config_file.rs`).
+    args_override_self = true
 )]
 pub struct Cli {
+    /// Read every option from this TOML file too (each option's name with `_` for `-`, plus
+    /// [[route]], [[identity]] and [upstream_credentials] tables); a flag wins over its
+    /// environment variable, which wins over the file. Re-read on SIGHUP.
+    #[arg(long, env = "FENCEGATE_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
     /// Data plane address (port 0 picks a free port; the bound address is printed).
     #[arg(
         long,
@@ -189,7 +198,9 @@ pub struct Cli {
     /// The store has no collections (S3, GCS, Azure Blob): a DELETE changes
     /// only its own key, never everything under its path. On by default
     /// with --store s3 or azure.
-    #[arg(long, env = "FENCEGATE_FLAT_KEYS")]
+    #[arg(long, env = "FENCEGATE_FLAT_KEYS", value_name = "true|false", num_args = 0..=1,
+          default_value = "false", default_missing_value = "true",
+          action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
     pub flat_keys: bool,
 
     /// Chain every write that replaces or removes an object to the version
@@ -239,7 +250,9 @@ pub struct Cli {
     pub enforce: Enforce,
 
     /// Forward writes that carry no token instead of refusing them with 428.
-    #[arg(long, env = "FENCEGATE_ALLOW_UNFENCED_WRITES")]
+    #[arg(long, env = "FENCEGATE_ALLOW_UNFENCED_WRITES", value_name = "true|false", num_args = 0..=1,
+          default_value = "false", default_missing_value = "true",
+          action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
     pub allow_unfenced_writes: bool,
 
     /// Seconds from a request sent in full to its response headers, and the
@@ -463,8 +476,8 @@ impl Cli {
             allow_unfenced_writes: self.allow_unfenced_writes,
             enforce: self.enforce,
             store: self.store,
-            upstream_credentials: self.upstream_credentials.clone(),
-            identities: self.identities.clone(),
+            upstream_credentials: self.upstream_credentials.clone().map(TableSource::File),
+            identities: self.identities.clone().map(TableSource::File),
             anonymous_clients: self.anonymous_clients,
             s3_domain: self.s3_domain.clone(),
             flat_keys: self.flat_keys || self.store.flat_keys(),
@@ -495,6 +508,8 @@ impl Cli {
                 "FENCEGATE_TOKEN_ISSUER_PASSWORD",
             ),
             shutdown_timeout: self.shutdown_timeout,
+            routes: Vec::new(),
+            file: self.config.clone(),
         }
     }
 }

@@ -60,12 +60,12 @@ pub struct Config {
     /// `--conditional-writes on`) is resolved into the fields below by
     /// whoever builds the configuration.
     pub store: StoreKind,
-    /// Credential custody: the store's credentials (a TOML file); every
+    /// Credential custody: the store's credentials (a TOML table); every
     /// request to the store is signed with them.
-    pub upstream_credentials: Option<PathBuf>,
+    pub upstream_credentials: Option<TableSource>,
     /// Credential custody: the gateway's clients and what each may touch
-    /// (a TOML file).
-    pub identities: Option<PathBuf>,
+    /// (`[[identity]]` tables).
+    pub identities: Option<TableSource>,
     /// Credential custody: what a request with no credentials may do.
     pub anonymous_clients: Anonymous,
     /// `--store s3`: the host name clients reach the gateway by;
@@ -113,6 +113,70 @@ pub struct Config {
     pub token_issuer_tls: ClientTlsFiles,
     /// The password of the user named in the token issuer's URL.
     pub token_issuer_password: PasswordSource,
+    /// `[[route]]` tables of the configuration file, in its order; none:
+    /// one route that matches everything, made of the options above.
+    pub routes: Vec<RouteConfig>,
+    /// The configuration file it was read from (`--config`), re-read on
+    /// `SIGHUP`.
+    pub file: Option<PathBuf>,
+}
+
+/// Where a credential custody table is: a TOML file of its own
+/// (`--upstream-credentials FILE`, `--identities FILE`) or the
+/// configuration file (`--config`), at its top level or in the route named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TableSource {
+    /// A file of its own.
+    File(PathBuf),
+    /// The configuration file: its top-level table, or the `[[route]]`
+    /// with this name.
+    Config {
+        /// The configuration file.
+        file: PathBuf,
+        /// The route whose table it is; `None`: the top level.
+        route: Option<String>,
+    },
+}
+
+impl TableSource {
+    /// The file it is read from.
+    pub fn path(&self) -> &std::path::Path {
+        match self {
+            TableSource::File(path) | TableSource::Config { file: path, .. } => path,
+        }
+    }
+}
+
+/// One `[[route]]`: which requests it takes, and the gateway's options as
+/// they apply to them (those a route does not set are the top level's).
+#[derive(Debug, Clone)]
+pub struct RouteConfig {
+    /// The route's name: its metrics label and log field, and by default
+    /// its fence namespace.
+    pub name: String,
+    /// The requests it takes.
+    pub matches: RouteMatch,
+    /// Where its fences live: `""` is the namespace fences had before
+    /// routes existed; two routes share fences only by naming the same.
+    pub fence_namespace: String,
+    /// The identities that may use the route (credential custody); `None`:
+    /// every identity.
+    pub identities: Option<Vec<String>>,
+    /// The options of the route: the top level's, with the route's own on
+    /// top. Only those that shape a request's path are the route's; the
+    /// listener, TLS, state, etcd and admin options are the gateway's.
+    pub options: Box<Config>,
+}
+
+/// What a route matches: a host (exact, or `*.` and a suffix), a path
+/// prefix, either or both.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RouteMatch {
+    /// `s3.internal` or `*.s3.internal` (any name that ends in
+    /// `.s3.internal`); lowercase, without a port.
+    pub host: Option<String>,
+    /// The normalised request path starts with it (`/billing-`).
+    pub path_prefix: Option<String>,
 }
 
 /// Where a password comes from: a file, or the environment; never the
@@ -178,6 +242,8 @@ impl Default for Config {
             token_issuer: None,
             token_issuer_tls: ClientTlsFiles::default(),
             token_issuer_password: PasswordSource::None,
+            routes: Vec::new(),
+            file: None,
         }
     }
 }

@@ -36,6 +36,7 @@ use super::inbound::Inbound;
 use super::metrics::Metrics;
 use super::outcome::Outcome;
 use super::proxy::{close_after, gateway_error, refuse_unproxyable, Proxy};
+use super::routes::RouteTable;
 use crate::custody::answer::{restyle, AnswerStyle};
 use crate::fencing::{refusal_response, Fencing, FencingLayer, ResponseBody, WouldRefuse};
 use crate::head::{HeaderFields, RequestView};
@@ -46,48 +47,50 @@ use crate::refusal::{OwnAnswer, Refusal};
 /// Makes one [`Connection`] service per accepted connection.
 #[derive(Debug, Clone)]
 pub(crate) struct DataPlane {
-    fencing: FencingLayer,
-    proxy: Proxy,
+    routes: Arc<[RoutePlane]>,
+    table: Arc<RouteTable>,
     metrics: Metrics,
     body_timeout: Duration,
     access_log: Option<AccessLog>,
-    /// The shape of the gateway's own answers (`--store`).
+    /// The shape of the answers made before a route is known (an engine
+    /// refusal, `no_route`).
     answers: AnswerStyle,
+}
+
+/// One route as the data plane serves it: its fencing layer, its proxy
+/// (upstream, pool, signer), the shape of its answers, its custody.
+#[derive(Debug, Clone)]
+pub(crate) struct RoutePlane {
+    /// Its name: the access log's `route`, the metrics' label.
+    pub(crate) name: Arc<str>,
+    pub(crate) fencing: FencingLayer,
+    pub(crate) proxy: Proxy,
+    /// The shape of the gateway's own answers (its `store`).
+    pub(crate) answers: AnswerStyle,
     /// Credential custody: every request authenticated and authorised
     /// before it is fenced.
-    custody: Option<Arc<Custody>>,
+    pub(crate) custody: Option<Arc<Custody>>,
 }
 
 impl DataPlane {
-    /// Requests are counted in `metrics`, fenced by `fencing`, forwarded by
-    /// `proxy`; a request body that pauses for `body_timeout` is cut.
+    /// Requests are counted in `metrics`, taken by the route `table`
+    /// picks among `routes`, fenced and forwarded by it; a request body
+    /// that pauses for `body_timeout` is cut.
     pub(crate) fn new(
-        fencing: FencingLayer,
-        proxy: Proxy,
+        routes: Vec<RoutePlane>,
+        table: RouteTable,
         metrics: Metrics,
         body_timeout: Duration,
     ) -> Self {
+        let answers = routes.first().map_or(AnswerStyle::Json, |r| r.answers);
         DataPlane {
-            fencing,
-            proxy,
+            routes: routes.into(),
+            table: Arc::new(table),
             metrics,
             body_timeout,
             access_log: None,
-            answers: AnswerStyle::Json,
-            custody: None,
+            answers,
         }
-    }
-
-    /// Authenticates and authorises every request with `custody` first.
-    pub(crate) fn custody(mut self, custody: Arc<Custody>) -> Self {
-        self.custody = Some(custody);
-        self
-    }
-
-    /// Makes the gateway's own answers in `style` (the store's dialect).
-    pub(crate) fn answers(mut self, style: AnswerStyle) -> Self {
-        self.answers = style;
-        self
     }
 
     /// Writes one line per request to `log`.
@@ -97,12 +100,25 @@ impl DataPlane {
     }
 
     pub(crate) fn connection(&self, info: &ConnInfo) -> Connection {
-        let proxy = self.proxy.for_client(info.peer, info.tls);
+        let client = Proxy::client_of(info.peer, info.tls);
+        let routes = self
+            .routes
+            .iter()
+            .map(|route| RouteConnection {
+                inner: route
+                    .fencing
+                    .layer(route.proxy.with_client(Arc::clone(&client)))
+                    .with_client(info.peer),
+                answers: route.answers,
+                custody: route.custody.clone(),
+                name: Arc::clone(&route.name),
+            })
+            .collect();
         Connection {
             shared: Arc::new(ConnectionShared {
-                inner: self.fencing.layer(proxy).with_client(info.peer),
+                routes,
+                table: Arc::clone(&self.table),
                 answers: self.answers,
-                custody: self.custody.clone(),
                 tls: info.tls,
                 client: Arc::new(ClientConnection {
                     metrics: self.metrics.clone(),
@@ -124,12 +140,22 @@ pub(crate) struct Connection {
 
 #[derive(Debug)]
 struct ConnectionShared {
-    inner: Fencing<Proxy>,
+    /// Each route, in the configuration's order, for this connection.
+    routes: Box<[RouteConnection]>,
+    table: Arc<RouteTable>,
     answers: AnswerStyle,
-    custody: Option<Arc<Custody>>,
     /// The client's connection is TLS.
     tls: bool,
     client: Arc<ClientConnection>,
+}
+
+/// One route for one client connection.
+#[derive(Debug)]
+struct RouteConnection {
+    inner: Fencing<Proxy>,
+    answers: AnswerStyle,
+    custody: Option<Arc<Custody>>,
+    name: Arc<str>,
 }
 
 impl hyper::service::Service<Request<Incoming>> for Connection {
@@ -188,16 +214,24 @@ impl Connection {
     /// of the response body. A request given up before its answer (the
     /// client left) drops the exchange, which records that.
     async fn serve(&self, mut request: Inbound<IncomingBody>) -> Response<Relayed> {
-        let shared = &self.shared;
-        let custody = shared.custody.as_deref();
-        let mut exchange = Exchange::begin(&shared.client, &request, || match custody {
+        let connection = &self.shared;
+        let Some(route) = connection
+            .table
+            .pick(&request)
+            .and_then(|i| connection.routes.get(i))
+        else {
+            return self.no_route(&request);
+        };
+        let custody = route.custody.as_deref();
+        let mut exchange = Exchange::begin(&connection.client, &request, || match custody {
             // Known once custody has read the request.
             Some(_) => (None, None),
-            None => shared.inner.fence_of(&request),
+            None => route.inner.fence_of(&request),
         });
+        exchange.routed(&route.name);
         let denied = match custody {
             Some(custody) => self
-                .check_custody(custody, &mut request, &mut exchange)
+                .check_custody(route, custody, &mut request, &mut exchange)
                 .err(),
             None => None,
         };
@@ -213,7 +247,7 @@ impl Connection {
             );
         }
         let counter = exchange.bytes_in();
-        let timeout = shared.client.body_timeout;
+        let timeout = connection.client.body_timeout;
         // A client that asked `Expect: 100-continue` and gets a refusal
         // instead may never send its body: reading on would take its next
         // request for the body. Such a body is abandoned, never drained, and
@@ -259,9 +293,7 @@ impl Connection {
         });
         let answered = match (denied, refuse_unproxyable(&request)) {
             // Custody refused it: it learns nothing of fences.
-            (Some(denied), _) => Ok(denied
-                .to_response(shared.answers)
-                .map(ResponseBody::refusal)),
+            (Some(denied), _) => Ok(denied.to_response(route.answers).map(ResponseBody::refusal)),
             // Refused before fencing: never proxied, so it raises no fence.
             (None, Some(refusal)) => {
                 Ok(refusal.map(|body| ResponseBody::inner(FromProxy::from(body), None)))
@@ -269,12 +301,12 @@ impl Connection {
             // Boxed: a rare path, whose state would otherwise be part of
             // every request's future.
             (None, None)
-                if shared.inner.needs_listing(&request)
+                if route.inner.needs_listing(&request)
                     || (custody.is_some() && reach::lists_objects_in_body(&request)) =>
             {
-                Box::pin(read_listing(shared, request)).await
+                Box::pin(read_listing(route, request)).await
             }
-            (None, None) => shared.inner.forward_fenced(request).await,
+            (None, None) => route.inner.forward_fenced(request).await,
         };
         let mut response = match answered {
             Ok(response) => response,
@@ -291,12 +323,12 @@ impl Connection {
                     .extend(end_to_end_map(|| fields.iter()));
             }
         }
-        if shared.answers != AnswerStyle::Json {
-            in_dialect(&mut response, shared.answers);
+        if route.answers != AnswerStyle::Json {
+            in_dialect(&mut response, route.answers);
         }
         let outcome = Outcome::of(&response);
         if let Some(mark) = response.extensions().get::<WouldRefuse>() {
-            exchange.would_refuse(mark.reason);
+            exchange.would_refuse(&route.name, mark.reason);
         }
         if close_if_refused && outcome != Outcome::Forwarded {
             response
@@ -314,25 +346,45 @@ impl Connection {
     /// would raise a fence only from an identity that may write there.
     fn check_custody(
         &self,
+        route: &RouteConnection,
         custody: &Custody,
         request: &mut Inbound<IncomingBody>,
         exchange: &mut Exchange,
     ) -> Result<(), Denied> {
-        let shared = &self.shared;
-        let admitted = custody.admit(request, shared.tls);
+        let admitted = custody.admit(request, self.shared.tls);
         let Some(verified) = request.custody.as_deref() else {
             return admitted;
         };
         let fence = match &admitted {
-            Ok(()) => shared.inner.fence_of(&*request),
+            Ok(()) => route.inner.fence_of(&*request),
             Err(_) => (None, None),
         };
         exchange.identified(&verified.identity.name, || fence.clone());
         admitted?;
         if let (Some(key), Some(token)) = &fence {
-            verified.check_raise(key, *token, shared.inner.highest(key))?;
+            verified.check_raise(key, *token, route.inner.highest(key))?;
         }
         Ok(())
+    }
+}
+
+impl Connection {
+    /// 404 `no_route`: no route takes `request`; it reaches no backend.
+    fn no_route(&self, request: &Inbound<IncomingBody>) -> Response<Relayed> {
+        let connection = &self.shared;
+        let mut exchange = Exchange::begin(&connection.client, request, || (None, None));
+        let response = gateway_error(
+            http::StatusCode::NOT_FOUND,
+            "no_route",
+            "no route of the configuration takes this request's host and path",
+            Outcome::NoRoute,
+        );
+        let mut response = response.map(|body| ResponseBody::inner(FromProxy::from(body), None));
+        if connection.answers != AnswerStyle::Json {
+            in_dialect(&mut response, connection.answers);
+        }
+        exchange.answered(Outcome::NoRoute, response.status());
+        response.map(|body| Relayed::new(body, Some(exchange)))
     }
 }
 
@@ -364,7 +416,7 @@ fn in_dialect(response: &mut Response<ResponseBody<FromProxy>>, style: AnswerSty
 /// it lists to the fencing layer, and forwards the body unchanged (so
 /// `Content-MD5` and checksums still verify at the backend).
 async fn read_listing(
-    shared: &ConnectionShared,
+    shared: &RouteConnection,
     request: Inbound<Body>,
 ) -> Result<Response<ResponseBody<FromProxy>>, Infallible> {
     let (request, body) = request.split_body();

@@ -129,10 +129,17 @@ impl Exchange {
         }
     }
 
-    /// `--enforce report`: forwarded, and `on` would have refused it for
-    /// `reason`: counted, and named in its access-log line.
-    pub(crate) fn would_refuse(&mut self, reason: &'static str) {
-        self.connection.metrics.would_refuse(reason);
+    /// The request is `route`'s: named in its access-log line.
+    pub(crate) fn routed(&mut self, route: &Arc<str>) {
+        if let Some(entry) = &mut self.entry {
+            entry.route = Some(Arc::clone(route));
+        }
+    }
+
+    /// `enforce = "report"`: forwarded by `route`, and `on` would have
+    /// refused it for `reason`: counted, and named in its access-log line.
+    pub(crate) fn would_refuse(&mut self, route: &str, reason: &'static str) {
+        self.connection.metrics.would_refuse(route, reason);
         if let Some(entry) = &mut self.entry {
             entry.would_refuse = Some(reason);
         }

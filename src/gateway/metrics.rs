@@ -19,10 +19,10 @@ use crate::issuer::UrlIssuer;
 use crate::Fences;
 
 /// The labels of `fencegate_would_refuse_total`: the route (`default`
-/// until routes exist) and the reason `on` would have refused for.
+/// without `[[route]]`) and the reason `on` would have refused for.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WouldRefuseLabels {
-    route: &'static str,
+    route: String,
     reason: &'static str,
 }
 
@@ -242,9 +242,10 @@ impl Collector for FenceCollector {
     }
 }
 
-/// Chained writes' counts (`crate::chain`), read at scrape time.
+/// Chained writes' counts (`crate::chain`), read at scrape time: the sum
+/// over every route's chain.
 #[derive(Debug)]
-struct ChainCollector(Arc<Chain>);
+struct ChainCollector(Vec<Arc<Chain>>);
 
 /// One counter per label value of `label`.
 fn encode_labelled_counter(
@@ -263,7 +264,18 @@ fn encode_labelled_counter(
 
 impl Collector for ChainCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let stats = self.0.stats();
+        let stats = self.0.iter().map(|chain| chain.stats()).fold(
+            crate::chain::ChainStats::default(),
+            |sum, one| crate::chain::ChainStats {
+                observed_client_read: sum.observed_client_read + one.observed_client_read,
+                observed_client_condition: sum.observed_client_condition
+                    + one.observed_client_condition,
+                observed_gateway_head: sum.observed_gateway_head + one.observed_gateway_head,
+                conflicts_retry: sum.conflicts_retry + one.conflicts_retry,
+                conflicts_overtaken: sum.conflicts_overtaken + one.conflicts_overtaken,
+                unknown: sum.unknown + one.unknown,
+            },
+        );
         encode_labelled_counter(
             &mut encoder,
             "fencegate_chain_observations",
@@ -299,12 +311,13 @@ impl Collector for ChainCollector {
 
 impl Metrics {
     /// Metrics for a gateway over `fences`, writing `access_log`, checking
-    /// tokens with `issuer` and chaining writes with `chain`, if any.
+    /// tokens with `issuer` and chaining writes with `chains` (each
+    /// route's), if any.
     pub(crate) fn new(
         fences: Fences,
         access_log: Option<AccessLog>,
         issuer: Option<Arc<UrlIssuer>>,
-        chain: Option<Arc<Chain>>,
+        chains: Vec<Arc<Chain>>,
     ) -> Self {
         let mut registry = Registry::default();
         let family = Family::<RequestLabels, Counter>::default();
@@ -344,8 +357,8 @@ impl Metrics {
             responses_cut.clone(),
         );
         registry.register_collector(Box::new(FenceCollector(fences, access_log, issuer)));
-        if let Some(chain) = chain {
-            registry.register_collector(Box::new(ChainCollector(chain)));
+        if !chains.is_empty() {
+            registry.register_collector(Box::new(ChainCollector(chains)));
         }
         Metrics {
             would_refuse,
@@ -364,12 +377,12 @@ impl Metrics {
         self.latency.observe(elapsed.as_secs_f64());
     }
 
-    /// A request forwarded that `--enforce on` would have refused, for
-    /// `reason`.
-    pub(crate) fn would_refuse(&self, reason: &'static str) {
+    /// A request of `route` forwarded that `enforce = "on"` would have
+    /// refused, for `reason`.
+    pub(crate) fn would_refuse(&self, route: &str, reason: &'static str) {
         self.would_refuse
             .get_or_create(&WouldRefuseLabels {
-                route: "default",
+                route: route.to_owned(),
                 reason,
             })
             .inc();

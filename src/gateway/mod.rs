@@ -58,6 +58,8 @@ mod deadlines;
 
 mod proxy;
 
+mod routes;
+
 mod version_head;
 
 mod hop;
@@ -83,6 +85,8 @@ pub mod embedded;
 pub mod config;
 
 pub mod cli;
+
+pub mod config_file;
 
 pub mod server;
 

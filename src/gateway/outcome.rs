@@ -50,6 +50,8 @@ pub(crate) enum Outcome {
     Forbidden,
     /// `--enforce report`: forwarded, and `on` would have refused it.
     WouldRefuse,
+    /// 404: no `[[route]]` matches the request; nothing was forwarded.
+    NoRoute,
     /// Refused by the proxy itself: an upgrade, CONNECT, a request it could
     /// not rewrite, or an HTTP/1.x head the engine refused (malformed,
     /// ambiguous framing, too large, an unsupported version or coding).
@@ -58,7 +60,7 @@ pub(crate) enum Outcome {
 
 impl Outcome {
     /// Every outcome, in the order `/metrics` lists them.
-    pub(crate) const ALL: [Outcome; 20] = [
+    pub(crate) const ALL: [Outcome; 21] = [
         Outcome::Forwarded,
         Outcome::StaleToken,
         Outcome::MissingToken,
@@ -78,6 +80,7 @@ impl Outcome {
         Outcome::Unauthenticated,
         Outcome::Forbidden,
         Outcome::WouldRefuse,
+        Outcome::NoRoute,
         Outcome::OtherRefusal,
     ];
 
@@ -103,6 +106,7 @@ impl Outcome {
             Outcome::Unauthenticated => "unauthenticated",
             Outcome::Forbidden => "forbidden",
             Outcome::WouldRefuse => "would_refuse",
+            Outcome::NoRoute => "no_route",
             Outcome::OtherRefusal => "other_refusal",
         }
     }

@@ -50,7 +50,7 @@ pub(crate) struct Proxy {
 }
 
 /// The forwarding headers of one client connection.
-struct Client {
+pub(crate) struct Client {
     /// The client's address as an `X-Forwarded-For` entry.
     peer: Option<HeaderValue>,
     /// `X-Forwarded-Proto`: `https` when the client connection is TLS.
@@ -129,16 +129,27 @@ impl Proxy {
         self
     }
 
-    /// This proxy for requests from one client connection: its address
-    /// goes into `X-Forwarded-For`, formatted once instead of per request,
-    /// and `X-Forwarded-Proto` says whether it is TLS.
-    pub(crate) fn for_client(&self, peer: SocketAddr, tls: bool) -> Self {
+    /// The backend it forwards to.
+    pub(crate) fn upstream(&self) -> &Upstream {
+        &self.shared.upstream
+    }
+
+    /// What the proxy says of one client connection, made once for every
+    /// route of it: its address goes into `X-Forwarded-For`, formatted
+    /// once instead of per request, and `X-Forwarded-Proto` says whether
+    /// it is TLS.
+    pub(crate) fn client_of(peer: SocketAddr, tls: bool) -> Arc<Client> {
+        Arc::new(Client {
+            peer: HeaderValue::from_str(&peer.ip().to_string()).ok(),
+            proto: HeaderValue::from_static(if tls { "https" } else { "http" }),
+        })
+    }
+
+    /// This proxy for requests from `client` ([`Proxy::client_of`]).
+    pub(crate) fn with_client(&self, client: Arc<Client>) -> Self {
         Proxy {
             shared: Arc::clone(&self.shared),
-            client: Arc::new(Client {
-                peer: HeaderValue::from_str(&peer.ip().to_string()).ok(),
-                proto: HeaderValue::from_static(if tls { "https" } else { "http" }),
-            }),
+            client,
         }
     }
 

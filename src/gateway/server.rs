@@ -32,14 +32,16 @@ use tokio_util::task::TaskTracker;
 use super::accept::{self, PlaneOptions};
 use super::access_log::AccessLog;
 use super::admin::{self, Readiness};
-use super::config::{Config, StateKind};
+use super::config::RouteMatch;
+use super::config::{Config, StateKind, TableSource};
 use super::custody::files::{self, UpstreamCredentials};
 use super::custody::sign::UpstreamSigner;
 use super::custody::{Anonymous, Custody, CustodyFiles};
-use super::data_plane::DataPlane;
+use super::data_plane::{DataPlane, RoutePlane};
 use super::embedded::{self, ObjectStore};
 use super::metrics::Metrics;
 use super::proxy::Proxy;
+use super::routes::RouteTable;
 use super::tls::{self, ServerCert, TlsError};
 use super::upstream::Upstream;
 use super::version_head::{self, HeadThroughProxy, Probe};
@@ -118,8 +120,8 @@ pub struct TlsReloader {
     etcd: Option<Arc<ClientTls>>,
     issuer: Option<Arc<crate::issuer::UrlIssuer>>,
     /// Credential custody's identities, and the store's credentials with
-    /// the file they come from.
-    custody: Option<CustodyReload>,
+    /// the file they come from, of each route that has custody.
+    custody: Vec<CustodyReload>,
 }
 
 /// What credential custody re-reads on `SIGHUP`: the identities, and the
@@ -127,7 +129,7 @@ pub struct TlsReloader {
 #[derive(Debug, Clone)]
 struct CustodyReload {
     custody: Arc<Custody>,
-    signer: Option<(Arc<UpstreamSigner>, PathBuf)>,
+    signer: Option<(Arc<UpstreamSigner>, TableSource)>,
 }
 
 impl TlsReloader {
@@ -136,7 +138,7 @@ impl TlsReloader {
         self.server.is_none()
             && self.etcd.is_none()
             && self.issuer.is_none()
-            && self.custody.is_none()
+            && self.custody.is_empty()
     }
 
     /// Reads every file again; each that fails keeps its old certificate,
@@ -144,15 +146,15 @@ impl TlsReloader {
     /// read again too; one that does not load keeps what was in force and
     /// logs one line.
     pub fn reload(&self) -> Result<(), TlsError> {
-        if let Some(CustodyReload { custody, signer }) = &self.custody {
+        for CustodyReload { custody, signer } in &self.custody {
             match custody.reload() {
                 Ok(()) => tracing::info!("identities reloaded"),
                 Err(error) => {
                     tracing::error!(%error, "cannot reload the identities; the old ones stay in force")
                 }
             }
-            if let Some((signer, path)) = signer {
-                match files::read_upstream(path) {
+            if let Some((signer, source)) = signer {
+                match files::read_upstream(source) {
                     Ok(credentials) => {
                         signer.replace(credentials);
                         tracing::info!("upstream credentials reloaded");
@@ -177,8 +179,9 @@ impl TlsReloader {
 /// client side and the store's credentials; `None` without custody.
 fn custody_from(
     config: &Config,
+    allowed: Option<&Vec<String>>,
 ) -> Result<Option<(Arc<Custody>, UpstreamCredentials)>, StartError> {
-    let Some(path) = &config.upstream_credentials else {
+    let Some(source) = &config.upstream_credentials else {
         if config.identities.is_some() || config.anonymous_clients != Anonymous::Off {
             return Err(StartError::Custody(
                 "--identities and --anonymous-clients need --upstream-credentials: the gateway signs every request to the store with them".into(),
@@ -199,7 +202,9 @@ fn custody_from(
             "--anonymous-clients write: any client that reaches the gateway may write, signed with the store's credentials"
         );
     }
-    let credentials = files::read_upstream(path).map_err(|e| StartError::Custody(e.to_string()))?;
+    let credentials =
+        files::read_upstream(source).map_err(|e| StartError::Custody(e.to_string()))?;
+    let path = source.path();
     let sigv4 = matches!(credentials, UpstreamCredentials::AwsSigV4 { .. });
     match (config.store, sigv4) {
         (crate::custody::StoreKind::S3, false) => {
@@ -235,6 +240,7 @@ fn custody_from(
         CustodyFiles {
             identities: config.identities.clone(),
             anonymous: config.anonymous_clients,
+            allowed: allowed.cloned(),
         },
         config.s3_domain.clone(),
         must_sign,
@@ -292,10 +298,8 @@ pub struct Gateway {
     /// The token issuer, whose long-lived connections' certificates are
     /// re-read with the server's.
     issuer: Option<Arc<crate::issuer::UrlIssuer>>,
-    /// Credential custody, reloaded on `SIGHUP`.
-    custody: Option<Arc<Custody>>,
-    signer: Option<Arc<UpstreamSigner>>,
-    upstream_credentials_file: Option<PathBuf>,
+    /// Credential custody of each route that has it, reloaded on `SIGHUP`.
+    custody: Vec<CustodyReload>,
     /// Stops the data plane's accept loop and drains its connections.
     stop_data: watch::Sender<bool>,
     /// Stops the admin plane and the embedded backend, once the data plane
@@ -316,19 +320,13 @@ impl Gateway {
         Self::start_on(config, listeners).await
     }
 
-    /// Opens the fence store, starts the embedded backend if no upstream is
-    /// configured, and serves both planes on `listeners`.
+    /// Opens the fence store, starts the embedded backend if a route has
+    /// no upstream, and serves both planes on `listeners`.
     pub async fn start_on(config: Config, listeners: Listeners) -> Result<Gateway, StartError> {
         // Everything that can fail on bad configuration comes before the
         // fence store is opened, so that a bad flag leaves nothing locked.
         let server_cert = config.tls.as_ref().map(ServerCert::load).transpose()?;
         let acceptor = server_cert.as_ref().map(ServerCert::acceptor).transpose()?;
-        let upstream_tls = match &config.upstream {
-            Some(upstream) if upstream.is_tls() => {
-                Some(tls::upstream_connector(config.upstream_ca.as_deref())?)
-            }
-            _ => None,
-        };
         let access_log = config
             .access_log
             .as_ref()
@@ -344,20 +342,12 @@ impl Gateway {
             .as_deref()
             .map(admin::AdminToken::read)
             .transpose()?;
-        let issuer = match config.token_issuer.as_deref() {
-            Some(url) => {
-                let access = crate::issuer::IssuerAccess {
-                    tls: config.token_issuer_tls.clone(),
-                    password: config
-                        .token_issuer_password
-                        .read()
-                        .map_err(|e| crate::issuer::IssuerUrlError::new(url, e.to_string()))?,
-                };
-                Some(Arc::new(crate::issuer::from_url_with(url, &access)?))
-            }
-            None => None,
-        };
-        let custody_parts = custody_from(&config)?;
+        let specs = route_specs(&config);
+        let mut issuers = Issuers::default();
+        let prepared = specs
+            .iter()
+            .map(|spec| Prepared::of(spec, &mut issuers))
+            .collect::<Result<Vec<_>, _>>()?;
         let data_addr = local_addr("data plane", &listeners.data)?;
         let admin_addr = local_addr("admin plane", &listeners.admin)?;
 
@@ -380,104 +370,32 @@ impl Gateway {
         let (stop_rest, rest_stopped) = watch::channel(false);
         let mut rest = Vec::new();
 
-        let (upstream, embedded) = match config.upstream.clone() {
-            Some(upstream) => (upstream, false),
-            None => {
-                let (upstream, task) =
-                    start_embedded(&config, signalled(rest_stopped.clone())).await?;
-                rest.push(task);
-                (upstream, true)
-            }
+        let embedded = if specs.iter().any(|spec| spec.options.upstream.is_none()) {
+            let (upstream, task) = start_embedded(&config, signalled(rest_stopped.clone())).await?;
+            rest.push(task);
+            Some(upstream)
+        } else {
+            None
         };
 
-        if config.conditional_writes == Mode::Webdav && upstream.has_base() {
-            // The `If` header names the object by the path the client sent;
-            // under a base path the store would see another one, and a
-            // tagged list naming another resource is no condition at all.
-            return Err(StartError::Chain(
-                "webdav needs an upstream without a base path".into(),
-            ));
+        let mut planes = Vec::with_capacity(specs.len());
+        let mut chains = Vec::new();
+        let mut custody = Vec::new();
+        for (spec, prepared) in specs.iter().zip(prepared) {
+            let built = build_route(spec, prepared, &fences, embedded.as_ref()).await?;
+            chains.extend(built.chain);
+            custody.extend(built.custody);
+            planes.push(built.plane);
         }
-        let mut proxy = Proxy::new(
-            upstream.clone(),
-            config.upstream_timeout,
-            config.upstream_idle_timeout,
-            upstream_tls,
-            // The chain reads the ETag of answers from their map.
-            config.conditional_writes != Mode::Off,
-        );
-        let (custody, signer) = match custody_parts {
-            Some((custody, credentials)) => {
-                let host = HeaderValue::from_str(upstream.authority().as_str())
-                    .map_err(|e| StartError::Custody(format!("the upstream's authority: {e}")))?;
-                let signer = Arc::new(UpstreamSigner::new(credentials, host));
-                proxy = proxy.signed_by(Arc::clone(&signer));
-                (Some(custody), Some(signer))
-            }
-            None => (None, None),
-        };
-        let probe_path = config.conditional_probe.clone().or_else(|| {
-            matches!(config.conditional_writes, Mode::Webdav | Mode::Http)
-                .then(|| DEFAULT_PROBE_PATH.to_owned())
-        });
-        if let (Some(path), true) = (probe_path, config.conditional_writes != Mode::Off) {
-            match version_head::probe(&proxy, config.conditional_writes, &path).await {
-                Probe::Honoured => {}
-                Probe::Ignored(status) => {
-                    return Err(StartError::Chain(format!(
-                        "the store applied the probe's PUT of {path} ({status}) although its condition could not match: it ignores conditions, and chaining in front of it would protect nothing"
-                    )));
-                }
-                Probe::Inconclusive(why) => tracing::warn!(
-                    "--conditional-writes: {why}; cannot tell whether the store checks conditions (--conditional-probe names a path the gateway may write)"
-                ),
-            }
-        }
-        let chain = (config.conditional_writes != Mode::Off).then(|| {
-            let entries =
-                NonZeroUsize::new(config.chain_cache_entries).unwrap_or(NonZeroUsize::MIN);
-            let chain = Chain::new(config.conditional_writes, entries);
-            // Under custody the gateway signs its own HEAD: every mode can
-            // observe versions itself.
-            let observer = config.chain_observe.unwrap_or_else(|| {
-                if signer.is_some() {
-                    Observer::GatewayHead
-                } else {
-                    config.conditional_writes.default_observer()
-                }
-            });
-            Arc::new(match observer {
-                Observer::GatewayHead => chain.with_reader(Arc::new(HeadThroughProxy {
-                    proxy: proxy.clone(),
-                    mode: config.conditional_writes,
-                })),
-                Observer::ClientHead => chain,
-            })
-        });
-        let metrics = Metrics::new(
-            fences.clone(),
-            access_log.clone(),
-            issuer.clone(),
-            chain.clone(),
-        );
-        let mut fencing = FencingLayer::new(fences.clone())
-            .token_header(config.token_header.clone())
-            .scope(config.scope)
-            .allow_unfenced_writes(config.allow_unfenced_writes)
-            .enforce(config.enforce)
-            .flat_keys(config.flat_keys);
-        if let Some(issuer) = &issuer {
-            fencing = fencing.token_issuer(issuer.clone());
-        }
-        if let Some(chain) = chain {
-            fencing = fencing.chained_writes(chain);
-        }
+        let upstream = planes
+            .first()
+            .map(|plane| plane.proxy.upstream().clone())
+            .ok_or_else(|| StartError::Embedded("no route".into()))?;
+        let issuer = issuers.first();
+        let metrics = Metrics::new(fences.clone(), access_log.clone(), issuer.clone(), chains);
+        let table = RouteTable::new(&specs.iter().map(|s| s.matches.clone()).collect::<Vec<_>>());
         let mut data_plane =
-            DataPlane::new(fencing, proxy, metrics.clone(), config.client.body_timeout)
-                .answers(config.store.answers());
-        if let Some(custody) = &custody {
-            data_plane = data_plane.custody(Arc::clone(custody));
-        }
+            DataPlane::new(planes, table, metrics.clone(), config.client.body_timeout);
         if let Some(log) = &access_log {
             data_plane = data_plane.access_log(log.clone());
         }
@@ -530,15 +448,13 @@ impl Gateway {
             data_addr,
             admin_addr,
             upstream,
-            embedded,
+            embedded: embedded.is_some(),
             fences,
             readiness,
             server_cert,
             etcd_tls,
             issuer,
             custody,
-            signer,
-            upstream_credentials_file: config.upstream_credentials.clone(),
             stop_data,
             stop_rest,
             data_accept,
@@ -549,6 +465,43 @@ impl Gateway {
         })
     }
 
+    /// Every problem of `config` that would stop a start, found without
+    /// starting: certificates, keys and custody tables read, URLs parsed,
+    /// every route's options checked together. Binds nothing, opens no
+    /// fence store, connects to nothing (`fencegate check-config`).
+    pub fn check(config: &Config) -> Vec<String> {
+        let mut problems = Vec::new();
+        if let Some(tls) = &config.tls {
+            if let Err(error) = ServerCert::load(tls) {
+                problems.push(format!("TLS: {error}"));
+            }
+        }
+        if let Some(file) = &config.admin_token_file {
+            if let Err(error) = admin::AdminToken::read(file) {
+                problems.push(error.to_string());
+            }
+        }
+        if config.state == StateKind::Etcd {
+            if let Err(error) = etcd_options(config) {
+                problems.push(error.to_string());
+            }
+        }
+        let mut issuers = Issuers::default();
+        for spec in route_specs(config) {
+            let named = |error: StartError| match config.routes.is_empty() {
+                true => error.to_string(),
+                false => format!("route {:?}: {error}", spec.name),
+            };
+            match Prepared::of(&spec, &mut issuers) {
+                Ok(_) => {}
+                Err(error) => problems.push(named(error)),
+            }
+            if let Err(error) = check_chain(&spec.options) {
+                problems.push(named(error));
+            }
+        }
+        problems
+    }
     /// The data plane's bound address.
     pub fn data_addr(&self) -> SocketAddr {
         self.data_addr
@@ -593,13 +546,7 @@ impl Gateway {
             server: self.server_cert.clone(),
             etcd: self.etcd_tls.clone(),
             issuer: self.issuer.clone(),
-            custody: self.custody.clone().map(|custody| {
-                let signer = self
-                    .signer
-                    .clone()
-                    .zip(self.upstream_credentials_file.clone());
-                CustodyReload { custody, signer }
-            }),
+            custody: self.custody.clone(),
         }
     }
 
@@ -627,6 +574,219 @@ impl Gateway {
         self.fences.close();
         drained
     }
+}
+
+/// One route to build: the configuration's `[[route]]`, or the one route
+/// of a configuration without (named `default`, in the default fence
+/// namespace, taking every request).
+#[derive(Debug)]
+struct RouteSpec {
+    name: String,
+    matches: RouteMatch,
+    namespace: String,
+    identities: Option<Vec<String>>,
+    options: Config,
+}
+
+fn route_specs(config: &Config) -> Vec<RouteSpec> {
+    if config.routes.is_empty() {
+        return vec![RouteSpec {
+            name: "default".into(),
+            matches: RouteMatch::default(),
+            namespace: String::new(),
+            identities: None,
+            options: config.clone(),
+        }];
+    }
+    config
+        .routes
+        .iter()
+        .map(|route| RouteSpec {
+            name: route.name.clone(),
+            matches: route.matches.clone(),
+            namespace: route.fence_namespace.clone(),
+            identities: route.identities.clone(),
+            options: (*route.options).clone(),
+        })
+        .collect()
+}
+
+/// The token issuers of every route, one per URL.
+#[derive(Default)]
+struct Issuers(Vec<(String, Arc<crate::issuer::UrlIssuer>)>);
+
+impl Issuers {
+    fn get(
+        &mut self,
+        config: &Config,
+    ) -> Result<Option<Arc<crate::issuer::UrlIssuer>>, StartError> {
+        let Some(url) = config.token_issuer.as_deref() else {
+            return Ok(None);
+        };
+        if let Some((_, issuer)) = self.0.iter().find(|(known, _)| known == url) {
+            return Ok(Some(Arc::clone(issuer)));
+        }
+        let access = crate::issuer::IssuerAccess {
+            tls: config.token_issuer_tls.clone(),
+            password: config
+                .token_issuer_password
+                .read()
+                .map_err(|e| crate::issuer::IssuerUrlError::new(url, e.to_string()))?,
+        };
+        let issuer = Arc::new(crate::issuer::from_url_with(url, &access)?);
+        self.0.push((url.to_owned(), Arc::clone(&issuer)));
+        Ok(Some(issuer))
+    }
+
+    fn first(&self) -> Option<Arc<crate::issuer::UrlIssuer>> {
+        self.0.first().map(|(_, issuer)| Arc::clone(issuer))
+    }
+}
+
+/// What a route needs that can fail on bad configuration, made before the
+/// fence store is opened.
+struct Prepared {
+    upstream_tls: Option<tokio_rustls::TlsConnector>,
+    issuer: Option<Arc<crate::issuer::UrlIssuer>>,
+    custody: Option<(Arc<Custody>, UpstreamCredentials)>,
+}
+
+impl Prepared {
+    fn of(spec: &RouteSpec, issuers: &mut Issuers) -> Result<Prepared, StartError> {
+        let config = &spec.options;
+        let upstream_tls = match &config.upstream {
+            Some(upstream) if upstream.is_tls() => {
+                Some(tls::upstream_connector(config.upstream_ca.as_deref())?)
+            }
+            _ => None,
+        };
+        Ok(Prepared {
+            upstream_tls,
+            issuer: issuers.get(config)?,
+            custody: custody_from(config, spec.identities.as_ref())?,
+        })
+    }
+}
+
+/// What `--conditional-writes` cannot work with in `config`.
+fn check_chain(config: &Config) -> Result<(), StartError> {
+    if config.conditional_writes == Mode::Webdav
+        && config.upstream.as_ref().is_some_and(Upstream::has_base)
+    {
+        // The `If` header names the object by the path the client sent;
+        // under a base path the store would see another one, and a
+        // tagged list naming another resource is no condition at all.
+        return Err(StartError::Chain(
+            "webdav needs an upstream without a base path".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// One route, built: what the data plane serves it with, its chain (for
+/// metrics) and its custody (for reloads).
+struct BuiltRoute {
+    plane: RoutePlane,
+    chain: Option<Arc<Chain>>,
+    custody: Option<CustodyReload>,
+}
+
+async fn build_route(
+    spec: &RouteSpec,
+    prepared: Prepared,
+    fences: &Fences,
+    embedded: Option<&Upstream>,
+) -> Result<BuiltRoute, StartError> {
+    let config = &spec.options;
+    let upstream = match (&config.upstream, embedded) {
+        (Some(upstream), _) => upstream.clone(),
+        (None, Some(embedded)) => embedded.clone(),
+        (None, None) => return Err(StartError::Embedded("not started".into())),
+    };
+    check_chain(config)?;
+    let mut proxy = Proxy::new(
+        upstream.clone(),
+        config.upstream_timeout,
+        config.upstream_idle_timeout,
+        prepared.upstream_tls,
+        // The chain reads the ETag of answers from their map.
+        config.conditional_writes != Mode::Off,
+    );
+    let (custody, signer) = match prepared.custody {
+        Some((custody, credentials)) => {
+            let host = HeaderValue::from_str(upstream.authority().as_str())
+                .map_err(|e| StartError::Custody(format!("the upstream's authority: {e}")))?;
+            let signer = Arc::new(UpstreamSigner::new(credentials, host));
+            proxy = proxy.signed_by(Arc::clone(&signer));
+            (Some(custody), Some(signer))
+        }
+        None => (None, None),
+    };
+    let probe_path = config.conditional_probe.clone().or_else(|| {
+        matches!(config.conditional_writes, Mode::Webdav | Mode::Http)
+            .then(|| DEFAULT_PROBE_PATH.to_owned())
+    });
+    if let (Some(path), true) = (probe_path, config.conditional_writes != Mode::Off) {
+        match version_head::probe(&proxy, config.conditional_writes, &path).await {
+            Probe::Honoured => {}
+            Probe::Ignored(status) => {
+                return Err(StartError::Chain(format!(
+                    "the store applied the probe's PUT of {path} ({status}) although its condition could not match: it ignores conditions, and chaining in front of it would protect nothing"
+                )));
+            }
+            Probe::Inconclusive(why) => tracing::warn!(
+                route = spec.name.as_str(),
+                "--conditional-writes: {why}; cannot tell whether the store checks conditions (--conditional-probe names a path the gateway may write)"
+            ),
+        }
+    }
+    let chain = (config.conditional_writes != Mode::Off).then(|| {
+        let entries = NonZeroUsize::new(config.chain_cache_entries).unwrap_or(NonZeroUsize::MIN);
+        let chain = Chain::new(config.conditional_writes, entries);
+        // Under custody the gateway signs its own HEAD: every mode can
+        // observe versions itself.
+        let observer = config.chain_observe.unwrap_or_else(|| {
+            if signer.is_some() {
+                Observer::GatewayHead
+            } else {
+                config.conditional_writes.default_observer()
+            }
+        });
+        Arc::new(match observer {
+            Observer::GatewayHead => chain.with_reader(Arc::new(HeadThroughProxy {
+                proxy: proxy.clone(),
+                mode: config.conditional_writes,
+            })),
+            Observer::ClientHead => chain,
+        })
+    });
+    let mut fencing = FencingLayer::new(fences.namespace(&spec.namespace))
+        .token_header(config.token_header.clone())
+        .scope(config.scope)
+        .allow_unfenced_writes(config.allow_unfenced_writes)
+        .enforce(config.enforce)
+        .flat_keys(config.flat_keys);
+    if let Some(issuer) = &prepared.issuer {
+        fencing = fencing.token_issuer(issuer.clone());
+    }
+    if let Some(chain) = &chain {
+        fencing = fencing.chained_writes(Arc::clone(chain));
+    }
+    let reload = custody.as_ref().map(|custody| CustodyReload {
+        custody: Arc::clone(custody),
+        signer: signer.clone().zip(config.upstream_credentials.clone()),
+    });
+    Ok(BuiltRoute {
+        plane: RoutePlane {
+            name: spec.name.as_str().into(),
+            fencing,
+            proxy,
+            answers: config.store.answers(),
+            custody,
+        },
+        chain,
+        custody: reload,
+    })
 }
 
 /// More than enough for Prometheus, a load balancer's health checks and a

@@ -1,32 +1,138 @@
-//! Credential custody's two files, read with serde from TOML: the store's
-//! credentials (`--upstream-credentials`) and the gateway's clients
-//! (`--identities`). Secrets come only from files or environment variables
-//! named in them, never from the TOML itself, so a file that names them can
-//! be shown, checked in or mounted without the secrets; each is read once
-//! per load into a [`Secret`], whose `Debug` and `Display` print `***`.
+//! Credential custody's two tables, read with serde from TOML: the store's
+//! credentials (`upstream_credentials`) and the gateway's clients
+//! (`[[identity]]`), each from a file of its own (`--upstream-credentials`,
+//! `--identities`) or from the configuration file (`--config`: its
+//! `[upstream_credentials]`, a route's `upstream_credentials = { ... }`, its
+//! `[[identity]]` tables). Secrets come only from files or environment
+//! variables named in them, never from the TOML itself, so a file that
+//! names them can be shown, checked in or mounted without the secrets; each
+//! is read once per load into a [`Secret`], whose `Debug` and `Display`
+//! print `***`.
 
 use std::path::{Path, PathBuf};
 
+use serde::de::IntoDeserializer;
 use serde::Deserialize;
+use toml::de::{DeTable, DeValue};
+use toml::Spanned;
 
+use super::super::config::TableSource;
 use crate::client_tls::Secret;
 
-/// A custody file that could not be loaded; the message names the file
-/// and, where there is one, the line.
+/// A custody table that could not be loaded; the message names the file
+/// and, where there is one, the line (`FILE:LINE: what`).
 #[derive(Debug, thiserror::Error)]
-#[error("{path}: {detail}")]
+#[error("{path}{}: {detail}", line.map(|l| format!(":{l}")).unwrap_or_default())]
 pub(crate) struct FileError {
     path: String,
+    line: Option<usize>,
     detail: String,
 }
 
 impl FileError {
-    fn new(path: &Path, detail: impl Into<String>) -> Self {
+    pub(crate) fn new(path: &Path, detail: impl Into<String>) -> Self {
         FileError {
             path: path.display().to_string(),
+            line: None,
             detail: detail.into(),
         }
     }
+
+    fn at(mut self, line: Option<usize>) -> Self {
+        self.line = line;
+        self
+    }
+
+    /// The line it is about, if one.
+    pub(crate) fn line(&self) -> Option<usize> {
+        self.line
+    }
+
+    /// What is wrong, without the file and line.
+    pub(crate) fn detail(&self) -> &str {
+        &self.detail
+    }
+}
+
+/// The line (from 1) of byte `offset` of `text`.
+pub(crate) fn line_of(text: &str, offset: usize) -> usize {
+    let offset = offset.min(text.len());
+    text.as_bytes()[..offset]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// A TOML file, read and parsed with the place of every value.
+struct Document {
+    path: PathBuf,
+    text: String,
+}
+
+impl Document {
+    fn read(path: &Path) -> Result<Self, FileError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| FileError::new(path, format!("cannot read: {e}")))?;
+        Ok(Document {
+            path: path.to_owned(),
+            text,
+        })
+    }
+
+    fn parse(&self) -> Result<Spanned<DeTable<'_>>, FileError> {
+        DeTable::parse(&self.text).map_err(|e| self.toml_error(&e))
+    }
+
+    fn error(&self, span: std::ops::Range<usize>, detail: impl Into<String>) -> FileError {
+        FileError::new(&self.path, detail).at(Some(line_of(&self.text, span.start)))
+    }
+
+    fn toml_error(&self, error: &toml::de::Error) -> FileError {
+        let line = error.span().map(|span| line_of(&self.text, span.start));
+        FileError::new(&self.path, error.message().trim_end().to_owned()).at(line)
+    }
+
+    /// `value` read as a `T`; an error names its line.
+    fn deserialize<'a, T: Deserialize<'a>>(
+        &self,
+        value: &Spanned<DeValue<'a>>,
+    ) -> Result<T, FileError> {
+        T::deserialize(value.clone().into_deserializer()).map_err(|e| {
+            let mut error = self.toml_error(&e);
+            if error.line.is_none() {
+                error.line = Some(line_of(&self.text, value.span().start));
+            }
+            error
+        })
+    }
+}
+
+/// The table holding what `source` names: the file's root, or in the
+/// configuration file its root or the route named.
+fn container<'d, 'i>(
+    doc: &Document,
+    root: &'d Spanned<DeTable<'i>>,
+    source: &TableSource,
+) -> Result<&'d DeTable<'i>, FileError> {
+    let TableSource::Config {
+        route: Some(name), ..
+    } = source
+    else {
+        return Ok(root.get_ref());
+    };
+    let routes = root
+        .get_ref()
+        .get("route")
+        .and_then(|routes| routes.get_ref().as_array());
+    routes
+        .into_iter()
+        .flatten()
+        .find_map(|route| {
+            let table = route.get_ref().as_table()?;
+            (table.get("name").and_then(|n| n.get_ref().as_str()) == Some(name)).then_some(table)
+        })
+        .ok_or_else(|| FileError::new(&doc.path, format!("no [[route]] named {name:?}")))
 }
 
 /// Where a secret is: a file (its content, line end removed) or an
@@ -76,9 +182,25 @@ struct UpstreamFile {
     key_env: Option<String>,
 }
 
-/// Reads `--upstream-credentials`.
-pub(crate) fn read_upstream(path: &Path) -> Result<UpstreamCredentials, FileError> {
-    let file: UpstreamFile = parse(path)?;
+/// Reads the store's credentials from `source`: a file of its own, or
+/// the configuration file's `upstream_credentials` table (the route's, for
+/// a route).
+pub(crate) fn read_upstream(source: &TableSource) -> Result<UpstreamCredentials, FileError> {
+    let doc = Document::read(source.path())?;
+    let root = doc.parse()?;
+    let value = match source {
+        TableSource::File(_) => Spanned::new(root.span(), DeValue::Table(root.get_ref().clone())),
+        TableSource::Config { .. } => container(&doc, &root, source)?
+            .get("upstream_credentials")
+            .cloned()
+            .ok_or_else(|| FileError::new(&doc.path, "no upstream_credentials table"))?,
+    };
+    let line = Some(line_of(&doc.text, value.span().start));
+    let file: UpstreamFile = doc.deserialize(&value)?;
+    upstream_from(&doc.path, file).map_err(|e| if e.line.is_none() { e.at(line) } else { e })
+}
+
+fn upstream_from(path: &Path, file: UpstreamFile) -> Result<UpstreamCredentials, FileError> {
     let secret = |what: &str, file: Option<PathBuf>, env: Option<String>| {
         read_secret(path, what, &SecretSource { file, env })
     };
@@ -176,13 +298,6 @@ pub(crate) struct Identity {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct IdentitiesFile {
-    #[serde(default)]
-    identity: Vec<IdentityEntry>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct IdentityEntry {
     name: String,
     access_key_id: Option<String>,
@@ -192,99 +307,117 @@ struct IdentityEntry {
     allow: Vec<Allow>,
 }
 
-/// Reads `--identities`: every identity has a unique name and key id, a
-/// secret (but the keyless `anonymous`), and prefixes that start with `/`.
-pub(crate) fn read_identities(path: &Path) -> Result<Vec<Identity>, FileError> {
-    let file: IdentitiesFile = parse(path)?;
-    let mut identities: Vec<Identity> = Vec::with_capacity(file.identity.len());
-    for entry in file.identity {
-        let keyless = entry.secret_file.is_none() && entry.secret_env.is_none();
-        if entry.name.is_empty()
-            || entry.name.len() > 64
-            || !entry.name.bytes().all(|b| b.is_ascii_graphic())
-        {
-            return Err(FileError::new(
-                path,
+/// Reads the gateway's clients from `source`: the `[[identity]]` tables
+/// of a file of their own or of the configuration file. Every identity has
+/// a unique name and key id, a secret (but the keyless `anonymous`), and
+/// prefixes that start with `/`.
+pub(crate) fn read_identities(source: &TableSource) -> Result<Vec<Identity>, FileError> {
+    let doc = Document::read(source.path())?;
+    let root = doc.parse()?;
+    let table = container(&doc, &root, source)?;
+    if let TableSource::File(_) = source {
+        if let Some((key, _)) = table.iter().find(|(key, _)| key.get_ref() != "identity") {
+            return Err(doc.error(
+                key.span(),
                 format!(
-                    "identity name {:?}: 1 to 64 visible ASCII characters",
-                    entry.name
+                    "unknown key {:?}: an identities file holds [[identity]] tables",
+                    key.get_ref()
                 ),
             ));
         }
-        if identities.iter().any(|known| known.name == entry.name) {
-            return Err(FileError::new(
-                path,
-                format!("identity {:?} twice", entry.name),
-            ));
-        }
-        if let Some(id) = &entry.access_key_id {
-            if identities
-                .iter()
-                .any(|known| known.access_key_id.as_ref() == Some(id))
-            {
-                return Err(FileError::new(
-                    path,
-                    format!(
-                        "access_key_id {id:?} of identity {:?} is another identity's",
-                        entry.name
-                    ),
-                ));
-            }
-        }
-        if keyless && !(entry.name == "anonymous" && entry.access_key_id.is_none()) {
-            return Err(FileError::new(
-                path,
-                format!(
-                    "identity {:?} has no secret_file or secret_env (only an identity named \"anonymous\" without a key may have none)",
-                    entry.name
-                ),
-            ));
-        }
-        for allow in &entry.allow {
-            if !allow.prefix.starts_with('/') {
-                return Err(FileError::new(
-                    path,
-                    format!(
-                        "identity {:?}: prefix {:?} must start with /",
-                        entry.name, allow.prefix
-                    ),
-                ));
-            }
-        }
-        let secret = if keyless {
-            None
-        } else {
-            Some(read_secret(
-                path,
-                &format!("the secret of identity {:?}", entry.name),
-                &SecretSource {
-                    file: entry.secret_file,
-                    env: entry.secret_env,
-                },
-            )?)
-        };
-        identities.push(Identity {
-            name: entry.name,
-            access_key_id: entry.access_key_id,
-            secret,
-            allow: entry.allow,
-        });
+    }
+    let entries = match table.get("identity") {
+        None => Vec::new(),
+        Some(value) => match value.get_ref().as_array() {
+            Some(entries) => entries.iter().cloned().collect(),
+            None => return Err(doc.error(value.span(), "identity must be [[identity]] tables")),
+        },
+    };
+    let path = doc.path.as_path();
+    let mut identities: Vec<Identity> = Vec::with_capacity(entries.len());
+    for value in entries {
+        let line = Some(line_of(&doc.text, value.span().start));
+        let entry: IdentityEntry = doc.deserialize(&value)?;
+        identities.push(identity_from(path, entry, &identities).map_err(|e| e.at(line))?);
     }
     Ok(identities)
 }
 
-fn parse<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, FileError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| FileError::new(path, format!("cannot read: {e}")))?;
-    toml::from_str(&text).map_err(|e| {
-        let line = e
-            .span()
-            .map(|span| text[..span.start.min(text.len())].lines().count().max(1));
-        let message = e.message().to_owned();
-        match line {
-            Some(line) => FileError::new(path, format!("line {line}: {message}")),
-            None => FileError::new(path, message),
+fn identity_from(
+    path: &Path,
+    entry: IdentityEntry,
+    identities: &[Identity],
+) -> Result<Identity, FileError> {
+    let keyless = entry.secret_file.is_none() && entry.secret_env.is_none();
+    if entry.name.is_empty()
+        || entry.name.len() > 64
+        || !entry.name.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return Err(FileError::new(
+            path,
+            format!(
+                "identity name {:?}: 1 to 64 visible ASCII characters",
+                entry.name
+            ),
+        ));
+    }
+    if identities.iter().any(|known| known.name == entry.name) {
+        return Err(FileError::new(
+            path,
+            format!("identity {:?} twice", entry.name),
+        ));
+    }
+    if let Some(id) = &entry.access_key_id {
+        if identities
+            .iter()
+            .any(|known| known.access_key_id.as_ref() == Some(id))
+        {
+            return Err(FileError::new(
+                path,
+                format!(
+                    "access_key_id {id:?} of identity {:?} is another identity's",
+                    entry.name
+                ),
+            ));
         }
+    }
+    if keyless && !(entry.name == "anonymous" && entry.access_key_id.is_none()) {
+        return Err(FileError::new(
+            path,
+            format!(
+                "identity {:?} has no secret_file or secret_env (only an identity named \"anonymous\" without a key may have none)",
+                entry.name
+            ),
+        ));
+    }
+    for allow in &entry.allow {
+        if !allow.prefix.starts_with('/') {
+            return Err(FileError::new(
+                path,
+                format!(
+                    "identity {:?}: prefix {:?} must start with /",
+                    entry.name, allow.prefix
+                ),
+            ));
+        }
+    }
+    let secret = if keyless {
+        None
+    } else {
+        Some(read_secret(
+            path,
+            &format!("the secret of identity {:?}", entry.name),
+            &SecretSource {
+                file: entry.secret_file,
+                env: entry.secret_env,
+            },
+        )?)
+    };
+    Ok(Identity {
+        name: entry.name,
+        access_key_id: entry.access_key_id,
+        secret,
+        allow: entry.allow,
     })
 }
 
@@ -357,7 +490,7 @@ name = "anonymous"
 allow = [ { prefix = "/public/", access = "read" } ]
 "#,
         );
-        let ids = read_identities(&path).unwrap();
+        let ids = read_identities(&TableSource::File(path.clone())).unwrap();
         assert_eq!(ids.len(), 2);
         assert_eq!(ids[0].secret.as_ref().unwrap().expose(), "s3cret");
         assert_eq!(format!("{:?}", ids[0]).matches("s3cret").count(), 0);
@@ -374,7 +507,7 @@ allow = [ { prefix = "/public/", access = "read" } ]
             ),
             (
                 "[[identity]]\nname = \"x\"\nsecret_file = \"billing.secret\"\nallow = [{prefix = \"/b/\", access = \"owner\"}]\n",
-                "line 4",
+                "bad.toml:4:",
             ),
             ("[[identity]]\nname = \"x\"\nsecret = \"inline\"\n", "unknown field"),
             (
@@ -383,7 +516,7 @@ allow = [ { prefix = "/public/", access = "read" } ]
             ),
         ] {
             let path = write(dir.path(), "bad.toml", text);
-            let error = read_identities(&path).unwrap_err().to_string();
+            let error = read_identities(&TableSource::File(path.clone())).unwrap_err().to_string();
             assert!(error.contains(needle), "{text:?}: {error}");
         }
     }
@@ -397,7 +530,7 @@ allow = [ { prefix = "/public/", access = "read" } ]
             "up.toml",
             "kind = \"aws-sigv4\"\naccess_key_id = \"AKIA\"\nsecret_access_key_file = \"key\"\nregion = \"eu-west-1\"\n",
         );
-        match read_upstream(&path).unwrap() {
+        match read_upstream(&TableSource::File(path.clone())).unwrap() {
             UpstreamCredentials::AwsSigV4 {
                 secret_access_key,
                 region,
@@ -415,11 +548,11 @@ allow = [ { prefix = "/public/", access = "read" } ]
             "kind = \"basic\"\nuser = \"fencegate\"\npassword_file = \"key\"\n",
         );
         assert!(matches!(
-            read_upstream(&path).unwrap(),
+            read_upstream(&TableSource::File(path.clone())).unwrap(),
             UpstreamCredentials::Basic { .. }
         ));
         let path = write(dir.path(), "bad.toml", "kind = \"aws-sigv4\"\n");
-        assert!(read_upstream(&path)
+        assert!(read_upstream(&TableSource::File(path.clone()))
             .unwrap_err()
             .to_string()
             .contains("needs access_key_id"));

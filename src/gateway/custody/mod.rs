@@ -12,7 +12,7 @@
 //! `denied` (refusals in the store's dialect). An Azure dialect is a file
 //! beside `s3`.
 
-use std::path::PathBuf;
+use crate::gateway::config::TableSource;
 use std::sync::{Arc, RwLock};
 
 use http::{HeaderName, HeaderValue};
@@ -80,8 +80,11 @@ pub(crate) enum Forwarding {
 /// What custody was configured with, for a start and each reload.
 #[derive(Debug, Clone)]
 pub(crate) struct CustodyFiles {
-    pub(crate) identities: Option<PathBuf>,
+    pub(crate) identities: Option<TableSource>,
     pub(crate) anonymous: Anonymous,
+    /// A route's `identities = [...]`: only these may use it; `None`:
+    /// every identity.
+    pub(crate) allowed: Option<Vec<String>>,
 }
 
 /// The client side of custody: identities and the store's dialect.
@@ -115,10 +118,22 @@ impl Custody {
     }
 
     fn read(files: &CustodyFiles) -> Result<Identities, files::FileError> {
-        let list = match &files.identities {
-            Some(path) => files::read_identities(path)?,
+        let mut list = match &files.identities {
+            Some(source) => files::read_identities(source)?,
             None => Vec::new(),
         };
+        if let (Some(allowed), Some(source)) = (&files.allowed, &files.identities) {
+            if let Some(unknown) = allowed
+                .iter()
+                .find(|name| !list.iter().any(|identity| &identity.name == *name))
+            {
+                return Err(files::FileError::new(
+                    source.path(),
+                    format!("a route allows identity {unknown:?}, which no [[identity]] names"),
+                ));
+            }
+            list.retain(|identity| allowed.contains(&identity.name));
+        }
         Ok(Identities::new(list, files.anonymous))
     }
 
