@@ -13,7 +13,7 @@ fn main() -> ExitCode {
     if args.get(1).is_some_and(|a| a == "check-config") {
         return check_config(&args);
     }
-    let loaded = match config_file::load(args) {
+    let loaded = match config_file::load(args.clone()) {
         Ok(loaded) => loaded,
         Err(LoadError::Usage(error)) => return usage_error(error),
         Err(error) => return fail(error.into()),
@@ -23,19 +23,25 @@ fn main() -> ExitCode {
         tracing::warn!("{warning}");
     }
     let config = loaded.config;
+    let shown = loaded.effective.to_json();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => return fail(anyhow::anyhow!("cannot start the runtime: {error}")),
     };
-    match runtime.block_on(serve(config)) {
+    match runtime.block_on(serve(config, shown, args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => fail(error),
     }
 }
 
-async fn serve(config: Config) -> anyhow::Result<()> {
+async fn serve(
+    config: Config,
+    shown: serde_json::Value,
+    args: Vec<std::ffi::OsString>,
+) -> anyhow::Result<()> {
     let max_connections = config.client.max_connections;
     let gateway = Gateway::start(config).await?;
+    gateway.config_reloader().show(shown);
     // After the start: a start that fails says so in one line, alone.
     raise_file_limit(max_connections);
     let data = gateway.data_addr();
@@ -53,7 +59,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         );
     }
     let _ = std::io::stdout().flush();
-    let reloads = reload_on_sighup(&gateway);
+    let reloads = reload_on_sighup(&gateway, args);
     shutdown_signal().await;
     reloads.abort();
     tracing::info!("shutting down: draining requests in flight");
@@ -64,9 +70,17 @@ async fn serve(config: Config) -> anyhow::Result<()> {
 }
 
 /// `SIGHUP` re-reads the TLS certificates (the served one, the one shown to
-/// etcd); a bad file keeps the old one and logs one line.
-fn reload_on_sighup(gateway: &Gateway) -> tokio::task::JoinHandle<()> {
+/// etcd) and the configuration (the command line's environment variables
+/// and `--config` file, credential custody's tables): a new generation of
+/// routes for new requests. A bad certificate keeps the old one, a
+/// configuration that does not load or would change what a fence means
+/// keeps the old configuration; each says why in one line.
+fn reload_on_sighup(
+    gateway: &Gateway,
+    args: Vec<std::ffi::OsString>,
+) -> tokio::task::JoinHandle<()> {
     let certs = gateway.tls_reloader();
+    let config = gateway.config_reloader();
     tokio::spawn(async move {
         #[cfg(unix)]
         {
@@ -75,21 +89,45 @@ fn reload_on_sighup(gateway: &Gateway) -> tokio::task::JoinHandle<()> {
                 return;
             };
             while hangup.recv().await.is_some() {
-                if certs.is_empty() {
-                    continue;
+                if !certs.is_empty() {
+                    match certs.reload() {
+                        Ok(()) => tracing::info!("SIGHUP: TLS certificates reloaded"),
+                        Err(error) => tracing::error!(
+                            %error,
+                            "SIGHUP: cannot reload the TLS certificate; the old one stays in use"
+                        ),
+                    }
                 }
-                match certs.reload() {
-                    Ok(()) => tracing::info!("SIGHUP: TLS certificates reloaded"),
-                    Err(error) => tracing::error!(
-                        %error,
-                        "SIGHUP: cannot reload the TLS certificate; the old one stays in use"
-                    ),
-                }
+                reload_config(&config, &args).await;
             }
         }
         #[cfg(not(unix))]
-        let _ = certs;
+        let _ = (certs, config, args);
     })
+}
+
+async fn reload_config(reloader: &fencegate::gateway::ConfigReloader, args: &[std::ffi::OsString]) {
+    let loaded = match config_file::load(args.to_vec()) {
+        Ok(loaded) => loaded,
+        Err(error) => {
+            let error = error.to_string().replace('\n', "; ");
+            tracing::error!(
+                "SIGHUP: the configuration does not load, the one in force stays: {error}"
+            );
+            return;
+        }
+    };
+    let shown = loaded.effective.to_json();
+    let routes = loaded.config.routes.len().max(1);
+    match reloader.reload(loaded.config).await {
+        Ok(generation) => {
+            reloader.show(shown);
+            tracing::info!(generation, routes, "SIGHUP: configuration reloaded");
+        }
+        Err(error) => {
+            tracing::error!("SIGHUP: configuration not reloaded, the one in force stays: {error}")
+        }
+    }
 }
 
 async fn shutdown_signal() {

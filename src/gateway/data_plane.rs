@@ -31,12 +31,12 @@ use super::custody::{Custody, Forwarding};
 use super::deadlines::{Side, StallTimeout};
 use super::engine;
 use super::exchange::{ClientConnection, Exchange};
+use super::generations::{Generation, Generations};
 use super::hop::end_to_end_map;
 use super::inbound::Inbound;
 use super::metrics::Metrics;
 use super::outcome::Outcome;
-use super::proxy::{close_after, gateway_error, refuse_unproxyable, Proxy};
-use super::routes::RouteTable;
+use super::proxy::{close_after, gateway_error, refuse_unproxyable, Client as ProxyClient, Proxy};
 use crate::custody::answer::{restyle, AnswerStyle};
 use crate::fencing::{refusal_response, Fencing, FencingLayer, ResponseBody, WouldRefuse};
 use crate::head::{HeaderFields, RequestView};
@@ -47,14 +47,10 @@ use crate::refusal::{OwnAnswer, Refusal};
 /// Makes one [`Connection`] service per accepted connection.
 #[derive(Debug, Clone)]
 pub(crate) struct DataPlane {
-    routes: Arc<[RoutePlane]>,
-    table: Arc<RouteTable>,
+    generations: Arc<Generations>,
     metrics: Metrics,
     body_timeout: Duration,
     access_log: Option<AccessLog>,
-    /// The shape of the answers made before a route is known (an engine
-    /// refusal, `no_route`).
-    answers: AnswerStyle,
 }
 
 /// One route as the data plane serves it: its fencing layer, its proxy
@@ -73,23 +69,19 @@ pub(crate) struct RoutePlane {
 }
 
 impl DataPlane {
-    /// Requests are counted in `metrics`, taken by the route `table`
-    /// picks among `routes`, fenced and forwarded by it; a request body
-    /// that pauses for `body_timeout` is cut.
+    /// Requests are counted in `metrics`, taken by the route the
+    /// generation in force picks, fenced and forwarded by it; a request
+    /// body that pauses for `body_timeout` is cut.
     pub(crate) fn new(
-        routes: Vec<RoutePlane>,
-        table: RouteTable,
+        generations: Arc<Generations>,
         metrics: Metrics,
         body_timeout: Duration,
     ) -> Self {
-        let answers = routes.first().map_or(AnswerStyle::Json, |r| r.answers);
         DataPlane {
-            routes: routes.into(),
-            table: Arc::new(table),
+            generations,
             metrics,
             body_timeout,
             access_log: None,
-            answers,
         }
     }
 
@@ -100,25 +92,14 @@ impl DataPlane {
     }
 
     pub(crate) fn connection(&self, info: &ConnInfo) -> Connection {
-        let client = Proxy::client_of(info.peer, info.tls);
-        let routes = self
-            .routes
-            .iter()
-            .map(|route| RouteConnection {
-                inner: route
-                    .fencing
-                    .layer(route.proxy.with_client(Arc::clone(&client)))
-                    .with_client(info.peer),
-                answers: route.answers,
-                custody: route.custody.clone(),
-                name: Arc::clone(&route.name),
-            })
-            .collect();
+        let proxy_client = Proxy::client_of(info.peer, info.tls);
+        let generation = self.generations.current();
         Connection {
             shared: Arc::new(ConnectionShared {
-                routes,
-                table: Arc::clone(&self.table),
-                answers: self.answers,
+                routes: routes_for(&generation, &proxy_client, info.peer),
+                generation,
+                generations: Arc::clone(&self.generations),
+                proxy_client,
                 tls: info.tls,
                 client: Arc::new(ClientConnection {
                     metrics: self.metrics.clone(),
@@ -132,6 +113,27 @@ impl DataPlane {
     }
 }
 
+/// Each route of `generation` for one client connection.
+fn routes_for(
+    generation: &Generation,
+    proxy_client: &Arc<ProxyClient>,
+    peer: std::net::SocketAddr,
+) -> Box<[RouteConnection]> {
+    generation
+        .routes
+        .iter()
+        .map(|route| RouteConnection {
+            inner: route
+                .fencing
+                .layer(route.proxy.with_client(Arc::clone(proxy_client)))
+                .with_client(peer),
+            answers: route.answers,
+            custody: route.custody.clone(),
+            name: Arc::clone(&route.name),
+        })
+        .collect()
+}
+
 /// The service for one client connection.
 #[derive(Debug, Clone)]
 pub(crate) struct Connection {
@@ -140,10 +142,13 @@ pub(crate) struct Connection {
 
 #[derive(Debug)]
 struct ConnectionShared {
-    /// Each route, in the configuration's order, for this connection.
+    /// The generation the connection was accepted under, and its routes
+    /// (in the configuration's order) for this connection.
+    generation: Arc<Generation>,
     routes: Box<[RouteConnection]>,
-    table: Arc<RouteTable>,
-    answers: AnswerStyle,
+    generations: Arc<Generations>,
+    /// What the proxy says of this client.
+    proxy_client: Arc<ProxyClient>,
     /// The client's connection is TLS.
     tls: bool,
     client: Arc<ClientConnection>,
@@ -193,7 +198,7 @@ impl engine::Handler for Connection {
             Outcome::OtherRefusal
         };
         Exchange::refused_head(&self.shared.client, outcome, status);
-        self.shared.answers
+        self.shared.generation.answers
     }
 }
 
@@ -213,14 +218,43 @@ impl Connection {
     /// are recorded in the exchange, which [`Relayed`] carries to the end
     /// of the response body. A request given up before its answer (the
     /// client left) drops the exchange, which records that.
-    async fn serve(&self, mut request: Inbound<IncomingBody>) -> Response<Relayed> {
+    async fn serve(&self, request: Inbound<IncomingBody>) -> Response<Relayed> {
+        let shared = &self.shared;
+        if shared.generation.number != shared.generations.number() {
+            // Boxed: once per connection after a reload.
+            return Box::pin(self.serve_in_new_generation(request)).await;
+        }
+        self.serve_on(&shared.generation, &shared.routes, request)
+            .await
+    }
+
+    /// A request that arrived after a reload: served under the new
+    /// generation, with routes built for it; an HTTP/1.x connection is
+    /// closed after it, so that the next one is built under the new
+    /// generation.
+    async fn serve_in_new_generation(&self, request: Inbound<IncomingBody>) -> Response<Relayed> {
+        let shared = &self.shared;
+        let generation = shared.generations.current();
+        let routes = routes_for(&generation, &shared.proxy_client, shared.client.peer);
+        let http1 = request.version() <= Version::HTTP_11;
+        let mut response = self.serve_on(&generation, &routes, request).await;
+        if http1 {
+            response
+                .headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+        }
+        response
+    }
+
+    async fn serve_on(
+        &self,
+        generation: &Generation,
+        routes: &[RouteConnection],
+        mut request: Inbound<IncomingBody>,
+    ) -> Response<Relayed> {
         let connection = &self.shared;
-        let Some(route) = connection
-            .table
-            .pick(&request)
-            .and_then(|i| connection.routes.get(i))
-        else {
-            return self.no_route(&request);
+        let Some(route) = generation.table.pick(&request).and_then(|i| routes.get(i)) else {
+            return self.no_route(generation, &request);
         };
         let custody = route.custody.as_deref();
         let mut exchange = Exchange::begin(&connection.client, &request, || match custody {
@@ -370,7 +404,11 @@ impl Connection {
 
 impl Connection {
     /// 404 `no_route`: no route takes `request`; it reaches no backend.
-    fn no_route(&self, request: &Inbound<IncomingBody>) -> Response<Relayed> {
+    fn no_route(
+        &self,
+        generation: &Generation,
+        request: &Inbound<IncomingBody>,
+    ) -> Response<Relayed> {
         let connection = &self.shared;
         let mut exchange = Exchange::begin(&connection.client, request, || (None, None));
         let response = gateway_error(
@@ -380,8 +418,8 @@ impl Connection {
             Outcome::NoRoute,
         );
         let mut response = response.map(|body| ResponseBody::inner(FromProxy::from(body), None));
-        if connection.answers != AnswerStyle::Json {
-            in_dialect(&mut response, connection.answers);
+        if generation.answers != AnswerStyle::Json {
+            in_dialect(&mut response, generation.answers);
         }
         exchange.answered(Outcome::NoRoute, response.status());
         response.map(|body| Relayed::new(body, Some(exchange)))

@@ -14,7 +14,7 @@ use prometheus_client::registry::Registry;
 
 use super::access_log::AccessLog;
 use super::outcome::Outcome;
-use crate::chain::{Chain, Source};
+use crate::chain::Source;
 use crate::issuer::UrlIssuer;
 use crate::Fences;
 
@@ -245,7 +245,7 @@ impl Collector for FenceCollector {
 /// Chained writes' counts (`crate::chain`), read at scrape time: the sum
 /// over every route's chain.
 #[derive(Debug)]
-struct ChainCollector(Vec<Arc<Chain>>);
+struct ChainCollector(crate::gateway::reload::Chains);
 
 /// One counter per label value of `label`.
 fn encode_labelled_counter(
@@ -264,7 +264,11 @@ fn encode_labelled_counter(
 
 impl Collector for ChainCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let stats = self.0.iter().map(|chain| chain.stats()).fold(
+        let chains = self
+            .0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let stats = chains.iter().map(|chain| chain.stats()).fold(
             crate::chain::ChainStats::default(),
             |sum, one| crate::chain::ChainStats {
                 observed_client_read: sum.observed_client_read + one.observed_client_read,
@@ -317,7 +321,7 @@ impl Metrics {
         fences: Fences,
         access_log: Option<AccessLog>,
         issuer: Option<Arc<UrlIssuer>>,
-        chains: Vec<Arc<Chain>>,
+        chains: crate::gateway::reload::Chains,
     ) -> Self {
         let mut registry = Registry::default();
         let family = Family::<RequestLabels, Counter>::default();
@@ -357,9 +361,7 @@ impl Metrics {
             responses_cut.clone(),
         );
         registry.register_collector(Box::new(FenceCollector(fences, access_log, issuer)));
-        if !chains.is_empty() {
-            registry.register_collector(Box::new(ChainCollector(chains)));
-        }
+        registry.register_collector(Box::new(ChainCollector(chains)));
         Metrics {
             would_refuse,
             by_identity,

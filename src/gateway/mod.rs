@@ -60,6 +60,8 @@ mod proxy;
 
 mod routes;
 
+mod generations;
+
 mod version_head;
 
 mod hop;
@@ -90,6 +92,10 @@ pub mod config_file;
 
 pub mod server;
 
+mod route_build;
+
+mod reload;
+
 pub use self::admin::AdminTokenError;
 
 /// The boxed error of a body or a connection.
@@ -97,5 +103,6 @@ pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub use self::config::{
     AccessLogTarget, ClientLimits, Config, EtcdConfig, PasswordSource, StateKind, TlsFiles,
 };
+pub use self::reload::{ConfigReloader, ReloadError};
 pub use self::server::{run, Gateway, Listeners, StartError, TlsReloader};
 pub use self::tls::TlsError;

@@ -50,6 +50,7 @@ pub(crate) struct Proxy {
 }
 
 /// The forwarding headers of one client connection.
+#[derive(Debug)]
 pub(crate) struct Client {
     /// The client's address as an `X-Forwarded-For` entry.
     peer: Option<HeaderValue>,

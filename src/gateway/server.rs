@@ -18,12 +18,10 @@
 
 use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
-use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::HeaderValue;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -32,28 +30,19 @@ use tokio_util::task::TaskTracker;
 use super::accept::{self, PlaneOptions};
 use super::access_log::AccessLog;
 use super::admin::{self, Readiness};
-use super::config::RouteMatch;
-use super::config::{Config, StateKind, TableSource};
-use super::custody::files::{self, UpstreamCredentials};
-use super::custody::sign::UpstreamSigner;
-use super::custody::{Anonymous, Custody, CustodyFiles};
-use super::data_plane::{DataPlane, RoutePlane};
+use super::config::{Config, StateKind};
+use super::data_plane::DataPlane;
 use super::embedded::{self, ObjectStore};
+use super::generations::{Generation, Generations};
 use super::metrics::Metrics;
-use super::proxy::Proxy;
+use super::reload::{Chains, ConfigReloader, InForce};
+use super::route_build::{build_route, check_chain, route_specs, Issuers, Prepared};
 use super::routes::RouteTable;
-use super::tls::{self, ServerCert, TlsError};
+use super::tls::{ServerCert, TlsError};
 use super::upstream::Upstream;
-use super::version_head::{self, HeadThroughProxy, Probe};
-use crate::chain::{Chain, Mode, Observer};
 use crate::client_tls::{ClientTls, Credentials};
-use crate::fencing::FencingLayer;
 use crate::store::StoreError;
 use crate::Fences;
-
-/// Where the start-up probe of `--conditional-writes webdav|http` writes when
-/// `--conditional-probe` does not say.
-const DEFAULT_PROBE_PATH: &str = "/.fencegate-probe";
 
 /// Why the gateway could not start. Each is one clear line for the user.
 #[derive(Debug, thiserror::Error)]
@@ -119,52 +108,18 @@ pub struct TlsReloader {
     server: Option<Arc<ServerCert>>,
     etcd: Option<Arc<ClientTls>>,
     issuer: Option<Arc<crate::issuer::UrlIssuer>>,
-    /// Credential custody's identities, and the store's credentials with
-    /// the file they come from, of each route that has custody.
-    custody: Vec<CustodyReload>,
-}
-
-/// What credential custody re-reads on `SIGHUP`: the identities, and the
-/// store's credentials with the file they come from.
-#[derive(Debug, Clone)]
-struct CustodyReload {
-    custody: Arc<Custody>,
-    signer: Option<(Arc<UpstreamSigner>, TableSource)>,
 }
 
 impl TlsReloader {
     /// Whether there is anything to reload.
     pub fn is_empty(&self) -> bool {
-        self.server.is_none()
-            && self.etcd.is_none()
-            && self.issuer.is_none()
-            && self.custody.is_empty()
+        self.server.is_none() && self.etcd.is_none() && self.issuer.is_none()
     }
 
     /// Reads every file again; each that fails keeps its old certificate,
-    /// and the first error is returned. Credential custody's files are
-    /// read again too; one that does not load keeps what was in force and
-    /// logs one line.
+    /// and the first error is returned. (Credential custody's tables are
+    /// read again by a configuration reload: [`ConfigReloader`].)
     pub fn reload(&self) -> Result<(), TlsError> {
-        for CustodyReload { custody, signer } in &self.custody {
-            match custody.reload() {
-                Ok(()) => tracing::info!("identities reloaded"),
-                Err(error) => {
-                    tracing::error!(%error, "cannot reload the identities; the old ones stay in force")
-                }
-            }
-            if let Some((signer, source)) = signer {
-                match files::read_upstream(source) {
-                    Ok(credentials) => {
-                        signer.replace(credentials);
-                        tracing::info!("upstream credentials reloaded");
-                    }
-                    Err(error) => {
-                        tracing::error!(%error, "cannot reload the upstream credentials; the old ones stay in force")
-                    }
-                }
-            }
-        }
         let server = self.server.as_ref().map_or(Ok(()), |cert| cert.reload());
         let etcd = self.etcd.as_ref().map_or(Ok(()), |tls| tls.reload());
         let issuer = self.issuer.as_ref().map_or(Ok(()), |issuer| {
@@ -173,81 +128,6 @@ impl TlsReloader {
         });
         server.and(etcd).and(issuer)
     }
-}
-
-/// Credential custody as `config` asks for it, its files read: the
-/// client side and the store's credentials; `None` without custody.
-fn custody_from(
-    config: &Config,
-    allowed: Option<&Vec<String>>,
-) -> Result<Option<(Arc<Custody>, UpstreamCredentials)>, StartError> {
-    let Some(source) = &config.upstream_credentials else {
-        if config.identities.is_some() || config.anonymous_clients != Anonymous::Off {
-            return Err(StartError::Custody(
-                "--identities and --anonymous-clients need --upstream-credentials: the gateway signs every request to the store with them".into(),
-            ));
-        }
-        return Ok(None);
-    };
-    if config.identities.is_none() && config.anonymous_clients == Anonymous::Off {
-        return Err(StartError::Custody(
-            "--upstream-credentials needs --identities or --anonymous-clients: without them anyone who reaches the gateway would write as the store's owner".into(),
-        ));
-    }
-    if config.s3_domain.is_some() && config.store != crate::custody::StoreKind::S3 {
-        return Err(StartError::Custody("--s3-domain needs --store s3".into()));
-    }
-    if config.anonymous_clients == Anonymous::Write {
-        tracing::warn!(
-            "--anonymous-clients write: any client that reaches the gateway may write, signed with the store's credentials"
-        );
-    }
-    let credentials =
-        files::read_upstream(source).map_err(|e| StartError::Custody(e.to_string()))?;
-    let path = source.path();
-    let sigv4 = matches!(credentials, UpstreamCredentials::AwsSigV4 { .. });
-    match (config.store, sigv4) {
-        (crate::custody::StoreKind::S3, false) => {
-            return Err(StartError::Custody(format!(
-                "--store s3 signs with kind = \"aws-sigv4\" ({})",
-                path.display()
-            )))
-        }
-        (crate::custody::StoreKind::Azure, _) => {
-            return Err(StartError::Custody(
-                "--store azure under custody is not built yet (an issue of its own); s3, webdav and http are".into(),
-            ))
-        }
-        (crate::custody::StoreKind::Webdav | crate::custody::StoreKind::Http, true) => {
-            return Err(StartError::Custody(format!(
-                "--store {} signs with kind = \"basic\" or \"bearer\" ({}); aws-sigv4 needs --store s3",
-                config.store,
-                path.display()
-            )))
-        }
-        _ => {}
-    }
-    let regions = match &credentials {
-        UpstreamCredentials::AwsSigV4 { region, .. } => vec![region.clone()],
-        _ => Vec::new(),
-    };
-    let mut must_sign = vec![config.token_header.clone()];
-    if config.scope == crate::key::Scope::Header {
-        must_sign.push(http::HeaderName::from_static("x-fencing-lock"));
-    }
-    let custody = Custody::load(
-        config.store,
-        CustodyFiles {
-            identities: config.identities.clone(),
-            anonymous: config.anonymous_clients,
-            allowed: allowed.cloned(),
-        },
-        config.s3_domain.clone(),
-        must_sign,
-        regions,
-    )
-    .map_err(|e| StartError::Custody(e.to_string()))?;
-    Ok(Some((Arc::new(custody), credentials)))
 }
 
 /// The two listeners a gateway serves, bound by the caller (or by
@@ -298,8 +178,8 @@ pub struct Gateway {
     /// The token issuer, whose long-lived connections' certificates are
     /// re-read with the server's.
     issuer: Option<Arc<crate::issuer::UrlIssuer>>,
-    /// Credential custody of each route that has it, reloaded on `SIGHUP`.
-    custody: Vec<CustodyReload>,
+    /// Builds and swaps in the routes of a new configuration (`SIGHUP`).
+    reloader: ConfigReloader,
     /// Stops the data plane's accept loop and drains its connections.
     stop_data: watch::Sender<bool>,
     /// Stops the admin plane and the embedded backend, once the data plane
@@ -378,24 +258,44 @@ impl Gateway {
             None
         };
 
-        let mut planes = Vec::with_capacity(specs.len());
-        let mut chains = Vec::new();
-        let mut custody = Vec::new();
+        let mut built = Vec::with_capacity(specs.len());
         for (spec, prepared) in specs.iter().zip(prepared) {
-            let built = build_route(spec, prepared, &fences, embedded.as_ref()).await?;
-            chains.extend(built.chain);
-            custody.extend(built.custody);
-            planes.push(built.plane);
+            built.push(build_route(spec, prepared, &fences, embedded.as_ref()).await?);
         }
-        let upstream = planes
+        let upstream = built
             .first()
-            .map(|plane| plane.proxy.upstream().clone())
+            .map(|route| route.plane.proxy.upstream().clone())
             .ok_or_else(|| StartError::Embedded("no route".into()))?;
         let issuer = issuers.first();
-        let metrics = Metrics::new(fences.clone(), access_log.clone(), issuer.clone(), chains);
+        let chains: Chains = Arc::new(std::sync::RwLock::new(
+            built.iter().filter_map(|b| b.chain.clone()).collect(),
+        ));
+        let metrics = Metrics::new(
+            fences.clone(),
+            access_log.clone(),
+            issuer.clone(),
+            Arc::clone(&chains),
+        );
         let table = RouteTable::new(&specs.iter().map(|s| s.matches.clone()).collect::<Vec<_>>());
+        let generations = Generations::new(Generation::new(
+            1,
+            built.iter().map(|b| b.plane.clone()).collect(),
+            table,
+        ));
+        let reloader = ConfigReloader::new(
+            Arc::clone(&generations),
+            fences.clone(),
+            embedded.clone(),
+            issuers,
+            chains,
+            InForce {
+                config: config.clone(),
+                specs,
+                built,
+            },
+        );
         let mut data_plane =
-            DataPlane::new(planes, table, metrics.clone(), config.client.body_timeout);
+            DataPlane::new(generations, metrics.clone(), config.client.body_timeout);
         if let Some(log) = &access_log {
             data_plane = data_plane.access_log(log.clone());
         }
@@ -420,6 +320,7 @@ impl Gateway {
             readiness.clone(),
             config.scope,
             admin_token,
+            reloader.clone(),
         );
         let mut admin_limits = config.client;
         // The admin plane serves operators and scrapers, not the clients the
@@ -454,7 +355,7 @@ impl Gateway {
             server_cert,
             etcd_tls,
             issuer,
-            custody,
+            reloader,
             stop_data,
             stop_rest,
             data_accept,
@@ -546,8 +447,13 @@ impl Gateway {
             server: self.server_cert.clone(),
             etcd: self.etcd_tls.clone(),
             issuer: self.issuer.clone(),
-            custody: self.custody.clone(),
         }
+    }
+
+    /// What reloads the configuration from another task (a signal
+    /// handler): [`ConfigReloader::reload`].
+    pub fn config_reloader(&self) -> ConfigReloader {
+        self.reloader.clone()
     }
 
     /// Graceful shutdown: `/readyz` turns 503, the data plane stops
@@ -574,219 +480,6 @@ impl Gateway {
         self.fences.close();
         drained
     }
-}
-
-/// One route to build: the configuration's `[[route]]`, or the one route
-/// of a configuration without (named `default`, in the default fence
-/// namespace, taking every request).
-#[derive(Debug)]
-struct RouteSpec {
-    name: String,
-    matches: RouteMatch,
-    namespace: String,
-    identities: Option<Vec<String>>,
-    options: Config,
-}
-
-fn route_specs(config: &Config) -> Vec<RouteSpec> {
-    if config.routes.is_empty() {
-        return vec![RouteSpec {
-            name: "default".into(),
-            matches: RouteMatch::default(),
-            namespace: String::new(),
-            identities: None,
-            options: config.clone(),
-        }];
-    }
-    config
-        .routes
-        .iter()
-        .map(|route| RouteSpec {
-            name: route.name.clone(),
-            matches: route.matches.clone(),
-            namespace: route.fence_namespace.clone(),
-            identities: route.identities.clone(),
-            options: (*route.options).clone(),
-        })
-        .collect()
-}
-
-/// The token issuers of every route, one per URL.
-#[derive(Default)]
-struct Issuers(Vec<(String, Arc<crate::issuer::UrlIssuer>)>);
-
-impl Issuers {
-    fn get(
-        &mut self,
-        config: &Config,
-    ) -> Result<Option<Arc<crate::issuer::UrlIssuer>>, StartError> {
-        let Some(url) = config.token_issuer.as_deref() else {
-            return Ok(None);
-        };
-        if let Some((_, issuer)) = self.0.iter().find(|(known, _)| known == url) {
-            return Ok(Some(Arc::clone(issuer)));
-        }
-        let access = crate::issuer::IssuerAccess {
-            tls: config.token_issuer_tls.clone(),
-            password: config
-                .token_issuer_password
-                .read()
-                .map_err(|e| crate::issuer::IssuerUrlError::new(url, e.to_string()))?,
-        };
-        let issuer = Arc::new(crate::issuer::from_url_with(url, &access)?);
-        self.0.push((url.to_owned(), Arc::clone(&issuer)));
-        Ok(Some(issuer))
-    }
-
-    fn first(&self) -> Option<Arc<crate::issuer::UrlIssuer>> {
-        self.0.first().map(|(_, issuer)| Arc::clone(issuer))
-    }
-}
-
-/// What a route needs that can fail on bad configuration, made before the
-/// fence store is opened.
-struct Prepared {
-    upstream_tls: Option<tokio_rustls::TlsConnector>,
-    issuer: Option<Arc<crate::issuer::UrlIssuer>>,
-    custody: Option<(Arc<Custody>, UpstreamCredentials)>,
-}
-
-impl Prepared {
-    fn of(spec: &RouteSpec, issuers: &mut Issuers) -> Result<Prepared, StartError> {
-        let config = &spec.options;
-        let upstream_tls = match &config.upstream {
-            Some(upstream) if upstream.is_tls() => {
-                Some(tls::upstream_connector(config.upstream_ca.as_deref())?)
-            }
-            _ => None,
-        };
-        Ok(Prepared {
-            upstream_tls,
-            issuer: issuers.get(config)?,
-            custody: custody_from(config, spec.identities.as_ref())?,
-        })
-    }
-}
-
-/// What `--conditional-writes` cannot work with in `config`.
-fn check_chain(config: &Config) -> Result<(), StartError> {
-    if config.conditional_writes == Mode::Webdav
-        && config.upstream.as_ref().is_some_and(Upstream::has_base)
-    {
-        // The `If` header names the object by the path the client sent;
-        // under a base path the store would see another one, and a
-        // tagged list naming another resource is no condition at all.
-        return Err(StartError::Chain(
-            "webdav needs an upstream without a base path".into(),
-        ));
-    }
-    Ok(())
-}
-
-/// One route, built: what the data plane serves it with, its chain (for
-/// metrics) and its custody (for reloads).
-struct BuiltRoute {
-    plane: RoutePlane,
-    chain: Option<Arc<Chain>>,
-    custody: Option<CustodyReload>,
-}
-
-async fn build_route(
-    spec: &RouteSpec,
-    prepared: Prepared,
-    fences: &Fences,
-    embedded: Option<&Upstream>,
-) -> Result<BuiltRoute, StartError> {
-    let config = &spec.options;
-    let upstream = match (&config.upstream, embedded) {
-        (Some(upstream), _) => upstream.clone(),
-        (None, Some(embedded)) => embedded.clone(),
-        (None, None) => return Err(StartError::Embedded("not started".into())),
-    };
-    check_chain(config)?;
-    let mut proxy = Proxy::new(
-        upstream.clone(),
-        config.upstream_timeout,
-        config.upstream_idle_timeout,
-        prepared.upstream_tls,
-        // The chain reads the ETag of answers from their map.
-        config.conditional_writes != Mode::Off,
-    );
-    let (custody, signer) = match prepared.custody {
-        Some((custody, credentials)) => {
-            let host = HeaderValue::from_str(upstream.authority().as_str())
-                .map_err(|e| StartError::Custody(format!("the upstream's authority: {e}")))?;
-            let signer = Arc::new(UpstreamSigner::new(credentials, host));
-            proxy = proxy.signed_by(Arc::clone(&signer));
-            (Some(custody), Some(signer))
-        }
-        None => (None, None),
-    };
-    let probe_path = config.conditional_probe.clone().or_else(|| {
-        matches!(config.conditional_writes, Mode::Webdav | Mode::Http)
-            .then(|| DEFAULT_PROBE_PATH.to_owned())
-    });
-    if let (Some(path), true) = (probe_path, config.conditional_writes != Mode::Off) {
-        match version_head::probe(&proxy, config.conditional_writes, &path).await {
-            Probe::Honoured => {}
-            Probe::Ignored(status) => {
-                return Err(StartError::Chain(format!(
-                    "the store applied the probe's PUT of {path} ({status}) although its condition could not match: it ignores conditions, and chaining in front of it would protect nothing"
-                )));
-            }
-            Probe::Inconclusive(why) => tracing::warn!(
-                route = spec.name.as_str(),
-                "--conditional-writes: {why}; cannot tell whether the store checks conditions (--conditional-probe names a path the gateway may write)"
-            ),
-        }
-    }
-    let chain = (config.conditional_writes != Mode::Off).then(|| {
-        let entries = NonZeroUsize::new(config.chain_cache_entries).unwrap_or(NonZeroUsize::MIN);
-        let chain = Chain::new(config.conditional_writes, entries);
-        // Under custody the gateway signs its own HEAD: every mode can
-        // observe versions itself.
-        let observer = config.chain_observe.unwrap_or_else(|| {
-            if signer.is_some() {
-                Observer::GatewayHead
-            } else {
-                config.conditional_writes.default_observer()
-            }
-        });
-        Arc::new(match observer {
-            Observer::GatewayHead => chain.with_reader(Arc::new(HeadThroughProxy {
-                proxy: proxy.clone(),
-                mode: config.conditional_writes,
-            })),
-            Observer::ClientHead => chain,
-        })
-    });
-    let mut fencing = FencingLayer::new(fences.namespace(&spec.namespace))
-        .token_header(config.token_header.clone())
-        .scope(config.scope)
-        .allow_unfenced_writes(config.allow_unfenced_writes)
-        .enforce(config.enforce)
-        .flat_keys(config.flat_keys);
-    if let Some(issuer) = &prepared.issuer {
-        fencing = fencing.token_issuer(issuer.clone());
-    }
-    if let Some(chain) = &chain {
-        fencing = fencing.chained_writes(Arc::clone(chain));
-    }
-    let reload = custody.as_ref().map(|custody| CustodyReload {
-        custody: Arc::clone(custody),
-        signer: signer.clone().zip(config.upstream_credentials.clone()),
-    });
-    Ok(BuiltRoute {
-        plane: RoutePlane {
-            name: spec.name.as_str().into(),
-            fencing,
-            proxy,
-            answers: config.store.answers(),
-            custody,
-        },
-        chain,
-        custody: reload,
-    })
 }
 
 /// More than enough for Prometheus, a load balancer's health checks and a

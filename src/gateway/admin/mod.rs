@@ -13,6 +13,7 @@ use axum::{Json, Router};
 use serde_json::json;
 
 use super::metrics::Metrics;
+use super::reload::ConfigReloader;
 use crate::admin::input::{fence_key, InvalidInput, ListQuery};
 use crate::key::Scope;
 use crate::Fences;
@@ -25,7 +26,11 @@ pub use self::auth::AdminTokenError;
 
 #[derive(Clone)]
 struct Admin {
+    /// The default namespace's view; `?namespace=NAME` picks another.
     fences: Fences,
+    /// The configuration in force: its generation, and what `GET /config`
+    /// shows.
+    config: ConfigReloader,
     metrics: Metrics,
     readiness: Readiness,
     scope: Scope,
@@ -80,6 +85,7 @@ pub(crate) fn router(
     readiness: Readiness,
     scope: Scope,
     token: Option<AdminToken>,
+    config: ConfigReloader,
 ) -> Router {
     let routes = Router::new()
         .route("/fences", get(list_fences))
@@ -97,9 +103,11 @@ pub(crate) fn router(
             get(|| async { Json(json!({ "status": "ok" })) }),
         )
         .route("/readyz", get(ready))
+        .route("/config", get(show_config))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "not_found", "no such admin route") })
         .with_state(Admin {
             fences,
+            config,
             metrics,
             readiness,
             scope,
@@ -126,7 +134,69 @@ async fn ready(State(admin): State<Admin>) -> Response {
     if let Some(instance) = &admin.readiness.instance {
         body["instance"] = json!(instance.as_ref());
     }
+    body["generation"] = json!(admin.config.generation());
     (status, Json(body)).into_response()
+}
+
+/// `GET /config`: the effective configuration and its generation. Only
+/// behind the admin token: it names identities, keys and upstreams
+/// (secrets, URL user-info and queries are masked already).
+async fn show_config(State(admin): State<Admin>) -> Response {
+    if !admin.writes_enabled {
+        return error(
+            StatusCode::FORBIDDEN,
+            "config_needs_admin_token",
+            "GET /config is served only with --admin-token-file set (it names identities, keys and upstreams)",
+        );
+    }
+    Json(json!({
+        "generation": admin.config.generation(),
+        "configuration": admin.config.shown(),
+    }))
+    .into_response()
+}
+
+impl Admin {
+    /// The fences of the namespace `?namespace=NAME` of `query` names
+    /// (the default without it), and the query without that parameter.
+    /// `None` (answer [`bad_namespace`]) if the name is not one.
+    fn namespaced(&self, query: Option<&str>) -> Option<(Fences, Option<String>)> {
+        let Some(query) = query else {
+            return Some((self.fences.clone(), None));
+        };
+        let mut namespace = None;
+        let mut rest = Vec::new();
+        for pair in query.split('&') {
+            match pair.strip_prefix("namespace=") {
+                Some(name) => namespace = Some(name.to_owned()),
+                None => rest.push(pair),
+            }
+        }
+        let fences = match namespace {
+            None => self.fences.clone(),
+            Some(name) => {
+                let valid = name.len() <= 64
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+                if !valid {
+                    return None;
+                }
+                self.fences.namespace(&name)
+            }
+        };
+        let rest = rest.join("&");
+        Some((fences, (!rest.is_empty()).then_some(rest)))
+    }
+}
+
+/// 400 for a `?namespace=` that names none.
+fn bad_namespace() -> Response {
+    error(
+        StatusCode::BAD_REQUEST,
+        "invalid_query",
+        "namespace: a route's fence namespace, up to 64 of a-z, A-Z, 0-9, '-', '_', '.'",
+    )
 }
 
 /// What follows `/fences/` in `uri`'s path, still percent-encoded.
@@ -161,7 +231,11 @@ async fn one_fence(State(admin): State<Admin>, uri: Uri) -> Response {
         Ok(key) => key,
         Err(e) => return invalid(&e),
     };
-    match admin.fences.highest(&key) {
+    let fences = match admin.namespaced(uri.query()) {
+        Some((fences, _)) => fences,
+        None => return bad_namespace(),
+    };
+    match fences.highest(&key) {
         Some(highest) => Json(json!({ "resource": key, "highest": highest })).into_response(),
         None => error(
             StatusCode::NOT_FOUND,
@@ -173,12 +247,15 @@ async fn one_fence(State(admin): State<Admin>, uri: Uri) -> Response {
 
 /// `GET /fences?prefix=P&limit=N`, sorted by key.
 async fn list_fences(State(admin): State<Admin>, RawQuery(query): RawQuery) -> Response {
+    let (fences, query) = match admin.namespaced(query.as_deref()) {
+        Some(namespaced) => namespaced,
+        None => return bad_namespace(),
+    };
     let query = match ListQuery::parse(query.as_deref()) {
         Ok(query) => query,
         Err(e) => return invalid(&e),
     };
-    let fences: Vec<_> = admin
-        .fences
+    let fences: Vec<_> = fences
         .list(&query.prefix, query.limit)
         .into_iter()
         .map(|(resource, highest)| json!({ "resource": resource, "highest": highest }))

@@ -34,7 +34,11 @@ pub(super) async fn put_fence(
     // moment it is set: see `fences/many.rs`.
     let subtree =
         admin.scope != crate::key::Scope::Header && crate::key::subtree_path(&key).is_some();
-    let written = run_write(&admin, &key, move |fences, key| async move {
+    let fences = match admin.namespaced(uri.query()) {
+        Some((fences, _)) => fences,
+        None => return super::bad_namespace(),
+    };
+    let written = run_write(fences, &key, move |fences, key| async move {
         if subtree {
             fences.enable_subtrees();
         }
@@ -53,12 +57,16 @@ pub(super) async fn put_fence(
 /// Runs an admin write in a task of its own (a client that hangs up must not
 /// cut a write short between its durable commit and its effect in memory),
 /// and turns its errors into answers.
-async fn run_write<F, Fut>(admin: &Admin, key: &str, write: F) -> Result<FenceWritten, Response>
+async fn run_write<F, Fut>(
+    fences: crate::Fences,
+    key: &str,
+    write: F,
+) -> Result<FenceWritten, Response>
 where
     F: FnOnce(crate::Fences, String) -> Fut,
     Fut: std::future::Future<Output = Result<FenceWritten, AdminWriteError>> + Send + 'static,
 {
-    let task = tokio::spawn(write(admin.fences.clone(), key.to_owned()));
+    let task = tokio::spawn(write(fences, key.to_owned()));
     match task.await {
         Ok(Ok(written)) => Ok(written),
         Ok(Err(e)) => Err(write_error(e)),
@@ -81,12 +89,16 @@ pub(super) async fn delete_fence(
         Ok(key) => key,
         Err(refusal) => return refusal.answer(),
     };
+    let (fences, query) = match admin.namespaced(query.as_deref()) {
+        Some(namespaced) => namespaced,
+        None => return super::bad_namespace(),
+    };
     let DeleteFence { if_highest, reason } = match DeleteFence::parse(query.as_deref()) {
         Ok(delete) => delete,
         Err(e) => return invalid(&e),
     };
     let actor = peer.to_string();
-    let written = run_write(&admin, &key, move |fences, key| async move {
+    let written = run_write(fences, &key, move |fences, key| async move {
         fences.forget_fence(&key, if_highest, actor, reason).await
     })
     .await;

@@ -137,10 +137,13 @@ impl Custody {
         Ok(Identities::new(list, files.anonymous))
     }
 
-    /// Reads the identities file again; one that does not load keeps the
-    /// identities in force, and says why.
-    pub(crate) fn reload(&self) -> Result<(), files::FileError> {
-        let identities = Self::read(&self.files)?;
+    /// The identities as the files hold them now, not yet in force.
+    pub(crate) fn read_again(&self) -> Result<Identities, files::FileError> {
+        Self::read(&self.files)
+    }
+
+    /// Puts `identities` (from [`Custody::read_again`]) in force.
+    pub(crate) fn replace(&self, identities: Identities) {
         if let Ok(mut current) = self.identities.write() {
             *current = Arc::new(identities);
         }
@@ -149,7 +152,6 @@ impl Custody {
         if let Some(s3) = &self.s3 {
             s3.forget_keys();
         }
-        Ok(())
     }
 
     fn identities(&self) -> Arc<Identities> {

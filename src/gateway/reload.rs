@@ -1,0 +1,342 @@
+//! Reloading the configuration (`SIGHUP`): a new generation of routes for
+//! new requests, built beside the one in force and swapped in whole, or
+//! none at all.
+//!
+//! A reload never changes what an existing fence means. A route whose
+//! fence namespace exists would key it otherwise (another scope, token
+//! header, flat keys, store, `s3_domain` or host pattern), or a route that
+//! takes the requests an existing route took but in another namespace (a
+//! rename without `fence_namespace`), makes the whole reload fail: the old
+//! configuration stays, and one line says why. A route whose options did
+//! not change is kept as it is (its upstream connections, its chain's
+//! known versions), its custody tables read again; any other is built
+//! anew. Options of the gateway itself (listeners, TLS files, state, etcd,
+//! client limits, the access log) take effect at the next start: a reload
+//! that changes one says so and applies the routes.
+
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use super::config::{Config, RouteMatch};
+use super::custody::files::{self, UpstreamCredentials};
+use super::custody::identities::Identities;
+use super::custody::sign::UpstreamSigner;
+use super::custody::Custody;
+use super::generations::Generations;
+use super::route_build::{self, build_route, BuiltRoute, Issuers, Prepared, RouteSpec};
+use super::routes::RouteTable;
+use super::server::StartError;
+use super::upstream::Upstream;
+use crate::chain::Chain;
+use crate::fencing::Enforce;
+use crate::Fences;
+
+/// Why a reload was refused; the configuration in force stays.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// A route of the new configuration cannot be built.
+    #[error(transparent)]
+    Start(#[from] StartError),
+    /// The new configuration would change what existing fences mean.
+    #[error("{0}")]
+    Meaning(String),
+}
+
+/// The chains of the routes in force, read by the metrics at each scrape.
+pub(crate) type Chains = Arc<RwLock<Vec<Arc<Chain>>>>;
+
+/// What a reload needs, shared with the signal handler that asks for it.
+#[derive(Debug, Clone)]
+pub struct ConfigReloader {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    generations: Arc<Generations>,
+    fences: Fences,
+    embedded: Option<Upstream>,
+    issuers: Mutex<Issuers>,
+    chains: Chains,
+    /// The effective configuration as the admin plane's `GET /config`
+    /// shows it (set by whoever loaded it).
+    shown: RwLock<Option<serde_json::Value>>,
+    /// One reload at a time; the configuration in force.
+    current: tokio::sync::Mutex<InForce>,
+}
+
+/// The configuration in force, its routes' specs and their built parts
+/// (in the same order).
+#[derive(Debug)]
+pub(super) struct InForce {
+    pub(super) config: Config,
+    pub(super) specs: Vec<RouteSpec>,
+    pub(super) built: Vec<BuiltRoute>,
+}
+
+impl ConfigReloader {
+    pub(super) fn new(
+        generations: Arc<Generations>,
+        fences: Fences,
+        embedded: Option<Upstream>,
+        issuers: Issuers,
+        chains: Chains,
+        in_force: InForce,
+    ) -> Self {
+        ConfigReloader {
+            shared: Arc::new(Shared {
+                generations,
+                fences,
+                embedded,
+                issuers: Mutex::new(issuers),
+                chains,
+                shown: RwLock::new(None),
+                current: tokio::sync::Mutex::new(in_force),
+            }),
+        }
+    }
+
+    /// The number of the generation in force (1 at start).
+    pub fn generation(&self) -> u64 {
+        self.shared.generations.number()
+    }
+
+    /// Sets what the admin plane's `GET /config` shows: the effective
+    /// configuration, secrets masked
+    /// ([`Effective::to_json`](super::config_file::Effective::to_json)).
+    pub fn show(&self, effective: serde_json::Value) {
+        *self
+            .shared
+            .shown
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Some(effective);
+    }
+
+    pub(crate) fn shown(&self) -> Option<serde_json::Value> {
+        self.shared
+            .shown
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Puts `config` in force for new requests; requests in flight finish
+    /// under the routes they started with. On an error nothing changed.
+    /// Returns the new generation's number.
+    pub async fn reload(&self, config: Config) -> Result<u64, ReloadError> {
+        let shared = &self.shared;
+        let mut in_force = shared.current.lock().await;
+        for changed in gateway_changes(&in_force.config, &config) {
+            tracing::warn!(
+                "{changed} changed in the configuration: it takes effect at the next start"
+            );
+        }
+        let specs = route_build::route_specs(&config);
+        check_meaning(&in_force.specs, &specs)?;
+        if shared.embedded.is_none() && specs.iter().any(|s| s.options.upstream.is_none()) {
+            return Err(ReloadError::Meaning(
+                "a route without an upstream needs the embedded backend, which this gateway did not start: restart it".into(),
+            ));
+        }
+        let mut built = Vec::with_capacity(specs.len());
+        // Kept routes' custody tables, read now and put in force only once
+        // every route is built: a reload takes whole or not at all.
+        let mut rereads = Vec::new();
+        for spec in &specs {
+            let same = in_force
+                .specs
+                .iter()
+                .zip(&in_force.built)
+                .find(|(old, _)| same_route(old, spec));
+            match same {
+                Some((_, kept)) => {
+                    if let Some(reread) = reread_custody(spec, kept)? {
+                        rereads.push(reread);
+                    }
+                    built.push(kept.clone());
+                }
+                None => {
+                    let prepared = {
+                        let mut issuers = shared
+                            .issuers
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner);
+                        Prepared::of(spec, &mut issuers)?
+                    };
+                    let embedded = shared.embedded.as_ref();
+                    built.push(build_route(spec, prepared, &shared.fences, embedded).await?);
+                }
+            }
+        }
+        for reread in rereads {
+            reread.apply();
+        }
+        let table = RouteTable::new(&specs.iter().map(|s| s.matches.clone()).collect::<Vec<_>>());
+        let planes = built.iter().map(|b| b.plane.clone()).collect();
+        let number = shared.generations.replace(planes, table);
+        *shared
+            .chains
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) =
+            built.iter().filter_map(|b| b.chain.clone()).collect();
+        *in_force = InForce {
+            config,
+            specs,
+            built,
+        };
+        Ok(number)
+    }
+}
+
+/// A kept route's custody tables, read again, to be put in force.
+struct Reread {
+    route: String,
+    custody: Arc<Custody>,
+    identities: Identities,
+    signer: Option<(Arc<UpstreamSigner>, UpstreamCredentials)>,
+}
+
+impl Reread {
+    fn apply(self) {
+        self.custody.replace(self.identities);
+        tracing::info!(route = self.route.as_str(), "identities reloaded");
+        if let Some((signer, credentials)) = self.signer {
+            signer.replace(credentials);
+            tracing::info!(route = self.route.as_str(), "upstream credentials reloaded");
+        }
+    }
+}
+
+/// Reads a kept route's custody tables again: its identities and the
+/// store's credentials.
+fn reread_custody(spec: &RouteSpec, kept: &BuiltRoute) -> Result<Option<Reread>, ReloadError> {
+    let Some(reload) = &kept.custody else {
+        return Ok(None);
+    };
+    let identities = reload.custody.read_again().map_err(|e| {
+        ReloadError::Meaning(format!(
+            "cannot reload the identities of route {:?}: {e}",
+            spec.name
+        ))
+    })?;
+    let signer = match &reload.signer {
+        Some((signer, source)) => {
+            let credentials = files::read_upstream(source).map_err(|e| {
+                ReloadError::Meaning(format!(
+                    "cannot reload the upstream credentials of route {:?}: {e}",
+                    spec.name
+                ))
+            })?;
+            Some((Arc::clone(signer), credentials))
+        }
+        None => None,
+    };
+    Ok(Some(Reread {
+        route: spec.name.clone(),
+        custody: Arc::clone(&reload.custody),
+        identities,
+        signer,
+    }))
+}
+
+/// Whether `new` is `old` unchanged: the same route, built the same way.
+fn same_route(old: &RouteSpec, new: &RouteSpec) -> bool {
+    old.name == new.name
+        && old.matches == new.matches
+        && old.namespace == new.namespace
+        && old.identities == new.identities
+        && format!("{:?}", route_options(&old.options))
+            == format!("{:?}", route_options(&new.options))
+}
+
+/// What shapes a route's path through the gateway, for comparison.
+fn route_options(config: &Config) -> impl std::fmt::Debug + '_ {
+    (
+        (
+            &config.upstream,
+            &config.token_header,
+            config.scope,
+            config.allow_unfenced_writes,
+            config.enforce,
+            config.store,
+            &config.upstream_credentials,
+            &config.identities,
+            config.anonymous_clients,
+            &config.s3_domain,
+            config.flat_keys,
+        ),
+        (
+            config.conditional_writes,
+            config.chain_cache_entries,
+            config.chain_observe,
+            &config.conditional_probe,
+            config.upstream_timeout,
+            config.upstream_idle_timeout,
+            &config.upstream_ca,
+            &config.token_issuer,
+            &config.token_issuer_tls,
+            &config.token_issuer_password,
+        ),
+    )
+}
+
+/// What makes a fence namespace's keys what they are.
+fn shaping(spec: &RouteSpec) -> String {
+    let o = &spec.options;
+    format!(
+        "scope {}, token header {}, flat keys {}, store {}, s3_domain {:?}, host {:?}",
+        o.scope, o.token_header, o.flat_keys, o.store, o.s3_domain, spec.matches.host
+    )
+}
+
+/// A reload may not change what an existing fence means.
+fn check_meaning(old: &[RouteSpec], new: &[RouteSpec]) -> Result<(), ReloadError> {
+    for spec in new {
+        for before in old {
+            if before.namespace == spec.namespace && shaping(before) != shaping(spec) {
+                return Err(ReloadError::Meaning(format!(
+                    "route {:?} would key fence namespace {:?} with {} instead of {}: its fences would mean something else (a new namespace, or a restart with the old settings, keeps them meaningful)",
+                    spec.name,
+                    spec.namespace,
+                    shaping(spec),
+                    shaping(before)
+                )));
+            }
+            let covered = before.matches == spec.matches || before.matches == RouteMatch::default();
+            if covered && before.namespace != spec.namespace && spec.options.enforce != Enforce::Off
+            {
+                return Err(ReloadError::Meaning(format!(
+                    "route {:?} takes requests of route {:?} in fence namespace {:?} instead of {:?}: the fences raised there would be left behind (set fence_namespace = {:?} to keep them)",
+                    spec.name, before.name, spec.namespace, before.namespace, before.namespace
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The gateway-level options that differ between `old` and `new`.
+fn gateway_changes(old: &Config, new: &Config) -> Vec<&'static str> {
+    let mut changed = Vec::new();
+    let mut check = |name: &'static str, differs: bool| {
+        if differs {
+            changed.push(name);
+        }
+    };
+    check("listen", old.listen != new.listen);
+    check("admin_listen", old.admin_listen != new.admin_listen);
+    check("data_dir", old.data_dir != new.data_dir);
+    check("state", old.state != new.state);
+    check("etcd", old.etcd != new.etcd);
+    check("tls_cert/tls_key", old.tls != new.tls);
+    check("client limits", old.client != new.client);
+    check("access_log", old.access_log != new.access_log);
+    check(
+        "shutdown_timeout",
+        old.shutdown_timeout != new.shutdown_timeout,
+    );
+    check(
+        "admin_token_file",
+        old.admin_token_file != new.admin_token_file,
+    );
+    changed
+}
