@@ -515,6 +515,13 @@ impl Fences {
         }
     }
 
+    /// Records what shapes the keys of namespace `name` in the store, or
+    /// checks that it is what is recorded there
+    /// ([`FenceStore::check_namespace`]).
+    pub async fn check_namespace(&self, name: &str, shaping: &str) -> Result<(), StoreError> {
+        self.inner.store.check_namespace(name, shaping).await
+    }
+
     /// How many admin lowerings and deletions this table has made: a
     /// version a chained write learned when it was lower may no longer be
     /// used ([`crate::chain`]).

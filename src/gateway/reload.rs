@@ -167,6 +167,9 @@ impl ConfigReloader {
                 }
             }
         }
+        route_build::check_namespaces(&specs, &shared.fences)
+            .await
+            .map_err(|e| ReloadError::Meaning(e.to_string()))?;
         for reread in rereads {
             reread.apply();
         }

@@ -144,6 +144,63 @@ pub(super) fn route_specs(config: &Config) -> Vec<RouteSpec> {
         .collect()
 }
 
+/// What shapes each fence namespace's keys, as recorded in the fence
+/// store: its routes' scope, token header, flat keys, store and
+/// `s3_domain`, which must agree, and their host patterns. An error says
+/// which routes disagree.
+pub(super) fn namespace_shapings(specs: &[RouteSpec]) -> Result<Vec<(String, String)>, String> {
+    let mut namespaces: Vec<(String, serde_json::Value, Vec<String>, &str)> = Vec::new();
+    for spec in specs {
+        let o = &spec.options;
+        let keys = serde_json::json!({
+            "scope": o.scope.to_string(),
+            "token_header": o.token_header.as_str(),
+            "flat_keys": o.flat_keys,
+            "store": o.store.to_string(),
+            "s3_domain": o.s3_domain,
+        });
+        let host = spec.matches.host.clone().unwrap_or_else(|| "*".into());
+        match namespaces
+            .iter_mut()
+            .find(|(name, ..)| *name == spec.namespace)
+        {
+            Some((name, known, hosts, first)) => {
+                if *known != keys {
+                    return Err(format!(
+                        "routes {first:?} and {:?} share fence namespace {name:?} but key it differently ({known} and {keys})",
+                        spec.name
+                    ));
+                }
+                if !hosts.contains(&host) {
+                    hosts.push(host);
+                }
+            }
+            None => namespaces.push((spec.namespace.clone(), keys, vec![host], &spec.name)),
+        }
+    }
+    Ok(namespaces
+        .into_iter()
+        .map(|(name, mut keys, mut hosts, _)| {
+            hosts.sort();
+            keys["hosts"] = serde_json::json!(hosts);
+            (name, keys.to_string())
+        })
+        .collect())
+}
+
+/// Checks every namespace of `specs` against the fence store's records
+/// (recording those it has none of).
+pub(super) async fn check_namespaces(
+    specs: &[RouteSpec],
+    fences: &Fences,
+) -> Result<(), StartError> {
+    let shapings = namespace_shapings(specs).map_err(StartError::Namespace)?;
+    for (name, shaping) in shapings {
+        fences.check_namespace(&name, &shaping).await?;
+    }
+    Ok(())
+}
+
 /// The token issuers of every route, one per URL.
 #[derive(Debug, Default)]
 pub(super) struct Issuers(Vec<(String, Arc<crate::issuer::UrlIssuer>)>);

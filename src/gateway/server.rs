@@ -36,7 +36,9 @@ use super::embedded::{self, ObjectStore};
 use super::generations::{Generation, Generations};
 use super::metrics::Metrics;
 use super::reload::{Chains, ConfigReloader, InForce};
-use super::route_build::{build_route, check_chain, route_specs, Issuers, Prepared};
+use super::route_build::{
+    build_route, check_chain, check_namespaces, namespace_shapings, route_specs, Issuers, Prepared,
+};
 use super::routes::RouteTable;
 use super::tls::{ServerCert, TlsError};
 use super::upstream::Upstream;
@@ -93,6 +95,9 @@ pub enum StartError {
     /// configuration.
     #[error("--conditional-writes: {0}")]
     Chain(String),
+    /// Routes that share a fence namespace key it differently.
+    #[error("fence namespaces: {0}")]
+    Namespace(String),
     /// Credential custody's options or files are wrong.
     #[error("credential custody: {0}")]
     Custody(String),
@@ -262,6 +267,7 @@ impl Gateway {
         for (spec, prepared) in specs.iter().zip(prepared) {
             built.push(build_route(spec, prepared, &fences, embedded.as_ref()).await?);
         }
+        check_namespaces(&specs, &fences).await?;
         let upstream = built
             .first()
             .map(|route| route.plane.proxy.upstream().clone())
@@ -388,7 +394,11 @@ impl Gateway {
             }
         }
         let mut issuers = Issuers::default();
-        for spec in route_specs(config) {
+        let specs = route_specs(config);
+        if let Err(error) = namespace_shapings(&specs) {
+            problems.push(format!("fence namespaces: {error}"));
+        }
+        for spec in specs {
             let named = |error: StartError| match config.routes.is_empty() {
                 true => error.to_string(),
                 false => format!("route {:?}: {error}", spec.name),

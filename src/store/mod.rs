@@ -231,6 +231,17 @@ pub trait FenceStore: Send + Sync + 'static {
         ))))
     }
 
+    /// Records what shapes the keys of fence namespace `name` (`""`: the
+    /// default) if nothing is recorded for it, else compares: a different
+    /// `shaping` is [`StoreError::Mismatch`], so that no start or reload
+    /// (of any holder of a shared store) makes the namespace's fences mean
+    /// something else. Stores that outlive no process keep this default,
+    /// which records nothing.
+    fn check_namespace(&self, name: &str, shaping: &str) -> PersistFuture {
+        let _ = (name, shaping);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
     /// Up to `limit` audit entries, newest first.
     fn audit(&self, limit: usize) -> AuditFuture {
         let _ = limit;

@@ -20,6 +20,10 @@ const FENCES: TableDefinition<'static, &str, u64> = TableDefinition::new("fences
 /// each records.
 const AUDIT: TableDefinition<'static, u64, &str> = TableDefinition::new("audit");
 
+/// What shapes each fence namespace's keys (JSON), by name (`""`: the
+/// default namespace): [`FenceStore::check_namespace`].
+const NAMESPACES: TableDefinition<'static, &str, &str> = TableDefinition::new("namespaces");
+
 /// One row, rewritten by the health probe: a write with an fsync, like a raise.
 const PROBE: TableDefinition<'static, &str, u64> = TableDefinition::new("probe");
 
@@ -78,6 +82,12 @@ enum Op {
     /// An admin write and its audit entry.
     Change {
         change: FenceChange,
+        done: oneshot::Sender<Result<(), StoreError>>,
+    },
+    /// A namespace's record, checked or made.
+    Namespace {
+        name: Box<str>,
+        shaping: Box<str>,
         done: oneshot::Sender<Result<(), StoreError>>,
     },
     /// A read of the audit log, answered once the writes queued before it
@@ -197,6 +207,19 @@ impl Drop for RedbStore {
 }
 
 impl FenceStore for RedbStore {
+    fn check_namespace(&self, name: &str, shaping: &str) -> PersistFuture {
+        let (done, answer) = oneshot::channel();
+        let submitted = self.submit(Op::Namespace {
+            name: name.into(),
+            shaping: shaping.into(),
+            done,
+        });
+        Box::pin(async move {
+            submitted?;
+            answer.await.map_err(|_| StoreError::Closed)?
+        })
+    }
+
     fn load(&self, each: &mut dyn FnMut(&str, u64)) -> Result<(), StoreError> {
         let open_error = |e: &dyn std::fmt::Display| StoreError::Open {
             path: self.path.clone(),
@@ -328,7 +351,7 @@ fn write_loop(db: Arc<Database>, path: &Path, ops: mpsc::Receiver<Op>, stats: Ar
         }
         let writes = batch
             .iter()
-            .filter(|op| !matches!(op, Op::ReadAudit { .. }))
+            .filter(|op| !matches!(op, Op::ReadAudit { .. } | Op::Namespace { .. }))
             .count();
         let result = match &db {
             Some(_) if writes == 0 => Ok(()),
@@ -344,7 +367,7 @@ fn write_loop(db: Arc<Database>, path: &Path, ops: mpsc::Receiver<Op>, stats: Ar
                         .map(|op| match op {
                             Op::Raise { .. } => 1,
                             Op::RaiseAll { keys, .. } => keys.len(),
-                            Op::Change { .. } | Op::ReadAudit { .. } => 0,
+                            Op::Change { .. } | Op::ReadAudit { .. } | Op::Namespace { .. } => 0,
                         })
                         .sum();
                     stats.raises.fetch_add(raises as u64, Ordering::Relaxed);
@@ -365,6 +388,19 @@ fn write_loop(db: Arc<Database>, path: &Path, ops: mpsc::Receiver<Op>, stats: Ar
                 Op::Raise { done, .. } | Op::RaiseAll { done, .. } | Op::Change { done, .. } => {
                     let _ = done.send(result.clone());
                 }
+                Op::Namespace {
+                    name,
+                    shaping,
+                    done,
+                } => {
+                    let checked = match &db {
+                        Some(handle) => check_namespace(handle, path, &name, &shaping),
+                        None => Err(StoreError::Write(
+                            "the fence store could not be reopened after an I/O error".into(),
+                        )),
+                    };
+                    let _ = done.send(checked);
+                }
                 Op::ReadAudit { limit, done } => {
                     let entries = match &db {
                         Some(handle) => {
@@ -378,6 +414,40 @@ fn write_loop(db: Arc<Database>, path: &Path, ops: mpsc::Receiver<Op>, stats: Ar
                 }
             }
         }
+    }
+}
+
+/// Records `shaping` for namespace `name`, or compares it with the one
+/// recorded.
+fn check_namespace(
+    db: &Database,
+    path: &Path,
+    name: &str,
+    shaping: &str,
+) -> Result<(), StoreError> {
+    let write = |e: &dyn std::fmt::Display| StoreError::Write(e.to_string().into());
+    let txn = db.begin_write().map_err(|e| write(&e))?;
+    let recorded = {
+        let mut table = txn.open_table(NAMESPACES).map_err(|e| write(&e))?;
+        let recorded = table
+            .get(name)
+            .map_err(|e| write(&e))?
+            .map(|value| value.value().to_owned());
+        if recorded.is_none() {
+            table.insert(name, shaping).map_err(|e| write(&e))?;
+        }
+        recorded
+    };
+    match recorded {
+        None => txn.commit().map_err(|e| write(&e)),
+        Some(recorded) if recorded == shaping => Ok(()),
+        Some(recorded) => Err(StoreError::Mismatch(
+            format!(
+                "fence namespace {name:?} in {} keys its fences with {recorded}; this configuration would key them with {shaping}: its fences would mean something else (keep the old settings, or name another fence_namespace)",
+                path.display()
+            )
+            .into(),
+        )),
     }
 }
 
@@ -444,7 +514,7 @@ fn commit(db: &Database, batch: &[Op]) -> Result<(), String> {
                 }
                 Op::RaiseAll { keys, token, .. } => (keys.as_slice(), Setting::AtLeast(*token)),
                 Op::Change { change, .. } => (std::slice::from_ref(&change.key), change.set),
-                Op::ReadAudit { .. } => continue,
+                Op::ReadAudit { .. } | Op::Namespace { .. } => continue,
             };
             for key in keys {
                 let stored = fences

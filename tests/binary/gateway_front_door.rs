@@ -351,7 +351,11 @@ fn readyz_is_ready_then_503_while_draining() {
     let gw = GatewayProcess::in_front_of(&backend, &["--shutdown-timeout", "20"]);
     let ready = gw.admin_get("/readyz");
     assert_eq!(ready.status, 200);
-    assert_eq!(ready.json(), serde_json::json!({"status": "ready"}));
+    // The configuration's generation: 1 until a reload takes.
+    assert_eq!(
+        ready.json(),
+        serde_json::json!({"status": "ready", "generation": 1})
+    );
 
     // A request in flight keeps the gateway draining after SIGTERM.
     let addr = gw.data_addr();
@@ -427,6 +431,8 @@ fn the_access_log_has_a_line_with_every_field_per_request_and_raises_are_logged(
         "client",
         "method",
         "path",
+        // The [[route]] that took it: "default" without routes.
+        "route",
         "key",
         "token",
         // Credential custody's identity; null without custody.
@@ -458,6 +464,7 @@ fn the_access_log_has_a_line_with_every_field_per_request_and_raises_are_logged(
     assert_eq!(forwarded["method"], "PUT");
     assert_eq!(forwarded["path"], "/logged/a");
     assert_eq!(forwarded["key"], "/logged/a");
+    assert_eq!(forwarded["route"], "default");
     assert_eq!(forwarded["token"], 8);
     assert_eq!(forwarded["outcome"], "forwarded");
     assert_eq!(forwarded["status"], 200);

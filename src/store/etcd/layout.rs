@@ -8,6 +8,8 @@
 //!   order, so "every record of the key below t" is one range.
 //! - `P members/<instance>`: on the lease, for operators.
 //! - `P config`: the settings every instance must share.
+//! - `P ns/<name>`: what shapes a fence namespace's keys (JSON), the same
+//!   for every instance.
 //! - `P audit/<unix ms, 20 digits>-<instance>-<n>`: admin writes' audit
 //!   entries (JSON), in time order.
 //!
@@ -128,6 +130,12 @@ impl Layout {
 
     pub(super) fn config(&self) -> String {
         format!("{}config", self.prefix)
+    }
+
+    /// What shapes fence namespace `name`'s keys (`P ns/<name>`; the
+    /// default namespace's is `P ns/`).
+    pub(super) fn namespace(&self, name: &str) -> String {
+        format!("{}ns/{}", self.prefix, escape(name))
     }
 
     /// The holder name of `instance` on lease `lease`.

@@ -342,6 +342,24 @@ impl FenceStore for EtcdStore {
         Box::pin(async move { admin.record(change).await })
     }
 
+    fn check_namespace(&self, name: &str, shaping: &str) -> PersistFuture {
+        let client = self.client.clone();
+        let layout = Arc::clone(&self.layout);
+        let (name, shaping) = (name.to_owned(), shaping.to_owned());
+        Box::pin(async move {
+            let key = layout.namespace(&name);
+            let shaping: Value =
+                serde_json::from_str(&shaping).unwrap_or_else(|_| Value::String(shaping.clone()));
+            check_record(&client, &key, &shaping, || {
+                format!(
+                    "fence namespace {name:?} under etcd prefix {} keys its fences with",
+                    layout.prefix()
+                )
+            })
+            .await
+        })
+    }
+
     fn audit(&self, limit: usize) -> AuditFuture {
         let admin = Arc::clone(&self.admin);
         Box::pin(async move { admin.audit(limit).await })
@@ -400,8 +418,29 @@ async fn check_settings(
     layout: &Layout,
     settings: &Value,
 ) -> Result<(), StoreError> {
-    let key = b64(&layout.config());
-    let mine = settings.to_string();
+    check_record(client, &layout.config(), settings, || {
+        format!("the instances sharing etcd prefix {} use", layout.prefix())
+    })
+    .await
+    .map_err(|e| match e {
+        StoreError::Mismatch(detail) => StoreError::Mismatch(
+            format!("{detail}: every instance must use the same settings").into(),
+        ),
+        other => other,
+    })
+}
+
+/// Puts `value` under `key` if nothing is there, else compares: a
+/// different value is [`StoreError::Mismatch`], said as "`who()` RECORDED,
+/// this one MINE".
+async fn check_record(
+    client: &Client,
+    key: &str,
+    value: &Value,
+    who: impl FnOnce() -> String,
+) -> Result<(), StoreError> {
+    let key = b64(key);
+    let mine = value.to_string();
     let answer = client
         .call(
             "/v3/kv/txn",
@@ -419,15 +458,10 @@ async fn check_settings(
     let recorded =
         text(&answer["responses"][0]["response_range"]["kvs"][0]["value"]).unwrap_or_default();
     let recorded_json: Value = serde_json::from_str(&recorded).unwrap_or(Value::Null);
-    if recorded_json == *settings {
+    if recorded_json == *value {
         return Ok(());
     }
     Err(StoreError::Mismatch(
-        format!(
-            "the instances sharing etcd prefix {} use {recorded}, this one {mine}: \
-             every instance must use the same settings",
-            layout.prefix()
-        )
-        .into(),
+        format!("{} {recorded}, this one {mine}", who()).into(),
     ))
 }
