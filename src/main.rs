@@ -216,16 +216,17 @@ fn usage_error(error: clap::Error) -> ExitCode {
     }
 }
 
-/// `fencegate check-config FILE`: every problem of the file (and of the
-/// configuration it makes with the environment) at once, one per line,
-/// exit 1; else the effective configuration with each value's origin and
-/// secrets masked, exit 0.
+/// `fencegate check-config FILE [OPTIONS]`: every problem of the file (and
+/// of the configuration it makes with the environment and the options) at
+/// once, one per line, exit 1; else the effective configuration with each
+/// value's origin and secrets masked, exit 0.
 fn check_config(args: &[std::ffi::OsString]) -> ExitCode {
-    let [program, _, file] = args else {
-        eprintln!("usage: fencegate check-config FILE");
+    let [program, _, file, options @ ..] = args else {
+        eprintln!("usage: fencegate check-config FILE [OPTIONS]");
         return ExitCode::from(2);
     };
-    let argv = [program.clone(), "--config".into(), file.clone()];
+    let mut argv = vec![program.clone(), "--config".into(), file.clone()];
+    argv.extend(options.iter().cloned());
     match config_file::load(argv) {
         Ok(loaded) => {
             let problems = Gateway::check(&loaded.config);
@@ -239,6 +240,7 @@ fn check_config(args: &[std::ffi::OsString]) -> ExitCode {
                 ExitCode::FAILURE
             }
         }
+        Err(LoadError::Usage(error)) => usage_error(error),
         Err(error) => {
             eprintln!("{error}");
             ExitCode::FAILURE

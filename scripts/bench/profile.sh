@@ -5,6 +5,8 @@
 #   scripts/bench/profile.sh [w1|w1c|w2|w3]
 #
 # PROFILE_PARTS picks among the parts below (default "callgrind perf strace").
+# PROFILE_NGINX=0 leaves nginx out (scripts/bench/routes.sh compares
+# fencegate with itself).
 # PROFILE_GATEWAY_ARGS adds options to fencegate's command line (split on
 # spaces), e.g. "--token-issuer redis://127.0.0.1:6390/grants" with a Redis
 # started by hand, to compare the cost of an option in instructions.
@@ -117,7 +119,7 @@ callgrind_run() { # callgrind_run NAME PORT HEALTH_URL COMMAND...
 [[ $parts != *" callgrind "* ]] || callgrind_run fencegate "$gateway_port" "http://127.0.0.1:$admin_port/healthz" \
   "$target_dir/release/fencegate" "${gateway_args[@]}" --upstream "http://127.0.0.1:$backend_port" --state memory \
   --listen "127.0.0.1:$gateway_port" --admin-listen "127.0.0.1:$admin_port"
-[[ $parts != *" callgrind "* ]] || callgrind_run nginx "$proxy_port" "http://127.0.0.1:$proxy_port/" \
+[[ $parts != *" callgrind "* || ${PROFILE_NGINX:-1} == 0 ]] || callgrind_run nginx "$proxy_port" "http://127.0.0.1:$proxy_port/" \
   nginx -p "$work" -c "$work/proxy.conf"
 
 if [[ $parts != *" perf "* ]]; then

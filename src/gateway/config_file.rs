@@ -263,7 +263,7 @@ where
         let cli = Cli::from_arg_matches(&given)?;
         let config = cli.config();
         let effective = Effective {
-            options: shown_options(&command, &given, &given, &[]),
+            options: resolved(shown_options(&command, &given, &given, &[]), &config),
             custody: shown_custody(&config),
             ..Effective::default()
         };
@@ -302,14 +302,25 @@ where
     if let Some(value) = root.get_ref().get("route") {
         match value.get_ref().as_array() {
             Some(tables) => {
+                let mut names: Vec<&str> = Vec::new();
                 for table in tables.iter() {
-                    if let Some(route) = reader.read_route(table, &mut problems) {
-                        if routes.iter().any(|r: &FileRoute| r.name == route.name) {
+                    // A duplicate name is a problem of its own, whatever
+                    // else is wrong with the route.
+                    let name = table
+                        .get_ref()
+                        .as_table()
+                        .and_then(|t| t.get("name"))
+                        .and_then(|n| n.get_ref().as_str());
+                    if let Some(name) = name {
+                        if names.contains(&name) {
                             problems.push(reader.problem(
                                 table.span().start,
-                                format!("a second route named {:?}", route.name),
+                                format!("a second route named {name:?}"),
                             ));
                         }
+                        names.push(name);
+                    }
+                    if let Some(route) = reader.read_route(table, &mut problems) {
                         routes.push(route);
                     }
                 }
@@ -357,7 +368,10 @@ where
     }
     let mut effective = Effective {
         file: Some(path.clone()),
-        options: shown_options(&command, &given, &matches, &file.keys),
+        options: resolved(
+            shown_options(&command, &given, &matches, &file.keys),
+            &config,
+        ),
         custody: shown_custody(&config),
         ..Effective::default()
     };
@@ -379,7 +393,16 @@ where
         } else {
             config.upstream_credentials.clone()
         };
-        options.identities = config.identities.clone();
+        // Identities are the gateway's; a route uses them when it holds
+        // the store's credentials (custody), and is open otherwise.
+        if options.upstream_credentials.is_some() {
+            options.identities = config.identities.clone();
+        } else {
+            options.identities = None;
+            if !route.keys.iter().any(|k| k == "anonymous_clients") {
+                options.anonymous_clients = super::config::Anonymous::Off;
+            }
+        }
         let mut shown = vec![
             Shown {
                 key: "name".into(),
@@ -417,11 +440,13 @@ where
         if route.credentials_table {
             shown.push(Shown {
                 key: "upstream_credentials".into(),
-                value: "{ ... } (the route's table)".into(),
+                value: toml_string("the route's upstream_credentials table"),
                 origin: Origin::Route,
             });
         }
-        effective.routes.push((route.name.clone(), shown));
+        effective
+            .routes
+            .push((route.name.clone(), resolved(shown, &options)));
         config.routes.push(RouteConfig {
             name: route.name.clone(),
             matches: route.matches.clone(),
@@ -510,7 +535,7 @@ impl Reader<'_> {
                         file: self.path.to_owned(),
                         route: None,
                     };
-                    if let Err(error) = files::read_identities(&source) {
+                    for error in files::identities_and_problems(&source).1 {
                         problems.push(Problem {
                             line: error.line().or(Some(line_of(self.text, at))),
                             what: error.detail().to_owned(),
@@ -593,12 +618,14 @@ impl Reader<'_> {
         if let Err(error) =
             alone.try_get_matches_from([OsString::from("fencegate"), OsString::from(&raw)])
         {
-            let message = first_line(&error);
+            // What may be secret in a URL is masked here too.
+            let shown = mask(&raw);
+            let message = first_line(&error).replace(&raw, &shown);
             // "invalid value 'V' for '[name]': why" -> "why".
             let why = message
                 .split_once("]': ")
                 .map_or(message.as_str(), |(_, why)| why);
-            problems.push(self.problem(at, format!("{name}: invalid value {raw:?}: {why}")));
+            problems.push(self.problem(at, format!("{name}: invalid value {shown:?}: {why}")));
             return None;
         }
         args.push(format!("--{long}={raw}").into());
@@ -885,6 +912,25 @@ fn shown_options(
             })
         })
         .collect()
+}
+
+/// The values `--store` implies, as they are in force: flat keys, and the
+/// dialect `conditional_writes = "on"` stands for.
+fn resolved(mut shown: Vec<Shown>, config: &Config) -> Vec<Shown> {
+    let store_origin = shown.iter().find(|s| s.key == "store").map(|s| s.origin);
+    for value in &mut shown {
+        match value.key.as_str() {
+            "flat_keys" if config.flat_keys && value.value == "false" => {
+                value.value = "true".into();
+                value.origin = store_origin.unwrap_or(value.origin);
+            }
+            "conditional_writes" => {
+                value.value = toml_string(&config.conditional_writes.to_string())
+            }
+            _ => {}
+        }
+    }
+    shown
 }
 
 /// Where the custody tables are read from, if anywhere.

@@ -254,7 +254,7 @@ impl Connection {
     ) -> Response<Relayed> {
         let connection = &self.shared;
         let Some(route) = generation.table.pick(&request).and_then(|i| routes.get(i)) else {
-            return self.no_route(generation, &request);
+            return self.no_route(&request);
         };
         let custody = route.custody.as_deref();
         let mut exchange = Exchange::begin(&connection.client, &request, || match custody {
@@ -404,11 +404,8 @@ impl Connection {
 
 impl Connection {
     /// 404 `no_route`: no route takes `request`; it reaches no backend.
-    fn no_route(
-        &self,
-        generation: &Generation,
-        request: &Inbound<IncomingBody>,
-    ) -> Response<Relayed> {
+    /// Always JSON: no route, so no store's dialect.
+    fn no_route(&self, request: &Inbound<IncomingBody>) -> Response<Relayed> {
         let connection = &self.shared;
         let mut exchange = Exchange::begin(&connection.client, request, || (None, None));
         let response = gateway_error(
@@ -417,10 +414,7 @@ impl Connection {
             "no route of the configuration takes this request's host and path",
             Outcome::NoRoute,
         );
-        let mut response = response.map(|body| ResponseBody::inner(FromProxy::from(body), None));
-        if generation.answers != AnswerStyle::Json {
-            in_dialect(&mut response, generation.answers);
-        }
+        let response = response.map(|body| ResponseBody::inner(FromProxy::from(body), None));
         exchange.answered(Outcome::NoRoute, response.status());
         response.map(|body| Relayed::new(body, Some(exchange)))
     }

@@ -26,13 +26,16 @@ pub(crate) struct Generation {
     pub(crate) routes: Arc<[RoutePlane]>,
     pub(crate) table: RouteTable,
     /// The shape of the answers made before a route is known (an engine
-    /// refusal, `no_route`): the first route's.
+    /// refusal): the routes' if they all have one, else JSON.
     pub(crate) answers: AnswerStyle,
 }
 
 impl Generation {
     pub(crate) fn new(number: u64, routes: Vec<RoutePlane>, table: RouteTable) -> Self {
-        let answers = routes.first().map_or(AnswerStyle::Json, |r| r.answers);
+        let answers = match routes.first() {
+            Some(first) if routes.iter().all(|r| r.answers == first.answers) => first.answers,
+            _ => AnswerStyle::Json,
+        };
         Generation {
             number,
             routes: routes.into(),

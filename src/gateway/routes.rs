@@ -30,9 +30,54 @@ pub(crate) struct RouteTable {
 #[derive(Debug, Clone)]
 struct Entry {
     host: HostPattern,
-    prefix: Option<String>,
+    prefix: Option<Prefix>,
     /// The route's index in the configuration.
     route: usize,
+}
+
+/// A path prefix, with its first eight bytes as a word: most entries a
+/// request is not under are told by one comparison (20 routes cost W1 a
+/// few dozen instructions, not a string comparison each).
+#[derive(Debug, Clone)]
+struct Prefix {
+    text: String,
+    head: u64,
+    mask: u64,
+}
+
+impl Prefix {
+    fn new(text: &str) -> Prefix {
+        let (head, len) = head_word(text.as_bytes());
+        Prefix {
+            text: text.to_owned(),
+            head,
+            mask: if len == 8 {
+                u64::MAX
+            } else {
+                (1u64 << (8 * len)) - 1
+            },
+        }
+    }
+
+    /// Whether the normalised `path` (whose [`head_word`] is `word`) is
+    /// under it; a prefix ending in `/` also takes the collection it names.
+    fn takes(&self, path: &str, word: u64) -> bool {
+        if word & self.mask == self.head && path.starts_with(&self.text) {
+            return true;
+        }
+        // `/dav/` takes `/dav`: one byte shorter, and a prefix of it.
+        path.len() + 1 == self.text.len() && self.text.ends_with('/') && self.text.starts_with(path)
+    }
+}
+
+/// The first (at most) eight bytes of `bytes` as a little-endian word, and
+/// how many there were; missing bytes are zero, which no path or prefix
+/// byte is.
+fn head_word(bytes: &[u8]) -> (u64, usize) {
+    let len = bytes.len().min(8);
+    let mut word = [0u8; 8];
+    word[..len].copy_from_slice(&bytes[..len]);
+    (u64::from_le_bytes(word), len)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,7 +129,7 @@ impl RouteTable {
                         None => HostPattern::Exact(host.to_owned()),
                     },
                 },
-                prefix: m.path_prefix.clone(),
+                prefix: m.path_prefix.as_deref().map(Prefix::new),
                 route,
             })
             .collect();
@@ -92,7 +137,7 @@ impl RouteTable {
         entries.sort_by_key(|e| {
             (
                 e.host.rank(),
-                usize::MAX - e.prefix.as_ref().map_or(0, String::len),
+                usize::MAX - e.prefix.as_ref().map_or(0, |p| p.text.len()),
             )
         });
         RouteTable {
@@ -119,25 +164,18 @@ impl RouteTable {
         } else {
             None
         };
+        let word = path.as_deref().map_or(0, |p| head_word(p.as_bytes()).0);
         self.entries
             .iter()
             .find(|e| {
                 e.host.matches(host.as_deref())
                     && match &e.prefix {
                         None => true,
-                        Some(prefix) => path.as_deref().is_some_and(|p| under(p, prefix)),
+                        Some(prefix) => path.as_deref().is_some_and(|p| prefix.takes(p, word)),
                     }
             })
             .map(|e| e.route)
     }
-}
-
-/// Whether the normalised `path` is under `prefix`.
-fn under(path: &str, prefix: &str) -> bool {
-    path.starts_with(prefix)
-        || prefix
-            .strip_suffix('/')
-            .is_some_and(|collection| collection == path)
 }
 
 fn without_port(host: &str) -> &str {
@@ -210,6 +248,36 @@ mod tests {
         assert_eq!(pick(&table, "gw", "/dav"), Some(5));
         assert_eq!(pick(&table, "gw", "/dav/"), Some(5));
         assert_eq!(pick(&table, "gw", "/davx"), Some(0));
+    }
+
+    #[test]
+    fn the_quick_path_is_the_normalised_one() {
+        for raw in [
+            "/",
+            "/a",
+            "/a/",
+            "/a/b",
+            "/a//b",
+            "/a/./b",
+            "/a/../b",
+            "/a/.b",
+            "/a/..b",
+            "/.",
+            "/..",
+            "/a/.",
+            "/a/..",
+            "/%61",
+            "/a/b.",
+            "/.well-known/x",
+            "//",
+            "/a/b/",
+        ] {
+            assert_eq!(
+                matching_path(raw).map(Cow::into_owned),
+                normalize_path(raw).ok(),
+                "{raw}"
+            );
+        }
     }
 
     #[test]

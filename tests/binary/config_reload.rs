@@ -114,13 +114,20 @@ fn report_mode_then_enforce_by_sighup_keeps_the_fences_raised_meanwhile() {
     assert!(support::wait_until(HANG_GUARD, || {
         gw.admin_get("/fences?namespace=app").json()["fences"]
             .as_array()
-            .is_some_and(|f| f.iter().any(|f| f["resource"] == "/r/k" && f["highest"] == 31))
+            .is_some_and(|f| {
+                f.iter()
+                    .any(|f| f["resource"] == "/r/k" && f["highest"] == 31)
+            })
     }));
     let last = {
         let addr = gw.data_addr();
         std::thread::spawn(move || http(addr, "PUT", "/r/k", &[("X-Fencing-Token", "32")], b"x"))
     };
-    assert_eq!(waiting.join().unwrap().status, 200, "overtaken, but forwarded");
+    assert_eq!(
+        waiting.join().unwrap().status,
+        200,
+        "overtaken, but forwarded"
+    );
     backend.release("h30");
     assert_eq!(held.join().unwrap().status, 200);
     assert_eq!(last.join().unwrap().status, 200);
@@ -137,14 +144,24 @@ fn report_mode_then_enforce_by_sighup_keeps_the_fences_raised_meanwhile() {
     let metrics = gw.metrics();
     for reason in ["below_highest", "overtaken"] {
         let series = format!("fencegate_would_refuse_total{{route=\"app\",reason=\"{reason}\"}}");
-        assert_eq!(support::metric(&metrics, &series), Some(1.0), "{series}\n{metrics}");
+        assert_eq!(
+            support::metric(&metrics, &series),
+            Some(1.0),
+            "{series}\n{metrics}"
+        );
     }
     assert!(support::wait_until(HANG_GUARD, || access_lines(&log).len() >= 5));
     let lines = access_lines(&log);
     let reasons: Vec<_> = lines
         .iter()
         .filter(|l| l["outcome"] == "would_refuse")
-        .map(|l| (l["path"].clone(), l["would_refuse"].clone(), l["route"].clone()))
+        .map(|l| {
+            (
+                l["path"].clone(),
+                l["would_refuse"].clone(),
+                l["route"].clone(),
+            )
+        })
         .collect();
     assert_eq!(
         reasons,
@@ -173,7 +190,9 @@ fn a_reload_that_does_not_load_or_changes_a_fence_meaning_keeps_the_old() {
     let backend = Backend::start();
     let base = format!("upstream = \"{}\"\n", backend.url());
     let docs = |extra: &str| {
-        format!("{base}\n[[route]]\nname = \"docs\"\nmatch = {{ path_prefix = \"/docs/\" }}\n{extra}")
+        format!(
+            "{base}\n[[route]]\nname = \"docs\"\nmatch = {{ path_prefix = \"/docs/\" }}\n{extra}"
+        )
     };
     let file = ConfigFile::new(&docs(""));
     let gw = GatewayProcess::start(&["--config", file.arg()]);
@@ -198,14 +217,22 @@ fn a_reload_that_does_not_load_or_changes_a_fence_meaning_keeps_the_old() {
     // Another scope for the namespace: its fences would mean something else.
     file.rewrite(&docs("scope = \"prefix:1\"\n"));
     sighup_until(&gw, "not reloaded", 1);
-    assert!(gw.stderr().contains("would key fence namespace \"docs\""), "{}", gw.stderr());
+    assert!(
+        gw.stderr().contains("would key fence namespace \"docs\""),
+        "{}",
+        gw.stderr()
+    );
     assert_eq!(generation(&gw), 1);
     assert_eq!(stale(), 409);
 
     // A rename without fence_namespace: the fences would be left behind.
     file.rewrite(&docs("").replace("name = \"docs\"", "name = \"documents\""));
     sighup_until(&gw, "not reloaded", 2);
-    assert!(gw.stderr().contains("would be left behind"), "{}", gw.stderr());
+    assert!(
+        gw.stderr().contains("would be left behind"),
+        "{}",
+        gw.stderr()
+    );
     assert_eq!(stale(), 409);
 
     // The rename that keeps them: accepted, and the fence holds.
@@ -217,7 +244,13 @@ fn a_reload_that_does_not_load_or_changes_a_fence_meaning_keeps_the_old() {
     assert_eq!(stale(), 409);
     // A path no route takes any more: 404, never forwarded.
     let before = backend.count();
-    let lost = http(gw.data_addr(), "PUT", "/other/x", &[("X-Fencing-Token", "1")], b"x");
+    let lost = http(
+        gw.data_addr(),
+        "PUT",
+        "/other/x",
+        &[("X-Fencing-Token", "1")],
+        b"x",
+    );
     lost.assert_gateway_error(404, "no_route");
     assert_eq!(backend.count(), before);
 }
@@ -239,12 +272,20 @@ fn adding_the_first_route_keeps_the_fences_of_the_gateway_without_routes() {
     };
     file.rewrite(&with_route(""));
     sighup_until(&gw, "not reloaded", 1);
-    assert!(gw.stderr().contains("fence_namespace = \"\""), "{}", gw.stderr());
+    assert!(
+        gw.stderr().contains("fence_namespace = \"\""),
+        "{}",
+        gw.stderr()
+    );
     assert_eq!(gw.put("/app/a", 9).status, 409);
 
     file.rewrite(&with_route("fence_namespace = \"\"\n"));
     sighup_until(&gw, "configuration reloaded", 1);
-    assert_eq!(gw.put("/app/a", 9).status, 409, "the fence is still in force");
+    assert_eq!(
+        gw.put("/app/a", 9).status,
+        409,
+        "the fence is still in force"
+    );
     assert_eq!(gw.put("/app/a", 11).status, 200);
     // The admin plane's default namespace is the one the route uses.
     assert_eq!(gw.fence("/app/a"), Some(11));
@@ -324,7 +365,9 @@ fn reloads_under_load_fail_no_request() {
                             assert_eq!(b.json()["error"], "no_route", "{}", b.text());
                         }
                         200 => b_forwarded.store(true, Ordering::SeqCst),
-                        other => failures.push(format!("/b/{client} {token}: {other} {}", b.text())),
+                        other => {
+                            failures.push(format!("/b/{client} {token}: {other} {}", b.text()))
+                        }
                     }
                     served.fetch_add(2, Ordering::Relaxed);
                 }
@@ -334,7 +377,9 @@ fn reloads_under_load_fail_no_request() {
         .collect();
     let wait_served = |n: usize| {
         let target = served.load(Ordering::Relaxed) + n;
-        assert!(support::wait_until(HANG_GUARD, || served.load(Ordering::Relaxed) >= target));
+        assert!(support::wait_until(HANG_GUARD, || served
+            .load(Ordering::Relaxed)
+            >= target));
     };
     wait_served(100);
     file.rewrite(&format!("{}{route_a}\n{route_b}", top(30)));
@@ -355,5 +400,8 @@ fn reloads_under_load_fail_no_request() {
     assert_eq!(generation(&gw), 3);
     let said = gw.stderr();
     assert_eq!(said.matches("does not load").count(), 1, "{said}");
-    assert!(said.contains("fencegate.toml:1: upstream_timeout"), "{said}");
+    assert!(
+        said.contains("fencegate.toml:1: upstream_timeout"),
+        "{said}"
+    );
 }

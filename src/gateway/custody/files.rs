@@ -312,12 +312,32 @@ struct IdentityEntry {
 /// a unique name and key id, a secret (but the keyless `anonymous`), and
 /// prefixes that start with `/`.
 pub(crate) fn read_identities(source: &TableSource) -> Result<Vec<Identity>, FileError> {
-    let doc = Document::read(source.path())?;
-    let root = doc.parse()?;
-    let table = container(&doc, &root, source)?;
+    let (identities, mut problems) = identities_and_problems(source);
+    match problems.is_empty() {
+        true => Ok(identities),
+        false => Err(problems.remove(0)),
+    }
+}
+
+/// Every identity of `source` that loads, and what is wrong with each
+/// that does not (`check-config` shows them all at once).
+pub(crate) fn identities_and_problems(source: &TableSource) -> (Vec<Identity>, Vec<FileError>) {
+    let doc = match Document::read(source.path()) {
+        Ok(doc) => doc,
+        Err(error) => return (Vec::new(), vec![error]),
+    };
+    let root = match doc.parse() {
+        Ok(root) => root,
+        Err(error) => return (Vec::new(), vec![error]),
+    };
+    let table = match container(&doc, &root, source) {
+        Ok(table) => table,
+        Err(error) => return (Vec::new(), vec![error]),
+    };
+    let mut problems = Vec::new();
     if let TableSource::File(_) = source {
-        if let Some((key, _)) = table.iter().find(|(key, _)| key.get_ref() != "identity") {
-            return Err(doc.error(
+        for (key, _) in table.iter().filter(|(key, _)| key.get_ref() != "identity") {
+            problems.push(doc.error(
                 key.span(),
                 format!(
                     "unknown key {:?}: an identities file holds [[identity]] tables",
@@ -330,17 +350,25 @@ pub(crate) fn read_identities(source: &TableSource) -> Result<Vec<Identity>, Fil
         None => Vec::new(),
         Some(value) => match value.get_ref().as_array() {
             Some(entries) => entries.iter().cloned().collect(),
-            None => return Err(doc.error(value.span(), "identity must be [[identity]] tables")),
+            None => {
+                problems.push(doc.error(value.span(), "identity must be [[identity]] tables"));
+                Vec::new()
+            }
         },
     };
     let path = doc.path.as_path();
     let mut identities: Vec<Identity> = Vec::with_capacity(entries.len());
     for value in entries {
         let line = Some(line_of(&doc.text, value.span().start));
-        let entry: IdentityEntry = doc.deserialize(&value)?;
-        identities.push(identity_from(path, entry, &identities).map_err(|e| e.at(line))?);
+        let read = doc
+            .deserialize::<IdentityEntry>(&value)
+            .and_then(|entry| identity_from(path, entry, &identities).map_err(|e| e.at(line)));
+        match read {
+            Ok(identity) => identities.push(identity),
+            Err(error) => problems.push(error),
+        }
     }
-    Ok(identities)
+    (identities, problems)
 }
 
 fn identity_from(
