@@ -8,6 +8,8 @@
 #   scripts/bench/routes.sh
 #
 # The goal (docs/CONFIGURATION.md): at most 2 % more than without routes.
+# Each run's profile (the functions with the most instructions of their
+# own) is kept in target/bench/routes-{none,named,default}.txt.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 mkdir -p target/bench
@@ -22,13 +24,14 @@ write_config() { # write_config FILE W1_NAMESPACE_LINE
 write_config target/bench/routes-20.toml ''
 write_config target/bench/routes-20-default.toml 'fence_namespace = ""'
 
-instructions() { # instructions EXTRA_ARGS
-  PROFILE_PARTS=callgrind PROFILE_NGINX=0 PROFILE_GATEWAY_ARGS="$1" scripts/bench/profile.sh w1 |
-    awk '/instructions per request/ { print $4; exit }'
+instructions() { # instructions NAME EXTRA_ARGS: the profile in target/bench/routes-NAME.txt
+  PROFILE_PARTS=callgrind PROFILE_NGINX=0 PROFILE_GATEWAY_ARGS="$2" scripts/bench/profile.sh w1 \
+    >"target/bench/routes-$1.txt"
+  awk '/instructions per request/ { print $4; exit }' "target/bench/routes-$1.txt"
 }
-none=$(instructions "")
-named=$(instructions "--config $PWD/target/bench/routes-20.toml")
-default=$(instructions "--config $PWD/target/bench/routes-20-default.toml")
+none=$(instructions none "")
+named=$(instructions named "--config $PWD/target/bench/routes-20.toml")
+default=$(instructions default "--config $PWD/target/bench/routes-20-default.toml")
 ratio() { awk -v a="$1" -v b="$none" 'BEGIN { printf "%.3f", a / b }'; }
 printf 'W1 instructions per request (callgrind, one run)\n'
 printf '  no configuration file                        %s\n' "$none"
