@@ -179,7 +179,7 @@ impl Fences {
         keys: &[String],
         admission: Admission<'_>,
     ) -> Result<InFlight, AdmitAllError> {
-        let qualified: Vec<std::borrow::Cow<'_, str>> =
+        let qualified: Vec<super::Qualified<'_>> =
             keys.iter().map(|key| self.qualify(key)).collect();
         let keys = qualified.iter().map(|key| &**key).collect();
         self.admit_all_qualified(keys, admission)
