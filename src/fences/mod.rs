@@ -552,6 +552,17 @@ impl Fences {
         self.inner.store.check_namespace(name, shaping).await
     }
 
+    /// Records which requests namespace `name`'s routes take
+    /// ([`FenceStore::record_matches`]).
+    pub async fn record_matches(&self, name: &str, matches: &str) -> Result<(), StoreError> {
+        self.inner.store.record_matches(name, matches).await
+    }
+
+    /// Every namespace's recorded matches ([`FenceStore::namespace_matches`]).
+    pub async fn namespace_matches(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.inner.store.namespace_matches().await
+    }
+
     /// How many admin lowerings and deletions this table has made: a
     /// version a chained write learned when it was lower may no longer be
     /// used ([`crate::chain`]).

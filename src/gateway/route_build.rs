@@ -19,7 +19,7 @@ use super::tls;
 use super::upstream::Upstream;
 use super::version_head::{self, HeadThroughProxy, Probe};
 use crate::chain::{Chain, Mode, Observer};
-use crate::fencing::FencingLayer;
+use crate::fencing::{Enforce, FencingLayer};
 use crate::Fences;
 
 /// Where the start-up probe of `--conditional-writes webdav|http` writes when
@@ -189,16 +189,47 @@ pub(super) fn namespace_shapings(specs: &[RouteSpec]) -> Result<Vec<(String, Str
 }
 
 /// Checks every namespace of `specs` against the fence store's records
-/// (recording those it has none of).
+/// (recording those it has none of): none keyed otherwise, and no route
+/// taking, in another namespace, requests a recorded namespace's routes
+/// took (a rename without `fence_namespace`, a first route in front of the
+/// route-less gateway), which would leave its fences behind. Then records
+/// which requests each namespace's routes take now.
 pub(super) async fn check_namespaces(
     specs: &[RouteSpec],
     fences: &Fences,
 ) -> Result<(), StartError> {
     let shapings = namespace_shapings(specs).map_err(StartError::Namespace)?;
+    let recorded = fences.namespace_matches().await?;
+    for spec in specs.iter().filter(|s| s.options.enforce != Enforce::Off) {
+        for (name, matches) in &recorded {
+            let matches: Vec<serde_json::Value> = serde_json::from_str(matches).unwrap_or_default();
+            let covered = matches.iter().any(|m| {
+                *m == match_json(&RouteMatch::default()) || *m == match_json(&spec.matches)
+            });
+            if covered && *name != spec.namespace {
+                return Err(StartError::Namespace(format!(
+                    "route {:?} would take requests that fence namespace {name:?} fenced (as the fence store records) into namespace {:?}: the fences raised there would be left behind (set fence_namespace = {name:?} to keep them)",
+                    spec.name, spec.namespace
+                )));
+            }
+        }
+    }
     for (name, shaping) in shapings {
         fences.check_namespace(&name, &shaping).await?;
+        let matches: Vec<serde_json::Value> = specs
+            .iter()
+            .filter(|s| s.namespace == name)
+            .map(|s| match_json(&s.matches))
+            .collect();
+        fences
+            .record_matches(&name, &serde_json::Value::from(matches).to_string())
+            .await?;
     }
     Ok(())
+}
+
+fn match_json(matches: &RouteMatch) -> serde_json::Value {
+    serde_json::json!({ "host": matches.host, "path_prefix": matches.path_prefix })
 }
 
 /// The token issuers of every route, one per URL.

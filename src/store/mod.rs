@@ -49,6 +49,10 @@ pub use self::redb::RedbStore;
 /// The future returned by [`FenceStore::claim`].
 pub type ClaimFuture = Pin<Box<dyn Future<Output = Result<Claim, StoreError>> + Send + 'static>>;
 
+/// The future returned by [`FenceStore::namespace_matches`].
+pub type MatchesFuture =
+    Pin<Box<dyn Future<Output = Result<Vec<(String, String)>, StoreError>> + Send + 'static>>;
+
 /// The future returned by [`FenceStore::record`].
 pub type PersistFuture = Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send + 'static>>;
 
@@ -240,6 +244,22 @@ pub trait FenceStore: Send + Sync + 'static {
     fn check_namespace(&self, name: &str, shaping: &str) -> PersistFuture {
         let _ = (name, shaping);
         Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// Records which requests the routes of fence namespace `name` take
+    /// (JSON, a list of matches), replacing what was recorded: a later
+    /// start can then tell a route renamed without `fence_namespace` (its
+    /// requests moving to another namespace) from a new one. Stores that
+    /// outlive no process keep this default, which records nothing.
+    fn record_matches(&self, name: &str, matches: &str) -> PersistFuture {
+        let _ = (name, matches);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// What [`record_matches`](FenceStore::record_matches) recorded, by
+    /// namespace.
+    fn namespace_matches(&self) -> MatchesFuture {
+        Box::pin(std::future::ready(Ok(Vec::new())))
     }
 
     /// Up to `limit` audit entries, newest first.

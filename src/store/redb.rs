@@ -8,8 +8,8 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use tokio::sync::oneshot;
 
 use super::{
-    AuditFuture, Claim, ClaimFuture, FenceChange, FenceStore, PersistFuture, Setting, StoreError,
-    StoreStats,
+    AuditFuture, Claim, ClaimFuture, FenceChange, FenceStore, MatchesFuture, PersistFuture,
+    Setting, StoreError, StoreStats,
 };
 use crate::admin::audit::AuditEntry;
 
@@ -23,6 +23,11 @@ const AUDIT: TableDefinition<'static, u64, &str> = TableDefinition::new("audit")
 /// What shapes each fence namespace's keys (JSON), by name (`""`: the
 /// default namespace): [`FenceStore::check_namespace`].
 const NAMESPACES: TableDefinition<'static, &str, &str> = TableDefinition::new("namespaces");
+
+/// Which requests each namespace's routes take (JSON), by name:
+/// [`FenceStore::record_matches`].
+const NAMESPACE_MATCHES: TableDefinition<'static, &str, &str> =
+    TableDefinition::new("namespace_matches");
 
 /// One row, rewritten by the health probe: a write with an fsync, like a raise.
 const PROBE: TableDefinition<'static, &str, u64> = TableDefinition::new("probe");
@@ -90,12 +95,35 @@ enum Op {
         shaping: Box<str>,
         done: oneshot::Sender<Result<(), StoreError>>,
     },
+    /// A namespace's matches, recorded.
+    RecordMatches {
+        name: Box<str>,
+        matches: Box<str>,
+        done: oneshot::Sender<Result<(), StoreError>>,
+    },
+    /// Every namespace's matches, read.
+    ReadMatches {
+        done: oneshot::Sender<Result<Vec<(String, String)>, StoreError>>,
+    },
     /// A read of the audit log, answered once the writes queued before it
     /// are committed, so that it sees them.
     ReadAudit {
         limit: usize,
         done: oneshot::Sender<Result<Vec<AuditEntry>, StoreError>>,
     },
+}
+
+impl Op {
+    /// Done beside the batch's transaction, not in it.
+    fn is_aside(&self) -> bool {
+        matches!(
+            self,
+            Op::ReadAudit { .. }
+                | Op::Namespace { .. }
+                | Op::RecordMatches { .. }
+                | Op::ReadMatches { .. }
+        )
+    }
 }
 
 #[derive(Default)]
@@ -207,6 +235,28 @@ impl Drop for RedbStore {
 }
 
 impl FenceStore for RedbStore {
+    fn record_matches(&self, name: &str, matches: &str) -> PersistFuture {
+        let (done, answer) = oneshot::channel();
+        let submitted = self.submit(Op::RecordMatches {
+            name: name.into(),
+            matches: matches.into(),
+            done,
+        });
+        Box::pin(async move {
+            submitted?;
+            answer.await.map_err(|_| StoreError::Closed)?
+        })
+    }
+
+    fn namespace_matches(&self) -> MatchesFuture {
+        let (done, answer) = oneshot::channel();
+        let submitted = self.submit(Op::ReadMatches { done });
+        Box::pin(async move {
+            submitted?;
+            answer.await.map_err(|_| StoreError::Closed)?
+        })
+    }
+
     fn check_namespace(&self, name: &str, shaping: &str) -> PersistFuture {
         let (done, answer) = oneshot::channel();
         let submitted = self.submit(Op::Namespace {
@@ -349,10 +399,7 @@ fn write_loop(db: Arc<Database>, path: &Path, ops: mpsc::Receiver<Op>, stats: Ar
         if db.is_none() {
             db = reopen(path);
         }
-        let writes = batch
-            .iter()
-            .filter(|op| !matches!(op, Op::ReadAudit { .. } | Op::Namespace { .. }))
-            .count();
+        let writes = batch.iter().filter(|op| !op.is_aside()).count();
         let result = match &db {
             Some(_) if writes == 0 => Ok(()),
             Some(handle) => commit(handle, &batch),
@@ -367,7 +414,7 @@ fn write_loop(db: Arc<Database>, path: &Path, ops: mpsc::Receiver<Op>, stats: Ar
                         .map(|op| match op {
                             Op::Raise { .. } => 1,
                             Op::RaiseAll { keys, .. } => keys.len(),
-                            Op::Change { .. } | Op::ReadAudit { .. } | Op::Namespace { .. } => 0,
+                            _ => 0,
                         })
                         .sum();
                     stats.raises.fetch_add(raises as u64, Ordering::Relaxed);
@@ -400,6 +447,28 @@ fn write_loop(db: Arc<Database>, path: &Path, ops: mpsc::Receiver<Op>, stats: Ar
                         )),
                     };
                     let _ = done.send(checked);
+                }
+                Op::RecordMatches {
+                    name,
+                    matches,
+                    done,
+                } => {
+                    let recorded = match &db {
+                        Some(handle) => record_matches(handle, &name, &matches),
+                        None => Err(StoreError::Write(
+                            "the fence store could not be reopened after an I/O error".into(),
+                        )),
+                    };
+                    let _ = done.send(recorded);
+                }
+                Op::ReadMatches { done } => {
+                    let read = match &db {
+                        Some(handle) => read_matches(handle),
+                        None => Err(StoreError::Write(
+                            "the fence store could not be reopened after an I/O error".into(),
+                        )),
+                    };
+                    let _ = done.send(read);
                 }
                 Op::ReadAudit { limit, done } => {
                     let entries = match &db {
@@ -449,6 +518,32 @@ fn check_namespace(
             .into(),
         )),
     }
+}
+
+fn record_matches(db: &Database, name: &str, matches: &str) -> Result<(), StoreError> {
+    let write = |e: &dyn std::fmt::Display| StoreError::Write(e.to_string().into());
+    let txn = db.begin_write().map_err(|e| write(&e))?;
+    {
+        let mut table = txn.open_table(NAMESPACE_MATCHES).map_err(|e| write(&e))?;
+        table.insert(name, matches).map_err(|e| write(&e))?;
+    }
+    txn.commit().map_err(|e| write(&e))
+}
+
+fn read_matches(db: &Database) -> Result<Vec<(String, String)>, StoreError> {
+    let read = |e: &dyn std::fmt::Display| StoreError::Write(e.to_string().into());
+    let txn = db.begin_read().map_err(|e| read(&e))?;
+    let table = match txn.open_table(NAMESPACE_MATCHES) {
+        Ok(table) => table,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(read(&e)),
+    };
+    let mut all = Vec::new();
+    for row in table.iter().map_err(|e| read(&e))? {
+        let (name, matches) = row.map_err(|e| read(&e))?;
+        all.push((name.value().to_owned(), matches.value().to_owned()));
+    }
+    Ok(all)
 }
 
 /// After a failed commit, with no raise coming: reopens the database and
@@ -514,7 +609,10 @@ fn commit(db: &Database, batch: &[Op]) -> Result<(), String> {
                 }
                 Op::RaiseAll { keys, token, .. } => (keys.as_slice(), Setting::AtLeast(*token)),
                 Op::Change { change, .. } => (std::slice::from_ref(&change.key), change.set),
-                Op::ReadAudit { .. } | Op::Namespace { .. } => continue,
+                Op::ReadAudit { .. }
+                | Op::Namespace { .. }
+                | Op::RecordMatches { .. }
+                | Op::ReadMatches { .. } => continue,
             };
             for key in keys {
                 let stored = fences

@@ -314,10 +314,28 @@ fn a_restart_that_would_rekey_a_namespace_is_refused_in_one_line() {
     assert!(line.contains("fence namespace \"docs\""), "{line}");
     assert!(line.contains("prefix:1"), "{line}");
 
-    // The old settings start again, with the fence.
-    file.rewrite(&config("path"));
-    let gw = GatewayProcess::start(&["--config", file.arg(), "--data-dir", data]);
-    assert_eq!(gw.put("/d/a", 4).status, 409);
+    // A rename without fence_namespace would leave the fences behind.
+    file.rewrite(&config("path").replace("name = \"docs\"", "name = \"documents\""));
+    let finished = support::run_on_free_ports(&["--config", file.arg(), "--data-dir", data]);
+    let line = finished.start_error("renamed route");
+    assert!(line.contains("would be left behind"), "{line}");
+    assert!(line.contains("fence_namespace = \"docs\""), "{line}");
+
+    // The old settings start again, with the fence; so does the rename
+    // that keeps the namespace.
+    for text in [
+        config("path"),
+        config("path").replace(
+            "name = \"docs\"",
+            "name = \"documents\"\nfence_namespace = \"docs\"",
+        ),
+    ] {
+        file.rewrite(&text);
+        let mut gw = GatewayProcess::start(&["--config", file.arg(), "--data-dir", data]);
+        assert_eq!(gw.put("/d/a", 4).status, 409);
+        gw.sigterm();
+        assert!(gw.wait_exit(HANG_GUARD).success());
+    }
 }
 
 /// Three reloads while clients write: one adds a route, one is invalid,

@@ -307,6 +307,72 @@ fn an_instance_with_other_settings_refuses_to_start() {
     }
 }
 
+/// Fence namespaces are recorded under the prefix: an instance whose
+/// configuration would key a namespace otherwise, or take its routes'
+/// requests into another namespace, refuses to start, in one line, while
+/// another instance runs with the first configuration.
+#[test]
+fn an_instance_that_would_rekey_a_namespace_refuses_to_start() {
+    let backend = Backend::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = |name: &str, extra: &str| {
+        let path = dir.path().join(format!("{name}-{}.toml", extra.len()));
+        std::fs::write(
+            &path,
+            format!(
+                "[[route]]\nname = \"{name}\"\nmatch = {{ path_prefix = \"/docs/\" }}\n{extra}"
+            ),
+        )
+        .unwrap();
+        path.display().to_string()
+    };
+    let first = config("docs", "");
+    let a = instance(
+        cluster(),
+        &backend,
+        "/t-namespaces/",
+        "a",
+        &["--config", &first],
+    );
+    assert_eq!(a.put("/docs/x", 5).status, 200);
+    let endpoints = cluster().endpoints();
+    let upstream = backend.url();
+    let access = cluster().gateway_args();
+    for (file, needle) in [
+        (
+            config("docs", "scope = \"prefix:1\"\n"),
+            "fence namespace \"docs\"",
+        ),
+        (config("documents", ""), "would be left behind"),
+    ] {
+        let mut args = vec![
+            "--upstream",
+            &upstream,
+            "--state",
+            "etcd",
+            "--etcd-endpoints",
+            &endpoints,
+            "--etcd-prefix",
+            "/t-namespaces/",
+            "--config",
+            &file,
+        ];
+        args.extend(access.iter().map(String::as_str));
+        let finished = run_on_free_ports(&args);
+        let line = finished.start_error(&file);
+        assert!(line.contains(needle), "{file}: {line}");
+    }
+    // The first configuration starts beside it, and shares the fence.
+    let b = instance(
+        cluster(),
+        &backend,
+        "/t-namespaces/",
+        "b",
+        &["--config", &first],
+    );
+    assert_eq!(b.put("/docs/x", 4).status, 409);
+}
+
 #[test]
 fn state_etcd_without_endpoints_is_one_clear_line() {
     let finished = run_on_free_ports(&["--state", "etcd"]);

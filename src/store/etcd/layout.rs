@@ -9,7 +9,7 @@
 //! - `P members/<instance>`: on the lease, for operators.
 //! - `P config`: the settings every instance must share.
 //! - `P ns/<name>`: what shapes a fence namespace's keys (JSON), the same
-//!   for every instance.
+//!   for every instance; `P nsm/<name>`: which requests its routes take.
 //! - `P audit/<unix ms, 20 digits>-<instance>-<n>`: admin writes' audit
 //!   entries (JSON), in time order.
 //!
@@ -130,6 +130,26 @@ impl Layout {
 
     pub(super) fn config(&self) -> String {
         format!("{}config", self.prefix)
+    }
+
+    /// Which requests the routes of fence namespace `name` take
+    /// (`P nsm/<name>`).
+    pub(super) fn namespace_matches(&self, name: &str) -> String {
+        format!("{}nsm/{}", self.prefix, escape(name))
+    }
+
+    /// Every namespace's matches: `[start, end)`.
+    pub(super) fn namespace_matches_range(&self) -> (String, String) {
+        let start = format!("{}nsm/", self.prefix);
+        let end = prefix_end(&start);
+        (start, end)
+    }
+
+    /// The namespace whose matches `key` (read back) holds.
+    pub(super) fn namespace_of_matches(&self, key: &str) -> Option<String> {
+        key.strip_prefix(&self.prefix)?
+            .strip_prefix("nsm/")
+            .and_then(unescape)
     }
 
     /// What shapes fence namespace `name`'s keys (`P ns/<name>`; the

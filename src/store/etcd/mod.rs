@@ -51,7 +51,7 @@ use self::records::Records;
 use self::watch::Watcher;
 use super::{
     AuditFuture, Claim, ClaimFuture, FenceChange, FenceEvents, FenceStore, HighestsFuture, Lease,
-    PersistFuture, StoreError, StoreStats,
+    MatchesFuture, PersistFuture, StoreError, StoreStats,
 };
 use crate::etcd_http::{b64, text, Client};
 
@@ -357,6 +357,46 @@ impl FenceStore for EtcdStore {
                 )
             })
             .await
+        })
+    }
+
+    fn record_matches(&self, name: &str, matches: &str) -> PersistFuture {
+        let client = self.client.clone();
+        let key = self.layout.namespace_matches(name);
+        let matches = matches.to_owned();
+        Box::pin(async move {
+            client
+                .call(
+                    "/v3/kv/put",
+                    &json!({ "key": b64(&key), "value": b64(&matches) }),
+                )
+                .await
+                .map_err(|e| unavailable(format!("cannot reach etcd: {e}")))?;
+            Ok(())
+        })
+    }
+
+    fn namespace_matches(&self) -> MatchesFuture {
+        let client = self.client.clone();
+        let layout = Arc::clone(&self.layout);
+        Box::pin(async move {
+            let (start, end) = layout.namespace_matches_range();
+            let answer = client
+                .call(
+                    "/v3/kv/range",
+                    &json!({ "key": b64(&start), "range_end": b64(&end) }),
+                )
+                .await
+                .map_err(|e| unavailable(format!("cannot reach etcd: {e}")))?;
+            let kvs = answer["kvs"].as_array().cloned().unwrap_or_default();
+            Ok(kvs
+                .iter()
+                .filter_map(|kv| {
+                    let key = text(&kv["key"])?;
+                    let name = layout.namespace_of_matches(&key)?;
+                    Some((name, text(&kv["value"]).unwrap_or_default()))
+                })
+                .collect())
         })
     }
 
