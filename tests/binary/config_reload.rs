@@ -423,3 +423,64 @@ fn reloads_under_load_fail_no_request() {
         "{said}"
     );
 }
+
+/// `GET /config` on the admin plane: the effective configuration and its
+/// generation, behind the admin token only, secrets masked.
+#[test]
+fn get_config_shows_the_generation_in_force_behind_the_admin_token() {
+    let backend = Backend::start();
+    let text = |timeout: u32| {
+        format!(
+            "upstream = \"{}\"\nupstream_timeout = {timeout}\ntoken_issuer = \"postgres://fencegate@127.0.0.1:1/locks?sequence=s&password=hunter2\"\n\n[[route]]\nname = \"app\"\nmatch = {{ path_prefix = \"/app/\" }}\n",
+            backend.url()
+        )
+    };
+    let file = ConfigFile::new(&text(30));
+    let token_file = file.dir().join("admin.token");
+    std::fs::write(&token_file, "s3cr3t-admin-token\n").unwrap();
+    let token_arg = token_file.display().to_string();
+    let gw = GatewayProcess::start(&["--config", file.arg(), "--admin-token-file", &token_arg]);
+    let get = |token: Option<&str>| {
+        let auth = token.map(|t| format!("Bearer {t}"));
+        let headers: Vec<(&str, &str)> = auth
+            .as_deref()
+            .map(|a| vec![("Authorization", a)])
+            .unwrap_or_default();
+        http(gw.admin_addr(), "GET", "/config", &headers, b"")
+    };
+    assert_eq!(get(None).status, 401);
+    let shown = get(Some("s3cr3t-admin-token"));
+    assert_eq!(shown.status, 200, "{}", shown.text());
+    let body = shown.json();
+    assert_eq!(body["generation"], 1, "{body}");
+    let options = &body["configuration"]["options"];
+    assert_eq!(options["upstream_timeout"]["value"], "30", "{body}");
+    assert_eq!(options["upstream_timeout"]["source"], "file", "{body}");
+    assert_eq!(options["listen"]["source"], "flag", "{body}");
+    assert_eq!(body["configuration"]["routes"][0]["name"], "app", "{body}");
+    assert!(!shown.text().contains("hunter2"), "{}", shown.text());
+    assert!(
+        !shown.text().contains("s3cr3t-admin-token"),
+        "{}",
+        shown.text()
+    );
+
+    file.rewrite(&text(20));
+    sighup_until(&gw, "configuration reloaded", 1);
+    let body = get(Some("s3cr3t-admin-token")).json();
+    assert_eq!(body["generation"], 2, "{body}");
+    assert_eq!(
+        body["configuration"]["options"]["upstream_timeout"]["value"], "20",
+        "{body}"
+    );
+}
+
+/// Without an admin token file the admin plane is open and read-only:
+/// `GET /config` is not served there.
+#[test]
+fn get_config_needs_an_admin_token_file() {
+    let backend = Backend::start();
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
+    let refused = http(gw.admin_addr(), "GET", "/config", &[], b"");
+    refused.assert_gateway_error(403, "config_needs_admin_token");
+}
