@@ -34,7 +34,7 @@ use super::exchange::{ClientConnection, Exchange};
 use super::generations::{Generation, Generations};
 use super::hop::end_to_end_map;
 use super::inbound::Inbound;
-use super::metrics::Metrics;
+use super::metrics::{Metrics, RouteCounters};
 use super::outcome::Outcome;
 use super::proxy::{close_after, gateway_error, refuse_unproxyable, Client as ProxyClient, Proxy};
 use crate::custody::answer::{restyle, AnswerStyle};
@@ -66,6 +66,8 @@ pub(crate) struct RoutePlane {
     /// Credential custody: every request authenticated and authorised
     /// before it is fenced.
     pub(crate) custody: Option<Arc<Custody>>,
+    /// With `[[route]]` tables: its requests counted by outcome.
+    pub(crate) counters: Option<RouteCounters>,
 }
 
 impl DataPlane {
@@ -130,6 +132,7 @@ fn routes_for(
             answers: route.answers,
             custody: route.custody.clone(),
             name: Arc::clone(&route.name),
+            counters: route.counters.clone(),
         })
         .collect()
 }
@@ -161,6 +164,7 @@ struct RouteConnection {
     answers: AnswerStyle,
     custody: Option<Arc<Custody>>,
     name: Arc<str>,
+    counters: Option<RouteCounters>,
 }
 
 impl hyper::service::Service<Request<Incoming>> for Connection {
@@ -361,6 +365,9 @@ impl Connection {
             in_dialect(&mut response, route.answers);
         }
         let outcome = Outcome::of(&response);
+        if let Some(counters) = &route.counters {
+            counters[outcome as usize].inc();
+        }
         if let Some(mark) = response.extensions().get::<WouldRefuse>() {
             exchange.would_refuse(&route.name, mark.reason);
         }

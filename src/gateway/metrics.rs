@@ -26,6 +26,18 @@ struct WouldRefuseLabels {
     reason: &'static str,
 }
 
+/// The labels of `fencegate_route_requests_total`: the `[[route]]` that
+/// took a request, and its outcome.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabels {
+    route: String,
+    outcome: &'static str,
+}
+
+/// One route's request counters, one per entry of [`Outcome::ALL`], taken
+/// from the family once per route and configuration generation.
+pub(crate) type RouteCounters = Arc<[Counter; Outcome::ALL.len()]>;
+
 /// The labels of `fencegate_requests_total`: the outcome, and under
 /// credential custody the identity (bounded by the identities file), left
 /// out for requests of no identity so that a gateway without custody keeps
@@ -61,6 +73,8 @@ pub(crate) struct Metrics {
     by_identity: Family<RequestLabels, Counter>,
     /// `--enforce report`'s would-be refusals, by reason.
     would_refuse: Family<WouldRefuseLabels, Counter>,
+    /// With `[[route]]` tables: requests by route and outcome.
+    by_route: Family<RouteLabels, Counter>,
     latency: Histogram,
     /// Responses whose body failed after their head was relayed.
     responses_cut: Counter,
@@ -354,6 +368,12 @@ impl Metrics {
             "--enforce report: requests forwarded that --enforce on would have refused, by reason",
             would_refuse.clone(),
         );
+        let by_route = Family::<RouteLabels, Counter>::default();
+        registry.register(
+            "fencegate_route_requests",
+            "With [[route]] tables: data plane requests by the route that took them and their outcome (requests no route took are fencegate_requests_total{outcome=\"no_route\"})",
+            by_route.clone(),
+        );
         let responses_cut = Counter::default();
         registry.register(
             "fencegate_responses_cut",
@@ -364,6 +384,7 @@ impl Metrics {
         registry.register_collector(Box::new(ChainCollector(chains)));
         Metrics {
             would_refuse,
+            by_route,
             by_identity,
             requests: Arc::new(requests),
             latency,
@@ -377,6 +398,20 @@ impl Metrics {
         // `ALL` lists the variants in declaration order (a unit test checks).
         self.requests[outcome as usize].inc();
         self.latency.observe(elapsed.as_secs_f64());
+    }
+
+    /// The counters of `route`'s requests by outcome (every outcome's
+    /// series present from the start); the same counters for the same
+    /// name in every generation.
+    pub(crate) fn route_counters(&self, route: &str) -> RouteCounters {
+        Arc::new(Outcome::ALL.map(|outcome| {
+            self.by_route
+                .get_or_create(&RouteLabels {
+                    route: route.to_owned(),
+                    outcome: outcome.as_str(),
+                })
+                .clone()
+        }))
     }
 
     /// A request of `route` forwarded that `enforce = "on"` would have

@@ -22,6 +22,7 @@ use super::custody::identities::Identities;
 use super::custody::sign::UpstreamSigner;
 use super::custody::Custody;
 use super::generations::Generations;
+use super::metrics::Metrics;
 use super::route_build::{self, build_route, BuiltRoute, Issuers, Prepared, RouteSpec};
 use super::routes::RouteTable;
 use super::server::StartError;
@@ -57,6 +58,8 @@ struct Shared {
     embedded: Option<Upstream>,
     issuers: Mutex<Issuers>,
     chains: Chains,
+    /// For the request counters of routes built by a reload.
+    metrics: Metrics,
     /// The effective configuration as the admin plane's `GET /config`
     /// shows it (set by whoever loaded it).
     shown: RwLock<Option<serde_json::Value>>,
@@ -80,6 +83,7 @@ impl ConfigReloader {
         embedded: Option<Upstream>,
         issuers: Issuers,
         chains: Chains,
+        metrics: Metrics,
         in_force: InForce,
     ) -> Self {
         ConfigReloader {
@@ -89,6 +93,7 @@ impl ConfigReloader {
                 embedded,
                 issuers: Mutex::new(issuers),
                 chains,
+                metrics,
                 shown: RwLock::new(None),
                 current: tokio::sync::Mutex::new(in_force),
             }),
@@ -163,7 +168,10 @@ impl ConfigReloader {
                         Prepared::of(spec, &mut issuers)?
                     };
                     let embedded = shared.embedded.as_ref();
-                    built.push(build_route(spec, prepared, &shared.fences, embedded).await?);
+                    let counters = route_build::counters_for(&config, spec, &shared.metrics);
+                    built.push(
+                        build_route(spec, prepared, &shared.fences, embedded, counters).await?,
+                    );
                 }
             }
         }

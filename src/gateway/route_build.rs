@@ -13,6 +13,7 @@ use super::custody::files::{self, UpstreamCredentials};
 use super::custody::sign::UpstreamSigner;
 use super::custody::{Anonymous, Custody, CustodyFiles};
 use super::data_plane::RoutePlane;
+use super::metrics::{Metrics, RouteCounters};
 use super::proxy::Proxy;
 use super::server::StartError;
 use super::tls;
@@ -232,6 +233,16 @@ fn match_json(matches: &RouteMatch) -> serde_json::Value {
     serde_json::json!({ "host": matches.host, "path_prefix": matches.path_prefix })
 }
 
+/// With `[[route]]` tables, the counters of `spec`'s requests; none for the
+/// one route of a configuration without (its requests are the gateway's).
+pub(super) fn counters_for(
+    config: &Config,
+    spec: &RouteSpec,
+    metrics: &Metrics,
+) -> Option<RouteCounters> {
+    (!config.routes.is_empty()).then(|| metrics.route_counters(&spec.name))
+}
+
 /// The token issuers of every route, one per URL.
 #[derive(Debug, Default)]
 pub(super) struct Issuers(Vec<(String, Arc<crate::issuer::UrlIssuer>)>);
@@ -318,6 +329,7 @@ pub(super) async fn build_route(
     prepared: Prepared,
     fences: &Fences,
     embedded: Option<&Upstream>,
+    counters: Option<RouteCounters>,
 ) -> Result<BuiltRoute, StartError> {
     let config = &spec.options;
     let upstream = match (&config.upstream, embedded) {
@@ -405,6 +417,7 @@ pub(super) async fn build_route(
             proxy,
             answers: config.store.answers(),
             custody,
+            counters,
         },
         chain,
         custody: reload,

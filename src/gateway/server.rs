@@ -37,7 +37,8 @@ use super::generations::{Generation, Generations};
 use super::metrics::Metrics;
 use super::reload::{Chains, ConfigReloader, InForce};
 use super::route_build::{
-    build_route, check_chain, check_namespaces, namespace_shapings, route_specs, Issuers, Prepared,
+    build_route, check_chain, check_namespaces, counters_for, namespace_shapings, route_specs,
+    Issuers, Prepared,
 };
 use super::routes::RouteTable;
 use super::tls::{ServerCert, TlsError};
@@ -263,25 +264,28 @@ impl Gateway {
             None
         };
 
-        let mut built = Vec::with_capacity(specs.len());
-        for (spec, prepared) in specs.iter().zip(prepared) {
-            built.push(build_route(spec, prepared, &fences, embedded.as_ref()).await?);
-        }
-        check_namespaces(&specs, &fences).await?;
-        let upstream = built
-            .first()
-            .map(|route| route.plane.proxy.upstream().clone())
-            .ok_or_else(|| StartError::Embedded("no route".into()))?;
+        let chains: Chains = Arc::new(std::sync::RwLock::new(Vec::new()));
         let issuer = issuers.first();
-        let chains: Chains = Arc::new(std::sync::RwLock::new(
-            built.iter().filter_map(|b| b.chain.clone()).collect(),
-        ));
         let metrics = Metrics::new(
             fences.clone(),
             access_log.clone(),
             issuer.clone(),
             Arc::clone(&chains),
         );
+        let mut built = Vec::with_capacity(specs.len());
+        for (spec, prepared) in specs.iter().zip(prepared) {
+            let counters = counters_for(&config, spec, &metrics);
+            built.push(build_route(spec, prepared, &fences, embedded.as_ref(), counters).await?);
+        }
+        check_namespaces(&specs, &fences).await?;
+        let upstream = built
+            .first()
+            .map(|route| route.plane.proxy.upstream().clone())
+            .ok_or_else(|| StartError::Embedded("no route".into()))?;
+        *chains
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            built.iter().filter_map(|b| b.chain.clone()).collect();
         let table = RouteTable::new(&specs.iter().map(|s| s.matches.clone()).collect::<Vec<_>>());
         let generations = Generations::new(Generation::new(
             1,
@@ -294,6 +298,7 @@ impl Gateway {
             embedded.clone(),
             issuers,
             chains,
+            metrics.clone(),
             InForce {
                 config: config.clone(),
                 specs,

@@ -352,6 +352,17 @@ fn the_logs_route_forwards_without_fencing() {
             .any(|l| l.contains("fence raised") && l.contains("/logs/")),
         "{stderr}"
     );
+    // Each route's requests are counted by outcome under its name (other
+    // tests share the gateway: at least these).
+    let metrics = fx.gw.metrics();
+    let count = |route: &str, outcome: &str| {
+        let series =
+            format!("fencegate_route_requests_total{{route=\"{route}\",outcome=\"{outcome}\"}}");
+        metric(&metrics, &series).unwrap_or_else(|| panic!("{series} missing:\n{metrics}"))
+    };
+    assert!(count("logs", "forwarded") >= 4.0, "{metrics}");
+    assert!(count("a", "missing_token") >= 1.0, "{metrics}");
+    assert_eq!(count("logs", "stale_token"), 0.0, "{metrics}");
 }
 
 #[test]
