@@ -285,25 +285,29 @@ impl Shared {
     ) -> Result<Response<FromProxy>, UpstreamError> {
         let to_head = request.method() == Method::HEAD;
         let (head, body) = request.split_body();
-        let signed = match &self.signer {
+        // Boxed: without custody the future carries one word for it, not
+        // the whole of a `Signed`, across every await below.
+        let signed: Option<Box<Signed>> = match &self.signer {
             Some(signer) => {
                 let forward = head
                     .custody
                     .as_ref()
                     .map_or(&Forwarding::Gateway, |verified| &verified.forward);
                 let target = target.path_and_query().map_or("/", |p| p.as_str());
-                signer
-                    .sign(
-                        head.method(),
-                        target,
-                        &head.head,
-                        &head.set_names,
-                        forward,
-                        unix_now(),
-                    )
-                    .map_err(UpstreamError::Sign)?
+                Some(Box::new(
+                    signer
+                        .sign(
+                            head.method(),
+                            target,
+                            &head.head,
+                            &head.set_names,
+                            forward,
+                            unix_now(),
+                        )
+                        .map_err(UpstreamError::Sign)?,
+                ))
             }
-            None => Signed::default(),
+            None => None,
         };
         let connect_by = started + self.timeout;
         let (mut conn, mut reused) = self.checkout(connect_by).await?;
@@ -317,7 +321,7 @@ impl Shared {
                 // HTTP/2 client's :authority. Otherwise Host goes through
                 // exactly as sent, so that signatures over it (S3 SigV4)
                 // still verify at the backend.
-                host: match &signed.host {
+                host: match signed.as_ref().and_then(|s| s.host.as_ref()) {
                     Some(host) => Some(host.as_bytes()),
                     None => head
                         .uri()
@@ -329,10 +333,10 @@ impl Shared {
                 forwarded_proto: client.proto.as_bytes(),
                 set: head.head.set_fields(),
                 length: head.head.normalized_length(),
-                keep: signed.keep.as_deref(),
-                signed: &signed.set,
+                keep: signed.as_ref().and_then(|s| s.keep.as_deref()),
+                signed: signed.as_ref().map_or(&[][..], |s| &s.set),
             };
-            let target = match &signed.target {
+            let target = match signed.as_ref().and_then(|s| s.target.as_ref()) {
                 Some(target) => target.as_str(),
                 None => target.path_and_query().map_or("/", |p| p.as_str()),
             };
