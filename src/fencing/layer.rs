@@ -106,6 +106,11 @@ impl FencingLayer {
         self.config.chain.as_ref()
     }
 
+    /// How a request maps to its fence key.
+    pub fn key_scope(&self) -> Scope {
+        self.config.scope
+    }
+
     /// The fence table the layer admits against.
     pub fn fences(&self) -> &Fences {
         &self.config.fences

@@ -105,6 +105,18 @@ impl ConfigReloader {
         self.shared.generations.number()
     }
 
+    /// The key scope of fence namespace `name` in the routes in force, if
+    /// a route uses it (admin writes check their keys against it).
+    pub(crate) fn scope_of(&self, name: &str) -> Option<crate::key::Scope> {
+        self.shared
+            .generations
+            .current()
+            .routes
+            .iter()
+            .find(|route| route.fencing.fences().namespace_name() == name)
+            .map(|route| route.fencing.key_scope())
+    }
+
     /// Sets what the admin plane's `GET /config` shows: the effective
     /// configuration, secrets masked
     /// ([`Effective::to_json`](super::config_file::Effective::to_json)).

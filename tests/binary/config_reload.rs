@@ -484,3 +484,48 @@ fn get_config_needs_an_admin_token_file() {
     let refused = http(gw.admin_addr(), "GET", "/config", &[], b"");
     refused.assert_gateway_error(403, "config_needs_admin_token");
 }
+
+/// Admin writes into a route's namespace are checked against that route's
+/// scope, and take effect there only.
+#[test]
+fn admin_writes_take_the_namespace_and_its_routes_scope() {
+    let backend = Backend::start();
+    let file = ConfigFile::new(&format!(
+        "upstream = \"{}\"\n\n[[route]]\nname = \"docs\"\nmatch = {{ path_prefix = \"/docs/\" }}\nscope = \"prefix:2\"\n",
+        backend.url()
+    ));
+    let token_file = file.dir().join("admin.token");
+    std::fs::write(&token_file, "admin-token-0123\n").unwrap();
+    let token_arg = token_file.display().to_string();
+    let gw = GatewayProcess::start(&["--config", file.arg(), "--admin-token-file", &token_arg]);
+    let admin = |method: &str, target: &str, body: &[u8]| {
+        http(
+            gw.admin_addr(),
+            method,
+            target,
+            &[("Authorization", "Bearer admin-token-0123")],
+            body,
+        )
+    };
+    // Three segments are no key in prefix:2 (the route's scope), though
+    // they are in the gateway's default path scope.
+    let body = b"{\"highest\": 9, \"reason\": \"test\"}";
+    let deep = admin("PUT", "/fences/%2Fdocs%2Fa%2Fb?namespace=docs", body);
+    assert_eq!(deep.status, 400, "{}", deep.text());
+    assert!(deep.text().contains("prefix:2"), "{}", deep.text());
+    let set = admin("PUT", "/fences/%2Fdocs%2Fa?namespace=docs", body);
+    assert_eq!(set.status, 200, "{}", set.text());
+    // In force for the route's requests under that fence, not elsewhere.
+    assert_eq!(gw.put("/docs/a/report", 8).status, 409);
+    assert_eq!(gw.put("/docs/a/report", 9).status, 200);
+    let default = admin("GET", "/fences/%2Fdocs%2Fa", b"");
+    assert_eq!(
+        default.status,
+        404,
+        "the default namespace has none: {}",
+        default.text()
+    );
+    let listed = admin("GET", "/fences?namespace=docs", b"").json();
+    assert_eq!(listed["fences"][0]["resource"], "/docs/a", "{listed}");
+    assert_eq!(admin("GET", "/fences?namespace=no%20such", b"").status, 400);
+}

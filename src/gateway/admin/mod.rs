@@ -190,6 +190,16 @@ impl Admin {
     }
 }
 
+impl Admin {
+    /// The key scope of `fences`' namespace: its route's, else the
+    /// gateway's.
+    fn scope_of(&self, fences: &Fences) -> Scope {
+        self.config
+            .scope_of(fences.namespace_name())
+            .unwrap_or(self.scope)
+    }
+}
+
 /// 400 for a `?namespace=` that names none.
 fn bad_namespace() -> Response {
     error(

@@ -32,12 +32,12 @@ pub(super) async fn put_fence(
     };
     // A subtree's fence (`/dir/`) is over every key under it from the
     // moment it is set: see `fences/many.rs`.
-    let subtree =
-        admin.scope != crate::key::Scope::Header && crate::key::subtree_path(&key).is_some();
     let fences = match admin.namespaced(uri.query()) {
         Some((fences, _)) => fences,
         None => return super::bad_namespace(),
     };
+    let subtree = admin.scope_of(&fences) != crate::key::Scope::Header
+        && crate::key::subtree_path(&key).is_some();
     let written = run_write(fences, &key, move |fences, key| async move {
         if subtree {
             fences.enable_subtrees();
@@ -160,11 +160,16 @@ impl WriteRefusal {
 
 /// The key of an admin write, checked against the gateway's scope, if
 /// admin writes are enabled at all.
+/// (In the scope of the fence namespace `?namespace=` names.)
 fn write_key(admin: &Admin, uri: &Uri) -> Result<String, WriteRefusal> {
     if !admin.writes_enabled {
         return Err(WriteRefusal::Disabled);
     }
-    input::write_key(encoded_key(uri), admin.scope).map_err(WriteRefusal::InvalidKey)
+    let scope = match admin.namespaced(uri.query()) {
+        Some((fences, _)) => admin.scope_of(&fences),
+        None => admin.scope,
+    };
+    input::write_key(encoded_key(uri), scope).map_err(WriteRefusal::InvalidKey)
 }
 
 fn writes_disabled() -> Response {
