@@ -6,7 +6,7 @@
 //! the `Authorization` header and presigned URLs, for verifying what a
 //! client signed and signing what the gateway forwards) and aws-chunked
 //! bodies ([`chunked`]: chunk signatures verified and re-signed as they
-//! pass).
+//! pass); Azure Blob's Shared Key ([`shared_key`]).
 
 use std::fmt;
 use std::str::FromStr;
@@ -20,6 +20,9 @@ pub mod sigv4;
 
 /// aws-chunked bodies: chunk signatures verified and re-signed.
 pub mod chunked;
+
+/// Azure Blob's Shared Key authorization: verified and signed.
+pub mod shared_key;
 
 use self::answer::AnswerStyle;
 
