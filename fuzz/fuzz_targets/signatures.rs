@@ -690,7 +690,7 @@ fn chunked(request: &Request, controls: &Controls, key_b: &SigningKey) {
 
 /// Azure Shared Key (`fencegate::custody::shared_key`): the input as an
 /// `Authorization` value (nothing panics; one that parses signs back to
-/// itself), and as a request (lines: method, path, query, then
+/// itself) and as a SAS query (nothing panics), and as a request (lines: method, path, query, then
 /// `name:value` fields): for both schemes the string to sign is made or
 /// refused without panicking, and a signature made with key A verifies
 /// under A, never under B, never with one bit flipped.
@@ -708,6 +708,10 @@ fn shared_key(raw: &[u8]) {
         assert_eq!(shared_key::parse_authorization(again.as_bytes()), Ok(auth));
     }
     let text = String::from_utf8_lossy(raw);
+    if let Ok(Some(sas)) = shared_key::parse_service_sas(&text) {
+        let to_sign = shared_key::sas_string_to_sign(&sas, "acct", "/c/b", None);
+        let _ = to_sign.len();
+    }
     let mut lines = text.split('\n');
     let (Some(method), Some(path), Some(query)) = (lines.next(), lines.next(), lines.next()) else {
         return;

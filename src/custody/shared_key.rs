@@ -228,8 +228,9 @@ fn parse_query(query: &str) -> Result<Vec<(String, String)>, SharedKeyError> {
         .filter(|pair| !pair.is_empty())
         .map(|pair| {
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            // Decoded as the SDKs' `unquote` does: `+` stays `+`.
             let decode = |text: &str| {
-                percent_encoding::percent_decode_str(&text.replace('+', "%20"))
+                percent_encoding::percent_decode_str(text)
                     .decode_utf8()
                     .map(|decoded| decoded.into_owned())
                     .map_err(|_| SharedKeyError::Query("not UTF-8 once decoded"))
@@ -274,6 +275,140 @@ pub fn header_order(a: &str, b: &str) -> Ordering {
         }
     }
     Ordering::Equal
+}
+
+/// The oldest service SAS version read (`sv`): from it on, the string to
+/// sign has the encryption scope's line. An older SAS is refused.
+pub const MIN_SAS_VERSION: &str = "2020-12-06";
+
+/// A service SAS, as its query parameters give it (values decoded).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceSas {
+    /// `sv`.
+    pub version: String,
+    /// `sr`: `b` (a blob), `c` (a container), `bs` (a blob snapshot),
+    /// `bv` (a blob version), `d` (a directory).
+    pub resource: String,
+    /// `sp`, as signed (`r`, `a`, `c`, `w`, `d`, `l`, ...).
+    pub permissions: String,
+    /// `st`, if given.
+    pub start: Option<String>,
+    /// `se`.
+    pub expiry: String,
+    /// `sip`: an address or a range `a-b`.
+    pub ip: Option<String>,
+    /// `spr`: `https` or `https,http`.
+    pub protocol: Option<String>,
+    /// `ses`.
+    pub encryption_scope: Option<String>,
+    /// `rscc`, `rscd`, `rsce`, `rscl`, `rsct`: response headers the store
+    /// is asked to set.
+    pub response_headers: [Option<String>; 5],
+    /// `sig`, decoded.
+    pub signature: [u8; 32],
+}
+
+/// The service SAS in a request's raw `query`, if it has one (`sig`).
+/// Refused: a stored access policy (`si`), an account SAS (`ss`, `srt`),
+/// a user-delegation SAS (`skoid`), a version before
+/// [`MIN_SAS_VERSION`], a missing `sv`, `sr`, `sp` or `se`.
+pub fn parse_service_sas(query: &str) -> Result<Option<ServiceSas>, SharedKeyError> {
+    let params = parse_query(query)?;
+    let one = |name: &str| -> Result<Option<String>, SharedKeyError> {
+        let mut values = params.iter().filter(|(n, _)| n == name);
+        let first = values.next().map(|(_, v)| v.clone());
+        match values.next() {
+            Some(_) => Err(SharedKeyError::Malformed("a SAS parameter given twice")),
+            None => Ok(first),
+        }
+    };
+    let Some(signature) = one("sig")? else {
+        return Ok(None);
+    };
+    for (name, why) in [
+        (
+            "si",
+            "a SAS with a stored access policy (si) is not accepted",
+        ),
+        ("ss", "an account SAS is not accepted, only a service SAS"),
+        ("srt", "an account SAS is not accepted, only a service SAS"),
+        (
+            "skoid",
+            "a user-delegation SAS is not accepted, only a service SAS",
+        ),
+    ] {
+        if one(name)?.is_some() {
+            return Err(SharedKeyError::Malformed(why));
+        }
+    }
+    let need = |name: &'static str| -> Result<String, SharedKeyError> {
+        one(name)?.ok_or(SharedKeyError::Malformed("a SAS needs sv, sr, sp and se"))
+    };
+    let version = need("sv")?;
+    let dated = version.len() == 10
+        && version.bytes().enumerate().all(|(i, b)| {
+            if i == 4 || i == 7 {
+                b == b'-'
+            } else {
+                b.is_ascii_digit()
+            }
+        });
+    if !dated || version.as_str() < MIN_SAS_VERSION {
+        return Err(SharedKeyError::Malformed(
+            "a SAS version (sv) from 2020-12-06 on is needed",
+        ));
+    }
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(signature.as_bytes())
+        .map_err(|_| SharedKeyError::Malformed("the SAS signature is not base64"))?;
+    let signature: [u8; 32] = decoded
+        .try_into()
+        .map_err(|_| SharedKeyError::Malformed("the SAS signature is not 32 bytes"))?;
+    Ok(Some(ServiceSas {
+        resource: need("sr")?,
+        permissions: need("sp")?,
+        expiry: need("se")?,
+        version,
+        start: one("st")?,
+        ip: one("sip")?,
+        protocol: one("spr")?,
+        encryption_scope: one("ses")?,
+        response_headers: [
+            one("rscc")?,
+            one("rscd")?,
+            one("rsce")?,
+            one("rscl")?,
+            one("rsct")?,
+        ],
+        signature,
+    }))
+}
+
+/// The string a service SAS signs, for the resource `path` (decoded:
+/// `/container` or `/container/blob`) of `account`, and the request's
+/// `snapshot` parameter if any.
+pub fn sas_string_to_sign(
+    sas: &ServiceSas,
+    account: &str,
+    path: &str,
+    snapshot: Option<&str>,
+) -> String {
+    let field = |value: &Option<String>| value.clone().unwrap_or_default();
+    let mut lines = vec![
+        sas.permissions.clone(),
+        field(&sas.start),
+        sas.expiry.clone(),
+        format!("/blob/{account}{path}"),
+        String::new(),
+        field(&sas.ip),
+        field(&sas.protocol),
+        sas.version.clone(),
+        sas.resource.clone(),
+        snapshot.unwrap_or_default().to_owned(),
+        field(&sas.encryption_scope),
+    ];
+    lines.extend(sas.response_headers.iter().map(field));
+    lines.join("\n")
 }
 
 /// An account key (the base64 the portal shows, decoded).
@@ -410,6 +545,49 @@ mod tests {
             );
             // One byte more anywhere and it no longer verifies.
             assert!(!key.verify(&format!("{to_sign}x"), &auth.signature));
+        }
+    }
+
+    /// SAS tokens made by the Azure SDK for Python (`generate_blob_sas`,
+    /// `generate_container_sas`, azure-storage-blob 12.31.1) with Azurite's
+    /// key: they verify for their resource, and for no other.
+    #[test]
+    fn the_sdks_sas_tokens_verify_for_their_resource_only() {
+        let key = AccountKey::from_base64(KEY).unwrap();
+        let blob = "st=2026-11-27T06%3A00%3A00Z&se=2026-11-27T07%3A00%3A00Z&sp=rw&sip=127.0.0.1&spr=https%2Chttp&sv=2026-10-06&sr=b&rsct=text/csv&sig=6AhsbLX4U43ibnrgkWOBRJRMmCS%2BTd%2B0YKbVZpCGUl4%3D";
+        let sas = parse_service_sas(blob).unwrap().unwrap();
+        assert_eq!(sas.permissions, "rw");
+        assert_eq!(sas.protocol.as_deref(), Some("https,http"));
+        let to_sign = sas_string_to_sign(&sas, "devstoreaccount1", "/fg/report q3.csv", None);
+        assert!(key.verify(&to_sign, &sas.signature), "{to_sign:?}");
+        let other = sas_string_to_sign(&sas, "devstoreaccount1", "/fg/other.csv", None);
+        assert!(!key.verify(&other, &sas.signature));
+        let container = "se=2026-11-28T00%3A00%3A00Z&sp=rl&sv=2026-10-06&sr=c&sig=NBnrcyEIFBR3mtqtOgx6/BUweodifYg1Npm9sqEPa0I%3D";
+        let sas = parse_service_sas(container).unwrap().unwrap();
+        let to_sign = sas_string_to_sign(&sas, "devstoreaccount1", "/fg", None);
+        assert!(key.verify(&to_sign, &sas.signature), "{to_sign:?}");
+        // Widened permissions no longer verify.
+        let mut widened = sas.clone();
+        widened.permissions = "rlw".into();
+        let to_sign = sas_string_to_sign(&widened, "devstoreaccount1", "/fg", None);
+        assert!(!key.verify(&to_sign, &widened.signature));
+    }
+
+    #[test]
+    fn sas_forms_not_accepted_are_refused() {
+        let sig = "sig=NBnrcyEIFBR3mtqtOgx6/BUweodifYg1Npm9sqEPa0I%3D";
+        assert_eq!(parse_service_sas("comp=list"), Ok(None));
+        for bad in [
+            format!("se=x&sp=r&sv=2026-10-06&sr=c&si=policy&{sig}"),
+            format!("se=x&sp=r&sv=2026-10-06&ss=b&srt=sco&{sig}"),
+            format!("se=x&sp=r&sv=2026-10-06&sr=c&skoid=abc&{sig}"),
+            format!("se=x&sp=r&sv=2019-02-02&sr=c&{sig}"),
+            format!("se=x&sp=r&sr=c&{sig}"),
+            format!("sp=r&sv=2026-10-06&sr=c&{sig}"),
+            "se=x&sp=r&sv=2026-10-06&sr=c&sig=short".to_owned(),
+            format!("se=x&se=y&sp=r&sv=2026-10-06&sr=c&{sig}"),
+        ] {
+            assert!(parse_service_sas(&bad).is_err(), "{bad}");
         }
     }
 
