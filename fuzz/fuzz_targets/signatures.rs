@@ -711,6 +711,11 @@ fn shared_key(raw: &[u8]) {
     if let Ok(Some(sas)) = shared_key::parse_service_sas(&text) {
         let to_sign = shared_key::sas_string_to_sign(&sas, "acct", "/c/b", None);
         let _ = to_sign.len();
+        let client = std::net::IpAddr::from([127, 0, 0, 1]);
+        let _ = shared_key::check_sas_limits(&sas, 1_795_759_200, client, raw.len() % 2 == 0);
+    }
+    for piece in text.split('&') {
+        let _ = shared_key::parse_sas_time(piece);
     }
     let mut lines = text.split('\n');
     let (Some(method), Some(path), Some(query)) = (lines.next(), lines.next(), lines.next()) else {

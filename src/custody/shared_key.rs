@@ -411,6 +411,141 @@ pub fn sas_string_to_sign(
     lines.join("\n")
 }
 
+/// Why a service SAS may not be used for this request, though it is
+/// well signed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SasLimit {
+    /// `st` is later than now.
+    #[error("the SAS is not valid yet (st)")]
+    NotYet,
+    /// `se` has passed.
+    #[error("the SAS has expired (se)")]
+    Expired,
+    /// The client's address is not `sip`'s.
+    #[error("the SAS is for other client addresses (sip)")]
+    Address,
+    /// `spr=https` on a plain-HTTP connection.
+    #[error("the SAS is for HTTPS only (spr)")]
+    Protocol,
+    /// A time, an address or a protocol the service would not read.
+    #[error("malformed SAS {0}")]
+    Malformed(&'static str),
+}
+
+/// Whether `sas` may be used at `now` (Unix seconds) by a client at
+/// `client`, over TLS or not: `st <= now < se`, the address within `sip`
+/// (one IPv4 address or a range `a-b`), `spr` allowing the protocol. The
+/// gateway checks these itself: the store sees only the gateway's own
+/// signature.
+pub fn check_sas_limits(
+    sas: &ServiceSas,
+    now: u64,
+    client: std::net::IpAddr,
+    tls: bool,
+) -> Result<(), SasLimit> {
+    if let Some(start) = &sas.start {
+        if parse_sas_time(start).ok_or(SasLimit::Malformed("start (st)"))? > now {
+            return Err(SasLimit::NotYet);
+        }
+    }
+    if parse_sas_time(&sas.expiry).ok_or(SasLimit::Malformed("expiry (se)"))? <= now {
+        return Err(SasLimit::Expired);
+    }
+    if let Some(range) = &sas.ip {
+        let parse = |text: &str| {
+            text.trim()
+                .parse::<std::net::Ipv4Addr>()
+                .map_err(|_| SasLimit::Malformed("address (sip)"))
+        };
+        let (low, high) = match range.split_once('-') {
+            Some((low, high)) => (parse(low)?, parse(high)?),
+            None => (parse(range)?, parse(range)?),
+        };
+        let within = match client {
+            std::net::IpAddr::V4(v4) => low <= v4 && v4 <= high,
+            std::net::IpAddr::V6(v6) => v6
+                .to_ipv4_mapped()
+                .is_some_and(|v4| low <= v4 && v4 <= high),
+        };
+        if !within {
+            return Err(SasLimit::Address);
+        }
+    }
+    match sas.protocol.as_deref() {
+        None | Some("https,http") => Ok(()),
+        Some("https") if tls => Ok(()),
+        Some("https") => Err(SasLimit::Protocol),
+        Some(_) => Err(SasLimit::Malformed("protocol (spr)")),
+    }
+}
+
+/// A SAS time as Unix seconds: `YYYY-MM-DD`, `YYYY-MM-DDThh:mmZ` or
+/// `YYYY-MM-DDThh:mm:ss[.fraction]Z`, in UTC (the forms the service reads).
+pub fn parse_sas_time(text: &str) -> Option<u64> {
+    let number = |part: &str, len: usize| -> Option<u64> {
+        (part.len() == len && part.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| part.parse().ok())
+            .flatten()
+    };
+    let (date, time) = match text.split_once('T') {
+        Some((date, time)) => (date, Some(time.strip_suffix('Z')?)),
+        None => (text, None),
+    };
+    let mut parts = date.split('-');
+    let (year, month, day) = (
+        number(parts.next()?, 4)?,
+        number(parts.next()?, 2)?,
+        number(parts.next()?, 2)?,
+    );
+    if parts.next().is_some()
+        || year < 1970
+        || !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+    {
+        return None;
+    }
+    let seconds_of_day = match time {
+        None => 0,
+        Some(time) => {
+            let mut parts = time.split(':');
+            let hours = number(parts.next()?, 2)?;
+            let minutes = number(parts.next()?, 2)?;
+            let seconds = match parts.next() {
+                None => 0,
+                Some(seconds) => {
+                    let whole = seconds
+                        .split_once('.')
+                        .map_or(seconds, |(whole, fraction)| {
+                            if fraction.is_empty() || !fraction.bytes().all(|b| b.is_ascii_digit())
+                            {
+                                ""
+                            } else {
+                                whole
+                            }
+                        });
+                    number(whole, 2)?
+                }
+            };
+            if parts.next().is_some() || hours > 23 || minutes > 59 || seconds > 59 {
+                return None;
+            }
+            hours * 3600 + minutes * 60 + seconds
+        }
+    };
+    // Days from the civil date (Howard Hinnant's algorithm), from 1970.
+    let (y, m) = if month <= 2 {
+        (year - 1, month + 9)
+    } else {
+        (year, month - 3)
+    };
+    let era = y / 400;
+    let year_of_era = y - era * 400;
+    let day_of_year = (153 * m + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    let days = (era * 146_097 + day_of_era).checked_sub(719_468)?;
+    Some(days * 86_400 + seconds_of_day)
+}
+
 /// An account key (the base64 the portal shows, decoded).
 #[derive(Clone)]
 pub struct AccountKey(hmac::Key);
@@ -571,6 +706,53 @@ mod tests {
         widened.permissions = "rlw".into();
         let to_sign = sas_string_to_sign(&widened, "devstoreaccount1", "/fg", None);
         assert!(!key.verify(&to_sign, &widened.signature));
+    }
+
+    #[test]
+    fn sas_limits_are_enforced() {
+        let blob = "st=2026-11-27T06%3A00%3A00Z&se=2026-11-27T07%3A00%3A00Z&sp=rw&sip=127.0.0.1&spr=https%2Chttp&sv=2026-10-06&sr=b&rsct=text/csv&sig=6AhsbLX4U43ibnrgkWOBRJRMmCS%2BTd%2B0YKbVZpCGUl4%3D";
+        let sas = parse_service_sas(blob).unwrap().unwrap();
+        let six = parse_sas_time("2026-11-27T06:00:00Z").unwrap();
+        assert_eq!(six, 1_795_759_200);
+        let local: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+        assert_eq!(check_sas_limits(&sas, six, local, false), Ok(()));
+        assert_eq!(
+            check_sas_limits(&sas, six - 1, local, false),
+            Err(SasLimit::NotYet)
+        );
+        assert_eq!(
+            check_sas_limits(&sas, six + 3600, local, false),
+            Err(SasLimit::Expired)
+        );
+        let other: std::net::IpAddr = "10.0.0.1".parse().unwrap();
+        assert_eq!(
+            check_sas_limits(&sas, six, other, true),
+            Err(SasLimit::Address)
+        );
+        let mut https_only = sas.clone();
+        https_only.protocol = Some("https".into());
+        https_only.ip = Some("127.0.0.0-127.0.0.9".into());
+        assert_eq!(
+            check_sas_limits(&https_only, six, local, false),
+            Err(SasLimit::Protocol)
+        );
+        assert_eq!(check_sas_limits(&https_only, six, local, true), Ok(()));
+        for (text, unix) in [
+            ("1970-01-01", Some(0)),
+            ("0000-01-01", None),
+            ("1969-12-31T23:59:59Z", None),
+            ("2026-11-27", Some(1_795_737_600)),
+            ("2026-11-27T06:00Z", Some(1_795_759_200)),
+            ("2026-11-27T06:00:00.1234567Z", Some(1_795_759_200)),
+            ("2024-02-29T23:59:59Z", Some(1_709_251_199)),
+            ("2026-11-27T06:00:00", None),
+            ("2026-13-01", None),
+            ("2026-11-27T24:00:00Z", None),
+            ("26-11-27", None),
+            ("2026-11-27T06:00:00.Z", None),
+        ] {
+            assert_eq!(parse_sas_time(text), unix, "{text}");
+        }
     }
 
     #[test]
