@@ -42,6 +42,7 @@ async fn serve(
     let max_connections = config.client.max_connections;
     let gateway = Gateway::start(config).await?;
     gateway.config_reloader().show(shown);
+    let reloads = reload_on_sighup(&gateway, args);
     // After the start: a start that fails says so in one line, alone.
     raise_file_limit(max_connections);
     let data = gateway.data_addr();
@@ -59,7 +60,6 @@ async fn serve(
         );
     }
     let _ = std::io::stdout().flush();
-    let reloads = reload_on_sighup(&gateway, args);
     shutdown_signal().await;
     reloads.abort();
     tracing::info!("shutting down: draining requests in flight");
@@ -81,11 +81,18 @@ fn reload_on_sighup(
 ) -> tokio::task::JoinHandle<()> {
     let certs = gateway.tls_reloader();
     let config = gateway.config_reloader();
+    // Registered now, before the addresses are printed: a SIGHUP sent as
+    // soon as they are must reload, not take SIGHUP's default action
+    // (which ends the process).
+    #[cfg(unix)]
+    let hangup = {
+        use tokio::signal::unix::{signal, SignalKind};
+        signal(SignalKind::hangup())
+    };
     tokio::spawn(async move {
         #[cfg(unix)]
         {
-            use tokio::signal::unix::{signal, SignalKind};
-            let Ok(mut hangup) = signal(SignalKind::hangup()) else {
+            let Ok(mut hangup) = hangup else {
                 return;
             };
             while hangup.recv().await.is_some() {

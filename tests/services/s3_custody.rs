@@ -950,7 +950,11 @@ fn identities_are_reloaded_on_sighup() {
     );
     std::fs::write(&file, &text).unwrap();
     gw.sighup();
-    assert!(gw.wait_stderr("identities reloaded", std::time::Duration::from_secs(10)));
+    assert!(
+        gw.wait_stderr("identities reloaded", std::time::Duration::from_secs(10)),
+        "{}",
+        gw.stderr()
+    );
     let resp = signer.send(&gw, "GET", "/", &[], b"");
     assert_eq!(resp.status, 200, "{}", resp.text());
     // A rotated secret: the old one no longer verifies (its signing key
