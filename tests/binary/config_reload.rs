@@ -529,3 +529,17 @@ fn admin_writes_take_the_namespace_and_its_routes_scope() {
     assert_eq!(listed["fences"][0]["resource"], "/docs/a", "{listed}");
     assert_eq!(admin("GET", "/fences?namespace=no%20such", b"").status, 400);
 }
+
+/// A `SIGHUP` sent the moment the gateway has printed its addresses
+/// reloads it; it does not end it (the handler was once registered after
+/// the print, and SIGHUP's default action ended about half such starts).
+#[test]
+fn a_sighup_right_after_the_start_does_not_end_the_gateway() {
+    for _ in 0..10 {
+        let mut gw = GatewayProcess::start(&["--state", "memory"]);
+        gw.sighup();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert_eq!(gw.try_exit_status(), None, "{}", gw.stderr());
+        assert_eq!(gw.put("/after-hup", 1).status, 204, "{}", gw.stderr());
+    }
+}
