@@ -62,6 +62,28 @@ fn instance(
     GatewayProcess::in_front_of(backend, &args)
 }
 
+/// A gateway on `prefix` of the shared cluster, in front of `backend`,
+/// with `extra`, run until it exits (for the ones that must refuse to
+/// start).
+fn run_on_prefix(backend: &Backend, prefix: &str, extra: &[&str]) -> Finished {
+    let endpoints = cluster().endpoints();
+    let upstream = backend.url();
+    let access = cluster().gateway_args();
+    let mut args = vec![
+        "--upstream",
+        &upstream,
+        "--state",
+        "etcd",
+        "--etcd-endpoints",
+        &endpoints,
+        "--etcd-prefix",
+        prefix,
+    ];
+    args.extend_from_slice(extra);
+    args.extend(access.iter().map(String::as_str));
+    run_on_free_ports(&args)
+}
+
 /// A fenced PUT of `target` with `token`, held at the backend until
 /// `Backend::release(hold)`.
 fn held_put(gateway: &GatewayProcess, target: &str, token: u64, hold: &str) -> Resp {
@@ -272,24 +294,8 @@ fn restarting_every_instance_keeps_every_fence() {
 fn an_instance_with_other_settings_refuses_to_start() {
     let backend = Backend::start();
     let _a = instance(cluster(), &backend, "/t-settings/", "a", &[]);
-    let endpoints = cluster().endpoints();
-    let upstream = backend.url();
-    let access = cluster().gateway_args();
     for (flag, value) in [("--scope", "prefix:1"), ("--token-header", "X-Lock-Token")] {
-        let mut args = vec![
-            "--upstream",
-            &upstream,
-            "--state",
-            "etcd",
-            "--etcd-endpoints",
-            &endpoints,
-            "--etcd-prefix",
-            "/t-settings/",
-            flag,
-            value,
-        ];
-        args.extend(access.iter().map(String::as_str));
-        let finished = run_on_free_ports(&args);
+        let finished = run_on_prefix(&backend, "/t-settings/", &[flag, value]);
         assert!(!finished.status.success(), "started with {flag} {value}");
         assert!(
             finished
@@ -335,9 +341,6 @@ fn an_instance_that_would_rekey_a_namespace_refuses_to_start() {
         &["--config", &first],
     );
     assert_eq!(a.put("/docs/x", 5).status, 200);
-    let endpoints = cluster().endpoints();
-    let upstream = backend.url();
-    let access = cluster().gateway_args();
     for (file, needle) in [
         (
             config("docs", "scope = \"prefix:1\"\n"),
@@ -345,20 +348,7 @@ fn an_instance_that_would_rekey_a_namespace_refuses_to_start() {
         ),
         (config("documents", ""), "would be left behind"),
     ] {
-        let mut args = vec![
-            "--upstream",
-            &upstream,
-            "--state",
-            "etcd",
-            "--etcd-endpoints",
-            &endpoints,
-            "--etcd-prefix",
-            "/t-namespaces/",
-            "--config",
-            &file,
-        ];
-        args.extend(access.iter().map(String::as_str));
-        let finished = run_on_free_ports(&args);
+        let finished = run_on_prefix(&backend, "/t-namespaces/", &["--config", &file]);
         let line = finished.start_error(&file);
         assert!(line.contains(needle), "{file}: {line}");
     }
