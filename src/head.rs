@@ -86,6 +86,13 @@ pub trait RequestView {
     /// The objects an S3 `DeleteObjects` lists, once the gateway read its
     /// body ([`crate::reach`]); `None` before, and for every other request.
     fn listed_objects(&self) -> Option<&ListedObjects>;
+
+    /// The gateway signs this request again before the store sees it
+    /// (credential custody): a condition it adds breaks no signature of
+    /// the client's.
+    fn signed_by_gateway(&self) -> bool {
+        false
+    }
 }
 
 impl<B> RequestView for Request<B> {

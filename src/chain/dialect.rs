@@ -470,7 +470,7 @@ fn azure_chained(method: &Method, uri: &Uri) -> Option<Effect> {
 
 /// A shared access signature's query parameters (`sv`, `sig`, `se`, ...):
 /// they authorise a request, they do not change what it does.
-fn is_sas_parameter(name: &str) -> bool {
+pub(crate) fn is_sas_parameter(name: &str) -> bool {
     matches!(
         name,
         "sv" | "ss"

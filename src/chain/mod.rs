@@ -56,6 +56,7 @@ use lru::LruCache;
 
 mod dialect;
 
+pub(crate) use self::dialect::is_sas_parameter;
 pub use self::dialect::{ClientCondition, Effect, Mode, Observer, Outcome, MODES};
 
 /// The default of `--chain-cache-entries`.

@@ -88,11 +88,7 @@ pub fn parse_authorization(value: &[u8]) -> Result<Authorization, SharedKeyError
         .trim()
         .rsplit_once(':')
         .ok_or(SharedKeyError::Malformed("no ACCOUNT:SIGNATURE"))?;
-    let valid_account = (3..=24).contains(&account.len())
-        && account
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
-    if !valid_account {
+    if !is_account_name(account) {
         return Err(SharedKeyError::Malformed(
             "an account name is 3 to 24 lowercase letters and digits",
         ));
@@ -108,6 +104,15 @@ pub fn parse_authorization(value: &[u8]) -> Result<Authorization, SharedKeyError
         account: account.to_owned(),
         signature,
     })
+}
+
+/// Whether `name` is a storage account's name: 3 to 24 lowercase letters
+/// and digits.
+pub fn is_account_name(name: &str) -> bool {
+    (3..=24).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
 }
 
 /// The standard fields SharedKey signs, in its order (`Content-Length`

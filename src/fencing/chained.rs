@@ -98,7 +98,9 @@ pub(super) fn before<R: RequestView + SetHeader>(
             chain.count_observation(Source::ClientCondition);
             (version, true, true)
         }
-        ClientCondition::None if !mode.may_add_condition(request.fields()) => {
+        ClientCondition::None
+            if !request.signed_by_gateway() && !mode.may_add_condition(request.fields()) =>
+        {
             return Err(Refusal::Unchainable {
                 detail: "the request is signed with SharedKey, whose signature covers If-Match and If-None-Match: send your own condition, or authorise with a SAS or a bearer token".into(),
             });

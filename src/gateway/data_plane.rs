@@ -392,7 +392,7 @@ impl Connection {
         request: &mut Inbound<IncomingBody>,
         exchange: &mut Exchange,
     ) -> Result<(), Denied> {
-        let admitted = custody.admit(request, self.shared.tls);
+        let admitted = custody.admit(request, self.shared.tls, self.shared.client.peer.ip());
         let Some(verified) = request.custody.as_deref() else {
             return admitted;
         };

@@ -153,6 +153,10 @@ impl<B> RequestView for Inbound<B> {
     fn listed_objects(&self) -> Option<&ListedObjects> {
         self.listed.as_ref()
     }
+
+    fn signed_by_gateway(&self) -> bool {
+        self.custody.is_some()
+    }
 }
 
 impl HeaderFields for Head {

@@ -434,9 +434,10 @@ fn is_credentials_status(status: StatusCode) -> bool {
     status == StatusCode::FORBIDDEN || status == StatusCode::UNAUTHORIZED
 }
 
-/// The S3 error codes that say the gateway's own credentials were refused
-/// (expired, rotated, wrong), not the request.
-const CREDENTIAL_CODES: [&str; 5] = [
+/// The S3 (and Azure) error codes that say the gateway's own credentials
+/// were refused (expired, rotated, wrong), not the request.
+const CREDENTIAL_CODES: [&str; 6] = [
+    "AuthenticationFailed",
     "SignatureDoesNotMatch",
     "InvalidAccessKeyId",
     "ExpiredToken",
@@ -476,6 +477,16 @@ async fn credentials_rejected(
     // bytes read, which the lines' framing must not contradict.
     if let Some(fields) = body.take_fields() {
         parts.headers.extend(end_to_end_map(|| fields.iter()));
+    }
+    // Azure names its code in a field too, which a HEAD's answer has
+    // without a body.
+    let azure_code = parts
+        .headers
+        .get("x-ms-error-code")
+        .and_then(|v| v.to_str().ok())
+        .filter(|code| CREDENTIAL_CODES.contains(code));
+    if let Some(code) = azure_code {
+        return rejected(code);
     }
     let limited = http_body_util::Limited::new(body, MAX_ERROR_BODY);
     let bytes = match http_body_util::BodyExt::collect(limited).await {

@@ -11,7 +11,7 @@ use http::HeaderValue;
 use super::config::{Config, RouteMatch, TableSource};
 use super::custody::files::{self, UpstreamCredentials};
 use super::custody::sign::UpstreamSigner;
-use super::custody::{Anonymous, Custody, CustodyFiles};
+use super::custody::{Anonymous, Custody, CustodyFiles, DialectOptions};
 use super::data_plane::RoutePlane;
 use super::metrics::{Metrics, RouteCounters};
 use super::proxy::Proxy;
@@ -20,6 +20,7 @@ use super::tls;
 use super::upstream::Upstream;
 use super::version_head::{self, HeadThroughProxy, Probe};
 use crate::chain::{Chain, Mode, Observer};
+use crate::custody::StoreKind;
 use crate::fencing::{Enforce, FencingLayer};
 use crate::Fences;
 
@@ -54,7 +55,7 @@ pub(super) fn custody_from(
             "--upstream-credentials needs --identities or --anonymous-clients: without them anyone who reaches the gateway would write as the store's owner".into(),
         ));
     }
-    if config.s3_domain.is_some() && config.store != crate::custody::StoreKind::S3 {
+    if config.s3_domain.is_some() && config.store != StoreKind::S3 {
         return Err(StartError::Custody("--s3-domain needs --store s3".into()));
     }
     if config.anonymous_clients == Anonymous::Write {
@@ -65,28 +66,38 @@ pub(super) fn custody_from(
     let credentials =
         files::read_upstream(source).map_err(|e| StartError::Custody(e.to_string()))?;
     let path = source.path();
-    let sigv4 = matches!(credentials, UpstreamCredentials::AwsSigV4 { .. });
-    match (config.store, sigv4) {
-        (crate::custody::StoreKind::S3, false) => {
-            return Err(StartError::Custody(format!(
-                "--store s3 signs with kind = \"aws-sigv4\" ({})",
-                path.display()
-            )))
-        }
-        (crate::custody::StoreKind::Azure, _) => {
+    let kind = match &credentials {
+        UpstreamCredentials::AwsSigV4 { .. } => "aws-sigv4",
+        UpstreamCredentials::AzureSharedKey { .. } => "azure-shared-key",
+        UpstreamCredentials::Basic { .. } => "basic",
+        UpstreamCredentials::Bearer { .. } => "bearer",
+    };
+    let expected: &[&str] = match config.store {
+        StoreKind::S3 => &["aws-sigv4"],
+        StoreKind::Azure => &["azure-shared-key"],
+        StoreKind::Webdav | StoreKind::Http => &["basic", "bearer"],
+    };
+    if !expected.contains(&kind) {
+        return Err(StartError::Custody(format!(
+            "--store {} signs with kind = {} ({}), not {kind:?}",
+            config.store,
+            expected
+                .iter()
+                .map(|k| format!("{k:?}"))
+                .collect::<Vec<_>>()
+                .join(" or "),
+            path.display()
+        )));
+    }
+    let upstream = match (&config.upstream, config.store) {
+        (Some(upstream), _) => upstream.to_string(),
+        (None, StoreKind::Azure) => {
             return Err(StartError::Custody(
-                "--store azure under custody is not built yet (an issue of its own); s3, webdav and http are".into(),
+                "--store azure under custody needs --upstream: the store's blob endpoint (https://ACCOUNT.blob.core.windows.net, or http://azurite:10000/ACCOUNT)".into(),
             ))
         }
-        (crate::custody::StoreKind::Webdav | crate::custody::StoreKind::Http, true) => {
-            return Err(StartError::Custody(format!(
-                "--store {} signs with kind = \"basic\" or \"bearer\" ({}); aws-sigv4 needs --store s3",
-                config.store,
-                path.display()
-            )))
-        }
-        _ => {}
-    }
+        (None, _) => String::new(),
+    };
     let regions = match &credentials {
         UpstreamCredentials::AwsSigV4 { region, .. } => vec![region.clone()],
         _ => Vec::new(),
@@ -95,6 +106,13 @@ pub(super) fn custody_from(
     if config.scope == crate::key::Scope::Header {
         must_sign.push(http::HeaderName::from_static("x-fencing-lock"));
     }
+    if config.store == StoreKind::Azure {
+        if let Some(name) = must_sign.iter().find(|n| !n.as_str().starts_with("x-ms-")) {
+            tracing::warn!(
+                "--store azure: a Shared Key signature covers only x-ms-* headers, so a SharedKey client's request that carries {name} is refused (SAS clients are not); name the token header x-ms-fencing-token with --token-header"
+            );
+        }
+    }
     let custody = Custody::load(
         config.store,
         CustodyFiles {
@@ -102,9 +120,12 @@ pub(super) fn custody_from(
             anonymous: config.anonymous_clients,
             allowed: allowed.cloned(),
         },
-        config.s3_domain.clone(),
-        must_sign,
-        regions,
+        DialectOptions {
+            s3_domain: config.s3_domain.clone(),
+            must_sign,
+            regions,
+            upstream,
+        },
     )
     .map_err(|e| StartError::Custody(e.to_string()))?;
     Ok(Some((Arc::new(custody), credentials)))

@@ -74,15 +74,14 @@ impl Denied {
     }
 
     fn in_store_dialect(&self, style: AnswerStyle) -> Response<Bytes> {
-        let (status, code) = match &self.kind {
-            DeniedKind::UnknownKey => (StatusCode::FORBIDDEN, "InvalidAccessKeyId"),
-            DeniedKind::BadSignature => (StatusCode::FORBIDDEN, "SignatureDoesNotMatch"),
-            DeniedKind::Skewed => (StatusCode::FORBIDDEN, "RequestTimeTooSkewed"),
-            DeniedKind::Malformed => (StatusCode::BAD_REQUEST, "AuthorizationHeaderMalformed"),
-            DeniedKind::Unauthenticated | DeniedKind::Forbidden { .. } => {
-                (StatusCode::FORBIDDEN, "AccessDenied")
+        let (status, code) = match (&self.kind, style) {
+            // Azure answers every credential it cannot take with one code.
+            (DeniedKind::Forbidden { .. }, AnswerStyle::Azure) => {
+                (StatusCode::FORBIDDEN, "AuthorizationPermissionMismatch")
             }
-            DeniedKind::InvalidPath => (StatusCode::BAD_REQUEST, "invalid_path"),
+            (DeniedKind::InvalidPath, _) => (StatusCode::BAD_REQUEST, "invalid_path"),
+            (_, AnswerStyle::Azure) => (StatusCode::FORBIDDEN, "AuthenticationFailed"),
+            (kind, _) => s3_code(kind),
         };
         let mut fields = json!({ "error": code });
         if let DeniedKind::Forbidden { object } = &self.kind {
@@ -128,6 +127,20 @@ impl Denied {
                 response
             }
         }
+    }
+}
+
+/// S3's status and code for `kind`.
+fn s3_code(kind: &DeniedKind) -> (StatusCode, &'static str) {
+    match kind {
+        DeniedKind::UnknownKey => (StatusCode::FORBIDDEN, "InvalidAccessKeyId"),
+        DeniedKind::BadSignature => (StatusCode::FORBIDDEN, "SignatureDoesNotMatch"),
+        DeniedKind::Skewed => (StatusCode::FORBIDDEN, "RequestTimeTooSkewed"),
+        DeniedKind::Malformed => (StatusCode::BAD_REQUEST, "AuthorizationHeaderMalformed"),
+        DeniedKind::Unauthenticated | DeniedKind::Forbidden { .. } => {
+            (StatusCode::FORBIDDEN, "AccessDenied")
+        }
+        DeniedKind::InvalidPath => (StatusCode::BAD_REQUEST, "invalid_path"),
     }
 }
 

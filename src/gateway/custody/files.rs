@@ -159,6 +159,11 @@ pub(crate) enum UpstreamCredentials {
     Basic { user: String, password: Secret },
     /// A bearer token.
     Bearer { token: Secret },
+    /// Azure Blob's Shared Key: the store's account and its key.
+    AzureSharedKey {
+        account: String,
+        key: crate::custody::shared_key::AccountKey,
+    },
 }
 
 #[derive(Deserialize)]
@@ -236,15 +241,23 @@ fn upstream_from(path: &Path, file: UpstreamFile) -> Result<UpstreamCredentials,
             token: secret("token", file.token_file, file.token_env)?,
         }),
         "azure-shared-key" => {
-            let _ = (file.account, file.key_file, file.key_env);
-            Err(FileError::new(
-                path,
-                "kind = \"azure-shared-key\" is not built yet (Azure Blob custody is an issue of its own); s3, basic and bearer are",
-            ))
+            let account = need("account", file.account.clone())?;
+            if !crate::custody::shared_key::is_account_name(&account) {
+                return Err(FileError::new(
+                    path,
+                    format!("account {account:?}: an Azure account name is 3 to 24 lowercase letters and digits"),
+                ));
+            }
+            let key = secret("key", file.key_file, file.key_env)?;
+            let key = crate::custody::shared_key::AccountKey::from_base64(key.expose())
+                .map_err(|_| FileError::new(path, "the account key is not base64"))?;
+            Ok(UpstreamCredentials::AzureSharedKey { account, key })
         }
         other => Err(FileError::new(
             path,
-            format!("unknown kind {other:?}; expected aws-sigv4, basic or bearer"),
+            format!(
+                "unknown kind {other:?}; expected aws-sigv4, azure-shared-key, basic or bearer"
+            ),
         )),
     }
 }

@@ -8,15 +8,16 @@
 //! One file per job, each dialect its own: `files` (the TOML files and
 //! their secrets), `identities` (lookups and `allow` prefixes), `s3` (SigV4
 //! verified, S3's addressing and what a request reaches), `basic` (Basic
-//! and Bearer for `webdav` and `http`), `sign` (the store's signature) and
-//! `denied` (refusals in the store's dialect). An Azure dialect is a file
-//! beside `s3`.
+//! and Bearer for `webdav` and `http`), `azure` (Shared Key and service
+//! SAS verified, the account mapped, what a request reaches), `sign` (the
+//! store's signature) and `denied` (refusals in the store's dialect).
 
 use crate::gateway::config::TableSource;
 use std::sync::{Arc, RwLock};
 
 use http::{HeaderName, HeaderValue};
 
+use self::azure::AzureClients;
 use self::denied::{Denied, DeniedKind};
 use self::files::{Access, Identity};
 use self::identities::Identities;
@@ -27,6 +28,7 @@ use crate::head::RequestView;
 use crate::key::normalize_path;
 use crate::reach::{self, ReachError};
 
+mod azure;
 mod basic;
 pub(crate) mod denied;
 pub(crate) mod files;
@@ -93,31 +95,61 @@ pub(crate) struct Custody {
     files: CustodyFiles,
     /// Swapped whole on a reload; a request reads the one it started with.
     identities: RwLock<Arc<Identities>>,
-    /// `Some` under `--store s3`.
-    s3: Option<S3Clients>,
+    dialect: Dialect,
+}
+
+/// How clients sign, by store.
+#[derive(Debug)]
+enum Dialect {
+    /// `--store s3`: SigV4.
+    S3(S3Clients),
+    /// `--store azure`: Shared Key and service SAS.
+    Azure(AzureClients),
+    /// `webdav` and `http`: Basic and Bearer.
+    Plain,
+}
+
+/// What a store's dialect needs beyond the identities.
+#[derive(Debug, Clone)]
+pub(crate) struct DialectOptions {
+    /// `--s3-domain`.
+    pub(crate) s3_domain: Option<String>,
+    /// The token header (and, in `header` scope, the lock header), which a
+    /// signed request must have signed when it sends them.
+    pub(crate) must_sign: Vec<HeaderName>,
+    /// The SigV4 regions whose signing keys are cached.
+    pub(crate) regions: Vec<String>,
+    /// The upstream URL (Azure copy sources are rewritten under it).
+    pub(crate) upstream: String,
 }
 
 impl Custody {
     /// Loads the identities file, for a store of kind `store`.
-    /// `must_sign`: the token header (and, in `header` scope, the lock
-    /// header), which a signed request must have signed when it sends
-    /// them. `regions`: the SigV4 regions whose signing keys are cached.
     pub(crate) fn load(
         store: StoreKind,
         files: CustodyFiles,
-        s3_domain: Option<String>,
-        must_sign: Vec<HeaderName>,
-        regions: Vec<String>,
+        options: DialectOptions,
     ) -> Result<Self, files::FileError> {
-        let identities = Self::read(&files)?;
+        let dialect = match store {
+            StoreKind::S3 => Dialect::S3(S3Clients::new(
+                options.s3_domain,
+                options.must_sign,
+                options.regions,
+            )),
+            StoreKind::Azure => {
+                Dialect::Azure(AzureClients::new(options.must_sign, options.upstream))
+            }
+            StoreKind::Webdav | StoreKind::Http => Dialect::Plain,
+        };
+        let identities = Self::read(&files, &dialect)?;
         Ok(Custody {
-            s3: (store == StoreKind::S3).then(|| S3Clients::new(s3_domain, must_sign, regions)),
+            dialect,
             files,
             identities: RwLock::new(Arc::new(identities)),
         })
     }
 
-    fn read(files: &CustodyFiles) -> Result<Identities, files::FileError> {
+    fn read(files: &CustodyFiles, dialect: &Dialect) -> Result<Identities, files::FileError> {
         let mut list = match &files.identities {
             Some(source) => files::read_identities(source)?,
             None => Vec::new(),
@@ -134,12 +166,33 @@ impl Custody {
             }
             list.retain(|identity| allowed.contains(&identity.name));
         }
+        if let (Dialect::Azure(_), Some(source)) = (dialect, &files.identities) {
+            // An identity's access_key_id is its account name and its
+            // secret the account key: checked now, not at each request.
+            for identity in &list {
+                if let (Some(account), Some(secret)) = (&identity.access_key_id, &identity.secret) {
+                    if !crate::custody::shared_key::is_account_name(account) {
+                        return Err(files::FileError::new(
+                            source.path(),
+                            format!("identity {:?}: under --store azure its access_key_id is an account name, 3 to 24 lowercase letters and digits", identity.name),
+                        ));
+                    }
+                    if crate::custody::shared_key::AccountKey::from_base64(secret.expose()).is_err()
+                    {
+                        return Err(files::FileError::new(
+                            source.path(),
+                            format!("identity {:?}: under --store azure its secret is an account key, in base64", identity.name),
+                        ));
+                    }
+                }
+            }
+        }
         Ok(Identities::new(list, files.anonymous))
     }
 
     /// The identities as the files hold them now, not yet in force.
     pub(crate) fn read_again(&self) -> Result<Identities, files::FileError> {
-        Self::read(&self.files)
+        Self::read(&self.files, &self.dialect)
     }
 
     /// Puts `identities` (from [`Custody::read_again`]) in force.
@@ -149,7 +202,7 @@ impl Custody {
         }
         // A secret rotated under the same name must not verify with its
         // old key.
-        if let Some(s3) = &self.s3 {
+        if let Dialect::S3(s3) = &self.dialect {
             s3.forget_keys();
         }
     }
@@ -164,19 +217,29 @@ impl Custody {
     /// Authenticates `request` and authorises every object it reaches
     /// (but the keys of an S3 `DeleteObjects`, which come with its body:
     /// [`Custody::authorise_listed`]); a verified request carries its
-    /// [`Verified`] on. `tls`: the client's connection is TLS.
-    pub(crate) fn admit<B>(&self, request: &mut Inbound<B>, tls: bool) -> Result<(), Denied> {
+    /// [`Verified`] on. `tls`: the client's connection is TLS; `peer`: its
+    /// address.
+    pub(crate) fn admit<B>(
+        &self,
+        request: &mut Inbound<B>,
+        tls: bool,
+        peer: std::net::IpAddr,
+    ) -> Result<(), Denied> {
         let identities = self.identities();
         // Authenticated first, and carried on at once: a request refused
         // below is logged and counted under its identity.
-        let verified = match &self.s3 {
-            Some(s3) => s3.authenticate(&identities, request, tls, unix_now())?,
-            None => basic::authenticate(&identities, request)?,
+        let verified = match &self.dialect {
+            Dialect::S3(s3) => s3.authenticate(&identities, request, tls, unix_now())?,
+            Dialect::Azure(azure) => {
+                azure.authenticate(&identities, request, tls, peer, unix_now())?
+            }
+            Dialect::Plain => basic::authenticate(&identities, request)?,
         };
         let identity = Arc::clone(&verified.identity);
         request.custody = Some(Box::new(verified));
-        let (reached, own) = match &self.s3 {
-            Some(s3) => {
+        let (reached, own) = match &self.dialect {
+            Dialect::Azure(azure) => azure.map(request)?,
+            Dialect::S3(s3) => {
                 let addressed = s3.address(request)?;
                 let reached = s3::reached(request, &addressed)?;
                 if let Some(target) = &addressed.path_style {
@@ -187,7 +250,7 @@ impl Custody {
                 }
                 (reached, addressed.object)
             }
-            None => {
+            Dialect::Plain => {
                 let reached = plain_reached(request)?;
                 let own = reached[0].0.clone();
                 (reached, own)
@@ -297,6 +360,17 @@ fn plain_reached<R: RequestView>(request: &R) -> Result<Vec<(String, Access)>, D
         Err(e) => return Err(invalid(e.to_string())),
     }
     Ok(reached)
+}
+
+/// Who a CORS preflight is when there is no anonymous identity: nobody,
+/// allowed to read nothing (a preflight reads nothing).
+fn preflight_identity() -> Arc<Identity> {
+    Arc::new(Identity {
+        name: "anonymous".to_owned(),
+        access_key_id: None,
+        secret: None,
+        allow: Vec::new(),
+    })
 }
 
 /// Seconds since the Unix epoch.

@@ -116,7 +116,7 @@ impl S3Clients {
                     let identity = identities
                         .anonymous()
                         .cloned()
-                        .unwrap_or_else(preflight_identity);
+                        .unwrap_or_else(super::preflight_identity);
                     return Ok(Verified {
                         identity,
                         forward: Forwarding::Unsigned,
@@ -715,17 +715,6 @@ fn is_cors_preflight<B>(request: &Inbound<B>) -> bool {
         && request
             .fields()
             .contains(&http::header::ACCESS_CONTROL_REQUEST_METHOD)
-}
-
-/// Who a CORS preflight is when there is no anonymous identity: nobody,
-/// allowed to read nothing (a preflight reads nothing).
-fn preflight_identity() -> Arc<Identity> {
-    Arc::new(Identity {
-        name: "anonymous".to_owned(),
-        access_key_id: None,
-        secret: None,
-        allow: Vec::new(),
-    })
 }
 
 fn host_without_port(host: &str) -> &str {
