@@ -505,6 +505,12 @@ async fn credentials_rejected(
     if let Some(code) = code.filter(|code| CREDENTIAL_CODES.contains(code)) {
         return rejected(code);
     }
+    // Azurite names a signature it cannot verify AuthorizationFailure, a
+    // code Azure keeps for firewalls and the like: told apart by its
+    // message.
+    if code == Some("AuthorizationFailure") && text.contains("failed to authenticate") {
+        return rejected("AuthorizationFailure");
+    }
     parts.headers.remove(http::header::TRANSFER_ENCODING);
     parts
         .headers

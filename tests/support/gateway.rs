@@ -457,6 +457,16 @@ pub fn metric(text: &str, series: &str) -> Option<f64> {
     })
 }
 
+/// `fencegate_requests_total` of `outcome` summed over every identity
+/// (credential custody labels requests with theirs).
+pub fn outcome_all_identities(text: &str, outcome: &str) -> f64 {
+    let start = format!("fencegate_requests_total{{outcome=\"{outcome}\"");
+    text.lines()
+        .filter(|line| line.starts_with(&start))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 pub fn outcome(text: &str, outcome: &str) -> f64 {
     metric(
         text,
