@@ -29,7 +29,8 @@
 #               (scripts/bench/chain.sh). Not in the default parts.
 # 9. custody:   W1 through fencegate --store s3 unsigned, next to the same
 #               requests signed by the client (SigV4) and re-signed by the
-#               gateway under --upstream-credentials and --identities;
+#               gateway under --upstream-credentials and --identities; the
+#               same pair for --store azure (Shared Key, Put Blob requests);
 #               req/s, latency, CPU per request and (valgrind) instructions
 #               per request; interleaved (scripts/bench/custody.sh). Not in
 #               the default parts.
@@ -208,6 +209,8 @@ target_url() {
     c-chain) echo "http://127.0.0.1:$chain_on_port" ;;
     c-custody-u) echo "http://127.0.0.1:$custody_u_port" ;;
     c-custody-s) echo "http://127.0.0.1:$custody_s_port" ;;
+    c-custody-au) echo "http://127.0.0.1:$custody_au_port" ;;
+    c-custody-as) echo "http://127.0.0.1:$custody_as_port" ;;
   esac
 }
 

@@ -12,6 +12,14 @@
 #                 host;x-amz-content-sha256;x-amz-date;x-fencing-token
 #                 signed), verified by the gateway and re-signed with the
 #                 store's key (workload w1s).
+#   (c-custody-au) `--store azure --state memory --token-header
+#                 x-ms-fencing-token`, no custody, W1 as Put Blob requests
+#                 unsigned (workload w1a);
+#   (c-custody-as) the same with `--upstream-credentials` (azure-shared-key)
+#                 and `--identities` (one identity, account fgbench): the
+#                 same requests signed by the client with Shared Key on
+#                 `/fgbench/w1/kN`, verified, the account mapped away, and
+#                 re-signed with the store's account key (workload w1a).
 # The signed requests are prebuilt: one per W1 key (same paths and tokens as
 # W1), signed by python3 (stdlib hmac/hashlib) just before every run that
 # replays them, for the exact Host wrk sends, so x-amz-date is always well
@@ -39,6 +47,11 @@ custody_unused_proxy_port=$((port + 43))
 # The gateways under callgrind, one at a time.
 custody_cg_port=$((port + 44))
 custody_cg_admin=$((port + 45))
+custody_au_port=$((port + 46))
+custody_au_admin=$((port + 47))
+custody_as_port=$((port + 48))
+custody_as_admin=$((port + 49))
+custody_targets=(c-custody-u c-custody-s c-custody-au c-custody-as)
 custody_results=$out/custody.tsv
 custody_callgrind=$out/custody-callgrind.txt
 custody_callgrind_seconds=${BENCH_CUSTODY_CALLGRIND_SECONDS:-5}
@@ -57,6 +70,44 @@ custody_write_files() {
     "$dir/store.secret" >"$dir/upstream.toml"
   printf '[[identity]]\nname = "bench"\naccess_key_id = "FGBENCH01"\nsecret_file = "%s"\nallow = [ { prefix = "/", access = "write" } ]\n' \
     "$dir/bench.secret" >"$dir/identities.toml"
+  # Azure: account keys are base64 of 64 random bytes.
+  head -c 64 /dev/urandom | base64 -w0 >"$dir/az-store.key"
+  head -c 64 /dev/urandom | base64 -w0 >"$dir/az-bench.key"
+  chmod 600 "$dir/az-store.key" "$dir/az-bench.key"
+  printf 'kind = "azure-shared-key"\naccount = "fgstore"\nkey_file = "%s"\n' \
+    "$dir/az-store.key" >"$dir/az-upstream.toml"
+  printf '[[identity]]\nname = "bench"\naccess_key_id = "fgbench"\nsecret_file = "%s"\nallow = [ { prefix = "/", access = "write" } ]\n' \
+    "$dir/az-bench.key" >"$dir/az-identities.toml"
+}
+
+# custody_sign_azure OUT signed|unsigned: one W1 Put Blob per key (path,
+# token, x-ms-date, Authorization or "-"; tab-separated), for
+# workload.lua's w1a; signed with Shared Key by the identity fgbench on
+# /fgbench/w1/kN, or unsigned on /w1/kN. Dated now: call it right before
+# the run.
+custody_sign_azure() {
+  python3 - "$1" "$2" "$work/custody/az-bench.key" <<'EOF'
+import base64, email.utils, hashlib, hmac, sys
+
+out, kind, key_file = sys.argv[1:4]
+key = base64.b64decode(open(key_file).read().strip())
+date = email.utils.formatdate(usegmt=True)
+with open(out, "w") as f:
+    for k in range(1000):                # workload.lua's KEYS
+        token = str(1000 + k)
+        if kind == "unsigned":
+            f.write("\t".join([f"/w1/k{k}", token, date, "-"]) + "\n")
+            continue
+        path = f"/fgbench/w1/k{k}"
+        # The verb, eleven standard fields (Content-Length 1024), the x-ms-*
+        # fields in the service's order, the canonicalized resource.
+        to_sign = "PUT\n\n\n1024\n\n\n\n\n\n\n\n\n" + (
+            f"x-ms-blob-type:BlockBlob\nx-ms-date:{date}\nx-ms-fencing-token:{token}\n"
+            f"x-ms-version:2021-08-06\n/fgbench{path}")
+        signature = base64.b64encode(
+            hmac.new(key, to_sign.encode(), hashlib.sha256).digest()).decode()
+        f.write("\t".join([path, token, date, f"SharedKey fgbench:{signature}"]) + "\n")
+EOF
 }
 
 # custody_sign HOST OUT: one signed W1 request per key (path, token, host,
@@ -116,14 +167,42 @@ custody_check() {
   esac
 }
 
-custody_gateway() { # custody_gateway u|s PORT ADMIN LOG [PREFIX...]: starts one, sets custody_pid
+# custody_check_azure PORT LOG: the first signed Put Blob by curl; sets
+# custody_refused when the gateway does not take it.
+custody_check_azure() {
+  local port=$1 gwlog=$2 path token date auth status
+  custody_sign_azure "$work/custody/az-check.tsv" signed
+  IFS=$'\t' read -r path token date auth <"$work/custody/az-check.tsv"
+  head -c 1024 /dev/zero | tr '\0' x >"$work/custody/body"
+  status=$(curl -sS -o "$work/custody/check.body" -w '%{http_code}' -X PUT \
+    -H "x-ms-fencing-token: $token" -H "x-ms-date: $date" -H "x-ms-version: 2021-08-06" \
+    -H "x-ms-blob-type: BlockBlob" -H "Authorization: $auth" \
+    -H 'Content-Type:' -H 'Expect:' --data-binary @"$work/custody/body" \
+    "http://127.0.0.1:$port$path") || status=000
+  case $status in
+    200 | 201 | 204) log "custody: signed Put Blob $path answered $status" ;;
+    *)
+      custody_refused="signed Put Blob $path answered $status: $(tr -d '\n' <"$work/custody/check.body" | head -c 400); the gateway logged: $(grep -i 'custody' "$gwlog" | tail -3 | tr '\n' ' ' | head -c 800)"
+      log "custody: $custody_refused"
+      ;;
+  esac
+}
+
+custody_gateway() { # custody_gateway u|s|au|as PORT ADMIN LOG [PREFIX...]: starts one, sets custody_pid
   local kind=$1 gport=$2 gadmin=$3 glog=$4
   shift 4
   local extra=()
-  [ "$kind" = s ] && extra=(--upstream-credentials "$work/custody/upstream.toml"
-    --identities "$work/custody/identities.toml")
+  case $kind in
+    u) extra=(--store s3) ;;
+    s) extra=(--store s3 --upstream-credentials "$work/custody/upstream.toml"
+      --identities "$work/custody/identities.toml") ;;
+    au) extra=(--store azure --token-header x-ms-fencing-token) ;;
+    as) extra=(--store azure --token-header x-ms-fencing-token
+      --upstream-credentials "$work/custody/az-upstream.toml"
+      --identities "$work/custody/az-identities.toml") ;;
+  esac
   "${proxy_pin[@]}" "$@" "$bin" --upstream "http://127.0.0.1:$custody_backend_port" --state memory \
-    --store s3 "${extra[@]}" --listen "127.0.0.1:$gport" --admin-listen "127.0.0.1:$gadmin" \
+    "${extra[@]}" --listen "127.0.0.1:$gport" --admin-listen "127.0.0.1:$gadmin" \
     >"$glog" 2>&1 &
   custody_pid=$!
   pids+=("$custody_pid")
@@ -139,9 +218,15 @@ start_custody() {
   custody_u_pid=$custody_pid
   custody_gateway s "$custody_s_port" "$custody_s_admin" "$work/fencegate-custody-s.log"
   custody_s_pid=$custody_pid
+  custody_gateway au "$custody_au_port" "$custody_au_admin" "$work/fencegate-custody-au.log"
+  custody_au_pid=$custody_pid
+  custody_gateway as "$custody_as_port" "$custody_as_admin" "$work/fencegate-custody-as.log"
+  custody_as_pid=$custody_pid
   wait_http "http://127.0.0.1:$custody_backend_port/"
-  wait_http "http://127.0.0.1:$custody_u_admin/healthz"
-  wait_http "http://127.0.0.1:$custody_s_admin/healthz"
+  local admin
+  for admin in "$custody_u_admin" "$custody_s_admin" "$custody_au_admin" "$custody_as_admin"; do
+    wait_http "http://127.0.0.1:$admin/healthz"
+  done
 }
 
 cpu_ticks() { # cpu_ticks PID: user + system clock ticks so far (all threads)
@@ -152,20 +237,34 @@ cpu_ticks() { # cpu_ticks PID: user + system clock ticks so far (all threads)
 # gateway); sets `line` and `ticks` (the gateway's CPU ticks in the run).
 custody_run() {
   local t=$1 secs=$2 pid before
-  if [ "$t" = c-custody-s ]; then
-    pid=$custody_s_pid
-    custody_sign "127.0.0.1:$custody_s_port" "$custody_signed"
-    before=$(cpu_ticks "$pid")
-    run_wrk "$t" w1s "$secs" "$custody_signed"
-  else
-    pid=$custody_u_pid
-    before=$(cpu_ticks "$pid")
-    run_wrk "$t" w1 "$secs"
-  fi
+  case $t in
+    c-custody-s)
+      pid=$custody_s_pid
+      custody_sign "127.0.0.1:$custody_s_port" "$custody_signed"
+      before=$(cpu_ticks "$pid")
+      run_wrk "$t" w1s "$secs" "$custody_signed"
+      ;;
+    c-custody-au | c-custody-as)
+      if [ "$t" = c-custody-as ]; then
+        pid=$custody_as_pid
+        custody_sign_azure "$custody_signed" signed
+      else
+        pid=$custody_au_pid
+        custody_sign_azure "$custody_signed" unsigned
+      fi
+      before=$(cpu_ticks "$pid")
+      run_wrk "$t" w1a "$secs" "$custody_signed"
+      ;;
+    *)
+      pid=$custody_u_pid
+      before=$(cpu_ticks "$pid")
+      run_wrk "$t" w1 "$secs"
+      ;;
+  esac
   ticks=$(($(cpu_ticks "$pid") - before))
 }
 
-# custody_callgrind_one u|s: instructions per request of one gateway under
+# custody_callgrind_one u|s|au|as: instructions per request of one gateway under
 # callgrind; appends a line to $custody_callgrind.
 custody_callgrind_one() {
   local kind=$1 file=$work/custody/callgrind.$1 workload=w1 extra=()
@@ -173,11 +272,22 @@ custody_callgrind_one() {
     valgrind --tool=callgrind --callgrind-out-file="$file"
   local pid=$custody_pid
   wait_http "http://127.0.0.1:$custody_cg_admin/healthz"
-  if [ "$kind" = s ]; then
-    workload=w1s
-    custody_sign "127.0.0.1:$custody_cg_port" "$work/custody/signed-cg.tsv"
-    extra=("$work/custody/signed-cg.tsv")
-  fi
+  case $kind in
+    s)
+      workload=w1s
+      custody_sign "127.0.0.1:$custody_cg_port" "$work/custody/signed-cg.tsv"
+      extra=("$work/custody/signed-cg.tsv")
+      ;;
+    au | as)
+      workload=w1a
+      if [ "$kind" = as ]; then
+        custody_sign_azure "$work/custody/signed-cg.tsv" signed
+      else
+        custody_sign_azure "$work/custody/signed-cg.tsv" unsigned
+      fi
+      extra=("$work/custody/signed-cg.tsv")
+      ;;
+  esac
   load_cg() { # load_cg SECONDS: the RESULT line
     "${client_pin[@]}" wrk -t1 -c"$connections" -d"${1}s" --timeout 30s -s scripts/bench/workload.lua \
       "http://127.0.0.1:$custody_cg_port" -- "$workload" 1 1 "${extra[@]}" 2>&1 | grep '^RESULT' ||
@@ -204,11 +314,13 @@ custody_benchmark() {
   printf 'repeat\tworkload\ttarget\trps\tp50_us\tp99_us\terrors\trequests\tcpu_ticks\n' >"$custody_results"
   custody_check "$custody_s_port" "$work/fencegate-custody-s.log"
   [ -z "$custody_refused" ] || return 0
+  custody_check_azure "$custody_as_port" "$work/fencegate-custody-as.log"
+  [ -z "$custody_refused" ] || return 0
   log "custody: warm-up ${warmup}s per target"
   local t ticks
-  for t in c-custody-u c-custody-s; do custody_run "$t" "$warmup"; done
+  for t in "${custody_targets[@]}"; do custody_run "$t" "$warmup"; done
   for rep in $(seq "$repeats"); do
-    for t in c-custody-u c-custody-s; do
+    for t in "${custody_targets[@]}"; do
       custody_run "$t" "$duration"
       printf '%s\tw1\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$rep" "$t" \
         "$(field rps "$line")" "$(field p50_us "$line")" "$(field p99_us "$line")" \
@@ -219,8 +331,8 @@ custody_benchmark() {
   if [ "${BENCH_CUSTODY_CALLGRIND:-1}" != 0 ] && command -v valgrind >/dev/null &&
     command -v callgrind_control >/dev/null; then
     log "custody: instructions per request under callgrind, ${custody_callgrind_seconds}s each"
-    custody_callgrind_one u
-    custody_callgrind_one s
+    local kind
+    for kind in u s au as; do custody_callgrind_one "$kind"; done
   fi
 }
 
@@ -237,11 +349,14 @@ custody_report() {
     awk -F'\t' -v t="$1" -v hz="$hz" 'NR > 1 && $3 == t && $8 > 0 { print 1e6 * $9 / hz / $8 }' "$custody_results" |
       sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
   }
-  echo "| W1 (1 KiB PUTs, steady token), fencegate --store s3 --state memory | req/s | p50 ms | p99 ms | CPU µs per request | errors |"
+  echo "| W1 (1 KiB PUTs, steady token), fencegate --state memory | req/s | p50 ms | p99 ms | CPU µs per request | errors |"
   echo "|---|---:|---:|---:|---:|---:|"
-  local names=("(u) no custody, unsigned" "(s) --upstream-credentials --identities, signed by the client (SigV4), re-signed")
-  local i=0
-  for t in c-custody-u c-custody-s; do
+  local names=("(u) --store s3, no custody, unsigned"
+    "(s) --store s3 --upstream-credentials --identities, signed by the client (SigV4), re-signed"
+    "(au) --store azure, no custody, unsigned"
+    "(as) --store azure --upstream-credentials --identities, signed by the client (Shared Key), re-signed")
+  local i=0 t
+  for t in "${custody_targets[@]}"; do
     printf '| %s | %s | %s | %s | %s | %s |\n' "${names[$i]}" "$(calc "%.0f" "$(m 4 w1 "$t")")" \
       "$(calc "%.2f" "$(m 5 w1 "$t") / 1000")" "$(calc "%.2f" "$(m 6 w1 "$t") / 1000")" \
       "$(calc "%.1f" "$(cpu_us "$t")")" "$(results=$custody_results total 7 w1 "$t")"
@@ -250,25 +365,29 @@ custody_report() {
   echo
   echo "| measure (same run) | value | goal | verdict |"
   echo "|---|---:|---:|---|"
-  printf '| req/s signed / unsigned (medians) | %s | | |\n' \
-    "$(calc "%.2f" "$(m 4 w1 c-custody-s) / ($(m 4 w1 c-custody-u) + 0.000001)")"
-  printf '| CPU per request signed / unsigned (medians) | %s | | |\n' \
-    "$(calc "%.2f" "$(cpu_us c-custody-s) / ($(cpu_us c-custody-u) + 0.000001)")"
-  if [ -s "$custody_callgrind" ]; then
-    local iu is
-    iu=$(field per_request "$(grep '^target=u' "$custody_callgrind")")
-    is=$(field per_request "$(grep '^target=s' "$custody_callgrind")")
-    printf '| instructions per request under callgrind, (u) (%s requests, %s errors) | %s | | |\n' \
-      "$(field requests "$(grep '^target=u' "$custody_callgrind")")" \
-      "$(field errors "$(grep '^target=u' "$custody_callgrind")")" "$iu"
-    printf '| instructions per request under callgrind, (s) (%s requests, %s errors) | %s | | |\n' \
-      "$(field requests "$(grep '^target=s' "$custody_callgrind")")" \
-      "$(field errors "$(grep '^target=s' "$custody_callgrind")")" "$is"
-    printf '| instructions signed / unsigned | %s | <= 1.5 | %s |\n' "$(calc "%.2f" "$is / (${iu:-0} + 0.000001)")" \
-      "$(awk -v s="$is" -v u="$iu" 'BEGIN { print (u > 0 && s <= 1.5 * u) ? "met" : "not met" }')"
-  else
-    echo "| instructions per request | (not measured: valgrind missing or BENCH_CUSTODY_CALLGRIND=0) | <= 1.5 x | |"
-  fi
+  local pair u s name cu cs iu is
+  for pair in "u s S3" "au as Azure"; do
+    read -r u s name <<<"$pair"
+    printf '| %s: req/s signed / unsigned (medians) | %s | | |\n' "$name" \
+      "$(calc "%.2f" "$(m 4 w1 "c-custody-$s") / ($(m 4 w1 "c-custody-$u") + 0.000001)")"
+    printf '| %s: CPU per request signed / unsigned (medians) | %s | | |\n' "$name" \
+      "$(calc "%.2f" "$(cpu_us "c-custody-$s") / ($(cpu_us "c-custody-$u") + 0.000001)")"
+    if [ -s "$custody_callgrind" ]; then
+      cu=$(grep "^target=$u " "$custody_callgrind")
+      cs=$(grep "^target=$s " "$custody_callgrind")
+      iu=$(field per_request "$cu")
+      is=$(field per_request "$cs")
+      printf '| %s: instructions per request under callgrind, (%s) (%s requests, %s errors) | %s | | |\n' \
+        "$name" "$u" "$(field requests "$cu")" "$(field errors "$cu")" "$iu"
+      printf '| %s: instructions per request under callgrind, (%s) (%s requests, %s errors) | %s | | |\n' \
+        "$name" "$s" "$(field requests "$cs")" "$(field errors "$cs")" "$is"
+      printf '| %s: instructions signed / unsigned | %s | <= 1.5 | %s |\n' "$name" \
+        "$(calc "%.2f" "$is / (${iu:-0} + 0.000001)")" \
+        "$(awk -v s="$is" -v u="$iu" 'BEGIN { print (u > 0 && s <= 1.5 * u) ? "met" : "not met" }')"
+    else
+      echo "| $name: instructions per request | (not measured: valgrind missing or BENCH_CUSTODY_CALLGRIND=0) | <= 1.5 x | |"
+    fi
+  done
   echo
-  echo "Signed requests: one prebuilt per W1 key (the same 1,000 paths and tokens as W1), signed for \`Host: 127.0.0.1:PORT\` right before each run; wrk replays them (a SigV4 request stays valid while x-amz-date is within 15 minutes of the gateway's clock)."
+  echo "Signed requests: one prebuilt per W1 key (the same 1,000 paths and tokens as W1), signed right before each run (SigV4 for \`Host: 127.0.0.1:PORT\`; Shared Key over the Put Blob's fields); wrk replays them (both stay valid while their date is within 15 minutes of the gateway's clock)."
 }

@@ -2,7 +2,7 @@
 -- script arguments.
 --
 --   wrk -t T -c C ... -s scripts/bench/workload.lua URL -- w1|w2|w3 T [TOKEN_BASE [NAMESPACE]]
---   wrk ... -s scripts/bench/workload.lua URL -- w1s T TOKEN_BASE SIGNED_FILE
+--   wrk ... -s scripts/bench/workload.lua URL -- w1s|w1a T TOKEN_BASE SIGNED_FILE
 --
 -- w1  1 KiB PUTs over 1,000 keys (/w1/k0 .. /w1/k999), each key always with
 --     the same token (1000 + k): after the first round no PUT raises a fence,
@@ -26,6 +26,10 @@
 --     (one line per key, tab-separated: path, token, host, x-amz-date,
 --     payload hash, Authorization; scripts/bench/custody.sh writes it just
 --     before the run, the signature covering the token).
+-- w1a W1 as an Azure client sends it (Put Blob): x-ms-fencing-token,
+--     x-ms-date, x-ms-version, x-ms-blob-type and Authorization read from
+--     SIGNED_FILE (path, token, x-ms-date, Authorization or "-" for none;
+--     scripts/bench/custody.sh writes it, signed with Shared Key).
 --
 -- At the end it prints one machine-readable line:
 --   RESULT requests=N seconds=S rps=R p50_us=.. p99_us=.. errors=E
@@ -85,8 +89,27 @@ function init(args)
          n = n + 1
       end
       assert(n == KEYS, file .. ": " .. n .. " signed requests, not " .. KEYS)
+   elseif workload == "w1a" then
+      local file = assert(args[4], "w1a needs the file of signed requests")
+      local n = 0
+      for l in io.lines(file) do
+         local path, token, date, auth = l:match("^([^\t]+)\t([^\t]+)\t([^\t]+)\t(.+)$")
+         assert(path, "bad line in " .. file .. ": " .. l)
+         local headers = {
+            ["x-ms-fencing-token"] = token,
+            ["x-ms-date"] = date,
+            ["x-ms-version"] = "2021-08-06",
+            ["x-ms-blob-type"] = "BlockBlob",
+         }
+         if auth ~= "-" then
+            headers["Authorization"] = auth
+         end
+         prebuilt[n] = wrk.format("PUT", path, headers, body)
+         n = n + 1
+      end
+      assert(n == KEYS, file .. ": " .. n .. " requests, not " .. KEYS)
    else
-      error("unknown workload " .. tostring(workload) .. " (w1, w1c, w1s, w2 or w3)")
+      error("unknown workload " .. tostring(workload) .. " (w1, w1a, w1c, w1s, w2 or w3)")
    end
 end
 

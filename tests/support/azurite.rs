@@ -152,10 +152,8 @@ pub fn azure_custody_gateway_via(
     (GatewayProcess::start(&args), dir)
 }
 
-/// The fields of a request signed with Shared Key by `identity`, as the
-/// SDKs sign one: `headers` (lowercase names) with `x-ms-date`,
-/// `x-ms-version`, the `Content-Length` [`http`] sends for `body_len`
-/// bytes, and `Authorization`. `target` is path-style, as sent.
+/// The fields of a request signed with Shared Key by `identity` now, as
+/// the SDKs sign one (see [`shared_key_headers`]).
 pub fn shared_key_signed(
     identity: &AzureIdentity,
     method: &str,
@@ -163,41 +161,60 @@ pub fn shared_key_signed(
     headers: &[(&str, &str)],
     body_len: usize,
 ) -> Vec<(String, String)> {
-    use fencegate::custody::shared_key::{string_to_sign, AccountKey, Scheme};
-    let mut fields: Vec<(String, String)> = headers
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    fields.push((
-        "x-ms-date".into(),
-        httpdate::fmt_http_date(std::time::SystemTime::now()),
-    ));
-    if !fields.iter().any(|(k, _)| k == "x-ms-version") {
-        fields.push(("x-ms-version".into(), "2021-08-06".into()));
-    }
-    let safe = matches!(method, "GET" | "HEAD" | "OPTIONS" | "TRACE" | "DELETE");
-    let mut signed = fields.clone();
-    if body_len > 0 || !safe {
-        signed.push(("content-length".into(), body_len.to_string()));
-    }
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    let lines: Vec<(&str, &[u8])> = signed
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_bytes()))
-        .collect();
-    let to_sign = string_to_sign(
-        Scheme::SharedKey,
-        method,
+    shared_key_headers(
+        fencegate::custody::shared_key::Scheme::SharedKey,
         identity.account,
-        path,
-        query,
-        &lines,
+        identity.key,
+        &httpdate::fmt_http_date(std::time::SystemTime::now()),
+        method,
+        target,
+        headers,
+        &vec![0; body_len],
     )
-    .unwrap();
-    let key = AccountKey::from_base64(identity.key).unwrap();
-    fields.push((
-        "authorization".into(),
-        format!("SharedKey {}:{}", identity.account, key.sign(&to_sign)),
+}
+
+/// The fields to send for a request signed with `scheme` by `account`
+/// with `key` (base64) at `date`: `headers`, `x-ms-date`, `x-ms-version`,
+/// and `Authorization`. The signature covers the `Content-Length` that
+/// [`http`] sends for `body`. `target` is path-style, as sent.
+#[allow(clippy::too_many_arguments)]
+pub fn shared_key_headers(
+    scheme: fencegate::custody::shared_key::Scheme,
+    account: &str,
+    key: &str,
+    date: &str,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Vec<(String, String)> {
+    use fencegate::custody::shared_key::{string_to_sign, AccountKey, Scheme};
+    let mut sent: Vec<(String, String)> = headers
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect();
+    sent.push(("x-ms-date".into(), date.into()));
+    sent.push(("x-ms-version".into(), "2021-08-06".into()));
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let length = body.len().to_string();
+    let safe = matches!(method, "GET" | "HEAD" | "OPTIONS" | "TRACE" | "DELETE");
+    let mut fields: Vec<(&str, &[u8])> = sent
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_bytes()))
+        .collect();
+    if !body.is_empty() || !safe {
+        fields.push(("Content-Length", length.as_bytes()));
+    }
+    let to_sign = string_to_sign(scheme, method, account, path, query, &fields)
+        .unwrap_or_else(|e| panic!("string to sign for {method} {target}: {e}"));
+    let signature = AccountKey::from_base64(key).unwrap().sign(&to_sign);
+    let name = match scheme {
+        Scheme::SharedKey => "SharedKey",
+        Scheme::SharedKeyLite => "SharedKeyLite",
+    };
+    sent.push((
+        "Authorization".into(),
+        format!("{name} {account}:{signature}"),
     ));
-    fields
+    sent
 }

@@ -354,13 +354,15 @@ impl<'a> CopySource<'a> {
         let (path, query) = path_and_query
             .split_once('?')
             .unwrap_or((path_and_query, ""));
-        let (source_account, rest) = account_of(path)?;
-        if source_account != account {
+        let same_account = account_of(path)
+            .ok()
+            .filter(|(source_account, _)| *source_account == account);
+        let Some((_, rest)) = same_account else {
             return Err(forbidden(
                 path,
                 "under credential custody a copy source is a blob of the same account, addressed through the gateway",
             ));
-        }
+        };
         let object = decoded_object(rest)?;
         if object.matches('/').count() < 2 {
             return Err(invalid("x-ms-copy-source names no blob"));
@@ -649,7 +651,16 @@ mod tests {
         let source = CopySource::parse("http://127.0.0.1:9/fgb/c/s%20x?snapshot=1", "fgb").unwrap();
         assert_eq!((source.rest, source.query), ("/c/s%20x", "snapshot=1"));
         assert_eq!(source.object, "/c/s x");
-        assert!(CopySource::parse("https://other.blob.core.windows.net/c/b", "fgb").is_err());
+        for foreign in [
+            "https://other.blob.core.windows.net/c/b",
+            "http://h/fgo/c/b",
+        ] {
+            let refused = CopySource::parse(foreign, "fgb").err().unwrap();
+            assert!(
+                matches!(refused.kind, DeniedKind::Forbidden { .. }),
+                "{foreign}"
+            );
+        }
         assert!(CopySource::parse("http://h/fgb/c", "fgb").is_err());
         assert!(CopySource::parse("ftp://h/fgb/c/b", "fgb").is_err());
     }

@@ -1,0 +1,913 @@
+//! Azure Blob under credential custody, request by request: every request
+//! here is built and signed by hand (`SharedKey`, `SharedKeyLite`, a
+//! service SAS) with the library's own `fencegate::custody::shared_key`,
+//! so that each check of the gateway can be reached alone: a wrong key, an
+//! unknown account, a signature over other headers, a skewed date, a SAS
+//! expired, tampered, not yet valid, for another address or for HTTPS
+//! only, a SAS form the gateway does not take, a SAS narrower than its
+//! identity, copy sources outside what the identity may read or outside
+//! its account, a reader raising a fence, a token header Shared Key cannot
+//! sign. What the gateway serves it re-signs with the store's key, which
+//! the clients never have: the identities' accounts are unknown to the
+//! store, and one blob has one fence whichever account's path names it.
+//! Every refusal is Azure's error document (`x-ms-error-code`), counted,
+//! and never forwarded.
+//!
+//! Needs Azurite under `target/node` (`scripts/install-deps.sh`), started
+//! knowing only the store's account (`support::azurite`).
+
+#[path = "../support/mod.rs"]
+mod support;
+
+use std::time::{Duration, SystemTime};
+
+use fencegate::custody::shared_key::{
+    parse_sas_time, sas_string_to_sign, AccountKey, Scheme, ServiceSas,
+};
+use support::azurite::{
+    azure_custody_gateway, shared_key_headers, AzureIdentity, AUDITOR, BILLING, OPS,
+};
+use support::{metric, pct, wait_until, GatewayProcess, Resp};
+
+/// The token header the gateway is started with (a header Shared Key
+/// signs).
+const TOKEN: &str = "x-ms-fencing-token";
+/// The service version the requests and the SAS say.
+const VERSION: &str = "2021-08-06";
+
+// ---------------------------------------------------------------------------
+// Signing by hand
+// ---------------------------------------------------------------------------
+
+/// `x-ms-date` for `at`.
+fn http_date(at: SystemTime) -> String {
+    httpdate::fmt_http_date(at)
+}
+
+/// Sends `headers` as they are.
+fn send(
+    gw: &GatewayProcess,
+    method: &str,
+    target: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> Resp {
+    let headers: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    gw.req(method, target, &headers, body)
+}
+
+/// A request of `who`, signed with SharedKey now.
+fn request(
+    gw: &GatewayProcess,
+    who: &AzureIdentity,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Resp {
+    let date = http_date(SystemTime::now());
+    let headers = shared_key_headers(
+        Scheme::SharedKey,
+        who.account,
+        who.key,
+        &date,
+        method,
+        target,
+        headers,
+        body,
+    );
+    send(gw, method, target, &headers, body)
+}
+
+/// Put Blob of `who` at `target` with `token`.
+fn put_blob(
+    gw: &GatewayProcess,
+    who: &AzureIdentity,
+    target: &str,
+    token: u64,
+    body: &[u8],
+) -> Resp {
+    let token = token.to_string();
+    request(
+        gw,
+        who,
+        "PUT",
+        target,
+        &[("x-ms-blob-type", "BlockBlob"), (TOKEN, &token)],
+        body,
+    )
+}
+
+/// Get Blob of `who`.
+fn get_blob(gw: &GatewayProcess, who: &AzureIdentity, target: &str) -> Resp {
+    request(gw, who, "GET", target, &[], b"")
+}
+
+/// Creates `container` as OPS (an admin, with a token); one made by an
+/// earlier test (Azurite is shared by the tests of this binary) will do.
+fn ensure_container(gw: &GatewayProcess, container: &str) {
+    let resp = request(
+        gw,
+        &OPS,
+        "PUT",
+        &format!("/{}/{container}?restype=container", OPS.account),
+        &[(TOKEN, "1")],
+        b"",
+    );
+    let exists =
+        resp.status == 409 && resp.header("x-ms-error-code") == Some("ContainerAlreadyExists");
+    assert!(
+        resp.status == 201 || exists,
+        "create container {container}: {} {:?} {}",
+        resp.status,
+        resp.header("x-ms-error-code"),
+        resp.text()
+    );
+}
+
+/// Asserts that `resp` is the blob `body`.
+fn assert_body(resp: &Resp, body: &[u8], what: &str) {
+    assert_eq!(resp.status, 200, "{what}: {}", resp.text());
+    assert_eq!(resp.body, body, "{what}: {}", resp.text());
+}
+
+/// Asserts that `resp` is Azure's error document `status` with `code`.
+fn assert_azure_error(resp: &Resp, status: u16, code: &str, what: &str) {
+    assert_eq!(
+        (resp.status, resp.header("x-ms-error-code")),
+        (status, Some(code)),
+        "{what}: {}",
+        resp.text()
+    );
+    let text = resp.text();
+    assert!(
+        text.contains(&format!("<Code>{code}</Code>")),
+        "{what}: {text}"
+    );
+}
+
+/// `fencegate_requests_total` of `outcome`, summed over its series: one
+/// without an identity (a request that did not authenticate) and one per
+/// identity (custody counts an identified request under its identity).
+fn count(gw: &GatewayProcess, outcome: &str) -> f64 {
+    support::outcome_all_identities(&gw.metrics(), outcome)
+}
+
+/// Sends with `send`, asserts an Azure refusal `status` `code` counted once
+/// under `outcome` and not forwarded; returns it.
+fn refused(
+    gw: &GatewayProcess,
+    status: u16,
+    code: &str,
+    outcome: &str,
+    what: &str,
+    send: impl FnOnce() -> Resp,
+) -> Resp {
+    let (before, forwarded) = (count(gw, outcome), count(gw, "forwarded"));
+    let resp = send();
+    assert_azure_error(&resp, status, code, what);
+    assert_eq!(
+        count(gw, outcome),
+        before + 1.0,
+        "{what}: counted as {outcome}\n{}",
+        gw.metrics()
+    );
+    assert_eq!(
+        count(gw, "forwarded"),
+        forwarded,
+        "{what}: not forwarded\n{}",
+        gw.metrics()
+    );
+    resp
+}
+
+/// A refusal of credentials (403 `AuthenticationFailed`, `unauthenticated`).
+fn unauthenticated(gw: &GatewayProcess, what: &str, send: impl FnOnce() -> Resp) -> Resp {
+    refused(
+        gw,
+        403,
+        "AuthenticationFailed",
+        "unauthenticated",
+        what,
+        send,
+    )
+}
+
+/// A refusal of permission (403 `AuthorizationPermissionMismatch`,
+/// `forbidden`).
+fn forbidden(gw: &GatewayProcess, what: &str, send: impl FnOnce() -> Resp) -> Resp {
+    refused(
+        gw,
+        403,
+        "AuthorizationPermissionMismatch",
+        "forbidden",
+        what,
+        send,
+    )
+}
+
+// ---------------------------------------------------------------------------
+// Service SAS by hand
+// ---------------------------------------------------------------------------
+
+/// A service SAS's limits, before it is signed.
+struct Sas {
+    resource: &'static str,
+    permissions: &'static str,
+    start: Option<String>,
+    expiry: String,
+    ip: Option<&'static str>,
+    protocol: Option<&'static str>,
+}
+
+/// A SAS time `offset` from now (`ahead`) or before it.
+fn sas_time(ahead: bool, offset: Duration) -> String {
+    let now = SystemTime::now();
+    let at = if ahead { now + offset } else { now - offset };
+    let text = humantime::format_rfc3339_seconds(at).to_string();
+    assert!(parse_sas_time(&text).is_some(), "{text} is a SAS time");
+    text
+}
+
+impl Sas {
+    /// `sp` for a blob, valid for an hour.
+    fn blob(permissions: &'static str) -> Sas {
+        Sas {
+            resource: "b",
+            permissions,
+            start: None,
+            expiry: sas_time(true, Duration::from_secs(3600)),
+            ip: None,
+            protocol: None,
+        }
+    }
+
+    /// The query of this SAS signed by `who` for `path` (`/container/blob`
+    /// or `/container`, decoded), values percent-encoded.
+    fn query(&self, who: &AzureIdentity, path: &str) -> String {
+        let sas = ServiceSas {
+            version: VERSION.into(),
+            resource: self.resource.into(),
+            permissions: self.permissions.into(),
+            start: self.start.clone(),
+            expiry: self.expiry.clone(),
+            ip: self.ip.map(String::from),
+            protocol: self.protocol.map(String::from),
+            encryption_scope: None,
+            response_headers: Default::default(),
+            signature: [0; 32],
+        };
+        let to_sign = sas_string_to_sign(&sas, who.account, path, None);
+        let sig = AccountKey::from_base64(who.key).unwrap().sign(&to_sign);
+        let mut pairs = vec![("sv", VERSION.to_owned()), ("sr", self.resource.into())];
+        pairs.push(("sp", self.permissions.into()));
+        if let Some(start) = &self.start {
+            pairs.push(("st", start.clone()));
+        }
+        pairs.push(("se", self.expiry.clone()));
+        if let Some(ip) = self.ip {
+            pairs.push(("sip", ip.into()));
+        }
+        if let Some(protocol) = self.protocol {
+            pairs.push(("spr", protocol.into()));
+        }
+        pairs.push(("sig", sig));
+        pairs
+            .iter()
+            .map(|(n, v)| format!("{n}={}", pct(v)))
+            .collect::<Vec<_>>()
+            .join("&")
+    }
+}
+
+/// A request with a SAS (no `Authorization`): `x-ms-date` and
+/// `x-ms-version` as a client sends them.
+fn sas_request(
+    gw: &GatewayProcess,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Resp {
+    let date = http_date(SystemTime::now());
+    let mut all = vec![("x-ms-date", date.as_str()), ("x-ms-version", VERSION)];
+    all.extend_from_slice(headers);
+    gw.req(method, target, &all, body)
+}
+
+/// Put Blob with a SAS and `token` in the header `token_header`.
+fn sas_put(gw: &GatewayProcess, target: &str, token_header: &str, token: u64, body: &[u8]) -> Resp {
+    let token = token.to_string();
+    sas_request(
+        gw,
+        "PUT",
+        target,
+        &[("x-ms-blob-type", "BlockBlob"), (token_header, &token)],
+        body,
+    )
+}
+
+// ---------------------------------------------------------------------------
+// Shared Key
+// ---------------------------------------------------------------------------
+
+/// A Put Blob signed with the identity's key is served and stored; the
+/// same request signed with another key is refused and writes nothing.
+#[test]
+fn shared_key_put_is_served_and_a_wrong_key_is_refused() {
+    let (gw, _dir) = azure_custody_gateway(&[]);
+    ensure_container(&gw, "billing");
+    let target = "/fgbilling/billing/t1-doc";
+    let resp = put_blob(&gw, &BILLING, target, 1, b"first");
+    assert_eq!(resp.status, 201, "put as billing: {}", resp.text());
+    assert_body(&get_blob(&gw, &BILLING, target), b"first", "billing reads");
+
+    unauthenticated(&gw, "signed with a wrong key", || {
+        let date = http_date(SystemTime::now());
+        let headers = shared_key_headers(
+            Scheme::SharedKey,
+            BILLING.account,
+            AUDITOR.key,
+            &date,
+            "PUT",
+            target,
+            &[("x-ms-blob-type", "BlockBlob"), (TOKEN, "2")],
+            b"second",
+        );
+        send(&gw, "PUT", target, &headers, b"second")
+    });
+    assert_body(
+        &get_blob(&gw, &OPS, "/fgops/billing/t1-doc"),
+        b"first",
+        "unchanged after the wrong key",
+    );
+    assert_eq!(gw.fence("/billing/t1-doc"), Some(1), "the fence not raised");
+}
+
+/// An account no identity has is refused, whatever key signed it.
+#[test]
+fn an_unknown_account_is_refused() {
+    let (gw, _dir) = azure_custody_gateway(&[]);
+    ensure_container(&gw, "billing");
+    let resp = unauthenticated(&gw, "account fgnobody", || {
+        let target = "/fgnobody/billing/t2-x";
+        let date = http_date(SystemTime::now());
+        let headers = shared_key_headers(
+            Scheme::SharedKey,
+            "fgnobody",
+            BILLING.key,
+            &date,
+            "PUT",
+            target,
+            &[("x-ms-blob-type", "BlockBlob"), (TOKEN, "1")],
+            b"x",
+        );
+        send(&gw, "PUT", target, &headers, b"x")
+    });
+    assert!(resp.text().contains("fgnobody"), "{}", resp.text());
+    assert_eq!(
+        get_blob(&gw, &OPS, "/fgops/billing/t2-x").status,
+        404,
+        "nothing written"
+    );
+}
+
+/// A signature over other header values than those sent does not verify.
+#[test]
+fn a_signature_over_other_headers_is_refused() {
+    let (gw, _dir) = azure_custody_gateway(&[]);
+    ensure_container(&gw, "billing");
+    let target = "/fgbilling/billing/t3-meta";
+    unauthenticated(&gw, "x-ms-meta-a signed 1, sent 2", || {
+        let date = http_date(SystemTime::now());
+        let mut headers = shared_key_headers(
+            Scheme::SharedKey,
+            BILLING.account,
+            BILLING.key,
+            &date,
+            "PUT",
+            target,
+            &[
+                ("x-ms-blob-type", "BlockBlob"),
+                ("x-ms-meta-a", "1"),
+                (TOKEN, "1"),
+            ],
+            b"meta",
+        );
+        for (name, value) in &mut headers {
+            if name == "x-ms-meta-a" {
+                *value = "2".into();
+            }
+        }
+        send(&gw, "PUT", target, &headers, b"meta")
+    });
+    let resp = get_blob(&gw, &OPS, "/fgops/billing/t3-meta");
+    assert_eq!(resp.status, 404, "nothing written: {}", resp.text());
+    assert_eq!(gw.fence("/billing/t3-meta"), None, "no fence raised");
+}
+
+/// A request signed 20 minutes ago (correctly) is refused: the skew
+/// allowed is 15 minutes.
+#[test]
+fn a_skewed_date_is_refused() {
+    let (gw, _dir) = azure_custody_gateway(&[]);
+    ensure_container(&gw, "billing");
+    let target = "/fgbilling/billing/t4-old";
+    let resp = unauthenticated(&gw, "x-ms-date 20 minutes old", || {
+        let date = http_date(SystemTime::now() - Duration::from_secs(20 * 60));
+        let headers = shared_key_headers(
+            Scheme::SharedKey,
+            BILLING.account,
+            BILLING.key,
+            &date,
+            "PUT",
+            target,
+            &[("x-ms-blob-type", "BlockBlob"), (TOKEN, "1")],
+            b"old",
+        );
+        send(&gw, "PUT", target, &headers, b"old")
+    });
+    assert!(resp.text().contains("15 minutes"), "{}", resp.text());
+    assert_eq!(get_blob(&gw, &OPS, "/fgops/billing/t4-old").status, 404);
+}
+
+/// SharedKeyLite, which the store never sees (the gateway signs with
+/// SharedKey), is verified and served.
+#[test]
+fn shared_key_lite_is_verified_and_served() {
+    let (gw, _dir) = azure_custody_gateway(&[]);
+    ensure_container(&gw, "billing");
+    let target = "/fgbilling/billing/t5-lite";
+    let lite = |method: &str, headers: &[(&str, &str)], body: &[u8]| {
+        let date = http_date(SystemTime::now());
+        let headers = shared_key_headers(
+            Scheme::SharedKeyLite,
+            BILLING.account,
+            BILLING.key,
+            &date,
+            method,
+            target,
+            headers,
+            body,
+        );
+        assert!(
+            headers
+                .iter()
+                .any(|(n, v)| n == "Authorization" && v.starts_with("SharedKeyLite fgbilling:")),
+            "{headers:?}"
+        );
+        send(&gw, method, target, &headers, body)
+    };
+    let resp = lite(
+        "PUT",
+        &[
+            ("x-ms-blob-type", "BlockBlob"),
+            ("Content-Type", "text/plain"),
+            (TOKEN, "1"),
+        ],
+        b"lite",
+    );
+    assert_eq!(resp.status, 201, "SharedKeyLite put: {}", resp.text());
+    assert_body(&lite("GET", &[], b""), b"lite", "SharedKeyLite get");
+    // Signed with the wrong key, Lite is refused like SharedKey.
+    unauthenticated(&gw, "SharedKeyLite with a wrong key", || {
+        let date = http_date(SystemTime::now());
+        let headers = shared_key_headers(
+            Scheme::SharedKeyLite,
+            BILLING.account,
+            OPS.key,
+            &date,
+            "GET",
+            target,
+            &[],
+            b"",
+        );
+        send(&gw, "GET", target, &headers, b"")
+    });
+}
+
+// ---------------------------------------------------------------------------
+// Service SAS
+// ---------------------------------------------------------------------------
+
+/// A valid blob SAS writes and reads; each limit of a SAS is enforced by
+/// the gateway (the store sees only its own signature); a SAS's
+/// permissions narrow its identity's.
+#[test]
+fn service_sas_is_verified_and_its_limits_enforced() {
+    let (gw, _dir) = azure_custody_gateway(&[]);
+    ensure_container(&gw, "billing");
+    let path = "/billing/t6-sas";
+    let target = |query: &str| format!("/fgbilling{path}?{query}");
+
+    let rw = Sas::blob("rw").query(&BILLING, path);
+    let resp = sas_put(&gw, &target(&rw), TOKEN, 1, b"by sas");
+    assert_eq!(resp.status, 201, "SAS put: {}", resp.text());
+    assert_body(
+        &sas_request(&gw, "GET", &target(&rw), &[], b""),
+        b"by sas",
+        "SAS get",
+    );
+
+    let mut expired = Sas::blob("rw");
+    expired.expiry = sas_time(false, Duration::from_secs(3600));
+    let resp = unauthenticated(&gw, "expired SAS", || {
+        sas_put(
+            &gw,
+            &target(&expired.query(&BILLING, path)),
+            TOKEN,
+            2,
+            b"late",
+        )
+    });
+    assert!(resp.text().contains("expired"), "{}", resp.text());
+
+    // Signed for r, sent as rw.
+    let read_only = Sas::blob("r").query(&BILLING, path);
+    let tampered = read_only.replace("sp=r&", "sp=rw&");
+    assert_ne!(tampered, read_only);
+    unauthenticated(&gw, "sp changed after signing", || {
+        sas_put(&gw, &target(&tampered), TOKEN, 2, b"tampered")
+    });
+
+    unauthenticated(&gw, "SAS with a stored access policy", || {
+        sas_request(&gw, "GET", &target(&format!("{rw}&si=policy")), &[], b"")
+    });
+
+    let account_sas = format!(
+        "sv={VERSION}&ss=b&srt=sco&sp=rw&se={}&sig={}",
+        pct(&sas_time(true, Duration::from_secs(3600))),
+        pct(&AccountKey::from_base64(BILLING.key)
+            .unwrap()
+            .sign("account"))
+    );
+    unauthenticated(&gw, "account SAS", || {
+        sas_request(&gw, "GET", &target(&account_sas), &[], b"")
+    });
+
+    let mut not_yet = Sas::blob("rw");
+    not_yet.start = Some(sas_time(true, Duration::from_secs(3600)));
+    unauthenticated(&gw, "st in the future", || {
+        sas_request(
+            &gw,
+            "GET",
+            &target(&not_yet.query(&BILLING, path)),
+            &[],
+            b"",
+        )
+    });
+
+    let mut elsewhere = Sas::blob("rw");
+    elsewhere.ip = Some("10.0.0.1");
+    unauthenticated(&gw, "sip=10.0.0.1", || {
+        sas_request(
+            &gw,
+            "GET",
+            &target(&elsewhere.query(&BILLING, path)),
+            &[],
+            b"",
+        )
+    });
+    let mut loopback = Sas::blob("rw");
+    loopback.ip = Some("127.0.0.0-127.0.0.255");
+    assert_body(
+        &sas_request(
+            &gw,
+            "GET",
+            &target(&loopback.query(&BILLING, path)),
+            &[],
+            b"",
+        ),
+        b"by sas",
+        "sip=127.0.0.0-127.0.0.255",
+    );
+
+    let mut https = Sas::blob("rw");
+    https.protocol = Some("https");
+    unauthenticated(&gw, "spr=https over plain HTTP", || {
+        sas_request(&gw, "GET", &target(&https.query(&BILLING, path)), &[], b"")
+    });
+
+    // Billing may write (and so delete) the blob; its SAS says rw only.
+    forbidden(&gw, "DELETE with sp=rw", || {
+        sas_request(&gw, "DELETE", &target(&rw), &[(TOKEN, "2")], b"")
+    });
+
+    assert_body(
+        &get_blob(&gw, &OPS, "/fgops/billing/t6-sas"),
+        b"by sas",
+        "the refused requests changed nothing",
+    );
+    assert_eq!(
+        gw.fence(path),
+        Some(1),
+        "no refused request raised the fence"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Mapping, copies, fences
+// ---------------------------------------------------------------------------
+
+/// One blob, one fence, whichever identity's account path names it.
+#[test]
+fn accounts_map_to_one_blob_and_one_fence() {
+    let (gw, _dir) = azure_custody_gateway(&[]);
+    ensure_container(&gw, "billing");
+    let resp = put_blob(&gw, &BILLING, "/fgbilling/billing/t7-doc", 5, b"five");
+    assert_eq!(resp.status, 201, "billing put: {}", resp.text());
+    assert_body(
+        &get_blob(&gw, &OPS, "/fgops/billing/t7-doc"),
+        b"five",
+        "ops reads billing's blob",
+    );
+    assert_eq!(gw.fence("/billing/t7-doc"), Some(5));
+    let (before, forwarded) = (count(&gw, "stale_token"), count(&gw, "forwarded"));
+    let resp = put_blob(&gw, &OPS, "/fgops/billing/t7-doc", 4, b"four");
+    assert_azure_error(&resp, 409, "stale_token", "ops with token 4 after 5");
+    assert_eq!(count(&gw, "stale_token"), before + 1.0, "{}", gw.metrics());
+    assert_eq!(count(&gw, "forwarded"), forwarded, "{}", gw.metrics());
+    assert_body(
+        &get_blob(&gw, &BILLING, "/fgbilling/billing/t7-doc"),
+        b"five",
+        "unchanged after the stale write",
+    );
+    assert_eq!(gw.fence("/billing/t7-doc"), Some(5));
+}
+
+/// A copy's source is read with the gateway's key: it must be one the
+/// identity may read, in its own account's path, behind the gateway.
+#[test]
+fn copy_sources_are_authorised_as_reads() {
+    let (gw, _dir) = azure_custody_gateway(&[]);
+    for container in ["billing", "shared", "private"] {
+        ensure_container(&gw, container);
+    }
+    let resp = put_blob(&gw, &OPS, "/fgops/shared/t8-src", 1, b"source");
+    assert_eq!(resp.status, 201, "ops puts the source: {}", resp.text());
+    let resp = put_blob(&gw, &OPS, "/fgops/private/t8-src", 1, b"private");
+    assert_eq!(
+        resp.status,
+        201,
+        "ops puts the private blob: {}",
+        resp.text()
+    );
+
+    let copy = |source: &str, token: &str| {
+        request(
+            &gw,
+            &BILLING,
+            "PUT",
+            "/fgbilling/billing/t8-copy",
+            &[("x-ms-copy-source", source), (TOKEN, token)],
+            b"",
+        )
+    };
+    let source = format!("http://{}/fgbilling/shared/t8-src", gw.data_addr());
+    let resp = copy(&source, "1");
+    assert_eq!(resp.status, 202, "copy from shared: {}", resp.text());
+    let mut last = None;
+    let copied = wait_until(Duration::from_secs(10), || {
+        let resp = get_blob(&gw, &BILLING, "/fgbilling/billing/t8-copy");
+        let done = resp.status == 200 && resp.body == b"source";
+        last = Some(resp);
+        done
+    });
+    assert!(copied, "the copy has the source's content: {last:?}");
+
+    let private = format!("http://{}/fgbilling/private/t8-src", gw.data_addr());
+    forbidden(&gw, "copy from a container billing may not read", || {
+        copy(&private, "2")
+    });
+    forbidden(&gw, "copy from another account's path", || {
+        copy("http://x/fgops/shared/t8-src", "2")
+    });
+    forbidden(&gw, "copy from another storage account's container", || {
+        copy("https://other.blob.core.windows.net/container/b", "2")
+    });
+    // The same with a one-letter container, which is no account name.
+    forbidden(&gw, "copy from another storage account", || {
+        copy("https://other.blob.core.windows.net/c/b", "2")
+    });
+    assert_body(
+        &get_blob(&gw, &BILLING, "/fgbilling/billing/t8-copy"),
+        b"source",
+        "the refused copies changed nothing",
+    );
+}
+
+/// An identity that may only read cannot raise a fence with a read.
+#[test]
+fn a_reader_cannot_raise_a_fence() {
+    let (gw, _dir) = azure_custody_gateway(&[]);
+    ensure_container(&gw, "billing");
+    let resp = put_blob(&gw, &BILLING, "/fgbilling/billing/t9-doc", 5, b"five");
+    assert_eq!(resp.status, 201, "billing put: {}", resp.text());
+    let target = "/fgauditor/billing/t9-doc";
+    assert_body(
+        &get_blob(&gw, &AUDITOR, target),
+        b"five",
+        "the auditor reads",
+    );
+    forbidden(&gw, "auditor GET with token 6 above 5", || {
+        request(&gw, &AUDITOR, "GET", target, &[(TOKEN, "6")], b"")
+    });
+    assert_eq!(gw.fence("/billing/t9-doc"), Some(5), "the fence not raised");
+}
+
+/// With the token in `X-Fencing-Token` (no `x-ms-*` header), Shared Key
+/// cannot sign it and is refused, saying so; a SAS, which signs no
+/// header, carries it.
+#[test]
+fn a_token_header_shared_key_cannot_sign_needs_a_sas() {
+    let (gw, _dir) = azure_custody_gateway(&["--token-header", "X-Fencing-Token"]);
+    ensure_container_with(&gw, "X-Fencing-Token");
+    let target = "/fgbilling/billing/t10-doc";
+    let resp = unauthenticated(&gw, "Shared Key with X-Fencing-Token", || {
+        request(
+            &gw,
+            &BILLING,
+            "PUT",
+            target,
+            &[("x-ms-blob-type", "BlockBlob"), ("X-Fencing-Token", "1")],
+            b"shared key",
+        )
+    });
+    let text = resp.text();
+    assert!(
+        text.contains("x-fencing-token") && text.contains("SAS"),
+        "the refusal says why: {text}"
+    );
+    let sas = Sas::blob("rw").query(&BILLING, "/billing/t10-doc");
+    let resp = sas_put(
+        &gw,
+        &format!("{target}?{sas}"),
+        "X-Fencing-Token",
+        1,
+        b"by sas",
+    );
+    assert_eq!(
+        resp.status,
+        201,
+        "SAS put with X-Fencing-Token: {}",
+        resp.text()
+    );
+    assert_body(
+        &sas_request(&gw, "GET", &format!("{target}?{sas}"), &[], b""),
+        b"by sas",
+        "SAS get",
+    );
+    assert_eq!(gw.fence("/billing/t10-doc"), Some(1));
+}
+
+/// [`ensure_container`] for a gateway whose token header is `header`:
+/// Shared Key cannot sign it, so OPS creates the container with a
+/// container SAS.
+fn ensure_container_with(gw: &GatewayProcess, header: &str) {
+    let mut sas = Sas::blob("rwdlc");
+    sas.resource = "c";
+    let query = sas.query(&OPS, "/billing");
+    let resp = sas_request(
+        gw,
+        "PUT",
+        &format!("/fgops/billing?restype=container&{query}"),
+        &[(header, "1")],
+        b"",
+    );
+    let exists =
+        resp.status == 409 && resp.header("x-ms-error-code") == Some("ContainerAlreadyExists");
+    assert!(
+        resp.status == 201 || exists,
+        "create container billing with a SAS: {} {:?} {}",
+        resp.status,
+        resp.header("x-ms-error-code"),
+        resp.text()
+    );
+}
+
+/// Each kind of refusal is counted under its outcome, and none reaches
+/// the store: `forwarded` stays where it was while they are refused.
+#[test]
+fn every_refusal_is_counted_and_not_forwarded() {
+    let (gw, _dir) = azure_custody_gateway(&[]);
+    ensure_container(&gw, "billing");
+    ensure_container(&gw, "shared");
+    let target = "/fgbilling/billing/t11-doc";
+    let resp = put_blob(&gw, &BILLING, target, 1, b"one");
+    assert_eq!(resp.status, 201, "billing put: {}", resp.text());
+
+    let (unauth, forwarded) = (
+        support::outcome(&gw.metrics(), "unauthenticated"),
+        count(&gw, "forwarded"),
+    );
+    let forbidden_as = |identity: &str| {
+        let series =
+            format!("fencegate_requests_total{{outcome=\"forbidden\",identity=\"{identity}\"}}");
+        metric(&gw.metrics(), &series).unwrap_or(0.0)
+    };
+    let (billing, auditor) = (forbidden_as("billing"), forbidden_as("auditor"));
+    // A wrong key, an unknown account, a skewed date, a bad SAS: none
+    // authenticated, so counted under no identity.
+    let wrong_key = || {
+        let date = http_date(SystemTime::now());
+        let headers = shared_key_headers(
+            Scheme::SharedKey,
+            BILLING.account,
+            OPS.key,
+            &date,
+            "GET",
+            target,
+            &[],
+            b"",
+        );
+        send(&gw, "GET", target, &headers, b"")
+    };
+    assert_azure_error(&wrong_key(), 403, "AuthenticationFailed", "wrong key");
+    let unknown = {
+        let date = http_date(SystemTime::now());
+        let target = "/fgnobody/billing/t11-doc";
+        let headers = shared_key_headers(
+            Scheme::SharedKey,
+            "fgnobody",
+            BILLING.key,
+            &date,
+            "GET",
+            target,
+            &[],
+            b"",
+        );
+        send(&gw, "GET", target, &headers, b"")
+    };
+    assert_azure_error(&unknown, 403, "AuthenticationFailed", "unknown account");
+    let skewed = {
+        let date = http_date(SystemTime::now() + Duration::from_secs(20 * 60));
+        let headers = shared_key_headers(
+            Scheme::SharedKey,
+            BILLING.account,
+            BILLING.key,
+            &date,
+            "GET",
+            target,
+            &[],
+            b"",
+        );
+        send(&gw, "GET", target, &headers, b"")
+    };
+    assert_azure_error(&skewed, 403, "AuthenticationFailed", "20 minutes ahead");
+    let mut expired = Sas::blob("r");
+    expired.expiry = sas_time(false, Duration::from_secs(60));
+    let sas = expired.query(&BILLING, "/billing/t11-doc");
+    let resp = sas_request(&gw, "GET", &format!("{target}?{sas}"), &[], b"");
+    assert_azure_error(&resp, 403, "AuthenticationFailed", "expired SAS");
+    assert_eq!(
+        support::outcome(&gw.metrics(), "unauthenticated"),
+        unauth + 4.0,
+        "four unauthenticated\n{}",
+        gw.metrics()
+    );
+
+    // Not allowed: a write outside billing's prefixes, a reader's token;
+    // counted under the identity that sent each.
+    let resp = put_blob(&gw, &BILLING, "/fgbilling/shared/t11-doc", 1, b"no");
+    assert_azure_error(
+        &resp,
+        403,
+        "AuthorizationPermissionMismatch",
+        "billing writes shared",
+    );
+    let resp = request(
+        &gw,
+        &AUDITOR,
+        "GET",
+        "/fgauditor/billing/t11-doc",
+        &[(TOKEN, "2")],
+        b"",
+    );
+    assert_azure_error(
+        &resp,
+        403,
+        "AuthorizationPermissionMismatch",
+        "auditor raises",
+    );
+    assert_eq!(
+        (forbidden_as("billing"), forbidden_as("auditor")),
+        (billing + 1.0, auditor + 1.0),
+        "one forbidden each\n{}",
+        gw.metrics()
+    );
+    assert_eq!(
+        count(&gw, "forwarded"),
+        forwarded,
+        "none forwarded\n{}",
+        gw.metrics()
+    );
+    assert_body(
+        &get_blob(&gw, &OPS, "/fgops/billing/t11-doc"),
+        b"one",
+        "unchanged",
+    );
+    assert_eq!(gw.fence("/billing/t11-doc"), Some(1));
+}
