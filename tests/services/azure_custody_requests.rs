@@ -911,3 +911,131 @@ fn every_refusal_is_counted_and_not_forwarded() {
     );
     assert_eq!(gw.fence("/billing/t11-doc"), Some(1));
 }
+
+/// What Azurite cannot show, against the gateway's own verifier: a Put
+/// Blob From URL's source is authorised as a read like a copy's, and a
+/// SAS for a blob version (`sr=bv`) is verified over its `versionid`. What
+/// Azurite then answers is its own (it supports neither); the test shows
+/// the gateway's decision: refused before anything, or forwarded.
+#[test]
+fn put_blob_from_url_and_version_sas_are_decided_by_the_gateway() {
+    let (gw, _dir) = azure_custody_gateway(&[]);
+    for container in ["billing", "private"] {
+        ensure_container(&gw, container);
+    }
+    let from_url = |source: &str| {
+        request(
+            &gw,
+            &BILLING,
+            "PUT",
+            "/fgbilling/billing/t12-from-url",
+            &[
+                ("x-ms-copy-source", source),
+                ("x-ms-blob-type", "BlockBlob"),
+                (TOKEN, "1"),
+            ],
+            b"",
+        )
+    };
+    let private = format!("http://{}/fgbilling/private/t12-src", gw.data_addr());
+    forbidden(
+        &gw,
+        "Put Blob From URL of a source billing may not read",
+        || from_url(&private),
+    );
+    let readable = format!("http://{}/fgbilling/billing/t12-src", gw.data_addr());
+    let before = count(&gw, "forwarded");
+    let resp = from_url(&readable);
+    assert_ne!(
+        resp.header("x-ms-error-code"),
+        Some("AuthorizationPermissionMismatch")
+    );
+    assert_eq!(count(&gw, "forwarded"), before + 1.0, "{}", resp.text());
+
+    let version = "2026-11-27T08:00:00.0000000Z";
+    let sas = ServiceSas {
+        version: VERSION.into(),
+        resource: "bv".into(),
+        permissions: "r".into(),
+        start: None,
+        expiry: sas_time(true, Duration::from_secs(3600)),
+        ip: None,
+        protocol: None,
+        encryption_scope: None,
+        response_headers: Default::default(),
+        signature: [0; 32],
+    };
+    let to_sign = sas_string_to_sign(&sas, BILLING.account, "/billing/t12-src", Some(version));
+    let sig = AccountKey::from_base64(BILLING.key).unwrap().sign(&to_sign);
+    let query = |versionid: &str| {
+        format!(
+            "/fgbilling/billing/t12-src?versionid={}&sv={VERSION}&sr=bv&sp=r&se={}&sig={}",
+            pct(versionid),
+            pct(&sas.expiry),
+            pct(&sig)
+        )
+    };
+    let before = count(&gw, "forwarded");
+    let resp = sas_request(&gw, "GET", &query(version), &[], b"");
+    assert_ne!(resp.header("x-ms-error-code"), Some("AuthenticationFailed"));
+    assert_eq!(count(&gw, "forwarded"), before + 1.0, "{}", resp.text());
+    unauthenticated(&gw, "a version SAS for another version", || {
+        sas_request(&gw, "GET", &query("2026-11-27T09:00:00.0000000Z"), &[], b"")
+    });
+}
+
+/// What the store receives, seen by a backend standing in for it: the
+/// target without the client's account or SAS, the upstream's `Host`, and
+/// a Shared Key signature of the store's account over exactly the fields
+/// that arrived, which the store's key verifies.
+#[test]
+fn the_store_receives_the_stores_signature_over_what_arrives() {
+    let backend = support::Backend::start();
+    let (gw, _dir) = support::azurite::azure_custody_gateway_via(backend.addr(), &[]);
+    let sas = Sas::blob("rw");
+    let target = format!(
+        "/fgbilling/billing/t13?comp=block&blockid=QQ%3D%3D&{}",
+        sas.query(&BILLING, "/billing/t13")
+    );
+    let resp = sas_request(&gw, "PUT", &target, &[(TOKEN, "3")], b"block");
+    assert!(resp.status < 300, "{} {}", resp.status, resp.text());
+    let record = backend
+        .records()
+        .into_iter()
+        .last()
+        .expect("the backend got the request");
+    assert_eq!(
+        record.target,
+        "/fgstore/billing/t13?comp=block&blockid=QQ%3D%3D"
+    );
+    assert_eq!(
+        record.header("host"),
+        Some(backend.addr().to_string().as_str())
+    );
+    assert_eq!(record.header(TOKEN), Some("3"));
+    let authorization = record.header("authorization").expect("signed");
+    let (scheme, rest) = authorization.split_once(' ').unwrap();
+    let (account, signature) = rest.split_once(':').unwrap();
+    assert_eq!(
+        (scheme, account),
+        ("SharedKey", support::azurite::STORE_ACCOUNT)
+    );
+    let fields: Vec<(&str, &[u8])> = record
+        .headers
+        .iter()
+        .filter(|(name, _)| name != "authorization")
+        .map(|(name, value)| (name.as_str(), value.as_bytes()))
+        .collect();
+    let (path, query) = record.target.split_once('?').unwrap();
+    let to_sign = fencegate::custody::shared_key::string_to_sign(
+        Scheme::SharedKey,
+        "PUT",
+        support::azurite::STORE_ACCOUNT,
+        path,
+        query,
+        &fields,
+    )
+    .unwrap();
+    let store_key = AccountKey::from_base64(support::azurite::STORE_KEY).unwrap();
+    assert_eq!(store_key.sign(&to_sign), signature, "{to_sign}");
+}

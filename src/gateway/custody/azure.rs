@@ -461,8 +461,11 @@ fn reached(
     copy_source: Option<&str>,
     public_access: bool,
 ) -> Result<Vec<(String, Access)>, Denied> {
-    let write = !matches!(method.as_str(), "GET" | "HEAD" | "OPTIONS");
     let comp = param(query, "comp").unwrap_or_default();
+    // Query Blob Contents reads with a POST.
+    let reads = matches!(method.as_str(), "GET" | "HEAD" | "OPTIONS")
+        || (method == Method::POST && comp == "query");
+    let write = !reads;
     if method == Method::POST && comp != "query" {
         // A batch carries requests of its own in its body, which the
         // gateway would sign unread; a user-delegation key is the
@@ -627,6 +630,10 @@ mod tests {
             ]
         );
         assert!(reached(&Method::POST, "comp=batch", "/c", None, false).is_err());
+        assert_eq!(
+            reached(&Method::POST, "comp=query", "/c/b", None, false).unwrap(),
+            vec![("/c/b".to_owned(), Access::Read)]
+        );
         assert_eq!(
             reached(&get, "comp=list", "/", None, false).unwrap(),
             vec![("/".to_owned(), Access::Read)]

@@ -119,7 +119,11 @@ impl UpstreamSigner {
                 if matches!(forward, Forwarding::Unsigned) {
                     return Ok(Signed::default());
                 }
-                sign_shared_key(account, key, method, target, head, now)
+                let mut signed = sign_shared_key(account, key, method, target, head, now)?;
+                // Azure routes by Host (`ACCOUNT.blob.core.windows.net`),
+                // which Shared Key does not sign.
+                signed.host = Some(self.host.clone());
+                Ok(signed)
             }
             UpstreamCredentials::AwsSigV4 {
                 access_key_id,
