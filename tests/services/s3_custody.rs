@@ -714,7 +714,7 @@ fn custody_start_errors_are_one_line() {
     assert!(
         finished
             .start_error("custody")
-            .contains("aws-sigv4 needs --store s3"),
+            .contains("--store webdav signs with kind = \"basic\" or \"bearer\""),
         "{}",
         finished.stderr
     );
