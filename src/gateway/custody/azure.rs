@@ -93,8 +93,8 @@ impl AzureClients {
             (None, Some(sas)) => {
                 let (account, rest) = account_of(request.uri().path())?;
                 let identity = by_account(identities, account)?;
-                let key = account_key(&identity)?;
-                check_sas(&key, &sas, account, rest, query, now, peer, tls)?;
+                let key = account_key(identities, &identity)?;
+                check_sas(key, &sas, account, rest, query, now, peer, tls)?;
                 let object = decoded_object(rest)?;
                 check_permission(&sas.permissions, request.method(), query, &object)?;
                 if let Some(source) = single(fields, &X_MS_COPY_SOURCE)? {
@@ -111,7 +111,7 @@ impl AzureClients {
                             )
                         })?;
                     check_sas(
-                        &key,
+                        key,
                         &sas,
                         account,
                         source.rest,
@@ -219,7 +219,7 @@ impl AzureClients {
             &lines,
         )
         .map_err(|e| failed(&e.to_string()))?;
-        let key = account_key(&identity)?;
+        let key = account_key(identities, &identity)?;
         if !key.verify(&to_sign, &auth.signature) {
             return Err(Denied::new(
                 DeniedKind::BadSignature,
@@ -517,10 +517,14 @@ fn by_account(identities: &Identities, account: &str) -> Result<Arc<Identity>, D
     })
 }
 
-/// The identity's account key (its secret, base64).
-fn account_key(identity: &Identity) -> Result<AccountKey, Denied> {
-    let secret = identity.secret.as_ref().map_or("", |s| s.expose());
-    AccountKey::from_base64(secret).map_err(|_| failed("the identity's account key is not base64"))
+/// The identity's account key, decoded when the identities were loaded.
+fn account_key<'a>(
+    identities: &'a Identities,
+    identity: &Identity,
+) -> Result<&'a AccountKey, Denied> {
+    identities
+        .account_key(&identity.name)
+        .ok_or_else(|| failed("the identity has no account key"))
 }
 
 fn param(query: &str, name: &str) -> Option<String> {

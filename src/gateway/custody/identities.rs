@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::files::{Access, Allow, Identity};
+use crate::custody::shared_key::AccountKey;
 
 /// `--anonymous-clients`: what a request with no credentials may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -43,6 +44,9 @@ pub(crate) struct Identities {
     bearers: Vec<Arc<Identity>>,
     /// Who a request without credentials is, if anyone.
     anonymous: Option<Arc<Identity>>,
+    /// Under `--store azure`, by identity name: its account key, decoded
+    /// once per load rather than at each request.
+    account_keys: HashMap<String, AccountKey>,
 }
 
 impl Identities {
@@ -102,6 +106,16 @@ impl Identities {
             }
         }
         found
+    }
+
+    /// Keeps the identities' account keys (Azure), by identity name.
+    pub(crate) fn set_account_keys(&mut self, keys: HashMap<String, AccountKey>) {
+        self.account_keys = keys;
+    }
+
+    /// The account key of the identity named `name` (Azure).
+    pub(crate) fn account_key(&self, name: &str) -> Option<&AccountKey> {
+        self.account_keys.get(name)
     }
 
     /// Who a request without credentials is; `None`: it is refused.

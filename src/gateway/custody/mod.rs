@@ -166,9 +166,11 @@ impl Custody {
             }
             list.retain(|identity| allowed.contains(&identity.name));
         }
+        let mut account_keys = std::collections::HashMap::new();
         if let (Dialect::Azure(_), Some(source)) = (dialect, &files.identities) {
             // An identity's access_key_id is its account name and its
-            // secret the account key: checked now, not at each request.
+            // secret the account key: checked and decoded now, not at each
+            // request.
             for identity in &list {
                 if let (Some(account), Some(secret)) = (&identity.access_key_id, &identity.secret) {
                     if !crate::custody::shared_key::is_account_name(account) {
@@ -177,17 +179,21 @@ impl Custody {
                             format!("identity {:?}: under --store azure its access_key_id is an account name, 3 to 24 lowercase letters and digits", identity.name),
                         ));
                     }
-                    if crate::custody::shared_key::AccountKey::from_base64(secret.expose()).is_err()
-                    {
+                    let Ok(key) =
+                        crate::custody::shared_key::AccountKey::from_base64(secret.expose())
+                    else {
                         return Err(files::FileError::new(
                             source.path(),
                             format!("identity {:?}: under --store azure its secret is an account key, in base64", identity.name),
                         ));
-                    }
+                    };
+                    account_keys.insert(identity.name.clone(), key);
                 }
             }
         }
-        Ok(Identities::new(list, files.anonymous))
+        let mut identities = Identities::new(list, files.anonymous);
+        identities.set_account_keys(account_keys);
+        Ok(identities)
     }
 
     /// The identities as the files hold them now, not yet in force.

@@ -18,6 +18,7 @@ use crate::custody::shared_key::{self, AccountKey};
 use crate::custody::sigv4::{self, SigningKey};
 use crate::gateway::hop::{connection_options, is_hop_by_hop};
 use crate::gateway::inbound::Head;
+use crate::head::HeaderFields;
 
 const AUTHORIZATION: HeaderName = http::header::AUTHORIZATION;
 const X_AMZ_DATE: HeaderName = HeaderName::from_static("x-amz-date");
@@ -315,49 +316,50 @@ fn sign_shared_key(
 ) -> Result<Signed, SignError> {
     let date = httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_secs(now));
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    let mut dropped: Vec<Vec<u8>> = Vec::new();
-    for value in lookup(head, "connection") {
-        dropped.extend(connection_options(value).map(<[u8]>::to_ascii_lowercase));
-    }
-    let mut lines: Vec<(String, Vec<u8>)> = Vec::new();
-    for name in head.names() {
-        let lower = name.to_ascii_lowercase();
-        let skip = is_hop_by_hop(&lower)
-            || dropped.contains(&lower)
-            || matches!(
-                &lower[..],
-                b"authorization" | b"x-ms-date" | b"host" | b"content-length"
-            );
-        let Ok(text) = String::from_utf8(lower) else {
+    let dropped: Vec<&[u8]> = lookup(head, "connection")
+        .into_iter()
+        .flat_map(connection_options)
+        .collect();
+    let length = match head.normalized_length() {
+        Some(n) => Some(n.to_string()),
+        None => lookup(head, "content-length")
+            .first()
+            .map(|v| String::from_utf8_lossy(v).into_owned()),
+    };
+    // The fields as they go on, names in any case (the string to sign
+    // compares them so), each name once with all its values.
+    let names = head.names();
+    let mut fields: Vec<(&str, &[u8])> = Vec::with_capacity(names.len() + 3);
+    for (i, name) in names.iter().enumerate() {
+        let skip = is_hop_by_hop(name)
+            || dropped.iter().any(|d| d.eq_ignore_ascii_case(name))
+            || [&b"authorization"[..], b"x-ms-date", b"host", b"content-length"]
+                .iter()
+                .any(|n| n.eq_ignore_ascii_case(name))
+            || names[..i].iter().any(|seen| seen.eq_ignore_ascii_case(name));
+        let Ok(text) = std::str::from_utf8(name) else {
             continue;
         };
-        if skip || lines.iter().any(|(known, _)| *known == text) {
+        if skip {
             continue;
         }
-        for value in lookup(head, &text) {
-            lines.push((text.clone(), value.to_vec()));
-        }
+        let Ok(header) = HeaderName::from_bytes(name) else {
+            continue;
+        };
+        fields.extend(head.values_of(&header).map(|value| (text, value)));
     }
-    let length = match head.normalized_length() {
-        Some(n) => Some(n.to_string().into_bytes()),
-        None => lookup(head, "content-length").first().map(|v| v.to_vec()),
-    };
-    if let Some(length) = length {
-        lines.push(("content-length".to_owned(), length));
+    if let Some(length) = &length {
+        fields.push(("content-length", length.as_bytes()));
     }
-    lines.push(("x-ms-date".to_owned(), date.clone().into_bytes()));
+    fields.push(("x-ms-date", date.as_bytes()));
     let mut set = Vec::with_capacity(3);
-    if !lines.iter().any(|(name, _)| name == "x-ms-version") {
-        lines.push((
-            "x-ms-version".to_owned(),
-            DEFAULT_MS_VERSION.as_bytes().to_vec(),
-        ));
+    if !fields
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("x-ms-version"))
+    {
+        fields.push(("x-ms-version", DEFAULT_MS_VERSION.as_bytes()));
         set.push((X_MS_VERSION, HeaderValue::from_static(DEFAULT_MS_VERSION)));
     }
-    let fields: Vec<(&str, &[u8])> = lines
-        .iter()
-        .map(|(name, value)| (name.as_str(), value.as_slice()))
-        .collect();
     let to_sign = shared_key::string_to_sign(
         shared_key::Scheme::SharedKey,
         method.as_str(),
