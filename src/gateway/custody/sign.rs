@@ -333,10 +333,17 @@ fn sign_shared_key(
     for (i, name) in names.iter().enumerate() {
         let skip = is_hop_by_hop(name)
             || dropped.iter().any(|d| d.eq_ignore_ascii_case(name))
-            || [&b"authorization"[..], b"x-ms-date", b"host", b"content-length"]
+            || [
+                &b"authorization"[..],
+                b"x-ms-date",
+                b"host",
+                b"content-length",
+            ]
+            .iter()
+            .any(|n| n.eq_ignore_ascii_case(name))
+            || names[..i]
                 .iter()
-                .any(|n| n.eq_ignore_ascii_case(name))
-            || names[..i].iter().any(|seen| seen.eq_ignore_ascii_case(name));
+                .any(|seen| seen.eq_ignore_ascii_case(name));
         let Ok(text) = std::str::from_utf8(name) else {
             continue;
         };
