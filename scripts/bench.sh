@@ -10,6 +10,10 @@
 # 2. footprint: memory per fence at 1 M fences, reopen time of 1 M durable
 #               fences (examples/fence_footprint.rs).
 # 3. upload:    gateway RSS growth during a 1 GiB streamed upload.
+# 3b. bulk:     1 GiB PUT into the backend's WebDAV store (nginx dav_methods)
+#               and the same 1 GiB GET, direct, through nginx (request and
+#               response buffering off) and through fencegate --state disk;
+#               MiB/s by curl, median of min(BENCH_REPEATS, 3) runs.
 # 4. micro:     the criterion micro-benchmarks (benches/core.rs), short.
 # 5. front:     W1 through the front door's options, each next to nginx doing
 #               the same: the access log on; TLS for clients (an ssl
@@ -26,14 +30,17 @@
 # 8. chain:     W1 PUTs carrying the client's If-Match through fencegate with
 #               --conditional-writes off and s3 (every PUT a chained write),
 #               in front of a backend naming that version; interleaved
-#               (scripts/bench/chain.sh). Not in the default parts.
+#               (scripts/bench/chain.sh).
 # 9. custody:   W1 through fencegate --store s3 unsigned, next to the same
 #               requests signed by the client (SigV4) and re-signed by the
 #               gateway under --upstream-credentials and --identities; the
 #               same pair for --store azure (Shared Key, Put Blob requests);
 #               req/s, latency, CPU per request and (valgrind) instructions
-#               per request; interleaved (scripts/bench/custody.sh). Not in
-#               the default parts.
+#               per request; interleaved (scripts/bench/custody.sh).
+#
+# At the end, the charts of docs/BENCHMARKS.md from this run's results
+# (scripts/bench/charts.py, into target/bench/charts; matplotlib from the
+# tests' Python environment).
 #
 # It installs what it needs (scripts/install-deps.sh: nginx and wrk from
 # Debian), builds the release binary, starts every process itself on
@@ -48,7 +55,8 @@
 #
 # Knobs (environment): BENCH_DURATION (s per run, 10), BENCH_REPEATS (5),
 # BENCH_WARMUP (s, 2), BENCH_CONNECTIONS (64), BENCH_PARTS
-# (proxy,footprint,upload,micro,front,issuer,shared), BENCH_FENCES (1000000),
+# (proxy,footprint,upload,bulk,micro,front,issuer,shared,chain,custody),
+# BENCH_FENCES (1000000),
 # BENCH_UPLOAD_MIB (1024), BENCH_PORT (18700, and the 45 ports above it), BENCH_QUIET_WAIT (s to wait for an idle
 # machine before measuring, 60), BENCH_OUT (target/bench),
 # BENCH_CUSTODY_CALLGRIND (1; 0 skips part 9's instruction counts under
@@ -64,7 +72,7 @@ duration=${BENCH_DURATION:-10}
 repeats=${BENCH_REPEATS:-5}
 warmup=${BENCH_WARMUP:-2}
 connections=${BENCH_CONNECTIONS:-64}
-parts=${BENCH_PARTS:-proxy,footprint,upload,micro,front,issuer,shared}
+parts=${BENCH_PARTS:-proxy,footprint,upload,bulk,micro,front,issuer,shared,chain,custody}
 fences=${BENCH_FENCES:-1000000}
 upload_mib=${BENCH_UPLOAD_MIB:-1024}
 port=${BENCH_PORT:-18700}
@@ -124,17 +132,23 @@ bin=$target_dir/release/fencegate
 
 mkdir -p "$out"
 work=$out/work
-rm -rf "$work"
+# One run's results only: a part not run leaves no file of an older run
+# for the report or the charts to mix in.
+rm -rf "$work" "$out/charts"
+rm -f "$out"/*.tsv "$out"/*.txt
 mkdir -p "$work/dav" "$work/disk-state"
 # nginx workers may run as nobody: let them write the upload target.
 chmod 1777 "$work/dav"
+venv=${FENCEGATE_VENV:-$root/target/venv}
 results=$out/results.tsv
+# CPU time per request of each proxy in the proxy part.
+cpu_results=$out/cpu.tsv
 report=$out/report.md
 
 cleanup_extra() { [ -z "${work:-}" ] || rm -rf "$work/dav" "$work/upload.bin"; }
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-for p in $(seq "$port" $((port + 45))); do
+for p in $(seq "$port" $((port + 49))); do
   port_free "$p" || { log "port $p is in use (set BENCH_PORT)"; exit 1; }
 done
 
@@ -175,6 +189,7 @@ start_processes() {
   pids+=($!)
   "${proxy_pin[@]}" nginx -p "$work" -c "$work/proxy.conf" >>"$work/proxy.error.log" 2>&1 &
   pids+=($!)
+  nginx_pid=$!
   # The upstream idle timeout (4 s) is below nginx's keepalive_timeout (75 s).
   "${proxy_pin[@]}" "$bin" --upstream "http://127.0.0.1:$backend_port" --state memory \
     --listen "127.0.0.1:$mem_port" --admin-listen "127.0.0.1:$mem_admin" \
@@ -234,6 +249,20 @@ run_wrk() {
 }
 
 
+# proxy_ticks TARGET: the CPU clock ticks (user + system, every thread)
+# the proxy of TARGET has used so far: nginx's workers (its master only
+# waits), a fencegate's process; 0 for the backend alone.
+proxy_ticks() {
+  case $1 in
+    b) local worker total=0
+      for worker in $(pgrep -P "$nginx_pid"); do total=$((total + $(cpu_ticks "$worker"))); done
+      echo "$total" ;;
+    c) cpu_ticks "$mem_pid" ;;
+    d) cpu_ticks "$disk_pid" ;;
+    *) echo 0 ;;
+  esac
+}
+
 store_counter() { # store_counter NAME: from the disk gateway's /metrics
   curl -fsS "http://127.0.0.1:$disk_admin/metrics" | awk -v n="fencegate_store_${1}_total" '$1 == n { print $2 }'
 }
@@ -247,12 +276,21 @@ proxy_benchmark() {
     done
   done
   printf 'repeat\tworkload\ttarget\trps\tp50_us\tp99_us\terrors\trequests\traises\tcommits\n' >"$results"
+  printf 'repeat\tworkload\ttarget\tcpu_ticks\trequests\tcpu_us_per_request\n' >"$cpu_results"
+  local hz
+  hz=$(getconf CLK_TCK)
   for rep in $(seq "$repeats"); do
     for w in w1 w2 w3; do
       for t in a b c d; do
-        local raises0=0 commits0=0 raises=0 commits=0
+        local raises0=0 commits0=0 raises=0 commits=0 ticks0 ticks
         if [ "$t" = d ]; then raises0=$(store_counter raises); commits0=$(store_counter commits); fi
+        ticks0=$(proxy_ticks "$t")
         run_wrk "$t" "$w" "$duration"
+        ticks=$(($(proxy_ticks "$t") - ticks0))
+        if [ "$t" != a ]; then
+          printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$rep" "$w" "$t" "$ticks" "$(field requests "$line")" \
+            "$(calc "%.2f" "1e6 * $ticks / $hz / ($(field requests "$line") + 0.000001)")" >>"$cpu_results"
+        fi
         if [ "$t" = d ]; then
           raises=$(($(store_counter raises) - raises0))
           commits=$(($(store_counter commits) - commits0))
@@ -277,19 +315,30 @@ total() { # total COLUMN WORKLOAD TARGET
 proxy_report() {
   local name_a="(a) backend alone" name_b="(b) nginx proxy_pass" \
     name_c="(c) fencegate memory" name_d="(d) fencegate disk"
-  echo "| workload | target | req/s | p50 ms | p99 ms | p99 added over (a), ms | errors |"
-  echo "|---|---|---:|---:|---:|---:|---:|"
+  echo "| workload | target | req/s | p50 ms | p99 ms | p99 added over (a), ms | CPU µs per request (user + system) | errors |"
+  echo "|---|---|---:|---:|---:|---:|---:|---:|"
   for w in w1 w2 w3; do
     local p99a
     p99a=$(median 6 "$w" a)
     for t in a b c d; do
-      local name_var=name_$t added="-"
+      local name_var=name_$t added="-" cpu="-"
       [ "$t" = a ] || added=$(calc "%.2f" "($(median 6 "$w" "$t") - $p99a) / 1000")
-      printf '| %s | %s | %s | %s | %s | %s | %s |\n' "${w^^}" "${!name_var}" \
+      [ "$t" = a ] || cpu=$(calc "%.1f" "$(results=$cpu_results median 6 "$w" "$t")")
+      printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "${w^^}" "${!name_var}" \
         "$(calc "%.0f" "$(median 4 "$w" "$t")")" \
         "$(calc "%.2f" "$(median 5 "$w" "$t") / 1000")" \
-        "$(calc "%.2f" "$(median 6 "$w" "$t") / 1000")" "$added" "$(total 7 "$w" "$t")"
+        "$(calc "%.2f" "$(median 6 "$w" "$t") / 1000")" "$added" "$cpu" "$(total 7 "$w" "$t")"
     done
+  done
+  echo
+  echo "| CPU per request, fencegate / nginx (medians) | W1 | W2 | W3 | goal |"
+  echo "|---|---:|---:|---:|---|"
+  for t in c d; do
+    local name_var=name_$t
+    printf '| %s | %s | %s | %s | at most 1.0 |\n' "${!name_var}" \
+      "$(calc "%.2f" "$(results=$cpu_results median 6 w1 "$t") / ($(results=$cpu_results median 6 w1 b) + 0.000001)")" \
+      "$(calc "%.2f" "$(results=$cpu_results median 6 w2 "$t") / ($(results=$cpu_results median 6 w2 b) + 0.000001)")" \
+      "$(calc "%.2f" "$(results=$cpu_results median 6 w3 "$t") / ($(results=$cpu_results median 6 w3 b) + 0.000001)")"
   done
   local failed
   failed=$(awk -F'\t' 'NR > 1 { s += $7 } END { print s + 0 }' "$results")
@@ -399,6 +448,69 @@ upload_report() {
     "$(calc "%.1f" "$growth / 1024")" \
     "$(awk -v x="$growth" -v ok="$(field status "$line")" 'BEGIN { print (x <= 16384 && ok ~ /^2/) ? "met" : "not met" }')"
   printf '| gateway RSS before the upload | %s MiB | | |\n' "$(calc "%.1f" "$(field baseline_kib "$line") / 1024")"
+}
+
+# --- part 3b: bulk transfer ----------------------------------------------------
+
+bulk_results=$out/bulk.tsv
+
+# bulk_transfer TARGET put|get RUN: one 1 GiB transfer; prints MiB/s.
+bulk_transfer() {
+  local t=$1 direction=$2 run=$3 url speed
+  case $t in
+    direct) url="http://127.0.0.1:$backend_port/upload/bulk" ;;
+    nginx) url="http://127.0.0.1:$nginx_port/upload/bulk" ;;
+    fencegate) url="http://127.0.0.1:$disk_port/upload/bulk" ;;
+  esac
+  if [ "$direction" = put ]; then
+    # A new token per run: fencegate's fence on /upload/bulk only grows.
+    speed=$("${client_pin[@]}" curl -sS -o /dev/null -w '%{http_code} %{speed_upload}' -X PUT \
+      -H "X-Fencing-Token: $((1000 + run))" -H 'Expect:' -T "$work/upload.bin" "$url")
+  else
+    speed=$("${client_pin[@]}" curl -sS -o /dev/null -w '%{http_code} %{speed_download}' "$url")
+  fi
+  case ${speed%% *} in
+    2*) calc "%.1f" "${speed#* } / 1048576" ;;
+    *) log "bulk: $direction through $t answered ${speed%% *}"; echo 0 ;;
+  esac
+}
+
+bulk() {
+  [ -n "${disk_pid:-}" ] || start_processes
+  truncate -s "${upload_mib}M" "$work/upload.bin"
+  local runs=$((repeats < 3 ? repeats : 3)) run=0 t direction mib order
+  log "bulk: ${upload_mib} MiB PUT and GET, direct, through nginx and fencegate, $runs runs"
+  # A first transfer of each kind, not counted: the store's directory and
+  # the page cache warm.
+  for direction in put get; do run=$((run + 1)); bulk_transfer direct "$direction" "$run" >/dev/null; done
+  rm -f "$work/dav/upload/bulk"
+  printf 'repeat\tdirection\ttarget\tmib_per_s\n' >"$bulk_results"
+  local targets=(direct nginx fencegate)
+  for rep in $(seq "$runs"); do
+    # Each run starts with another target: none always goes first.
+    order=("${targets[@]:$(((rep - 1) % 3))}" "${targets[@]:0:$(((rep - 1) % 3))}")
+    for t in "${order[@]}"; do
+      for direction in put get; do
+        run=$((run + 1))
+        mib=$(bulk_transfer "$t" "$direction" "$run")
+        printf '%s\t%s\t%s\t%s\n' "$rep" "$direction" "$t" "$mib" >>"$bulk_results"
+        log "bulk repeat $rep/$runs $direction ($t): $mib MiB/s"
+      done
+      rm -f "$work/dav/upload/bulk"
+    done
+  done
+}
+
+bulk_report() {
+  m() { awk -F'\t' -v d="$1" -v t="$2" 'NR > 1 && $2 == d && $3 == t { print $4 }' "$bulk_results" |
+    sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+  echo "| ${upload_mib} MiB | direct to the store | nginx (buffering off) | fencegate --state disk | fencegate / nginx |"
+  echo "|---|---:|---:|---:|---:|"
+  local direction
+  for direction in put get; do
+    printf '| %s MiB/s | %s | %s | %s | %s |\n' "${direction^^}" "$(m "$direction" direct)" "$(m "$direction" nginx)" \
+      "$(m "$direction" fencegate)" "$(calc "%.2f" "$(m "$direction" fencegate) / ($(m "$direction" nginx) + 0.000001)")"
+  done
 }
 
 # --- part 4: micro-benchmarks -------------------------------------------------
@@ -678,6 +790,10 @@ if want upload; then
   upload
   { echo "## Streamed upload"; echo; upload_report; echo; } >>"$report"
 fi
+if want bulk; then
+  bulk
+  { echo "## Bulk transfer: ${upload_mib} MiB PUT and GET"; echo; bulk_report; echo; } >>"$report"
+fi
 if want front; then
   front_benchmark
   { echo "## Front door: access log and TLS"; echo; front_report; echo; } >>"$report"
@@ -703,5 +819,12 @@ if want micro; then
   { echo "## Micro-benchmarks"; echo; micro_report; echo; } >>"$report"
 fi
 echo "- CPU busy after the run: $(cpu_busy_percent)% (load average $(cut -d' ' -f1-3 /proc/loadavg))" >>"$report"
+# The charts of docs/BENCHMARKS.md, from this run's results.
+if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import matplotlib' 2>/dev/null; then
+  "$venv/bin/python" scripts/bench/charts.py "$out" "$out/charts" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" >&2 ||
+    log "charts: charts.py failed"
+else
+  log "charts: no matplotlib in $venv (scripts/install-deps.sh installs it): no charts"
+fi
 cat "$report"
-log "report: $report (raw: $results, $out/*.txt)"
+log "report: $report (raw: $results, $out/*.txt, charts: $out/charts)"

@@ -5,7 +5,8 @@
 # Apache httpd (WebDAV with mod_dav, tests/services/beyond_path.rs) and litmus
 # (the WebDAV test suite, tests/services/webdav_litmus.rs) used by tests;
 # then a Python environment with boto3 and moto's S3 server for the S3 client
-# tests (target/venv, or $FENCEGATE_VENV), from PyPI; Azurite from npm.
+# tests (target/venv, or $FENCEGATE_VENV), from PyPI, with matplotlib for the
+# benchmark charts; Azurite from npm.
 # Idempotent: does nothing when everything is already there.
 # Usage: scripts/install-deps.sh   (as root, or with sudo available)
 set -euo pipefail
@@ -87,6 +88,12 @@ if ! "$venv/bin/python" -c 'import azure.storage.blob' 2>/dev/null; then
   [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check --no-cache-dir \
     'azure-storage-blob==12.31.1'
+fi
+if ! "$venv/bin/python" -c 'import matplotlib' 2>/dev/null; then
+  echo "install-deps: adding matplotlib to $venv (the benchmark charts)" >&2
+  [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-cache-dir \
+    'matplotlib==3.10.7'
 fi
 node_dir=$(cd "$(dirname "$0")/.." && pwd)/target/node
 if [ ! -x "$node_dir/node_modules/.bin/azurite-blob" ]; then

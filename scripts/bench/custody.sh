@@ -229,9 +229,6 @@ start_custody() {
   done
 }
 
-cpu_ticks() { # cpu_ticks PID: user + system clock ticks so far (all threads)
-  awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"
-}
 
 # custody_run TARGET SECONDS: one wrk run (signing first for the signed
 # gateway); sets `line` and `ticks` (the gateway's CPU ticks in the run).

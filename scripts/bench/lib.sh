@@ -26,6 +26,9 @@ wait_http() { # wait_http URL: until it answers 2xx, at most 30 s
 
 field() { sed -n "s/.*[ ^]$1=\([0-9.]*\).*/\1/p" <<<" $2"; } # field NAME LINE
 calc() { awk "BEGIN { printf \"$1\", $2 }"; }                # calc FORMAT EXPR
+cpu_ticks() { # cpu_ticks PID: user + system clock ticks so far (all threads)
+  awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"
+}
 
 # Where cargo puts its output (CARGO_TARGET_DIR or .cargo/config may move it).
 cargo_target_dir() {

@@ -70,6 +70,15 @@ $http_common
             proxy_http_version 1.1;
             proxy_set_header Connection "";
         }
+        # Bulk transfers (part 3b) streamed both ways, as fencegate streams
+        # them: neither the request nor the response is buffered.
+        location /upload/ {
+            proxy_pass http://backend;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_request_buffering off;
+            proxy_buffering off;
+        }
     }
 }
 EOF
