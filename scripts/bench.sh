@@ -31,6 +31,10 @@
 #               --conditional-writes off and s3 (every PUT a chained write),
 #               in front of a backend naming that version; interleaved
 #               (scripts/bench/chain.sh).
+# 1b. percall:  W1 and W3 with each request built by wrk's Lua at the call
+#               (w1l, w3l) through (b) nginx and (c) fencegate memory: req/s,
+#               p99 and CPU per request, next to the prebuilt requests of
+#               part 1.
 # 9. custody:   W1 through fencegate --store s3 unsigned, next to the same
 #               requests signed by the client (SigV4) and re-signed by the
 #               gateway under --upstream-credentials and --identities; the
@@ -55,7 +59,7 @@
 #
 # Knobs (environment): BENCH_DURATION (s per run, 10), BENCH_REPEATS (5),
 # BENCH_WARMUP (s, 2), BENCH_CONNECTIONS (64), BENCH_PARTS
-# (proxy,footprint,upload,bulk,micro,front,issuer,shared,chain,custody),
+# (proxy,percall,footprint,upload,bulk,micro,front,issuer,shared,chain,custody),
 # BENCH_FENCES (1000000),
 # BENCH_UPLOAD_MIB (1024), BENCH_PORT (18700, and the 45 ports above it), BENCH_QUIET_WAIT (s to wait for an idle
 # machine before measuring, 60), BENCH_OUT (target/bench),
@@ -72,7 +76,7 @@ duration=${BENCH_DURATION:-10}
 repeats=${BENCH_REPEATS:-5}
 warmup=${BENCH_WARMUP:-2}
 connections=${BENCH_CONNECTIONS:-64}
-parts=${BENCH_PARTS:-proxy,footprint,upload,bulk,micro,front,issuer,shared,chain,custody}
+parts=${BENCH_PARTS:-proxy,percall,footprint,upload,bulk,micro,front,issuer,shared,chain,custody}
 fences=${BENCH_FENCES:-1000000}
 upload_mib=${BENCH_UPLOAD_MIB:-1024}
 port=${BENCH_PORT:-18700}
@@ -302,6 +306,59 @@ proxy_benchmark() {
       done
     done
   done
+}
+
+percall_results=$out/percall.tsv
+
+# W1 and W3 built per call, through nginx and fencegate memory, with the
+# CPU time of each proxy: columns of results.tsv, then cpu_us_per_request.
+percall_benchmark() {
+  [ -n "${mem_pid:-}" ] || start_processes
+  local hz w t ticks0 ticks
+  hz=$(getconf CLK_TCK)
+  log "per call: warm-up ${warmup}s per target and workload"
+  for w in w1l w3l; do for t in b c; do run_wrk "$t" "$w" "$warmup"; done; done
+  printf 'repeat\tworkload\ttarget\trps\tp50_us\tp99_us\terrors\trequests\tcpu_us_per_request\n' >"$percall_results"
+  for rep in $(seq "$repeats"); do
+    for w in w1l w3l; do
+      for t in b c; do
+        ticks0=$(proxy_ticks "$t")
+        run_wrk "$t" "$w" "$duration"
+        ticks=$(($(proxy_ticks "$t") - ticks0))
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$rep" "$w" "$t" "$(field rps "$line")" \
+          "$(field p50_us "$line")" "$(field p99_us "$line")" "$(field errors "$line")" "$(field requests "$line")" \
+          "$(calc "%.2f" "1e6 * $ticks / $hz / ($(field requests "$line") + 0.000001)")" >>"$percall_results"
+        log "per call repeat $rep/$repeats $w ($t): $line cpu_ticks=$ticks"
+      done
+    done
+  done
+}
+
+percall_report() {
+  m() { results=$percall_results median "$@"; }
+  p() { results=$results median "$@"; }
+  c() { results=$cpu_results median "$@"; }
+  echo "| requests | workload | nginx req/s | fencegate req/s | fencegate / nginx | nginx p99 ms | fencegate p99 ms | nginx CPU µs | fencegate CPU µs | CPU fencegate / nginx |"
+  echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+  local w
+  for w in w1 w3; do
+    if [ -s "$cpu_results" ]; then
+      printf '| prebuilt (part 1) | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "${w^^}" \
+        "$(calc "%.0f" "$(p 4 "$w" b)")" "$(calc "%.0f" "$(p 4 "$w" c)")" \
+        "$(calc "%.2f" "$(p 4 "$w" c) / ($(p 4 "$w" b) + 0.000001)")" \
+        "$(calc "%.2f" "$(p 6 "$w" b) / 1000")" "$(calc "%.2f" "$(p 6 "$w" c) / 1000")" \
+        "$(calc "%.1f" "$(c 6 "$w" b)")" "$(calc "%.1f" "$(c 6 "$w" c)")" \
+        "$(calc "%.2f" "$(c 6 "$w" c) / ($(c 6 "$w" b) + 0.000001)")"
+    fi
+    printf '| built per call | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "${w^^}" \
+      "$(calc "%.0f" "$(m 4 "${w}l" b)")" "$(calc "%.0f" "$(m 4 "${w}l" c)")" \
+      "$(calc "%.2f" "$(m 4 "${w}l" c) / ($(m 4 "${w}l" b) + 0.000001)")" \
+      "$(calc "%.2f" "$(m 6 "${w}l" b) / 1000")" "$(calc "%.2f" "$(m 6 "${w}l" c) / 1000")" \
+      "$(calc "%.1f" "$(m 9 "${w}l" b)")" "$(calc "%.1f" "$(m 9 "${w}l" c)")" \
+      "$(calc "%.2f" "$(m 9 "${w}l" c) / ($(m 9 "${w}l" b) + 0.000001)")"
+  done
+  echo
+  echo "Goal: fencegate's CPU per request at or below nginx's (ratio at most 1.0) for W1 and W3, both ways of sending."
 }
 
 median() { # median COLUMN WORKLOAD TARGET
@@ -781,6 +838,10 @@ busy=$(wait_for_quiet)
 if want proxy; then
   proxy_benchmark
   { echo "## Proxy benchmark"; echo; proxy_report; echo; } >>"$report"
+fi
+if want percall; then
+  percall_benchmark
+  { echo "## W1 and W3 with requests built per call"; echo; percall_report; echo; } >>"$report"
 fi
 if want footprint; then
   footprint

@@ -16,6 +16,10 @@
 --     gateway (scripts/bench.sh passes run_number * 10^9).
 -- w3  GETs without a token over 1,000 keys (/w3/k0 ..): unfenced reads that
 --     pass straight through.
+-- w1l, w3l W1 and W3 with each request built by Lua when wrk asks for it
+--     (string concatenation and wrk.format per request) instead of taken
+--     from a prebuilt table: wrk does more per request and batches less,
+--     which is how many clients send.
 -- w1c W1 with the client's own chain-shaped condition on every PUT
 --     (`If-Match: "fencegate-bench"`, the version the backend names when
 --     BENCH_BACKEND_ETAG=1): the cost of a chained write
@@ -68,6 +72,8 @@ function init(args)
       for k = 0, KEYS - 1 do
          prebuilt[k] = wrk.format("GET", "/w3/k" .. k, nil, nil)
       end
+   elseif workload == "w1l" or workload == "w3l" then
+      -- Built at each call (request() below): no table of requests.
    elseif workload == "w2" then
       -- args[4]: a namespace, so that several wrk processes at once (one
       -- per gateway instance) never share a W2 key.
@@ -109,12 +115,18 @@ function init(args)
       end
       assert(n == KEYS, file .. ": " .. n .. " requests, not " .. KEYS)
    else
-      error("unknown workload " .. tostring(workload) .. " (w1, w1a, w1c, w1s, w2 or w3)")
+      error("unknown workload " .. tostring(workload) .. " (w1, w1a, w1c, w1l, w1s, w2, w3 or w3l)")
    end
 end
 
 function request()
    counter = counter + 1
+   if workload == "w1l" then
+      local k = counter % KEYS
+      return wrk.format("PUT", "/w1/k" .. k, { ["X-Fencing-Token"] = tostring(1000 + k) }, body)
+   elseif workload == "w3l" then
+      return wrk.format("GET", "/w3/k" .. (counter % KEYS))
+   end
    if workload == "w2" then
       -- %.0f: exact for integers below 2^53, never printed as 1e+12.
       return wrk.format("PUT", prefix .. (counter % keys_per_thread),
