@@ -69,6 +69,10 @@ $http_common
             proxy_pass http://backend;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
+            # The forwarding headers fencegate adds, so that both proxies
+            # write the same head.
+            proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+            proxy_set_header X-Forwarded-Proto \$scheme;
         }
         # Bulk transfers (part 3b) streamed both ways, as fencegate streams
         # them: neither the request nor the response is buffered.
@@ -76,6 +80,8 @@ $http_common
             proxy_pass http://backend;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
+            proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+            proxy_set_header X-Forwarded-Proto \$scheme;
             proxy_request_buffering off;
             proxy_buffering off;
         }
