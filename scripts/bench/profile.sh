@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Where a proxied request's CPU goes, fencegate next to nginx (docs/BENCHMARKS.md,
-# "What the profile showed"):
+# "Where fencegate's CPU goes"):
 #
 #   scripts/bench/profile.sh [w1|w1c|w2|w3]
 #
