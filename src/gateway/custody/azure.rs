@@ -129,28 +129,11 @@ impl AzureClients {
                 }
                 Ok(verified(identity))
             }
-            (None, None) => {
-                if is_cors_preflight(request) {
-                    // A browser's preflight carries no credentials by
-                    // design; it changes nothing and goes on unsigned.
-                    let identity = identities
-                        .anonymous()
-                        .cloned()
-                        .unwrap_or_else(super::preflight_identity);
-                    return Ok(Verified {
-                        identity,
-                        forward: Forwarding::Unsigned,
-                        may_raise: false,
-                    });
-                }
-                match identities.anonymous() {
-                    Some(anonymous) => Ok(verified(Arc::clone(anonymous))),
-                    None => Err(Denied::new(
-                        DeniedKind::Unauthenticated,
-                        "Server failed to authenticate the request: it carries no credentials, and anonymous access is off",
-                    )),
-                }
-            }
+            (None, None) => super::without_credentials(
+                identities,
+                request,
+                "Server failed to authenticate the request: it carries no credentials, and anonymous access is off",
+            ),
         }
     }
 
@@ -553,14 +536,6 @@ fn single<'a, H: HeaderFields + ?Sized>(
     visible_str(first)
         .map(Some)
         .ok_or_else(|| failed(&format!("{name} is not visible ASCII")))
-}
-
-fn is_cors_preflight<B>(request: &Inbound<B>) -> bool {
-    request.method() == Method::OPTIONS
-        && request.fields().contains(&http::header::ORIGIN)
-        && request
-            .fields()
-            .contains(&http::header::ACCESS_CONTROL_REQUEST_METHOD)
 }
 
 /// Credentials that do not authenticate (Azure's `AuthenticationFailed`).

@@ -24,7 +24,7 @@ use self::identities::Identities;
 use self::s3::S3Clients;
 use crate::custody::StoreKind;
 use crate::gateway::inbound::Inbound;
-use crate::head::RequestView;
+use crate::head::{HeaderFields, RequestView};
 use crate::key::normalize_path;
 use crate::reach::{self, ReachError};
 
@@ -366,6 +366,41 @@ fn plain_reached<R: RequestView>(request: &R) -> Result<Vec<(String, Access)>, D
         Err(e) => return Err(invalid(e.to_string())),
     }
     Ok(reached)
+}
+
+/// Who a request with no credentials at all is (S3, Azure): a CORS
+/// preflight goes on unsigned (a browser's preflight carries none by
+/// design, and changes nothing); anything else is the anonymous identity,
+/// or refused with `refusal` when anonymous access is off.
+fn without_credentials<B>(
+    identities: &Identities,
+    request: &Inbound<B>,
+    refusal: &str,
+) -> Result<Verified, Denied> {
+    let preflight = request.method() == http::Method::OPTIONS
+        && request.fields().contains(&http::header::ORIGIN)
+        && request
+            .fields()
+            .contains(&http::header::ACCESS_CONTROL_REQUEST_METHOD);
+    if preflight {
+        let identity = identities
+            .anonymous()
+            .cloned()
+            .unwrap_or_else(preflight_identity);
+        return Ok(Verified {
+            identity,
+            forward: Forwarding::Unsigned,
+            may_raise: false,
+        });
+    }
+    match identities.anonymous() {
+        Some(anonymous) => Ok(Verified {
+            identity: Arc::clone(anonymous),
+            forward: Forwarding::Gateway,
+            may_raise: false,
+        }),
+        None => Err(Denied::new(DeniedKind::Unauthenticated, refusal)),
+    }
 }
 
 /// Who a CORS preflight is when there is no anonymous identity: nobody,

@@ -109,32 +109,11 @@ impl S3Clients {
             )),
             (Some(value), None) => self.header_signed(identities, request, value, tls, now),
             (None, Some(presigned)) => self.presigned(identities, request, presigned, tls, now),
-            (None, None) => {
-                if is_cors_preflight(request) {
-                    // A browser's preflight carries no credentials by
-                    // design; it changes nothing and goes on unsigned.
-                    let identity = identities
-                        .anonymous()
-                        .cloned()
-                        .unwrap_or_else(super::preflight_identity);
-                    return Ok(Verified {
-                        identity,
-                        forward: Forwarding::Unsigned,
-                        may_raise: false,
-                    });
-                }
-                match identities.anonymous() {
-                    Some(anonymous) => Ok(Verified {
-                        identity: Arc::clone(anonymous),
-                        forward: Forwarding::Gateway,
-                        may_raise: false,
-                    }),
-                    None => Err(Denied::new(
-                        DeniedKind::Unauthenticated,
-                        "the request carries no credentials, and anonymous access is off",
-                    )),
-                }
-            }
+            (None, None) => super::without_credentials(
+                identities,
+                request,
+                "the request carries no credentials, and anonymous access is off",
+            ),
         }
     }
 
@@ -707,14 +686,6 @@ fn has_body<B>(request: &Inbound<B>) -> bool {
         || fields
             .first(&http::header::CONTENT_LENGTH)
             .is_some_and(|length| length.iter().any(|b| *b != b'0'))
-}
-
-fn is_cors_preflight<B>(request: &Inbound<B>) -> bool {
-    request.method() == Method::OPTIONS
-        && request.fields().contains(&http::header::ORIGIN)
-        && request
-            .fields()
-            .contains(&http::header::ACCESS_CONTROL_REQUEST_METHOD)
 }
 
 fn host_without_port(host: &str) -> &str {
