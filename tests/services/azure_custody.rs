@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use support::azurite::{
     azure_custody_gateway, azure_custody_gateway_via, azurite_for_custody, shared_key_signed,
-    BILLING, OPS, STORE_ACCOUNT,
+    BILLING, OPS, STORE_ACCOUNT, STORE_KEY,
 };
 use support::moto::run_client;
 use support::{outcome_all_identities, Relay};
@@ -128,6 +128,13 @@ fn the_azure_sdk_goes_through_the_gateway_and_not_around_it() {
         outcome_all_identities(&metrics, "forwarded") >= 15.0,
         "{metrics}"
     );
+    let stderr = gw.stderr();
+    for key in [STORE_KEY, BILLING.key, OPS.key] {
+        assert!(
+            !stderr.contains(key),
+            "a key in the gateway's log:\n{stderr}"
+        );
+    }
 }
 
 /// How long the relay holds a request: past the gateway's
@@ -227,4 +234,14 @@ fn a_store_refusing_the_gateways_key_is_upstream_credentials_rejected() {
         resp.text()
     );
     assert!(!resp.text().contains(STORE_ACCOUNT), "{}", resp.text());
+    // No key, the store's (old or new) or an identity's, in any log line
+    // or answer.
+    let stderr = gw.stderr();
+    for key in [STORE_KEY, BILLING.key, OPS.key] {
+        assert!(
+            !stderr.contains(key),
+            "a key in the gateway's log:\n{stderr}"
+        );
+        assert!(!resp.text().contains(key), "a key in the answer");
+    }
 }
