@@ -11,6 +11,9 @@
 //!   from the demos' `examples/support/port.rs`;
 //! - `tls`: certificates made for a run, and a TLS client;
 //! - `rng`: a seeded random generator whose seed is printed;
+//! - `netns`: real network faults: parts of a run in network namespaces
+//!   of their own, wired through a switch that cuts, delays and loses
+//!   packets ([`netns::Network`]);
 //! - `apache`: a real Apache httpd serving WebDAV (mod_dav) from a
 //!   temporary directory ([`apache::Apache`]).
 //!
@@ -39,6 +42,8 @@ mod http;
 pub mod moto;
 #[cfg(feature = "gateway")]
 pub mod moto_auth;
+#[cfg(feature = "gateway")]
+pub mod netns;
 #[cfg(feature = "gateway")]
 #[path = "../../examples/support/port.rs"]
 mod port;
