@@ -13,12 +13,18 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::Ordering;
 use std::sync::Mutex;
+use std::thread;
 use std::time::{Duration, Instant};
 
 use support::netns::Network;
+use support::rng::Rng;
+use support::torture::*;
+use support::*;
 
 /// The tests of this binary run one at a time: each wants both cores, and
 /// timing figures taken while another run loads the machine would mean
@@ -166,4 +172,346 @@ fn the_network_leaves_nothing_behind() {
         "{after}"
     );
     assert_eq!(ns_fds(), 0, "a namespace descriptor outlived the network");
+}
+
+// ---------------------------------------------------------------------------
+// The torture: three instances on shared fences, three etcd members, a store
+// that checks preconditions, all on their own nodes, and a nemesis that
+// moves the network.
+// ---------------------------------------------------------------------------
+
+const TTL: &str = "2";
+/// `--upstream-timeout`: a write delayed past it arrives after its instance
+/// gave up on it (504) and the next holder wrote.
+const UPSTREAM_TIMEOUT: &str = "1";
+const INSTANCES: usize = 3;
+const MEMBERS: usize = 3;
+
+/// The nodes of a run.
+fn node_names() -> Vec<String> {
+    let mut names = vec!["clients".to_string(), "backend".to_string()];
+    names.extend((0..INSTANCES).map(|i| format!("gw{i}")));
+    names.extend((0..MEMBERS).map(|m| format!("etcd{m}")));
+    names
+}
+
+fn instance(i: usize) -> String {
+    format!("gw{i}")
+}
+
+fn member(m: usize) -> String {
+    format!("etcd{m}")
+}
+
+/// A run's parts, each on its node.
+struct Cluster {
+    etcd: EtcdCluster,
+    backend: Backend,
+    gateways: Vec<GatewayProcess>,
+    /// Dropped last: the processes above live in its namespaces.
+    net: Network,
+}
+
+impl Cluster {
+    /// Starts etcd, the backend (a store that checks preconditions if
+    /// `conditional`) and the instances (with `extra` options) on a fresh
+    /// network; `None` if this process cannot make one.
+    fn start(prefix: &str, conditional: bool, extra: &[&str]) -> Option<Cluster> {
+        let names = node_names();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let net = Network::create(&names)?;
+        let hosts: Vec<(Vec<String>, std::net::Ipv4Addr)> = (0..MEMBERS)
+            .map(|m| {
+                let node = net.node(&member(m));
+                (node.wrapper(), node.ip)
+            })
+            .collect();
+        let etcd = EtcdCluster::start_on(&hosts);
+        let backend = Backend::start_on(net.node("backend"), conditional);
+        let endpoints = etcd.endpoints();
+        let gateways = (0..INSTANCES)
+            .map(|i| {
+                let node = net.node(&instance(i));
+                let wrapper = node.wrapper();
+                let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
+                let listen = node.addr(0).to_string();
+                let upstream = backend.url();
+                let name = instance(i);
+                let mut args = vec![
+                    "--upstream",
+                    &upstream,
+                    "--listen",
+                    &listen,
+                    "--admin-listen",
+                    &listen,
+                    "--state",
+                    "etcd",
+                    "--etcd-endpoints",
+                    &endpoints,
+                    "--etcd-prefix",
+                    prefix,
+                    "--etcd-lease-ttl",
+                    TTL,
+                    "--instance-name",
+                    &name,
+                    "--upstream-timeout",
+                    UPSTREAM_TIMEOUT,
+                ];
+                args.extend_from_slice(extra);
+                GatewayProcess::start_full(&wrapper, &args, &[])
+            })
+            .collect();
+        Some(Cluster {
+            etcd,
+            backend,
+            gateways,
+            net,
+        })
+    }
+
+    fn instances(&self) -> Vec<String> {
+        (0..INSTANCES).map(instance).collect()
+    }
+
+    fn members(&self) -> Vec<String> {
+        (0..MEMBERS).map(member).collect()
+    }
+}
+
+/// The nemesis' moves, each on the real network between the nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum NetMove {
+    /// An instance cut from every etcd member, both ways, past its lease.
+    InstanceFromEtcd,
+    /// An instance hears nothing from etcd, but etcd hears it (its
+    /// renewals arrive; the answers never come back).
+    EtcdToInstanceOnly,
+    /// etcd hears nothing from an instance, but the instance hears etcd.
+    InstanceToEtcdOnly,
+    /// The etcd leader cut from the other members (a minority of one);
+    /// the instances still reach it.
+    EtcdMinority,
+    /// Two members cut from everything else (the third member and every
+    /// instance): the instances reach only a member without quorum.
+    EtcdMajority,
+    /// An instance cut from the backend: its requests in flight stall and
+    /// time out; TCP delivers their bytes once the cut heals.
+    InstanceFromBackend,
+    /// 200 ms +/- 100 ms delay and 5 % loss on every link.
+    DegradeAll,
+    /// An instance's link to the backend delayed past `--upstream-timeout`:
+    /// its writes arrive after it gave up on them.
+    LateToBackend,
+}
+
+const NET_MOVES: [NetMove; 8] = [
+    NetMove::InstanceFromEtcd,
+    NetMove::EtcdToInstanceOnly,
+    NetMove::InstanceToEtcdOnly,
+    NetMove::EtcdMinority,
+    NetMove::EtcdMajority,
+    NetMove::InstanceFromBackend,
+    NetMove::DegradeAll,
+    NetMove::LateToBackend,
+];
+
+struct NetNemesis<'a> {
+    rng: Rng,
+    cluster: &'a Cluster,
+    /// Moves made, and of them those that met packets (cut, lost or
+    /// delayed some).
+    done: HashMap<NetMove, usize>,
+    met: HashMap<NetMove, usize>,
+}
+
+impl NetNemesis<'_> {
+    fn play(&mut self, round: usize) {
+        let step = if round < NET_MOVES.len() {
+            NET_MOVES[round]
+        } else {
+            NET_MOVES[self.rng.below(NET_MOVES.len() as u64) as usize]
+        };
+        let net = &self.cluster.net;
+        let lease = Duration::from_secs(TTL.parse().unwrap());
+        let instances = self.cluster.instances();
+        let members = self.cluster.members();
+        let members: Vec<&str> = members.iter().map(String::as_str).collect();
+        let one = instances[self.rng.below(INSTANCES as u64) as usize].clone();
+        let one = one.as_str();
+        let before = net.counts();
+        match step {
+            NetMove::InstanceFromEtcd => {
+                net.partition(&[one], &members);
+                thread::sleep(lease + Duration::from_millis(1500));
+            }
+            NetMove::EtcdToInstanceOnly => {
+                net.partition_one_way(&members, &[one]);
+                thread::sleep(lease + Duration::from_millis(1500));
+            }
+            NetMove::InstanceToEtcdOnly => {
+                net.partition_one_way(&[one], &members);
+                thread::sleep(lease + Duration::from_millis(1500));
+            }
+            NetMove::EtcdMinority => {
+                let leader = member(self.cluster.etcd.leader().unwrap_or(0));
+                let others: Vec<&str> = members.iter().copied().filter(|m| *m != leader).collect();
+                net.partition(&[leader.as_str()], &others);
+                thread::sleep(Duration::from_secs(3));
+            }
+            NetMove::EtcdMajority => {
+                let third = self.rng.below(MEMBERS as u64) as usize;
+                let cut: Vec<&str> = (0..MEMBERS)
+                    .filter(|&m| m != third)
+                    .map(|m| members[m])
+                    .collect();
+                let mut rest: Vec<&str> = instances.iter().map(String::as_str).collect();
+                rest.push(members[third]);
+                net.partition(&cut, &rest);
+                thread::sleep(lease + Duration::from_millis(1500));
+            }
+            NetMove::InstanceFromBackend => {
+                net.partition(&[one], &["backend"]);
+                thread::sleep(Duration::from_millis(2500));
+            }
+            NetMove::DegradeAll => {
+                net.degrade_all(Duration::from_millis(200), Duration::from_millis(100), 0.05);
+                thread::sleep(Duration::from_secs(4));
+            }
+            NetMove::LateToBackend => {
+                net.delay(
+                    &[one],
+                    &["backend"],
+                    Duration::from_millis(2500),
+                    Duration::ZERO,
+                );
+                thread::sleep(Duration::from_millis(1500 + self.rng.below(1000)));
+            }
+        }
+        net.heal();
+        let after = net.counts();
+        *self.done.entry(step).or_default() += 1;
+        if after.cut > before.cut || after.lost > before.lost || after.delayed > before.delayed {
+            *self.met.entry(step).or_default() += 1;
+        }
+        // Let the system settle a little between moves.
+        thread::sleep(Duration::from_millis(500 + self.rng.below(1000)));
+    }
+}
+
+/// One torture run on the network: three instances on shared fences in
+/// front of a store that checks preconditions, `--conditional-writes http`
+/// if `chained`, clients writing objects, the nemesis moving the network
+/// until `enough` (or `limit`). `None` without root.
+fn network_run(
+    seed: u64,
+    chained: bool,
+    limit: Duration,
+    enough: impl Fn(&Verdict, &HashMap<NetMove, usize>) -> bool,
+) -> Option<(Verdict, HashMap<NetMove, usize>, HashMap<NetMove, usize>)> {
+    let extra: &[&str] = if chained {
+        &["--conditional-writes", "http"]
+    } else {
+        &[]
+    };
+    let cluster = Cluster::start("/net-torture/", true, extra)?;
+    let (routing, tokens, tally) = clients_for(&cluster.gateways);
+    let started = Instant::now();
+    let mut nemesis = NetNemesis {
+        rng: Rng(seed.rotate_left(31)),
+        cluster: &cluster,
+        done: HashMap::new(),
+        met: HashMap::new(),
+    };
+    let clients = cluster.net.node("clients");
+    run_clients(
+        seed,
+        &routing,
+        &tokens,
+        &tally,
+        limit,
+        false,
+        &|| clients.enter(),
+        |round| {
+            nemesis.play(round);
+            enough(&check(&cluster.backend, &tally.acked_seqs), &nemesis.done)
+        },
+    );
+    let (done, met) = (nemesis.done, nemesis.met);
+    let verdict = check(&cluster.backend, &tally.acked_seqs);
+    let (refused, refused_late) = store_refusals(&cluster.backend);
+    let counts = cluster.net.counts();
+    eprintln!(
+        "network faults, {}: etcd {}, {:.0?}, {} applied writes, {} handovers, acked {}, refused by the fence {}, \
+         refused by the store (412) {refused}, of them below a token already applied {refused_late}, \
+         503 {}, failed or cut {}, nemesis {:?}; packets forwarded {}, cut {}, lost {}, delayed {}; \
+         violations: {} decreases ({} below an acknowledged token), e.g. {:?}",
+        if chained {
+            "chained (--conditional-writes http)"
+        } else {
+            "unchained"
+        },
+        etcd_version(),
+        started.elapsed(),
+        verdict.applied,
+        verdict.handovers,
+        tally.acked.load(Ordering::Relaxed),
+        tally.stale.load(Ordering::Relaxed),
+        tally.unavailable.load(Ordering::Relaxed),
+        tally.failed.load(Ordering::Relaxed),
+        done,
+        counts.forwarded,
+        counts.cut,
+        counts.lost,
+        counts.delayed,
+        verdict.decreases.len(),
+        verdict.below_acked,
+        verdict.decreases.first(),
+    );
+    Some((verdict, done, met))
+}
+
+/// With chained writes no write is applied out of token order, whatever the
+/// network does between the parts; without them, the same faults let late
+/// writes land (the control).
+#[test]
+fn network_faults_leave_chained_writes_in_order_and_unchained_ones_not() {
+    let _serial = serial();
+    let want_handovers = env_or("TORTURE_HANDOVERS", 1000) as usize;
+    let limit = Duration::from_secs(env_or("TORTURE_SECONDS", 240));
+    let seed = Rng::from_env_or_clock().next();
+
+    let Some((verdict, done, met)) = network_run(seed, true, limit, |verdict, done| {
+        NET_MOVES.iter().all(|m| done.contains_key(m)) && verdict.handovers >= want_handovers
+    }) else {
+        return;
+    };
+    assert!(
+        verdict.decreases.is_empty(),
+        "chained writes were applied out of order under network faults:\n{}",
+        verdict.decreases.join("\n")
+    );
+    assert!(
+        NET_MOVES.iter().all(|m| done.contains_key(m)),
+        "inconclusive: not every network move was made: {done:?}"
+    );
+    assert!(
+        NET_MOVES.iter().all(|m| met.contains_key(m)),
+        "inconclusive: a move met no packet: made {done:?}, met packets {met:?}"
+    );
+    assert!(
+        verdict.handovers >= want_handovers,
+        "inconclusive: {} handovers, {want_handovers} wanted (raise TORTURE_SECONDS)",
+        verdict.handovers
+    );
+
+    let (verdict, _, _) = network_run(seed, false, Duration::from_secs(90), |verdict, done| {
+        done.contains_key(&NetMove::LateToBackend)
+            && !verdict.decreases.is_empty()
+            && verdict.handovers >= 100
+    })
+    .expect("the network was made once already");
+    assert!(
+        !verdict.decreases.is_empty(),
+        "no write landed out of order without chaining: the network faults do not open the window"
+    );
 }

@@ -28,237 +28,18 @@
 #[path = "../support/mod.rs"]
 mod support;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::{BufReader, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use support::rng::Rng;
+use support::torture::*;
 use support::*;
 
-const KEYS: usize = 6;
-/// Key `k` lives in directory `k % DIRS`; the lock (and its token counter)
-/// is per directory, as a WebDAV client locks a collection.
-const DIRS: usize = 3;
-const CLIENTS: usize = 16;
 const TTL: &str = "2";
-const BODY: usize = 64;
-/// A client gives up on an answer after this long (a paused instance).
-const CLIENT_TIMEOUT: Duration = Duration::from_secs(8);
-
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// What the clients saw.
-#[derive(Default)]
-struct Tally {
-    acked: AtomicUsize,
-    stale: AtomicUsize,
-    unavailable: AtomicUsize,
-    failed: AtomicUsize,
-    straggler_writes: AtomicUsize,
-    /// The backend's sequence numbers of the acknowledged writes (from its
-    /// echo).
-    acked_seqs: Mutex<HashSet<usize>>,
-}
-
-/// The gateways' data plane addresses (changed by restarts), and which
-/// instance forwarded the newest token (the nemesis pauses it).
-struct Routing {
-    addrs: RwLock<Vec<SocketAddr>>,
-    newest: Mutex<(u64, usize)>,
-}
-
-/// Key `k`'s path, in its directory.
-fn key_path(k: usize) -> String {
-    format!("/torture/d{}/k{k}", k % DIRS)
-}
-
-/// One write, a `PUT` of `target` or, for a directory, a collection
-/// `DELETE` of it: head and body, the body optionally sent in two halves
-/// with a pause between (so that a pause of the instance can land
-/// mid-body).
-fn write(addr: SocketAddr, target: &str, token: u64, slow: bool) -> std::io::Result<Resp> {
-    let token = token.to_string();
-    let collection = !target.contains("/k");
-    let (method, body) = if collection {
-        ("DELETE", Vec::new())
-    } else {
-        ("PUT", vec![b'x'; BODY])
-    };
-    let raw = build_request(addr, method, target, &[("X-Fencing-Token", &token)], &body);
-    let slow = slow && !collection;
-    let mut stream = TcpStream::connect_timeout(&addr, CLIENT_TIMEOUT)?;
-    stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
-    stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
-    stream.set_nodelay(true)?;
-    if slow {
-        let split = raw.len() - BODY / 2;
-        stream.write_all(&raw[..split])?;
-        thread::sleep(Duration::from_millis(300));
-        stream.write_all(&raw[split..])?;
-    } else {
-        stream.write_all(&raw)?;
-    }
-    read_response(&mut BufReader::new(stream), false)
-}
-
-/// A lock holder: takes the next token of a key (the lock service's grant),
-/// writes with it through random instances until done or fenced; one time
-/// in eight it is a straggler that pauses and writes once more later.
-fn client(
-    seed: u64,
-    tokens: &[AtomicU64],
-    routing: &Routing,
-    tally: &Tally,
-    stop: &AtomicBool,
-    collections: bool,
-) {
-    let mut rng = Rng(seed);
-    while !stop.load(Ordering::Relaxed) {
-        let k = rng.below(KEYS as u64) as usize;
-        let dir = k % DIRS;
-        let key = if rng.below(6) == 0 && collections {
-            format!("/torture/d{dir}")
-        } else {
-            key_path(k)
-        };
-        let token = tokens[dir].fetch_add(1, Ordering::SeqCst) + 1;
-        for _ in 0..=rng.below(3) {
-            let addrs = routing.addrs.read().unwrap().clone();
-            let i = rng.below(addrs.len() as u64) as usize;
-            let slow = rng.below(8) == 0;
-            match write(addrs[i], &key, token, slow) {
-                Ok(resp) if resp.status == 200 => {
-                    tally.acked.fetch_add(1, Ordering::Relaxed);
-                    if let Some(seq) = resp.json()["seq"].as_u64() {
-                        tally.acked_seqs.lock().unwrap().insert(seq as usize);
-                    }
-                    let mut newest = routing.newest.lock().unwrap();
-                    if token > newest.0 {
-                        *newest = (token, i);
-                    }
-                }
-                Ok(resp) if resp.status == 409 => {
-                    tally.stale.fetch_add(1, Ordering::Relaxed);
-                    break;
-                }
-                Ok(resp) if resp.status == 503 => {
-                    tally.unavailable.fetch_add(1, Ordering::Relaxed);
-                }
-                Ok(_) | Err(_) => {
-                    tally.failed.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }
-        if rng.below(8) == 0 {
-            // A GC pause: by the time it ends, the lock has moved on.
-            thread::sleep(Duration::from_millis(200 + rng.below(1500)));
-            let addrs = routing.addrs.read().unwrap().clone();
-            let i = rng.below(addrs.len() as u64) as usize;
-            tally.straggler_writes.fetch_add(1, Ordering::Relaxed);
-            let _ = write(addrs[i], &key, token, false);
-        }
-    }
-}
-
-/// What the backend's log shows.
-#[derive(Debug, Default)]
-struct Verdict {
-    applied: usize,
-    /// Of them, collection `DELETE`s (each a write of several keys).
-    collections: usize,
-    handovers: usize,
-    /// An applied write whose token is below one applied before it.
-    decreases: Vec<String>,
-    /// Of those, below a token whose write had been acknowledged.
-    below_acked: usize,
-}
-
-/// Reads the backend's log: the writes applied (body read in full), in the
-/// order their bodies completed, per key; a collection `DELETE` is a write
-/// of every key of its directory.
-fn check(backend: &Backend, acked: &Mutex<HashSet<usize>>) -> Verdict {
-    // Events first: every event names a record that exists by then.
-    let events = backend.events();
-    let records = backend.records();
-    let mut per_key: BTreeMap<String, Vec<(usize, u64)>> = BTreeMap::new();
-    let mut collections = 0;
-    for event in events {
-        let Event::BodyRead(seq) = event else {
-            continue;
-        };
-        let record = &records[seq];
-        let keys: Vec<String> = match record.method.as_str() {
-            "PUT" if record.body_len == Some(BODY as u64) => vec![record.target.clone()],
-            "DELETE" if record.body_len.is_some() => (0..KEYS)
-                .map(key_path)
-                .filter(|key| key.starts_with(&format!("{}/", record.target)))
-                .collect(),
-            _ => continue,
-        };
-        let Some(token) = record.token_u64() else {
-            continue;
-        };
-        if record.method == "DELETE" {
-            collections += 1;
-        }
-        for key in keys {
-            per_key.entry(key).or_default().push((seq, token));
-        }
-    }
-    let acked_seqs = acked.lock().unwrap().clone();
-    let mut verdict = Verdict {
-        collections,
-        ..Verdict::default()
-    };
-    for (key, writes) in &per_key {
-        verdict.applied += writes.len();
-        let mut highest: Option<(usize, u64)> = None;
-        for &(seq, token) in writes {
-            match highest {
-                Some((at, top)) if token < top => {
-                    verdict.decreases.push(format!(
-                        "{key}: token {token} (#{seq}) applied after {top} (#{at})"
-                    ));
-                    if acked_seqs.contains(&at) {
-                        verdict.below_acked += 1;
-                    }
-                }
-                Some((_, top)) if token > top => {
-                    verdict.handovers += 1;
-                    highest = Some((seq, token));
-                }
-                None => highest = Some((seq, token)),
-                _ => {}
-            }
-        }
-    }
-    verdict
-}
-
-/// The last token applied per key.
-fn highest_applied(backend: &Backend) -> HashMap<String, u64> {
-    let mut highest = HashMap::new();
-    for record in backend.records() {
-        if record.body_len == Some(BODY as u64) {
-            if let Some(token) = record.token_u64() {
-                let entry = highest.entry(record.target.clone()).or_insert(0);
-                *entry = token.max(*entry);
-            }
-        }
-    }
-    highest
-}
 
 /// The nemesis' moves, done in turn (each at least once), then at random.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -369,66 +150,6 @@ impl Nemesis<'_> {
     }
 }
 
-/// Runs the clients against `routing` until `enough` says so or `limit`
-/// passes, with `nemesis` (if any) moving meanwhile.
-#[allow(clippy::too_many_arguments)]
-fn run_clients(
-    seed: u64,
-    routing: &Routing,
-    tokens: &[AtomicU64],
-    tally: &Tally,
-    limit: Duration,
-    collections: bool,
-    mut nemesis: Option<Nemesis<'_>>,
-    enough: impl Fn(&HashMap<Move, usize>) -> bool,
-) -> HashMap<Move, usize> {
-    let stop = AtomicBool::new(false);
-    let started = Instant::now();
-    thread::scope(|s| {
-        for c in 0..CLIENTS {
-            let stop = &stop;
-            s.spawn(move || {
-                client(
-                    seed ^ (c as u64 + 1),
-                    tokens,
-                    routing,
-                    tally,
-                    stop,
-                    collections,
-                )
-            });
-        }
-        let mut round = 0;
-        let mut done = HashMap::new();
-        while started.elapsed() < limit {
-            match &mut nemesis {
-                Some(nemesis) => {
-                    nemesis.play(round);
-                    done = nemesis.done.clone();
-                }
-                None => thread::sleep(Duration::from_millis(250)),
-            }
-            round += 1;
-            if enough(&done) {
-                break;
-            }
-        }
-        stop.store(true, Ordering::Relaxed);
-        done
-    })
-}
-
-/// What the clients of a run share: the gateways' addresses, the lock
-/// service's counters (one per directory), the tally.
-fn clients_for(gateways: &[GatewayProcess]) -> (Routing, Vec<AtomicU64>, Tally) {
-    let routing = Routing {
-        addrs: RwLock::new(gateways.iter().map(GatewayProcess::data_addr).collect()),
-        newest: Mutex::new((0, 0)),
-    };
-    let tokens = (0..DIRS).map(|_| AtomicU64::new(0)).collect();
-    (routing, tokens, Tally::default())
-}
-
 #[test]
 fn shared_fences_hold_under_the_nemesis_and_independent_fences_do_not() {
     let want_handovers = env_or("TORTURE_HANDOVERS", 300) as usize;
@@ -473,7 +194,7 @@ fn shared_fences_hold_under_the_nemesis_and_independent_fences_do_not() {
         .collect();
     let (routing, tokens, tally) = clients_for(&gateways);
     let started = Instant::now();
-    let nemesis = Nemesis {
+    let mut nemesis = Nemesis {
         rng: Rng(seed.rotate_left(17)),
         moves: &MOVES,
         etcd: &mut etcd,
@@ -483,19 +204,21 @@ fn shared_fences_hold_under_the_nemesis_and_independent_fences_do_not() {
         routing: &routing,
         done: HashMap::new(),
     };
-    let moves = run_clients(
+    run_clients(
         seed,
         &routing,
         &tokens,
         &tally,
         limit,
         true,
-        Some(nemesis),
-        |done| {
-            MOVES.iter().all(|m| done.contains_key(m))
+        &|| {},
+        |round| {
+            nemesis.play(round);
+            MOVES.iter().all(|m| nemesis.done.contains_key(m))
                 && check(&backend, &tally.acked_seqs).handovers >= want_handovers
         },
     );
+    let moves = nemesis.done;
     let verdict = check(&backend, &tally.acked_seqs);
     let elapsed = started.elapsed();
 
@@ -569,8 +292,9 @@ fn shared_fences_hold_under_the_nemesis_and_independent_fences_do_not() {
         &tally,
         Duration::from_secs(20),
         true,
-        None,
+        &|| {},
         |_| {
+            thread::sleep(Duration::from_millis(250));
             let verdict = check(&backend, &tally.acked_seqs);
             !verdict.decreases.is_empty() && verdict.handovers >= 200
         },
@@ -589,36 +313,6 @@ fn shared_fences_hold_under_the_nemesis_and_independent_fences_do_not() {
         !verdict.decreases.is_empty(),
         "independent fences showed no violation: the clients do not exercise what sharing prevents"
     );
-}
-
-/// The writes the store refused (412), and how many of them carried a token
-/// below one it had already applied to the key: late writes that, without
-/// the precondition, would have been violations.
-fn store_refusals(backend: &Backend) -> (usize, usize) {
-    let records = backend.records();
-    let mut highest: HashMap<&str, u64> = HashMap::new();
-    let (mut refused, mut late) = (0, 0);
-    for event in backend.events() {
-        let (seq, applied) = match event {
-            Event::BodyRead(seq) => (seq, true),
-            Event::PreconditionFailed(seq) => (seq, false),
-            _ => continue,
-        };
-        let record = &records[seq];
-        let Some(token) = record.token_u64() else {
-            continue;
-        };
-        let top = highest.entry(record.target.as_str()).or_default();
-        if applied {
-            *top = token.max(*top);
-        } else {
-            refused += 1;
-            if token < *top {
-                late += 1;
-            }
-        }
-    }
-    (refused, late)
 }
 
 /// One run of the late-delivery torture: three instances on shared fences,
@@ -677,7 +371,7 @@ fn late_delivery_run(
         .collect();
     let (routing, tokens, tally) = clients_for(&gateways);
     let started = Instant::now();
-    let nemesis = Nemesis {
+    let mut nemesis = Nemesis {
         rng: Rng(seed.rotate_left(29)),
         moves: &LATE_MOVES,
         etcd: &mut etcd,
@@ -687,16 +381,20 @@ fn late_delivery_run(
         routing: &routing,
         done: HashMap::new(),
     };
-    let moves = run_clients(
+    run_clients(
         seed,
         &routing,
         &tokens,
         &tally,
         limit,
         false,
-        Some(nemesis),
-        |done| enough(&check(&backend, &tally.acked_seqs), done),
+        &|| {},
+        |round| {
+            nemesis.play(round);
+            enough(&check(&backend, &tally.acked_seqs), &nemesis.done)
+        },
     );
+    let moves = nemesis.done;
     let verdict = check(&backend, &tally.acked_seqs);
     let (refused, refused_late) = store_refusals(&backend);
     eprintln!(
@@ -760,18 +458,4 @@ fn late_deliveries_land_out_of_order_unless_writes_are_chained() {
         !verdict.decreases.is_empty(),
         "no late write landed out of order without chaining: the nemesis does not open the window"
     );
-}
-
-fn etcd_version() -> String {
-    std::process::Command::new("etcd")
-        .arg("--version")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|v| {
-            v.lines()
-                .next()
-                .map(|l| l.trim_start_matches("etcd Version: ").to_owned())
-        })
-        .unwrap_or_else(|| "unknown".into())
 }

@@ -134,6 +134,13 @@ impl Backend {
         Self::start_with(None, true)
     }
 
+    /// [`Backend::start`] (or [`Backend::start_conditional`] if
+    /// `conditional`) listening on `node`'s address, in its network
+    /// namespace.
+    pub fn start_on(node: &super::netns::Node, conditional: bool) -> Backend {
+        node.run_inside(|| Self::start_at(None, conditional, node.addr(0)))
+    }
+
     /// The same backend speaking only TLS (HTTP/1.1), with `leaf`'s
     /// certificate: `https://localhost:PORT` for a leaf issued for localhost.
     pub fn start_tls(leaf: &tls::Leaf) -> Backend {
@@ -156,13 +163,21 @@ impl Backend {
     }
 
     fn start_with(tls: Option<tokio_rustls::TlsAcceptor>, conditional: bool) -> Backend {
+        Self::start_at(tls, conditional, SocketAddr::from(([127, 0, 0, 1], 0)))
+    }
+
+    fn start_at(
+        tls: Option<tokio_rustls::TlsAcceptor>,
+        conditional: bool,
+        bind: SocketAddr,
+    ) -> Backend {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .unwrap();
         let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .block_on(tokio::net::TcpListener::bind(bind))
             .unwrap();
         let addr = listener.local_addr().unwrap();
         let state = Arc::new(BackendState {

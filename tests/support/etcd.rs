@@ -19,6 +19,9 @@ struct Member {
     peer: SocketAddr,
     dir: PathBuf,
     child: Option<Child>,
+    /// The command prefix that starts it in its network namespace
+    /// (`nsenter ...`), empty on loopback.
+    wrapper: Vec<String>,
 }
 
 /// An etcd cluster on 127.0.0.1. Killed, and its data removed, on drop.
@@ -79,6 +82,23 @@ impl EtcdCluster {
     /// and the members' logs are in the panic if no attempt comes up.
     pub fn start(size: usize) -> EtcdCluster {
         EtcdCluster::start_with(size, None)
+    }
+
+    /// Starts one member on each of `hosts` (the command prefix that puts
+    /// it in its network namespace, and its address there: see
+    /// `netns::Node`), serving clients on port 2379 and peers on 2380.
+    pub fn start_on(hosts: &[(Vec<String>, std::net::Ipv4Addr)]) -> EtcdCluster {
+        etcd_binary();
+        let mut cluster = EtcdCluster::spawn_all(hosts.len(), None, Some(hosts));
+        let up = wait_until(HANG_GUARD, || {
+            cluster.any_exited() || cluster.writable_now()
+        });
+        if !up || cluster.any_exited() {
+            let logs = cluster.logs();
+            cluster.stop_all();
+            panic!("etcd cluster in namespaces did not come up; member logs:\n{logs}");
+        }
+        cluster
     }
 
     /// Starts `size` members serving clients over TLS only, each client
@@ -193,7 +213,7 @@ impl EtcdCluster {
         etcd_binary();
         let mut logs = String::new();
         for attempt in 1..=3 {
-            let mut cluster = EtcdCluster::spawn_all(size, tls.clone());
+            let mut cluster = EtcdCluster::spawn_all(size, tls.clone(), None);
             // A member that could not bind exits at once: no use waiting.
             wait_until(HANG_GUARD, || {
                 cluster.any_exited() || cluster.writable_now()
@@ -208,15 +228,34 @@ impl EtcdCluster {
         panic!("etcd cluster did not come up in 3 attempts; member logs:\n{logs}");
     }
 
-    fn spawn_all(size: usize, tls: Option<EtcdTls>) -> EtcdCluster {
+    fn spawn_all(
+        size: usize,
+        tls: Option<EtcdTls>,
+        hosts: Option<&[(Vec<String>, std::net::Ipv4Addr)]>,
+    ) -> EtcdCluster {
         let tmp = tempfile::tempdir().unwrap();
         let members: Vec<Member> = (0..size)
-            .map(|i| Member {
-                name: format!("m{i}"),
-                client: SocketAddr::from(([127, 0, 0, 1], free_port())),
-                peer: SocketAddr::from(([127, 0, 0, 1], free_port())),
-                dir: tmp.path().join(format!("m{i}")),
-                child: None,
+            .map(|i| {
+                let (wrapper, client, peer) = match hosts {
+                    Some(hosts) => (
+                        hosts[i].0.clone(),
+                        SocketAddr::from((hosts[i].1, 2379)),
+                        SocketAddr::from((hosts[i].1, 2380)),
+                    ),
+                    None => (
+                        Vec::new(),
+                        SocketAddr::from(([127, 0, 0, 1], free_port())),
+                        SocketAddr::from(([127, 0, 0, 1], free_port())),
+                    ),
+                };
+                Member {
+                    name: format!("m{i}"),
+                    client,
+                    peer,
+                    dir: tmp.path().join(format!("m{i}")),
+                    child: None,
+                    wrapper,
+                }
             })
             .collect();
         let initial_cluster = members
@@ -306,7 +345,14 @@ impl EtcdCluster {
             "new"
         };
         let scheme = if self.tls.is_some() { "https" } else { "http" };
-        let mut command = Command::new(etcd_binary());
+        let mut command = match member.wrapper.split_first() {
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg(etcd_binary());
+                command
+            }
+            None => Command::new(etcd_binary()),
+        };
         command
             .args(["--name", &member.name])
             .arg("--data-dir")
@@ -413,6 +459,26 @@ impl EtcdCluster {
                 .unwrap_or_default();
         }
         panic!("no etcd member answered a read");
+    }
+
+    /// How many members the cluster has.
+    pub fn size(&self) -> usize {
+        self.members.len()
+    }
+
+    /// The leases etcd holds now, asked of the first member that answers.
+    pub fn lease_count(&self) -> Option<usize> {
+        self.members.iter().find_map(|member| {
+            let resp = try_http(
+                member.client,
+                "POST",
+                "/v3/lease/leases",
+                &[("Content-Type", "application/json")],
+                b"{}",
+            )
+            .ok()?;
+            (resp.status == 200).then(|| resp.json()["leases"].as_array().map_or(0, Vec::len))
+        })
     }
 
     /// Member `i`'s client address.

@@ -10,6 +10,8 @@
 //! - `etcd`: a real etcd cluster on loopback ([`EtcdCluster`]), on ports
 //!   from the demos' `examples/support/port.rs`;
 //! - `tls`: certificates made for a run, and a TLS client;
+//! - `torture`: the lock-holder clients and the checker of the torture
+//!   runs;
 //! - `rng`: a seeded random generator whose seed is printed;
 //! - `netns`: real network faults: parts of a run in network namespaces
 //!   of their own, wired through a switch that cuts, delays and loses
@@ -53,6 +55,8 @@ mod relay;
 pub mod sigv4_client;
 #[cfg(feature = "gateway")]
 pub mod tls;
+#[cfg(feature = "gateway")]
+pub mod torture;
 
 #[cfg(feature = "gateway")]
 pub use self::backend::*;
