@@ -315,6 +315,9 @@ const NET_MOVES: [NetMove; 8] = [
     NetMove::LateToBackend,
 ];
 
+/// How many times each move was made (or met packets).
+type Moves = HashMap<NetMove, usize>;
+
 struct NetNemesis<'a> {
     rng: Rng,
     cluster: &'a Cluster,
@@ -407,7 +410,7 @@ fn network_run(
     chained: bool,
     limit: Duration,
     enough: impl Fn(&Verdict, &HashMap<NetMove, usize>) -> bool,
-) -> Option<(Verdict, HashMap<NetMove, usize>, HashMap<NetMove, usize>)> {
+) -> Option<(Verdict, Moves, Moves)> {
     let extra: &[&str] = if chained {
         &["--conditional-writes", "http"]
     } else {
