@@ -518,3 +518,210 @@ fn network_faults_leave_chained_writes_in_order_and_unchained_ones_not() {
         "no write landed out of order without chaining: the network faults do not open the window"
     );
 }
+
+// ---------------------------------------------------------------------------
+// What a partitioned instance does, and how fast.
+// ---------------------------------------------------------------------------
+
+/// One probe: a `PUT` sent and answered (or not) at these times after the
+/// partition began.
+struct Probe {
+    sent: Duration,
+    answered: Duration,
+    status: Option<u16>,
+    error: String,
+}
+/// Whether `key` exists in etcd, read through `member` from the control
+/// node; `None` if the member did not answer.
+fn etcd_has(member: std::net::SocketAddr, key: &str) -> Option<bool> {
+    use base64::Engine as _;
+    let body = serde_json::json!({
+        "key": base64::engine::general_purpose::STANDARD.encode(key),
+        "count_only": true,
+    });
+    let resp = try_http(
+        member,
+        "POST",
+        "/v3/kv/range",
+        &[("Content-Type", "application/json")],
+        body.to_string().as_bytes(),
+    )
+    .ok()?;
+    (resp.status == 200).then(|| resp.json()["count"].as_str().is_some_and(|c| c != "0"))
+}
+
+/// A partition between one instance and etcd, as the figures name it.
+#[derive(Debug, Clone, Copy)]
+enum Cut {
+    BothWays,
+    /// The instance sends, and never hears back.
+    EtcdToInstance,
+    /// etcd hears nothing of the instance; the instance hears etcd.
+    InstanceToEtcd,
+}
+
+const PARTITION_TTL: u64 = 6;
+
+#[test]
+fn a_partitioned_instance_stops_before_its_lease_can_expire_and_serves_after_healing() {
+    let _serial = serial();
+    let ttl = PARTITION_TTL.to_string();
+    let Some(cluster) = Cluster::start("/net-partition/", false, &["--etcd-lease-ttl", &ttl])
+    else {
+        return;
+    };
+    let gateway = &cluster.gateways[0];
+    let addr = gateway.data_addr();
+    let members: Vec<String> = cluster.members();
+    let members: Vec<&str> = members.iter().map(String::as_str).collect();
+    let lease_key = "/net-partition/members/gw0";
+    let mut figures = Vec::new();
+    for (round, cut) in [Cut::BothWays, Cut::EtcdToInstance, Cut::InstanceToEtcd]
+        .into_iter()
+        .enumerate()
+    {
+        // A lock holder writes again and again with one token: once its
+        // first write committed a claim, gw0 admits the next ones on its
+        // own record (docs/SHARED.md, "local reuse"), without etcd, for as
+        // long as its lease may live, and no longer.
+        let t = round as u64 + 1;
+        assert!(
+            wait_until(HANG_GUARD, || {
+                cluster
+                    .net
+                    .node("clients")
+                    .run_inside(|| write(addr, "/probe/k", t, false))
+                    .is_ok_and(|r| r.status == 200)
+                    && etcd_has(cluster.etcd.client(1), lease_key) == Some(true)
+            }),
+            "gw0 does not serve before the {cut:?} partition"
+        );
+        let records_before = cluster.backend.count();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let healed: Mutex<Option<Instant>> = Mutex::new(None);
+        let started = Instant::now();
+        let (probes, lease_gone) = thread::scope(|s| {
+            let prober = s.spawn(|| {
+                cluster.net.node("clients").enter();
+                let mut probes = Vec::new();
+                while !stop.load(Ordering::SeqCst) {
+                    let sent = started.elapsed();
+                    let (status, error) = match write(addr, "/probe/k", t, false) {
+                        Ok(resp) => {
+                            let code = resp.json()["error"].as_str().unwrap_or_default().to_owned();
+                            (Some(resp.status), code)
+                        }
+                        Err(e) => (None, e.to_string()),
+                    };
+                    probes.push(Probe {
+                        sent,
+                        answered: started.elapsed(),
+                        status,
+                        error,
+                    });
+                    // Serving again after the heal: enough.
+                    let healed = *healed.lock().unwrap();
+                    if healed.is_some_and(|h| started + sent > h) && status == Some(200) {
+                        break;
+                    }
+                    thread::sleep(Duration::from_millis(20));
+                }
+                probes
+            });
+            let watcher = s.spawn(|| {
+                while !stop.load(Ordering::SeqCst) && healed.lock().unwrap().is_none() {
+                    if etcd_has(cluster.etcd.client(1), lease_key) == Some(false) {
+                        return Some(started.elapsed());
+                    }
+                    thread::sleep(Duration::from_millis(10));
+                }
+                None
+            });
+            match cut {
+                Cut::BothWays => cluster.net.partition(&["gw0"], &members),
+                Cut::EtcdToInstance => cluster.net.partition_one_way(&members, &["gw0"]),
+                Cut::InstanceToEtcd => cluster.net.partition_one_way(&["gw0"], &members),
+            }
+            thread::sleep(Duration::from_secs(PARTITION_TTL + 3));
+            cluster.net.heal();
+            *healed.lock().unwrap() = Some(Instant::now());
+            let lease_gone = watcher.join().unwrap();
+            let done = wait_until(HANG_GUARD, || prober.is_finished());
+            stop.store(true, Ordering::SeqCst);
+            assert!(
+                done,
+                "gw0 did not serve again within {HANG_GUARD:?} of the heal"
+            );
+            (prober.join().unwrap(), lease_gone)
+        });
+        let healed_at = healed.lock().unwrap().unwrap() - started;
+        let records = cluster.backend.records();
+        let last_forwarded = records[records_before..]
+            .iter()
+            .filter(|r| r.target == "/probe/k" && r.arrived < started + healed_at)
+            .map(|r| r.arrived - started)
+            .max();
+        let first_503 = probes
+            .iter()
+            .find(|p| p.status == Some(503))
+            .map(|p| p.answered);
+        let during = |p: &&Probe| p.sent < healed_at;
+        let last_200 = probes
+            .iter()
+            .filter(during)
+            .filter(|p| p.status == Some(200))
+            .map(|p| p.sent)
+            .max();
+        let back = probes
+            .iter()
+            .find(|p| p.sent > healed_at && p.status == Some(200))
+            .map(|p| p.sent - healed_at);
+        let ms = |d: Option<Duration>| {
+            d.map_or("never".to_string(), |d| format!("{} ms", d.as_millis()))
+        };
+        let figure = format!(
+            "partition {cut:?} (TTL {PARTITION_TTL} s, healed at {}): first 503 answered {}, \
+             last 200 sent {}, last write forwarded reached the backend {}, lease gone in etcd {}; \
+             serving again {} after the heal",
+            ms(Some(healed_at)),
+            ms(first_503),
+            ms(last_200),
+            ms(last_forwarded),
+            ms(lease_gone),
+            ms(back),
+        );
+        eprintln!("{figure}");
+
+        // It stops: a 503 `fence_store_unavailable` during the cut, and
+        // nothing admitted after it until the heal.
+        let first_503 = first_503.unwrap_or_else(|| panic!("no 503 during the {cut:?} cut"));
+        let refusal = probes.iter().find(|p| p.status == Some(503)).unwrap();
+        assert_eq!(refusal.error, "fence_store_unavailable");
+        assert!(
+            probes
+                .iter()
+                .filter(during)
+                .all(|p| p.sent < first_503 || p.status != Some(200)),
+            "gw0 admitted a write after its first 503 and before the heal ({cut:?})"
+        );
+        // Nothing it forwarded reached the backend once its lease may have
+        // expired: the last renewal etcd got came at most one renewal
+        // interval (TTL / 6) before the cut, so etcd may expire the lease
+        // from TTL * 5 / 6 after the cut on, and no sooner than it did.
+        if let Some(arrival) = last_forwarded {
+            let earliest_expiry = Duration::from_secs(PARTITION_TTL) * 5 / 6;
+            assert!(
+                arrival < earliest_expiry,
+                "{cut:?}: a write gw0 forwarded arrived {arrival:?} after the cut, past the lease's earliest expiry"
+            );
+            if let Some(gone) = lease_gone {
+                assert!(
+                    arrival < gone,
+                    "{cut:?}: a write arrived after the lease was gone"
+                );
+            }
+        }
+        figures.push(figure);
+    }
+    assert_eq!(figures.len(), 3);
+}

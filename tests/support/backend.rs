@@ -26,6 +26,8 @@ use super::*;
 pub struct Record {
     /// Arrival order, from 0.
     pub seq: usize,
+    /// When its head arrived.
+    pub arrived: Instant,
     pub method: String,
     /// The request target exactly as received (path and query).
     pub target: String,
@@ -416,6 +418,7 @@ async fn handle(
         let seq = log.records.len();
         log.records.push(Record {
             seq,
+            arrived: Instant::now(),
             method: parts.method.to_string(),
             target: parts
                 .uri
