@@ -725,3 +725,151 @@ fn a_partitioned_instance_stops_before_its_lease_can_expire_and_serves_after_hea
     }
     assert_eq!(figures.len(), 3);
 }
+
+// ---------------------------------------------------------------------------
+// The soak: mixed load with the nemesis for a long while; nothing may grow.
+// ---------------------------------------------------------------------------
+
+/// What the run holds at a quiet moment (load stopped, faults healed, one
+/// lease TTL and more gone by).
+#[derive(Debug, Clone)]
+struct Holdings {
+    /// Per instance.
+    rss_kib: Vec<u64>,
+    open_fds: Vec<usize>,
+    leases: usize,
+    records: usize,
+}
+
+fn holdings(cluster: &Cluster, prefix: &str) -> Holdings {
+    thread::sleep(Duration::from_secs(TTL.parse::<u64>().unwrap() + 3));
+    let open_fds =
+        |pid: u32| std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |dir| dir.count());
+    Holdings {
+        rss_kib: cluster
+            .gateways
+            .iter()
+            .map(|g| g.rss_bytes().unwrap_or(0) / 1024)
+            .collect(),
+        open_fds: cluster.gateways.iter().map(|g| open_fds(g.pid())).collect(),
+        leases: cluster
+            .etcd
+            .lease_count()
+            .expect("etcd answers the lease list"),
+        records: cluster.etcd.keys(&format!("{prefix}fl/")).len(),
+    }
+}
+
+/// Readers beside the writers: `GET`s of the keys, through every instance.
+fn reader(
+    routing: &Routing,
+    node: &support::netns::Node,
+    stop: &std::sync::atomic::AtomicBool,
+) -> usize {
+    node.enter();
+    let mut rng = Rng(7);
+    let mut reads = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let addrs = routing.addrs.read().unwrap().clone();
+        let addr = addrs[rng.below(addrs.len() as u64) as usize];
+        let target = key_path(rng.below(KEYS as u64) as usize);
+        if try_http(addr, "GET", &target, &[], b"").is_ok() {
+            reads += 1;
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+    reads
+}
+
+/// `SOAK_SECONDS` (default 60; `scripts/soak-network.sh` runs the hour) of
+/// writes, collection `DELETE`s and reads through three instances on
+/// shared fences, the nemesis moving the network all along; before and
+/// after, at rest: each instance's RSS and open descriptors, etcd's leases
+/// and the in-flight records. None may grow without bound: the leases and
+/// records come back to what three idle instances hold, descriptors to
+/// within a few of the start, memory within a bound.
+#[test]
+fn a_soak_under_network_faults_grows_nothing() {
+    let _serial = serial();
+    let seconds = env_or("SOAK_SECONDS", 60);
+    let prefix = "/net-soak/";
+    let Some(cluster) = Cluster::start(prefix, false, &[]) else {
+        return;
+    };
+    let seed = Rng::from_env_or_clock().next();
+    let (routing, tokens, tally) = clients_for(&cluster.gateways);
+    let clients = cluster.net.node("clients");
+    let load = |limit: Duration, nemesis: Option<&mut NetNemesis<'_>>| {
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        thread::scope(|s| {
+            let readers: Vec<_> = (0..2)
+                .map(|_| s.spawn(|| reader(&routing, clients, &stop)))
+                .collect();
+            let mut nemesis = nemesis;
+            run_clients(
+                seed,
+                &routing,
+                &tokens,
+                &tally,
+                limit,
+                true,
+                &|| clients.enter(),
+                |round| {
+                    match nemesis.as_deref_mut() {
+                        Some(nemesis) => nemesis.play(round),
+                        None => thread::sleep(Duration::from_millis(250)),
+                    }
+                    false
+                },
+            );
+            stop.store(true, Ordering::Relaxed);
+            readers
+                .into_iter()
+                .map(|r| r.join().unwrap())
+                .sum::<usize>()
+        })
+    };
+    // Warm up (pools, buffers, the allocator's arenas), then the start.
+    load(Duration::from_secs(10), None);
+    let start = holdings(&cluster, prefix);
+    let started = Instant::now();
+    let mut nemesis = NetNemesis {
+        rng: Rng(seed.rotate_left(7)),
+        cluster: &cluster,
+        done: HashMap::new(),
+        met: HashMap::new(),
+    };
+    let reads = load(Duration::from_secs(seconds), Some(&mut nemesis));
+    let elapsed = started.elapsed();
+    let end = holdings(&cluster, prefix);
+    let verdict = check(&cluster.backend, &tally.acked_seqs);
+    eprintln!(
+        "soak: {elapsed:.0?} under the nemesis {:?}; {} applied writes ({} collection deletes), {reads} reads, \
+         acked {}, 503 {}, failed or cut {}; at rest before: {start:?}; after: {end:?}",
+        nemesis.done,
+        verdict.applied,
+        verdict.collections,
+        tally.acked.load(Ordering::Relaxed),
+        tally.unavailable.load(Ordering::Relaxed),
+        tally.failed.load(Ordering::Relaxed),
+    );
+    assert!(verdict.applied > 0 && reads > 0, "the soak carried no load");
+    // One lease per instance; the old ones revoked or expired.
+    assert_eq!(end.leases, INSTANCES, "leases at rest: {end:?}");
+    // Idle records linger, at most one per instance and fence key (the
+    // keys and their directories).
+    assert!(
+        end.records <= INSTANCES * (KEYS + DIRS),
+        "in-flight records at rest: {end:?}"
+    );
+    for i in 0..INSTANCES {
+        assert!(
+            end.open_fds[i] <= start.open_fds[i] + 8,
+            "instance {i} holds more descriptors at rest: {start:?} -> {end:?}"
+        );
+        assert!(
+            end.rss_kib[i] <= start.rss_kib[i] * 2 + 16 * 1024,
+            "instance {i}'s memory grew: {start:?} -> {end:?}"
+        );
+    }
+}
