@@ -94,9 +94,20 @@ impl EtcdCluster {
             cluster.any_exited() || cluster.writable_now()
         });
         if !up || cluster.any_exited() {
+            let exits: Vec<String> = cluster
+                .members
+                .iter_mut()
+                .map(|m| match m.child.as_mut().map(Child::try_wait) {
+                    Some(Ok(Some(status))) => format!("{}: {status}", m.name),
+                    _ => format!("{}: running", m.name),
+                })
+                .collect();
             let logs = cluster.logs();
             cluster.stop_all();
-            panic!("etcd cluster in namespaces did not come up; member logs:\n{logs}");
+            panic!(
+                "etcd cluster in namespaces did not come up ({}); member logs:\n{logs}",
+                exits.join(", ")
+            );
         }
         cluster
     }

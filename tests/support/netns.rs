@@ -25,7 +25,8 @@
 //! descriptor of this process, and by the processes started in them), and
 //! the TUN devices are not persistent, so closing their descriptors removes
 //! them. Dropping the [`Network`] (also while a test panics) closes both,
-//! and so does the end of the test process however it ends.
+//! and so does the end of the test process however it ends; a watchdog
+//! kills what still runs in the namespaces once the test process is gone.
 //!
 //! It needs root (`CAP_NET_ADMIN` and `CAP_SYS_ADMIN`): [`Network::create`]
 //! says why in one line and returns `None` when it cannot have it, and the
@@ -215,6 +216,7 @@ impl Network {
             tuns.push(tun);
         }
 
+        reap_at_exit(&nodes);
         let n = nodes.len();
         let fabric = Arc::new(Fabric {
             links: Mutex::new(vec![Link::default(); n * n]),
@@ -337,6 +339,36 @@ impl Drop for Network {
         // The switch closed the TUN devices as it ended; the namespaces go
         // with their descriptors here (and with their last process).
     }
+}
+
+/// Kills every process left in the nodes' namespaces once this test
+/// process is gone, however it ended (a `SIGKILL` runs no destructor): a
+/// watchdog shell polls this process once a second, then kills each process
+/// whose network namespace is one of the nodes'. Their last process gone,
+/// the namespaces go too.
+fn reap_at_exit(nodes: &[Node]) {
+    let inodes: Vec<String> = nodes
+        .iter()
+        .filter_map(|node| node.ns.as_ref())
+        .filter_map(|ns| std::fs::read_link(format!("/proc/self/fd/{}", ns.as_raw_fd())).ok())
+        .map(|link| link.display().to_string())
+        .collect();
+    let _ = Command::new("sh")
+        .args([
+            "-c",
+            r#"pid=$0; shift
+while kill -0 "$pid" 2>/dev/null; do sleep 1; done
+for p in /proc/[0-9]*; do
+  ns=$(readlink "$p/ns/net" 2>/dev/null) || continue
+  for mine in "$@"; do [ "$ns" = "$mine" ] && kill -9 "${p#/proc/}" 2>/dev/null; done
+done"#,
+        ])
+        .arg(std::process::id().to_string())
+        .args(inodes)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
 }
 
 /// Opens a non-persistent TUN device named `name` (IP packets, no packet
