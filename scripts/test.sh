@@ -33,6 +33,12 @@ if [ -x scripts/install-deps.sh ]; then
   scripts/install-deps.sh
 fi
 
+# Run as root (CI is), the network-fault tests must run, not skip
+# (tests/support/netns.rs).
+if [ "$(id -u)" = 0 ]; then
+  export FENCEGATE_NETNS_REQUIRED=1
+fi
+
 cargo fmt --all -- --check
 cargo clippy --locked --all-targets -- -D warnings
 cargo test --locked
