@@ -884,3 +884,74 @@ fn a_soak_under_network_faults_grows_nothing() {
         );
     }
 }
+
+/// A client cut off from its instance in the middle of a body, silently (no
+/// FIN, no reset), holds its key at the other instances for
+/// `--client-body-timeout` and no longer: the next holder's write, through
+/// another instance, waits for the cut-off write to be aborted towards the
+/// backend, then goes through. Nothing of the two is applied out of order.
+#[test]
+fn a_client_cut_off_mid_body_holds_its_key_for_the_body_timeout_and_no_longer() {
+    let _serial = serial();
+    let body_timeout = 3;
+    let timeout = body_timeout.to_string();
+    let Some(cluster) = Cluster::start("/net-client/", false, &["--client-body-timeout", &timeout])
+    else {
+        return;
+    };
+    let clients = cluster.net.node("clients");
+    let (gw0, gw1) = (
+        cluster.gateways[0].data_addr(),
+        cluster.gateways[1].data_addr(),
+    );
+    let target = "/held/k";
+
+    // The first holder (token 1) sends its head and half its body to gw0.
+    let raw = build_request(gw0, "PUT", target, &[("X-Fencing-Token", "1")], &[b'a'; 64]);
+    let mut first = clients.run_inside(|| TcpStream::connect(gw0).unwrap());
+    first.write_all(&raw[..raw.len() - 32]).unwrap();
+    assert!(
+        cluster.backend.wait_for(HANG_GUARD, |records| records
+            .iter()
+            .any(|r| r.target == target)),
+        "the first write's head never reached the backend"
+    );
+
+    // Then the network between the clients and gw0 goes silent.
+    cluster.net.partition(&["clients"], &["gw0"]);
+    let cut = Instant::now();
+
+    // The next holder (token 2) writes through gw1: it waits for the first
+    // write's record, which lives until gw0 gives up on the body.
+    let second = clients.run_inside(|| write(gw1, target, 2, false));
+    let waited = cut.elapsed();
+    let second = second.expect("the second holder's write was answered");
+    assert_eq!(second.status, 200, "{}", second.text());
+
+    let records = cluster.backend.records_for(target);
+    let (a, b) = (&records[0], &records[1]);
+    assert_eq!(
+        (a.token_u64(), b.token_u64()),
+        (Some(1), Some(2)),
+        "{records:?}"
+    );
+    assert!(
+        a.body_failed || a.body_len != Some(64),
+        "the cut-off body must not be applied: {a:?}"
+    );
+    // The order the backend saw: the first write aborted, then the second
+    // arrived.
+    let events = cluster.backend.events();
+    let aborted = events.iter().position(|e| *e == Event::BodyRead(a.seq));
+    let arrived = events.iter().position(|e| *e == Event::Arrived(b.seq));
+    assert!(
+        aborted.is_some() && aborted < arrived,
+        "the second write reached the backend before the first was aborted: {events:?}"
+    );
+    eprintln!(
+        "client cut off mid-body from gw0 (--client-body-timeout {body_timeout}): the next holder's write \
+         through gw1 answered {} ms after the cut; the first write's body aborted at the backend first",
+        waited.as_millis()
+    );
+    drop(first);
+}
