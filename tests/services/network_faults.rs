@@ -4,11 +4,20 @@
 //!
 //! First the harness itself: a partition leaves a connection open and
 //! silent, one-way partitions are one-way, a delay stretches round trips,
-//! and nothing is left behind. Then the torture, the partition figures and
-//! the soak.
+//! and nothing is left behind. Then:
+//!
+//! - the torture: three instances on shared fences, three etcd members, a
+//!   store that checks preconditions, and a nemesis that cuts, delays and
+//!   loses packets between them; with chained writes nothing is applied out
+//!   of order, without them (the control) late writes land;
+//! - what an instance cut from etcd does, and how fast (both ways, and each
+//!   way alone);
+//! - what a client cut off mid-body costs the next holder;
+//! - a soak under the nemesis, after which nothing has grown.
 //!
 //! Root is needed; without it every test prints one line and passes
-//! without running (CI runs as root).
+//! without running, unless `FENCEGATE_NETNS_REQUIRED` is set (scripts/test.sh
+//! sets it when run as root, as CI is).
 
 #[path = "../support/mod.rs"]
 mod support;
