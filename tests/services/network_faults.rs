@@ -336,7 +336,16 @@ struct NetNemesis<'a> {
     met: HashMap<NetMove, usize>,
 }
 
-impl NetNemesis<'_> {
+impl<'a> NetNemesis<'a> {
+    fn new(cluster: &'a Cluster, seed: u64) -> Self {
+        NetNemesis {
+            rng: Rng(seed),
+            cluster,
+            done: HashMap::new(),
+            met: HashMap::new(),
+        }
+    }
+
     fn play(&mut self, round: usize) {
         let step = if round < NET_MOVES.len() {
             NET_MOVES[round]
@@ -428,12 +437,7 @@ fn network_run(
     let cluster = Cluster::start("/net-torture/", true, extra)?;
     let (routing, tokens, tally) = clients_for(&cluster.gateways);
     let started = Instant::now();
-    let mut nemesis = NetNemesis {
-        rng: Rng(seed.rotate_left(31)),
-        cluster: &cluster,
-        done: HashMap::new(),
-        met: HashMap::new(),
-    };
+    let mut nemesis = NetNemesis::new(&cluster, seed.rotate_left(31));
     let clients = cluster.net.node("clients");
     run_clients(
         seed,
@@ -450,13 +454,9 @@ fn network_run(
     );
     let (done, met) = (nemesis.done, nemesis.met);
     let verdict = check(&cluster.backend, &tally.acked_seqs);
-    let (refused, refused_late) = store_refusals(&cluster.backend);
     let counts = cluster.net.counts();
     eprintln!(
-        "network faults, {}: etcd {}, {:.0?}, {} applied writes, {} handovers, acked {}, refused by the fence {}, \
-         refused by the store (412) {refused}, of them below a token already applied {refused_late}, \
-         503 {}, failed or cut {}, nemesis {:?}; packets forwarded {}, cut {}, lost {}, delayed {}; \
-         violations: {} decreases ({} below an acknowledged token), e.g. {:?}",
+        "network faults, {}: etcd {}, {:.0?}, nemesis {done:?}; packets forwarded {}, cut {}, lost {}, delayed {}; {}",
         if chained {
             "chained (--conditional-writes http)"
         } else {
@@ -464,20 +464,11 @@ fn network_run(
         },
         etcd_version(),
         started.elapsed(),
-        verdict.applied,
-        verdict.handovers,
-        tally.acked.load(Ordering::Relaxed),
-        tally.stale.load(Ordering::Relaxed),
-        tally.unavailable.load(Ordering::Relaxed),
-        tally.failed.load(Ordering::Relaxed),
-        done,
         counts.forwarded,
         counts.cut,
         counts.lost,
         counts.delayed,
-        verdict.decreases.len(),
-        verdict.below_acked,
-        verdict.decreases.first(),
+        outcome_line(&cluster.backend, &verdict, &tally),
     );
     Some((verdict, done, met))
 }
@@ -853,12 +844,7 @@ fn a_soak_under_network_faults_grows_nothing() {
     load(Duration::from_secs(10), None);
     let start = holdings(&cluster, prefix);
     let started = Instant::now();
-    let mut nemesis = NetNemesis {
-        rng: Rng(seed.rotate_left(7)),
-        cluster: &cluster,
-        done: HashMap::new(),
-        met: HashMap::new(),
-    };
+    let mut nemesis = NetNemesis::new(&cluster, seed.rotate_left(7));
     let reads = load(Duration::from_secs(seconds), Some(&mut nemesis));
     let elapsed = started.elapsed();
     let end = holdings(&cluster, prefix);

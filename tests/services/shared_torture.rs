@@ -396,27 +396,15 @@ fn late_delivery_run(
     );
     let moves = nemesis.done;
     let verdict = check(&backend, &tally.acked_seqs);
-    let (refused, refused_late) = store_refusals(&backend);
     eprintln!(
-        "late delivery, {}: {:.0?}, {} applied writes, {} handovers, acked {}, refused by the fence {}, \
-         refused by the store (412) {refused}, of them below a token already applied {refused_late}, 503 {}, failed or cut {}, nemesis {:?}; violations: {} \
-         decreases ({} below an acknowledged token), e.g. {:?}",
+        "late delivery, {}: {:.0?}, nemesis {moves:?}, {}",
         if chained {
             "chained (--conditional-writes http)"
         } else {
             "unchained"
         },
         started.elapsed(),
-        verdict.applied,
-        verdict.handovers,
-        tally.acked.load(Ordering::Relaxed),
-        tally.stale.load(Ordering::Relaxed),
-        tally.unavailable.load(Ordering::Relaxed),
-        tally.failed.load(Ordering::Relaxed),
-        moves,
-        verdict.decreases.len(),
-        verdict.below_acked,
-        verdict.decreases.first(),
+        outcome_line(&backend, &verdict, &tally),
     );
     (verdict, moves)
 }

@@ -332,3 +332,24 @@ pub fn etcd_version() -> String {
         })
         .unwrap_or_else(|| "unknown".into())
 }
+
+/// What a run of writes to a store that checks preconditions came to, in
+/// one line: writes applied and handovers, the clients' answers, the store's
+/// refusals, and the violations.
+pub fn outcome_line(backend: &Backend, verdict: &Verdict, tally: &Tally) -> String {
+    let (refused, refused_late) = store_refusals(backend);
+    format!(
+        "{} applied writes, {} handovers, acked {}, refused by the fence {}, \
+         refused by the store (412) {refused}, of them below a token already applied {refused_late}, \
+         503 {}, failed or cut {}; violations: {} decreases ({} below an acknowledged token), e.g. {:?}",
+        verdict.applied,
+        verdict.handovers,
+        tally.acked.load(Ordering::Relaxed),
+        tally.stale.load(Ordering::Relaxed),
+        tally.unavailable.load(Ordering::Relaxed),
+        tally.failed.load(Ordering::Relaxed),
+        verdict.decreases.len(),
+        verdict.below_acked,
+        verdict.decreases.first(),
+    )
+}
