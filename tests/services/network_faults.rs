@@ -183,6 +183,50 @@ fn the_network_leaves_nothing_behind() {
     assert_eq!(ns_fds(), 0, "a namespace descriptor outlived the network");
 }
 
+/// The watchdog that kills a network's programs after the test process
+/// dies must kill that network's programs only. It once picked them by
+/// namespace inode number, which the kernel reuses: a watchdog waking after
+/// its network was gone killed an etcd member of the next test's network.
+/// Here a program of another run shares the namespace itself, the strictest
+/// case of that reuse.
+#[test]
+fn the_reaper_kills_its_own_runs_programs_and_no_other() {
+    let _serial = serial();
+    let Some(net) = Network::create(&["a"]) else {
+        return;
+    };
+    let sleeper = |wrapper: &[String]| {
+        std::process::Command::new(&wrapper[0])
+            .args(&wrapper[1..])
+            .args(["sleep", "600"])
+            .spawn()
+            .unwrap()
+    };
+    let node = net.node("a");
+    let mut ours = sleeper(&node.wrapper());
+    let mut other_wrapper = node.wrapper();
+    other_wrapper[1] = format!("{}=another-run", support::netns::RUN_VARIABLE);
+    let mut theirs = sleeper(&other_wrapper);
+    // A stand-in for the test process, so that this one can outlive it.
+    let mut watched = std::process::Command::new("sleep")
+        .arg("600")
+        .spawn()
+        .unwrap();
+    support::netns::reap_when_gone(watched.id(), node.run_marker());
+    thread::sleep(Duration::from_millis(300));
+    watched.kill().unwrap();
+    watched.wait().unwrap();
+    let reaped = wait_until(HANG_GUARD, || matches!(ours.try_wait(), Ok(Some(_))));
+    // Whatever the outcome, nothing of this test outlives it.
+    let theirs_alive = matches!(theirs.try_wait(), Ok(None));
+    let _ = theirs.kill();
+    let _ = theirs.wait();
+    let _ = ours.kill();
+    let _ = ours.wait();
+    assert!(reaped, "the reaper left its own run's program running");
+    assert!(theirs_alive, "the reaper killed another run's program");
+}
+
 // ---------------------------------------------------------------------------
 // The torture: three instances on shared fences, three etcd members, a store
 // that checks preconditions, all on their own nodes, and a nemesis that

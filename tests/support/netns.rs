@@ -26,7 +26,8 @@
 //! the TUN devices are not persistent, so closing their descriptors removes
 //! them. Dropping the [`Network`] (also while a test panics) closes both,
 //! and so does the end of the test process however it ends; a watchdog
-//! kills what still runs in the namespaces once the test process is gone.
+//! kills what the network's nodes still run once the test process is gone
+//! ([`reap_when_gone`]).
 //!
 //! It needs root (`CAP_NET_ADMIN` and `CAP_SYS_ADMIN`): [`Network::create`]
 //! says why in one line and returns `None` when it cannot have it, and the
@@ -77,20 +78,32 @@ pub struct Node {
     pub name: String,
     pub ip: Ipv4Addr,
     ns: Option<OwnedFd>,
+    /// The network's run marker, in the environment of every program
+    /// [`Node::wrapper`] starts: how the reaper knows them.
+    run: String,
 }
 
 impl Node {
     /// The command prefix that runs a program in this node's namespace:
-    /// `nsenter --net=/proc/PID/fd/N` (through this process's descriptor of
-    /// the namespace, which outlives any restart of the program).
+    /// `env FENCEGATE_NETNS_RUN=MARKER nsenter --net=/proc/PID/fd/N`
+    /// (through this process's descriptor of the namespace, which outlives
+    /// any restart of the program; the marker names this network's run for
+    /// the reaper).
     pub fn wrapper(&self) -> Vec<String> {
         match &self.ns {
             Some(ns) => vec![
+                "env".into(),
+                format!("{RUN_VARIABLE}={}", self.run),
                 "nsenter".into(),
                 format!("--net=/proc/{}/fd/{}", std::process::id(), ns.as_raw_fd()),
             ],
             None => Vec::new(),
         }
+    }
+
+    /// The marker of this node's network run (see [`reap_when_gone`]).
+    pub fn run_marker(&self) -> &str {
+        &self.run
     }
 
     /// Moves the calling thread into this node's namespace: every socket it
@@ -186,6 +199,10 @@ impl Network {
         let pid = std::process::id();
         let prefix = [10, 100 + (pid % 100) as u8, (k % 256) as u8];
         let control_device = format!("fgc{}n{k}", pid % 1_000_000);
+        let since_epoch = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let run = format!("{pid}-{}-{k}", since_epoch.as_nanos());
         let ip = |host: u8| Ipv4Addr::new(prefix[0], prefix[1], prefix[2], host);
 
         let mut nodes = Vec::new();
@@ -196,6 +213,7 @@ impl Network {
             name: "control".into(),
             ip: ip(1),
             ns: None,
+            run: run.clone(),
         });
         tuns.push(control);
         for (i, name) in names.iter().enumerate() {
@@ -219,11 +237,12 @@ impl Network {
                 name: name.to_string(),
                 ip: host,
                 ns: Some(ns),
+                run: run.clone(),
             });
             tuns.push(tun);
         }
 
-        reap_at_exit(&nodes);
+        reap_when_gone(std::process::id(), &run);
         let n = nodes.len();
         let fabric = Arc::new(Fabric {
             links: Mutex::new(vec![Link::default(); n * n]),
@@ -348,30 +367,31 @@ impl Drop for Network {
     }
 }
 
-/// Kills every process left in the nodes' namespaces once this test
-/// process is gone, however it ended (a `SIGKILL` runs no destructor): a
-/// watchdog shell polls this process once a second, then kills each process
-/// whose network namespace is one of the nodes'. Their last process gone,
-/// the namespaces go too.
-fn reap_at_exit(nodes: &[Node]) {
-    let inodes: Vec<String> = nodes
-        .iter()
-        .filter_map(|node| node.ns.as_ref())
-        .filter_map(|ns| std::fs::read_link(format!("/proc/self/fd/{}", ns.as_raw_fd())).ok())
-        .map(|link| link.display().to_string())
-        .collect();
+/// The environment variable that marks the programs a network's nodes run.
+pub const RUN_VARIABLE: &str = "FENCEGATE_NETNS_RUN";
+
+/// Kills every program started through a [`Node::wrapper`] of the run
+/// `marker` once process `watched` (the test process) is gone, however it
+/// ended (a `SIGKILL` runs no destructor): a watchdog shell polls `watched`
+/// once a second, then kills each process whose environment holds the
+/// marker. Their last process gone, the namespaces go too.
+///
+/// The marker, unique to one network, and not the namespaces' inode
+/// numbers, picks the victims: the kernel reuses a freed namespace's inode
+/// number, so a watchdog that woke after its network was dropped killed
+/// the etcd member of the next test whose namespace had been given it.
+pub fn reap_when_gone(watched: u32, marker: &str) {
     let _ = Command::new("sh")
         .args([
             "-c",
-            r#"pid=$0; shift
+            r#"pid=$0; mark=$1
 while kill -0 "$pid" 2>/dev/null; do sleep 1; done
 for p in /proc/[0-9]*; do
-  ns=$(readlink "$p/ns/net" 2>/dev/null) || continue
-  for mine in "$@"; do [ "$ns" = "$mine" ] && kill -9 "${p#/proc/}" 2>/dev/null; done
+  tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qxF "$mark" && kill -9 "${p#/proc/}" 2>/dev/null
 done"#,
         ])
-        .arg(std::process::id().to_string())
-        .args(inodes)
+        .arg(watched.to_string())
+        .arg(format!("{RUN_VARIABLE}={marker}"))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
