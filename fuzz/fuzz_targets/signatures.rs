@@ -358,7 +358,7 @@ fn canonical_request_of<'h>(
         &request.path,
         query,
         skip,
-        lookup,
+        &|name, out| out.extend(lookup(name)),
         signed,
         payload,
     )

@@ -31,11 +31,15 @@
 //!     ("x-amz-content-sha256", EMPTY_SHA256),
 //!     ("x-amz-date", "20130524T000000Z"),
 //! ];
-//! let lookup = |name: &str| -> Vec<&[u8]> {
-//!     headers.iter().filter(|(n, _)| *n == name).map(|(_, v)| v.as_bytes()).collect()
-//! };
 //! let canonical = canonical_request(
-//!     "GET", "/", "lifecycle", &|_| false, &lookup, &auth.signed_headers, EMPTY_SHA256,
+//!     "GET",
+//!     "/",
+//!     "lifecycle",
+//!     &|_| false,
+//!     // Appends the values of a field (named in lowercase) to `out`.
+//!     &|name, out| out.extend(headers.iter().filter(|(n, _)| *n == name).map(|(_, v)| v.as_bytes())),
+//!     &auth.signed_headers,
+//!     EMPTY_SHA256,
 //! )
 //! .unwrap();
 //! let to_sign = string_to_sign("20130524T000000Z", &auth.credential.scope(), &canonical);
@@ -782,8 +786,8 @@ fn parse_expires(text: &str) -> Option<u64> {
 /// leave out: `X-Amz-Signature` ([`is_signature_param`]) when verifying a
 /// presigned URL.
 ///
-/// `header` gives the values of a lowercase header name, all of them, in
-/// order; each is trimmed, inner runs of spaces and tabs become one space,
+/// `header` appends the values of a lowercase header name to the buffer it
+/// is given, all of them, in order; each is trimmed, inner runs of spaces and tabs become one space,
 /// and several are joined with `,`. `signed_headers` are used in the order
 /// given (sorted, for anything a verifier is to check). `payload_hash` goes
 /// in as given (hex, `UNSIGNED-PAYLOAD`, `STREAMING-...`).
@@ -796,7 +800,7 @@ pub fn canonical_request<'h>(
     path: &str,
     query: &str,
     skip_query: &dyn Fn(&str) -> bool,
-    header: &dyn Fn(&str) -> Vec<&'h [u8]>,
+    header: &dyn Fn(&str, &mut Vec<&'h [u8]>),
     signed_headers: &[String],
     payload_hash: &str,
 ) -> Result<String, SigV4Error> {
@@ -808,6 +812,8 @@ pub fn canonical_request<'h>(
             + 64 * signed_headers.len()
             + 16,
     );
+    // One buffer for every field's values.
+    let mut values = Vec::with_capacity(2);
     out.push_str(method);
     out.push('\n');
     push_canonical_path(&mut out, path)?;
@@ -820,7 +826,8 @@ pub fn canonical_request<'h>(
                 "a name is empty, not lowercase or not a header name",
             ));
         }
-        let values = header(name);
+        values.clear();
+        header(name, &mut values);
         if values.is_empty() {
             return Err(SigV4Error::MissingSignedHeader(quote(name)));
         }
@@ -1156,13 +1163,14 @@ mod tests {
     }
 
     /// A header lookup over `(name, value)` pairs; names lowercase.
-    fn lookup<'a>(headers: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Vec<&'a [u8]> + 'a {
-        move |name| {
-            headers
-                .iter()
-                .filter(|(n, _)| *n == name)
-                .map(|(_, v)| v.as_bytes())
-                .collect()
+    fn lookup<'a>(headers: &'a [(&'a str, &'a str)]) -> impl Fn(&str, &mut Vec<&'a [u8]>) + 'a {
+        move |name, out| {
+            out.extend(
+                headers
+                    .iter()
+                    .filter(|(n, _)| *n == name)
+                    .map(|(_, v)| v.as_bytes()),
+            )
         }
     }
 
@@ -1861,14 +1869,13 @@ mod tests {
                 "{bad:?}"
             );
         }
-        let not_utf8 = |_: &str| -> Vec<&[u8]> { vec![b"\xff"] };
         assert_eq!(
             canonical_request(
                 "GET",
                 "/",
                 "",
                 &|_| false,
-                &not_utf8,
+                &|_, out| out.push(b"\xff"),
                 &names("host"),
                 EMPTY_SHA256
             ),

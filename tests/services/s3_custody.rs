@@ -1019,19 +1019,16 @@ fn presigned_urls_expire() {
             "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential={credential}&X-Amz-Date={amz_date}&X-Amz-Expires={expires}&X-Amz-SignedHeaders=host"
         );
         let host = gw.data_addr().to_string();
-        let lookup = |name: &str| -> Vec<&[u8]> {
-            if name == "host" {
-                vec![host.as_bytes()]
-            } else {
-                Vec::new()
-            }
-        };
         let canonical = sigv4::canonical_request(
             "GET",
             "/cust-presigned/k",
             &query,
             &|_| false,
-            &lookup,
+            &|name, out| {
+                if name == "host" {
+                    out.push(host.as_bytes());
+                }
+            },
             &["host".to_owned()],
             "UNSIGNED-PAYLOAD",
         )

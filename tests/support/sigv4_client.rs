@@ -82,15 +82,22 @@ impl Signer<'_> {
         signed.sort();
         signed.dedup();
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
-        let lookup = |name: &str| -> Vec<&[u8]> {
-            all.iter()
-                .filter(|(n, _)| n == name)
-                .map(|(_, v)| v.as_bytes())
-                .collect()
-        };
-        let canonical =
-            sigv4::canonical_request(method, path, query, &|_| false, &lookup, &signed, &payload)
-                .unwrap();
+        let canonical = sigv4::canonical_request(
+            method,
+            path,
+            query,
+            &|_| false,
+            &|name, out| {
+                out.extend(
+                    all.iter()
+                        .filter(|(n, _)| n == name)
+                        .map(|(_, v)| v.as_bytes()),
+                )
+            },
+            &signed,
+            &payload,
+        )
+        .unwrap();
         let scope = self.scope();
         let to_sign = sigv4::string_to_sign(&amz_date, &scope, &canonical);
         let signature = sigv4::hex(&sigv4::signature(&self.signing_key(), &to_sign));

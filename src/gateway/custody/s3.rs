@@ -163,7 +163,7 @@ impl S3Clients {
             raw_path(request),
             query_of(request),
             &|_| false,
-            &|name| lookup(fields, name),
+            &|name, out| lookup_into(fields, name, out),
             &auth.signed_headers,
             payload,
         )
@@ -242,7 +242,7 @@ impl S3Clients {
             raw_path(request),
             query_of(request),
             &|name| name == "X-Amz-Signature",
-            &|name| lookup(fields, name),
+            &|name, out| lookup_into(fields, name, out),
             &presigned.signed_headers,
             "UNSIGNED-PAYLOAD",
         )
@@ -648,7 +648,7 @@ fn single<'a, H: HeaderFields + ?Sized>(
     fields: &'a H,
     name: &str,
 ) -> Result<Option<&'a str>, Denied> {
-    let Ok(header) = HeaderName::from_bytes(name.as_bytes()) else {
+    let Some(header) = header_name(name) else {
         return Ok(None);
     };
     let mut values = fields.values_of(&header);
@@ -665,10 +665,43 @@ fn single<'a, H: HeaderFields + ?Sized>(
 
 /// Every value of `name` (lowercase).
 pub(crate) fn lookup<'a, H: HeaderFields + ?Sized>(fields: &'a H, name: &str) -> Vec<&'a [u8]> {
-    match HeaderName::from_bytes(name.as_bytes()) {
-        Ok(header) => fields.values_of(&header).collect(),
-        Err(_) => Vec::new(),
+    let mut values = Vec::new();
+    lookup_into(fields, name, &mut values);
+    values
+}
+
+/// Appends every value of `name` (lowercase) to `out`: a canonical request
+/// reads each signed field into one buffer.
+pub(crate) fn lookup_into<'a, H: HeaderFields + ?Sized>(
+    fields: &'a H,
+    name: &str,
+    out: &mut Vec<&'a [u8]>,
+) {
+    if let Some(header) = header_name(name) {
+        out.extend(fields.values_of(&header));
     }
+}
+
+/// The fields every SigV4 request names, made once: `HeaderName::from_bytes`
+/// copies a name that is not one of HTTP's own into a new allocation, and
+/// these are looked up on every signed request, twice.
+static KNOWN_NAMES: [HeaderName; 7] = [
+    HeaderName::from_static("x-amz-date"),
+    HeaderName::from_static("x-amz-content-sha256"),
+    HeaderName::from_static("x-amz-copy-source"),
+    HeaderName::from_static("x-amz-decoded-content-length"),
+    HeaderName::from_static("x-amz-security-token"),
+    HeaderName::from_static("x-amz-trailer"),
+    HeaderName::from_static("x-fencing-token"),
+];
+
+/// `name` (lowercase) as a `HeaderName`, without an allocation for HTTP's
+/// own names and [`KNOWN_NAMES`]; `None` if it is no header name.
+fn header_name(name: &str) -> Option<HeaderName> {
+    if let Some(known) = KNOWN_NAMES.iter().find(|known| known.as_str() == name) {
+        return Some(known.clone());
+    }
+    HeaderName::from_bytes(name.as_bytes()).ok()
 }
 
 /// The request's path as sent.

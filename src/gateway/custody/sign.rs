@@ -6,13 +6,14 @@
 //! Shared Key for Azure Blob (over every field that goes on), `Basic` or
 //! `Bearer` for the plain HTTP stores.
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex, RwLock};
 
 use base64::Engine as _;
 use http::{HeaderName, HeaderValue, Method};
 
 use super::files::UpstreamCredentials;
-use super::s3::{lookup, EMPTY_SHA256};
+use super::s3::{lookup, lookup_into, EMPTY_SHA256};
 use super::{stream, Forwarding};
 use crate::custody::shared_key::{self, AccountKey};
 use crate::custody::sigv4::{self, SigningKey};
@@ -149,9 +150,9 @@ impl UpstreamSigner {
                     moved,
                 } = match forward {
                     Forwarding::Signed { names, payload, .. } => Plan {
-                        names: names.clone(),
+                        names: Cow::Borrowed(names),
                         presigned_query: None,
-                        payload: payload.clone(),
+                        payload: Cow::Borrowed(payload),
                         moved: &[],
                     },
                     Forwarding::Presigned {
@@ -159,9 +160,9 @@ impl UpstreamSigner {
                         query,
                         moved,
                     } => Plan {
-                        names: names.clone(),
+                        names: Cow::Borrowed(names),
                         presigned_query: Some(query.as_str()),
-                        payload: "UNSIGNED-PAYLOAD".to_owned(),
+                        payload: Cow::Borrowed("UNSIGNED-PAYLOAD"),
                         moved,
                     },
                     Forwarding::Gateway | Forwarding::Unsigned => {
@@ -173,14 +174,14 @@ impl UpstreamSigner {
                         let has = |name: &str| !lookup(head, name).is_empty();
                         let payload =
                             if let Some(value) = lookup(head, "x-amz-content-sha256").first() {
-                                String::from_utf8_lossy(value).into_owned()
+                                Cow::Owned(String::from_utf8_lossy(value).into_owned())
                             } else if has("content-length") || has("transfer-encoding") {
-                                "UNSIGNED-PAYLOAD".to_owned()
+                                Cow::Borrowed("UNSIGNED-PAYLOAD")
                             } else {
-                                EMPTY_SHA256.to_owned()
+                                Cow::Borrowed(EMPTY_SHA256)
                             };
                         Plan {
-                            names,
+                            names: Cow::Owned(names),
                             presigned_query: None,
                             payload,
                             moved: &[],
@@ -190,10 +191,8 @@ impl UpstreamSigner {
                 // The forwarded query: a presigned URL's without its
                 // authentication parameters.
                 let query = presigned_query.unwrap_or(query);
-                let mut signed: Vec<String> = names
-                    .into_iter()
-                    .filter(|name| !is_unsignable(name))
-                    .collect();
+                let mut signed: Vec<String> = Vec::with_capacity(names.len() + set_names.len() + 4);
+                signed.extend(names.iter().filter(|name| !is_unsignable(name)).cloned());
                 signed.extend(set_names.iter().map(|n| n.as_str().to_owned()));
                 signed.extend(["host", "x-amz-date", "x-amz-content-sha256"].map(str::to_owned));
                 if session_token.is_some() {
@@ -204,24 +203,21 @@ impl UpstreamSigner {
                 let host = self.host.as_bytes();
                 let payload_bytes = payload.as_bytes();
                 let token = session_token.as_ref().map(|t| t.expose().as_bytes());
-                let header = |name: &str| -> Vec<&[u8]> {
-                    match name {
-                        "host" => vec![host],
-                        "x-amz-date" => vec![amz_date.as_bytes()],
-                        "x-amz-content-sha256" => vec![payload_bytes],
-                        "x-amz-security-token" => token.into_iter().collect(),
-                        other => match moved.iter().find(|(n, _)| n.as_str() == other) {
-                            Some((_, value)) => vec![value.as_bytes()],
-                            None => lookup(head, other),
-                        },
-                    }
-                };
                 let canonical = sigv4::canonical_request(
                     method.as_str(),
                     path,
                     query,
                     &|_| false,
-                    &header,
+                    &|name, out| match name {
+                        "host" => out.push(host),
+                        "x-amz-date" => out.push(amz_date.as_bytes()),
+                        "x-amz-content-sha256" => out.push(payload_bytes),
+                        "x-amz-security-token" => out.extend(token),
+                        other => match moved.iter().find(|(n, _)| n.as_str() == other) {
+                            Some((_, value)) => out.push(value.as_bytes()),
+                            None => lookup_into(head, other, out),
+                        },
+                    },
                     &signed,
                     &payload,
                 )
@@ -248,10 +244,7 @@ impl UpstreamSigner {
                         SignError("the aws-chunked body's head was signed twice".to_owned())
                     })?;
                 }
-                let authorization = format!(
-                    "AWS4-HMAC-SHA256 Credential={access_key_id}/{scope}, SignedHeaders={}, Signature={signature}",
-                    signed.join(";")
-                );
+                let authorization = authorization_value(access_key_id, &scope, &signed, &signature);
                 let value = |text: &str| {
                     HeaderValue::from_str(text)
                         .map_err(|_| SignError(format!("{text:?} is no header value")))
@@ -393,17 +386,44 @@ fn sign_shared_key(
 /// What a SigV4 signature covers, by how the request came.
 struct Plan<'f> {
     /// The lowercase names of the client's fields it signed.
-    names: Vec<String>,
+    names: Cow<'f, [String]>,
     /// A presigned URL's query without its authentication parameters.
     presigned_query: Option<&'f str>,
     /// `x-amz-content-sha256`.
-    payload: String,
+    payload: Cow<'f, str>,
     /// A presigned URL's `x-amz-*` parameters, as fields.
     moved: &'f [(HeaderName, HeaderValue)],
 }
 
 /// The client's `Authorization` replaced by the store's; every other field
 /// goes on.
+/// `AWS4-HMAC-SHA256 Credential=KEY/SCOPE, SignedHeaders=a;b, Signature=HEX`,
+/// built in one buffer of the right size.
+fn authorization_value(
+    access_key_id: &str,
+    scope: &str,
+    signed: &[String],
+    signature: &str,
+) -> String {
+    let names: usize = signed.iter().map(|name| name.len() + 1).sum();
+    let mut out =
+        String::with_capacity(60 + access_key_id.len() + scope.len() + names + signature.len());
+    out.push_str("AWS4-HMAC-SHA256 Credential=");
+    out.push_str(access_key_id);
+    out.push('/');
+    out.push_str(scope);
+    out.push_str(", SignedHeaders=");
+    for (i, name) in signed.iter().enumerate() {
+        if i > 0 {
+            out.push(';');
+        }
+        out.push_str(name);
+    }
+    out.push_str(", Signature=");
+    out.push_str(signature);
+    out
+}
+
 fn with_authorization(value: &str) -> Signed {
     Signed {
         set: HeaderValue::from_str(value)
