@@ -500,7 +500,7 @@ pub(crate) fn reached<B>(
         ));
         return Ok(reached);
     };
-    let on_bucket = addressed.object == format!("/{bucket}");
+    let on_bucket = addressed.object.strip_prefix('/') == Some(bucket.as_str());
     let admin_resource = has_param(query, &ADMIN_SUBRESOURCES);
     let admin_header = request.fields().names().into_iter().any(|name| {
         name.eq_ignore_ascii_case(b"x-amz-acl") || starts_with_ignore_case(name, b"x-amz-grant-")
