@@ -309,9 +309,16 @@ const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
 
 /// Appends lowercase hex of `bytes`.
 fn push_hex(out: &mut String, bytes: &[u8]) {
-    for &b in bytes {
-        out.push(char::from(HEX_LOWER[usize::from(b >> 4)]));
-        out.push(char::from(HEX_LOWER[usize::from(b & 0x0f)]));
+    // Into a byte buffer, then one copy: `String::push` encodes each char.
+    let mut digits = [0u8; 128];
+    for chunk in bytes.chunks(digits.len() / 2) {
+        for (pair, &b) in digits.chunks_exact_mut(2).zip(chunk) {
+            pair[0] = HEX_LOWER[usize::from(b >> 4)];
+            pair[1] = HEX_LOWER[usize::from(b & 0x0f)];
+        }
+        let written = &digits[..chunk.len() * 2];
+        // Hex digits are ASCII.
+        out.push_str(std::str::from_utf8(written).unwrap_or_default());
     }
 }
 
@@ -1149,12 +1156,24 @@ pub fn format_amz_date(unix_secs: u64) -> String {
     let days = unix_secs / 86_400;
     let rest = unix_secs % 86_400;
     let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z",
-        rest / 3_600,
-        rest % 3_600 / 60,
-        rest % 60
-    )
+    // Written digit by digit: this is on every re-signed request, and
+    // `format!`'s padding machinery costs more than the rest of it.
+    let push = |out: &mut String, value: u64, width: u32| {
+        for place in (0..width).rev() {
+            let digit = (value / 10u64.pow(place) % 10) as u8;
+            out.push(char::from(b'0' + digit));
+        }
+    };
+    let mut out = String::with_capacity(16);
+    push(&mut out, year, 4);
+    push(&mut out, month, 2);
+    push(&mut out, day, 2);
+    out.push('T');
+    push(&mut out, rest / 3_600, 2);
+    push(&mut out, rest % 3_600 / 60, 2);
+    push(&mut out, rest % 60, 2);
+    out.push('Z');
+    out
 }
 
 /// A scope date `YYYYMMDD` as days since the Unix epoch, if it is one
