@@ -286,6 +286,35 @@ impl Head {
         }
     }
 
+    /// Every field line as it goes on, `(name as sent, value)`: those read
+    /// (less any a set field replaces), then those set. One pass over the
+    /// head, where a lookup per name scans it once per name.
+    pub(crate) fn lines(&self) -> Vec<(&[u8], &[u8])> {
+        match self {
+            Head::Parts(parts) => parts
+                .headers
+                .iter()
+                .map(|(name, value)| (name.as_str().as_bytes(), value.as_bytes()))
+                .collect(),
+            Head::Lines(read) => read
+                .head
+                .fields
+                .iter()
+                .filter(|(name, _)| {
+                    !read
+                        .set
+                        .iter()
+                        .any(|(set, _)| set.as_str().as_bytes().eq_ignore_ascii_case(name))
+                })
+                .chain(
+                    read.set
+                        .iter()
+                        .map(|(name, value)| (name.as_str().as_bytes(), value.as_bytes())),
+                )
+                .collect(),
+        }
+    }
+
     /// The fields set since it was read, each replacing every line of its
     /// name.
     pub(crate) fn set_fields(&self) -> &[(HeaderName, HeaderValue)] {

@@ -176,23 +176,14 @@ impl AzureClients {
                 ));
             }
         }
-        let names = request.head.names();
-        let mut lines: Vec<(&str, &[u8])> = Vec::with_capacity(names.len());
-        for name in names {
-            let Ok(text) = std::str::from_utf8(name) else {
-                continue;
-            };
-            if lines
-                .iter()
-                .any(|(known, _)| known.eq_ignore_ascii_case(text))
-            {
-                continue;
-            }
-            let Ok(header) = HeaderName::from_bytes(name) else {
-                continue;
-            };
-            lines.extend(fields.values_of(&header).map(|value| (text, value)));
-        }
+        // Every line as it came; the string to sign gathers each name's
+        // values in their order.
+        let lines: Vec<(&str, &[u8])> = request
+            .head
+            .lines()
+            .into_iter()
+            .filter_map(|(name, value)| Some((std::str::from_utf8(name).ok()?, value)))
+            .collect();
         let to_sign = shared_key::string_to_sign(
             auth.scheme,
             request.method().as_str(),

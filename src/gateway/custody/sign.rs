@@ -19,7 +19,6 @@ use crate::custody::shared_key::{self, AccountKey};
 use crate::custody::sigv4::{self, SigningKey};
 use crate::gateway::hop::{connection_options, is_hop_by_hop};
 use crate::gateway::inbound::Head;
-use crate::head::HeaderFields;
 
 const AUTHORIZATION: HeaderName = http::header::AUTHORIZATION;
 const X_AMZ_DATE: HeaderName = HeaderName::from_static("x-amz-date");
@@ -320,10 +319,10 @@ fn sign_shared_key(
             .map(|v| String::from_utf8_lossy(v).into_owned()),
     };
     // The fields as they go on, names in any case (the string to sign
-    // compares them so), each name once with all its values.
-    let names = head.names();
-    let mut fields: Vec<(&str, &[u8])> = Vec::with_capacity(names.len() + 3);
-    for (i, name) in names.iter().enumerate() {
+    // compares them so and gathers each name's values in their order).
+    let lines = head.lines();
+    let mut fields: Vec<(&str, &[u8])> = Vec::with_capacity(lines.len() + 3);
+    for (name, value) in lines {
         let skip = is_hop_by_hop(name)
             || dropped.iter().any(|d| d.eq_ignore_ascii_case(name))
             || [
@@ -333,20 +332,14 @@ fn sign_shared_key(
                 b"content-length",
             ]
             .iter()
-            .any(|n| n.eq_ignore_ascii_case(name))
-            || names[..i]
-                .iter()
-                .any(|seen| seen.eq_ignore_ascii_case(name));
-        let Ok(text) = std::str::from_utf8(name) else {
-            continue;
-        };
+            .any(|n| n.eq_ignore_ascii_case(name));
         if skip {
             continue;
         }
-        let Ok(header) = HeaderName::from_bytes(name) else {
+        let Ok(text) = std::str::from_utf8(name) else {
             continue;
         };
-        fields.extend(head.values_of(&header).map(|value| (text, value)));
+        fields.push((text, value));
     }
     if let Some(length) = &length {
         fields.push(("content-length", length.as_bytes()));
