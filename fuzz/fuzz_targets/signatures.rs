@@ -39,7 +39,7 @@ use fencegate::custody::chunked::{
 use fencegate::custody::sigv4::{
     check_amz_headers_signed, format_amz_date, hex, is_signature_param, parse_amz_date,
     parse_authorization, parse_presigned, sha256, sha256_hex, signature, signing_key,
-    string_to_sign, verify_signature, Authorization, Credential, SigV4Error, SigningKey, ALGORITHM,
+    string_to_sign, verify_signature, Authorization, Credential, SigV4Error, SignedHeaders, SigningKey, ALGORITHM,
     MAX_PRESIGN_EXPIRES, STREAMING_PAYLOAD, STREAMING_PAYLOAD_TRAILER, UNSIGNED_PAYLOAD,
 };
 use fencegate::custody::shared_key::{self, AccountKey, Scheme};
@@ -222,16 +222,14 @@ impl<'a> Request<'a> {
 
     /// The request's header names, lowercase, sorted, once each, with the
     /// headers the signer adds.
-    fn signed_headers(&self, extra: &[&str]) -> Vec<String> {
-        let mut names: Vec<String> = self
-            .headers
-            .iter()
-            .map(|h| h.name.clone())
-            .chain(extra.iter().map(|n| (*n).to_owned()))
-            .collect();
-        names.sort_unstable();
-        names.dedup();
-        names
+    fn signed_headers(&self, extra: &[&str]) -> SignedHeaders {
+        SignedHeaders::from_names(
+            self.headers
+                .iter()
+                .map(|h| h.name.as_str())
+                .chain(extra.iter().copied()),
+        )
+        .expect("the generated names are lowercase tokens, host among them")
     }
 }
 
@@ -311,7 +309,7 @@ fn canonical<'h>(
     query: &str,
     skip: &dyn Fn(&str) -> bool,
     lookup: &dyn Fn(&str) -> Vec<&'h [u8]>,
-    signed: &[String],
+    signed: &SignedHeaders,
     payload: &str,
 ) -> Option<String> {
     let built = canonical_request_of(request, query, skip, lookup, signed, payload);
@@ -350,7 +348,7 @@ fn canonical_request_of<'h>(
     query: &str,
     skip: &dyn Fn(&str) -> bool,
     lookup: &dyn Fn(&str) -> Vec<&'h [u8]>,
-    signed: &[String],
+    signed: &SignedHeaders,
     payload: &str,
 ) -> Result<String, SigV4Error> {
     fencegate::custody::sigv4::canonical_request(
@@ -457,7 +455,7 @@ fn presigned(request: &Request, controls: &Controls, key_b: &SigningKey) {
         "&X-Amz-Algorithm={ALGORITHM}&X-Amz-Credential={}&X-Amz-Date={AMZ_DATE}\
          &X-Amz-Expires={expires}&X-Amz-SignedHeaders={}",
         encode(&credential.to_string()),
-        encode(&signed.join(";")),
+        encode(signed.as_str()),
     ));
     let no_skip = |_: &str| false;
     let Some(canonical_s) = canonical(

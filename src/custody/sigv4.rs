@@ -365,7 +365,12 @@ impl Credential {
     /// is what precedes the last four parts, so one with a `/` in it (some
     /// S3-compatible stores allow that) still parses.
     pub fn parse(text: &str) -> Result<Credential, SigV4Error> {
-        let mut parts = text.rsplitn(5, '/');
+        // The last four `/` from the end, found as bytes (a `/` is never
+        // inside a multibyte character).
+        let mut parts = text.as_bytes().rsplitn(5, |&b| b == b'/').map(|part| {
+            // Each part lies between ASCII slashes: whole UTF-8.
+            std::str::from_utf8(part).unwrap_or_default()
+        });
         let terminal = parts.next().unwrap_or_default();
         let service = parts.next();
         let region = parts.next();
@@ -454,7 +459,7 @@ pub struct Authorization {
     /// Who signed, and the scope.
     pub credential: Credential,
     /// The signed header names, lowercase, in the (sorted) order listed.
-    pub signed_headers: Vec<String>,
+    pub signed_headers: SignedHeaders,
     /// The claimed signature.
     pub signature: [u8; 32],
 }
@@ -468,7 +473,7 @@ impl Authorization {
         out.push_str(" Credential=");
         out.push_str(&self.credential.to_string());
         out.push_str(", SignedHeaders=");
-        push_joined(&mut out, &self.signed_headers, ';');
+        out.push_str(self.signed_headers.as_str());
         out.push_str(", Signature=");
         push_hex(&mut out, &self.signature);
         out
@@ -483,14 +488,17 @@ impl Authorization {
 /// ([`SigV4Error::UnsupportedAlgorithm`], so SigV2 `AWS AKID:sig` and SigV4a
 /// can be told apart from garbage).
 pub fn parse_authorization(value: &[u8]) -> Result<Authorization, SigV4Error> {
+    // Byte by byte: every delimiter is ASCII, so each slice of the checked
+    // UTF-8 text is whole characters, and no `char` is decoded on a path
+    // every signed request takes.
     let text = std::str::from_utf8(value)
         .map_err(|_| SigV4Error::MalformedAuthorization("it is not valid UTF-8"))?;
-    let text = text.trim_matches(is_ows);
+    let text = trim_ows(text);
     if text.is_empty() {
         return Err(SigV4Error::MalformedAuthorization("it is empty"));
     }
-    let (algorithm, rest) = match text.find(is_ows) {
-        Some(at) => (&text[..at], text[at..].trim_start_matches(is_ows)),
+    let (algorithm, rest) = match text.bytes().position(is_ows_byte) {
+        Some(at) => (&text[..at], trim_ows(&text[at..])),
         None => (text, ""),
     };
     if !algorithm.bytes().all(is_tchar) {
@@ -505,37 +513,43 @@ pub fn parse_authorization(value: &[u8]) -> Result<Authorization, SigV4Error> {
     let mut credential = None;
     let mut signed_headers = None;
     let mut signature = None;
-    if !rest.is_empty() {
-        for component in rest.split(',') {
-            let component = component.trim_matches(is_ows);
-            let Some((key, value)) = component.split_once('=') else {
+    let mut rest = rest;
+    while !rest.is_empty() {
+        let (component, next) = match rest.bytes().position(|b| b == b',') {
+            Some(at) => (&rest[..at], Some(&rest[at + 1..])),
+            None => (rest, None),
+        };
+        let component = trim_ows(component);
+        let Some(equals) = component.bytes().position(|b| b == b'=') else {
+            return Err(SigV4Error::MalformedAuthorization(
+                "a component is not of the form key=value",
+            ));
+        };
+        let (key, value) = (&component[..equals], &component[equals + 1..]);
+        if value.bytes().any(is_ows_byte) {
+            return Err(SigV4Error::MalformedAuthorization(
+                "a component's value has a space in it (are the components separated by commas?)",
+            ));
+        }
+        let (slot, name) = match key {
+            "Credential" => (&mut credential, "Credential"),
+            "SignedHeaders" => (&mut signed_headers, "SignedHeaders"),
+            "Signature" => (&mut signature, "Signature"),
+            other => return Err(SigV4Error::UnknownComponent(quote(other))),
+        };
+        if slot.replace(value).is_some() {
+            return Err(SigV4Error::DuplicateComponent(name));
+        }
+        match next {
+            // A trailing comma leaves one empty component, refused as the
+            // split did.
+            Some("") => {
                 return Err(SigV4Error::MalformedAuthorization(
                     "a component is not of the form key=value",
-                ));
-            };
-            if value.contains(is_ows) {
-                return Err(SigV4Error::MalformedAuthorization(
-                    "a component's value has a space in it (are the components separated by commas?)",
-                ));
+                ))
             }
-            match key {
-                "Credential" => {
-                    if credential.replace(value).is_some() {
-                        return Err(SigV4Error::DuplicateComponent("Credential"));
-                    }
-                }
-                "SignedHeaders" => {
-                    if signed_headers.replace(value).is_some() {
-                        return Err(SigV4Error::DuplicateComponent("SignedHeaders"));
-                    }
-                }
-                "Signature" => {
-                    if signature.replace(value).is_some() {
-                        return Err(SigV4Error::DuplicateComponent("Signature"));
-                    }
-                }
-                other => return Err(SigV4Error::UnknownComponent(quote(other))),
-            }
+            Some(next) => rest = next,
+            None => break,
         }
     }
     let credential = credential.ok_or(SigV4Error::MissingComponent("Credential"))?;
@@ -548,43 +562,172 @@ pub fn parse_authorization(value: &[u8]) -> Result<Authorization, SigV4Error> {
     })
 }
 
+/// `text` without spaces and tabs around it.
+fn trim_ows(text: &str) -> &str {
+    let bytes = text.as_bytes();
+    let start = bytes
+        .iter()
+        .position(|&b| !is_ows_byte(b))
+        .unwrap_or(bytes.len());
+    let end = bytes
+        .iter()
+        .rposition(|&b| !is_ows_byte(b))
+        .map_or(start, |at| at + 1);
+    &text[start..end.max(start)]
+}
+
+/// Optional white space (RFC 9110 `OWS`): space or tab.
+fn is_ows_byte(b: u8) -> bool {
+    b == b' ' || b == b'\t'
+}
+
 /// Parses a `SignedHeaders` list (`host;range;x-amz-date`): header names,
 /// lowercase, sorted, no duplicates, `host` among them. Sorted is what every
 /// signer sends and what lets a verifier rebuild the canonical request
 /// without guessing an order; `host` is required so a signature cannot be
 /// replayed at another bucket of a virtual-hosted store.
-pub fn parse_signed_headers(text: &str) -> Result<Vec<String>, SigV4Error> {
+pub fn parse_signed_headers(text: &str) -> Result<SignedHeaders, SigV4Error> {
+    SignedHeaders::parse(text)
+}
+
+/// A checked `SignedHeaders` list: header names, lowercase, sorted, no
+/// duplicates, `host` among them, kept as the one `;`-joined string SigV4
+/// writes. One allocation, where a `String` per name cost one each on every
+/// signed request, verified and then re-signed.
+///
+/// ```
+/// use fencegate::custody::sigv4::SignedHeaders;
+///
+/// let signed = SignedHeaders::parse("host;x-amz-date").unwrap();
+/// assert!(signed.contains("x-amz-date"));
+/// assert_eq!(signed.iter().collect::<Vec<_>>(), ["host", "x-amz-date"]);
+/// // Made from names in any order, as a signer lists what it signs.
+/// let made = SignedHeaders::from_names(["x-amz-date", "host", "host"]).unwrap();
+/// assert_eq!(made, signed);
+/// assert!(SignedHeaders::parse("x-amz-date;host").is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedHeaders(String);
+
+impl SignedHeaders {
+    /// Parses a list as a request carries it (see [`parse_signed_headers`]).
+    pub fn parse(text: &str) -> Result<SignedHeaders, SigV4Error> {
+        check_signed_list(text)?;
+        Ok(SignedHeaders(text.to_owned()))
+    }
+
+    /// The list of `names` (lowercase header names, any order, repeats
+    /// dropped); `host` must be among them.
+    pub fn from_names<'a>(
+        names: impl IntoIterator<Item = &'a str>,
+    ) -> Result<SignedHeaders, SigV4Error> {
+        let mut names: Vec<&str> = names.into_iter().collect();
+        names.sort_unstable();
+        names.dedup();
+        let mut text = String::with_capacity(names.iter().map(|name| name.len() + 1).sum());
+        for (i, name) in names.iter().enumerate() {
+            if i > 0 {
+                text.push(';');
+            }
+            text.push_str(name);
+        }
+        check_signed_list(&text)?;
+        Ok(SignedHeaders(text))
+    }
+
+    /// The names, in order.
+    pub fn iter(&self) -> SignedNames<'_> {
+        SignedNames {
+            rest: Some(&self.0),
+        }
+    }
+
+    /// Whether `name` (lowercase) is signed.
+    pub fn contains(&self, name: &str) -> bool {
+        self.iter().any(|signed| signed == name)
+    }
+
+    /// Whether `name`, in any case, is signed.
+    pub fn contains_ignore_case(&self, name: &[u8]) -> bool {
+        self.iter()
+            .any(|signed| signed.as_bytes().eq_ignore_ascii_case(name))
+    }
+
+    /// The list as SigV4 writes it: `host;x-amz-date`.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for SignedHeaders {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The names of a [`SignedHeaders`], in order. A byte scan for `;`: `str::split`'s
+/// searcher costs more to set up than these short names take to scan.
+#[derive(Debug, Clone)]
+pub struct SignedNames<'a> {
+    rest: Option<&'a str>,
+}
+
+impl<'a> Iterator for SignedNames<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let rest = self.rest?;
+        match rest.bytes().position(|b| b == b';') {
+            Some(at) => {
+                self.rest = Some(&rest[at + 1..]);
+                Some(&rest[..at])
+            }
+            None => {
+                self.rest = None;
+                Some(rest)
+            }
+        }
+    }
+}
+
+/// One pass over a `;`-joined list's bytes: each name a lowercase header
+/// name, each above the one before, `host` among them.
+fn check_signed_list(text: &str) -> Result<(), SigV4Error> {
     if text.is_empty() {
         return Err(SigV4Error::MalformedSignedHeaders("it is empty"));
     }
-    let mut names: Vec<String> =
-        Vec::with_capacity(text.bytes().filter(|&b| b == b';').count() + 1);
+    let bytes = text.as_bytes();
+    let (mut start, mut last) = (0, None::<&[u8]>);
     let mut host = false;
-    for name in text.split(';') {
-        if !is_header_name(name) {
+    for end in 0..=bytes.len() {
+        let b = bytes.get(end).copied().unwrap_or(b';');
+        if b != b';' {
+            if !is_tchar(b) || b.is_ascii_uppercase() {
+                return Err(SigV4Error::MalformedSignedHeaders(
+                    "a name is empty, not lowercase or not a header name",
+                ));
+            }
+            continue;
+        }
+        let name = &bytes[start..end];
+        if name.is_empty() {
             return Err(SigV4Error::MalformedSignedHeaders(
                 "a name is empty, not lowercase or not a header name",
             ));
         }
-        if let Some(last) = names.last() {
-            if last.as_str() >= name {
-                return Err(SigV4Error::MalformedSignedHeaders(
-                    "the names are not sorted or are repeated",
-                ));
-            }
+        if last.is_some_and(|last| last >= name) {
+            return Err(SigV4Error::MalformedSignedHeaders(
+                "the names are not sorted or are repeated",
+            ));
         }
-        host |= name == "host";
-        names.push(name.to_owned());
+        host |= name == b"host";
+        last = Some(name);
+        start = end + 1;
     }
     if !host {
         return Err(SigV4Error::MalformedSignedHeaders("host is not signed"));
     }
-    Ok(names)
-}
-
-/// A lowercase header name: a non-empty token without uppercase letters.
-fn is_header_name(name: &str) -> bool {
-    !name.is_empty() && name.bytes().all(|b| is_tchar(b) && !b.is_ascii_uppercase())
+    Ok(())
 }
 
 /// RFC 9110 `tchar`.
@@ -638,11 +781,6 @@ const BYTE_CLASS: [u8; 256] = {
     table
 };
 
-/// Optional white space (RFC 9110 `OWS`): space or tab.
-fn is_ows(c: char) -> bool {
-    c == ' ' || c == '\t'
-}
-
 /// Checks that every `x-amz-*` header present in the request is signed, as
 /// S3 does for header-signed requests: otherwise anyone on the path could
 /// add `x-amz-copy-source`, `x-amz-acl` or `x-amz-server-side-encryption` to
@@ -650,15 +788,11 @@ fn is_ows(c: char) -> bool {
 /// `present` yields the request's header names (any case).
 pub fn check_amz_headers_signed<'a>(
     present: impl IntoIterator<Item = &'a str>,
-    signed_headers: &[String],
+    signed_headers: &SignedHeaders,
 ) -> Result<(), SigV4Error> {
     for name in present {
         let is_amz = name.len() >= 6 && name.as_bytes()[..6].eq_ignore_ascii_case(b"x-amz-");
-        if is_amz
-            && !signed_headers
-                .iter()
-                .any(|signed| signed.eq_ignore_ascii_case(name))
-        {
+        if is_amz && !signed_headers.contains_ignore_case(name.as_bytes()) {
             return Err(SigV4Error::UnsignedHeader(quote(name)));
         }
     }
@@ -687,7 +821,7 @@ pub struct Presigned {
     /// `X-Amz-Expires`: for how many seconds after `amz_date` it is good.
     pub expires: u64,
     /// The signed header names, lowercase and sorted.
-    pub signed_headers: Vec<String>,
+    pub signed_headers: SignedHeaders,
     /// The claimed signature.
     pub signature: [u8; 32],
     /// `X-Amz-Security-Token`, for temporary credentials.
@@ -854,7 +988,7 @@ pub fn canonical_request<'h>(
     query: &str,
     skip_query: &dyn Fn(&str) -> bool,
     header: &dyn Fn(&str, &mut Vec<&'h [u8]>),
-    signed_headers: &[String],
+    signed_headers: &SignedHeaders,
     payload_hash: &str,
 ) -> Result<String, SigV4Error> {
     let mut out = String::with_capacity(
@@ -862,8 +996,8 @@ pub fn canonical_request<'h>(
             + path.len()
             + query.len()
             + payload_hash.len()
-            + 64 * signed_headers.len()
-            + 16,
+            + 2 * signed_headers.as_str().len()
+            + 256,
     );
     // One buffer for every field's values.
     let mut values = Vec::with_capacity(2);
@@ -873,12 +1007,8 @@ pub fn canonical_request<'h>(
     out.push('\n');
     push_canonical_query(&mut out, query, skip_query)?;
     out.push('\n');
-    for name in signed_headers {
-        if !is_header_name(name) {
-            return Err(SigV4Error::MalformedSignedHeaders(
-                "a name is empty, not lowercase or not a header name",
-            ));
-        }
+    // Each name is a lowercase header name: `SignedHeaders` checked it.
+    for name in signed_headers.iter() {
         values.clear();
         header(name, &mut values);
         if values.is_empty() {
@@ -895,7 +1025,7 @@ pub fn canonical_request<'h>(
         out.push('\n');
     }
     out.push('\n');
-    push_joined(&mut out, signed_headers, ';');
+    out.push_str(signed_headers.as_str());
     out.push('\n');
     out.push_str(payload_hash);
     Ok(out)
@@ -1119,15 +1249,6 @@ fn push_canonical_value(out: &mut String, name: &str, value: &[u8]) -> Result<()
     Ok(())
 }
 
-fn push_joined(out: &mut String, items: &[String], separator: char) {
-    for (i, item) in items.iter().enumerate() {
-        if i > 0 {
-            out.push(separator);
-        }
-        out.push_str(item);
-    }
-}
-
 // ---------------------------------------------------------------------------
 // Timestamps
 
@@ -1256,8 +1377,8 @@ mod tests {
     const HOST: &str = "examplebucket.s3.amazonaws.com";
     const SCOPE: &str = "20130524/us-east-1/s3/aws4_request";
 
-    fn names(list: &str) -> Vec<String> {
-        list.split(';').map(str::to_owned).collect()
+    fn names(list: &str) -> SignedHeaders {
+        SignedHeaders::parse(list).unwrap()
     }
 
     /// A header lookup over `(name, value)` pairs; names lowercase.
@@ -1411,7 +1532,7 @@ mod tests {
         assert_eq!(presigned.credential.scope(), SCOPE);
         assert_eq!(presigned.amz_date, AMZ_DATE);
         assert_eq!(presigned.expires, 86_400);
-        assert_eq!(presigned.signed_headers, ["host"]);
+        assert_eq!(presigned.signed_headers.as_str(), "host");
         assert_eq!(presigned.security_token, None);
 
         let headers = [("host", HOST)];
@@ -1568,7 +1689,10 @@ mod tests {
                 service: "s3".into(),
             }
         );
-        assert_eq!(auth.signed_headers, ["host", "range", "x-amz-date"]);
+        assert_eq!(
+            auth.signed_headers.iter().collect::<Vec<_>>(),
+            ["host", "range", "x-amz-date"]
+        );
         assert_eq!(
             hex(&auth.signature),
             "fe5f80f77d5fa3beca038a248ff027d0445342fe2855ddc963176630326f1024"
@@ -1979,16 +2103,13 @@ mod tests {
             ),
             Err(SigV4Error::InvalidHeaderValue("host".into()))
         );
+        // A list with a name that is not lowercase cannot be made at all.
         assert!(matches!(
-            canonical_request(
-                "GET",
-                "/",
-                "",
-                &|_| false,
-                &lookup(&headers),
-                &names("Host"),
-                EMPTY_SHA256
-            ),
+            SignedHeaders::parse("Host"),
+            Err(SigV4Error::MalformedSignedHeaders(_))
+        ));
+        assert!(matches!(
+            SignedHeaders::from_names(["host", "X-Amz-Date"]),
             Err(SigV4Error::MalformedSignedHeaders(_))
         ));
     }
@@ -2253,9 +2374,10 @@ mod tests {
             extra in prop::collection::btree_set("x-amz-[a-z-]{1,10}", 0..4),
             sig in any::<[u8; 32]>(),
         ) {
-            let mut signed_headers = vec!["host".to_owned()];
-            signed_headers.extend(extra);
-            signed_headers.sort();
+            let signed_headers = SignedHeaders::from_names(
+                std::iter::once("host").chain(extra.iter().map(String::as_str)),
+            )
+            .unwrap();
             let auth = Authorization {
                 credential: Credential {
                     access_key_id: akid,

@@ -1029,7 +1029,7 @@ fn presigned_urls_expire() {
                     out.push(host.as_bytes());
                 }
             },
-            &["host".to_owned()],
+            &sigv4::SignedHeaders::parse("host").unwrap(),
             "UNSIGNED-PAYLOAD",
         )
         .unwrap();

@@ -94,7 +94,7 @@ impl Signer<'_> {
                         .map(|(_, v)| v.as_bytes()),
                 )
             },
-            &signed,
+            &sigv4::SignedHeaders::from_names(signed.iter().map(String::as_str)).unwrap(),
             &payload,
         )
         .unwrap();

@@ -22,6 +22,7 @@ use self::denied::{Denied, DeniedKind};
 use self::files::{Access, Identity};
 use self::identities::Identities;
 use self::s3::S3Clients;
+use crate::custody::sigv4::SignedHeaders;
 use crate::custody::StoreKind;
 use crate::gateway::inbound::Inbound;
 use crate::head::{HeaderFields, RequestView};
@@ -57,7 +58,7 @@ pub(crate) enum Forwarding {
     /// client signed go on (with the gateway's additions), and its payload
     /// hash.
     Signed {
-        names: Vec<String>,
+        names: SignedHeaders,
         payload: String,
         /// A signed aws-chunked body: the client's chain, and where the
         /// gateway's seed goes once its head is signed.
@@ -68,7 +69,7 @@ pub(crate) enum Forwarding {
     /// authentication parameters, and its other signed `x-amz-*`
     /// parameters as fields.
     Presigned {
-        names: Vec<String>,
+        names: SignedHeaders,
         query: String,
         moved: Vec<(HeaderName, HeaderValue)>,
     },

@@ -19,7 +19,7 @@ use super::files::{Access, Identity};
 use super::identities::Identities;
 use super::stream;
 use super::{Forwarding, Verified};
-use crate::custody::sigv4::{self, SigV4Error, SigningKey};
+use crate::custody::sigv4::{self, SigV4Error, SignedHeaders, SigningKey};
 use crate::gateway::inbound::Inbound;
 use crate::head::{visible_str, HeaderFields, RequestView};
 
@@ -150,7 +150,7 @@ impl S3Clients {
         })?;
         let payload = payload_form(payload, has_body(request), tls)?;
         for required in ["host", "x-amz-date", "x-amz-content-sha256"] {
-            if !auth.signed_headers.iter().any(|name| name == required) {
+            if !auth.signed_headers.contains(required) {
                 return Err(Denied::new(
                     DeniedKind::Unauthenticated,
                     format!("{required} must be among the signed headers"),
@@ -224,7 +224,7 @@ impl S3Clients {
         }
         let identity = self.identity(identities, &presigned.credential.access_key_id)?;
         check_scope(&presigned.credential, &presigned.amz_date)?;
-        if !presigned.signed_headers.iter().any(|name| name == "host") {
+        if !presigned.signed_headers.contains("host") {
             return Err(Denied::new(
                 DeniedKind::Unauthenticated,
                 "host must be among the signed headers",
@@ -262,7 +262,7 @@ impl S3Clients {
         // The query without the authentication parameters; the other
         // signed x-amz-* parameters become headers the gateway signs.
         let mut kept = Vec::new();
-        let mut names = presigned.signed_headers.clone();
+        let mut moved_names = Vec::new();
         let mut moved = Vec::new();
         for pair in query_of(request).split('&').filter(|p| !p.is_empty()) {
             let raw_name = pair.split('=').next().unwrap_or("");
@@ -278,13 +278,20 @@ impl S3Clients {
                     HeaderName::from_bytes(lower.as_bytes()),
                     http::HeaderValue::from_str(&value),
                 ) {
-                    names.push(lower);
+                    moved_names.push(lower);
                     moved.push((header, value));
                     continue;
                 }
             }
             kept.push(pair);
         }
+        let names = SignedHeaders::from_names(
+            presigned
+                .signed_headers
+                .iter()
+                .chain(moved_names.iter().map(String::as_str)),
+        )
+        .map_err(|e| malformed_sigv4(&e))?;
         Ok(Verified {
             identity,
             forward: Forwarding::Presigned {
@@ -313,9 +320,9 @@ impl S3Clients {
     fn check_signed_fields<B>(
         &self,
         request: &Inbound<B>,
-        signed: &[String],
+        signed: &SignedHeaders,
     ) -> Result<(), Denied> {
-        let is_signed = |name: &str| signed.iter().any(|s| s.eq_ignore_ascii_case(name));
+        let is_signed = |name: &str| signed.contains_ignore_case(name.as_bytes());
         for name in &self.must_sign {
             if request.fields().contains(name) && !is_signed(name.as_str()) {
                 return Err(Denied::new(
@@ -329,11 +336,7 @@ impl S3Clients {
             let must = starts_with_ignore_case(name, b"x-amz-")
                 || name.eq_ignore_ascii_case(b"content-type")
                 || name.eq_ignore_ascii_case(b"content-md5");
-            if must
-                && !signed
-                    .iter()
-                    .any(|s| s.as_bytes().eq_ignore_ascii_case(name))
-            {
+            if must && !signed.contains_ignore_case(name) {
                 return Err(Denied::new(
                     DeniedKind::Unauthenticated,
                     format!(

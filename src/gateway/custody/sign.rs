@@ -16,7 +16,7 @@ use super::files::UpstreamCredentials;
 use super::s3::{lookup, lookup_into, EMPTY_SHA256};
 use super::{stream, Forwarding};
 use crate::custody::shared_key::{self, AccountKey};
-use crate::custody::sigv4::{self, SigningKey};
+use crate::custody::sigv4::{self, SignedHeaders, SigningKey};
 use crate::gateway::hop::{connection_options, is_hop_by_hop};
 use crate::gateway::inbound::Head;
 
@@ -50,7 +50,7 @@ pub(crate) struct Signed {
     pub(crate) set: Vec<(HeaderName, HeaderValue)>,
     /// The lowercase names of the client's fields that go on (`None`: all
     /// but the client's credentials); framing fields always go on.
-    pub(crate) keep: Option<Vec<String>>,
+    pub(crate) keep: Option<SignedHeaders>,
     /// A new target (a presigned URL's, without its authentication
     /// parameters).
     pub(crate) target: Option<String>,
@@ -149,7 +149,7 @@ impl UpstreamSigner {
                     moved,
                 } = match forward {
                     Forwarding::Signed { names, payload, .. } => Plan {
-                        names: Cow::Borrowed(names),
+                        names: PlanNames::Signed(names),
                         presigned_query: None,
                         payload: Cow::Borrowed(payload),
                         moved: &[],
@@ -159,7 +159,7 @@ impl UpstreamSigner {
                         query,
                         moved,
                     } => Plan {
-                        names: Cow::Borrowed(names),
+                        names: PlanNames::Signed(names),
                         presigned_query: Some(query.as_str()),
                         payload: Cow::Borrowed("UNSIGNED-PAYLOAD"),
                         moved,
@@ -180,7 +180,7 @@ impl UpstreamSigner {
                                 Cow::Borrowed(EMPTY_SHA256)
                             };
                         Plan {
-                            names: Cow::Owned(names),
+                            names: PlanNames::Head(names),
                             presigned_query: None,
                             payload,
                             moved: &[],
@@ -190,15 +190,21 @@ impl UpstreamSigner {
                 // The forwarded query: a presigned URL's without its
                 // authentication parameters.
                 let query = presigned_query.unwrap_or(query);
-                let mut signed: Vec<String> = Vec::with_capacity(names.len() + set_names.len() + 4);
-                signed.extend(names.iter().filter(|name| !is_unsignable(name)).cloned());
-                signed.extend(set_names.iter().map(|n| n.as_str().to_owned()));
-                signed.extend(["host", "x-amz-date", "x-amz-content-sha256"].map(str::to_owned));
-                if session_token.is_some() {
-                    signed.push("x-amz-security-token".to_owned());
+                // Borrowed names, one list made of them: a `String` per name
+                // cost an allocation each on every request.
+                let mut signed: Vec<&str> = Vec::with_capacity(16);
+                match &names {
+                    PlanNames::Signed(list) => signed.extend(list.iter()),
+                    PlanNames::Head(list) => signed.extend(list.iter().map(String::as_str)),
                 }
-                signed.sort();
-                signed.dedup();
+                signed.retain(|name| !is_unsignable(name));
+                signed.extend(set_names.iter().map(HeaderName::as_str));
+                signed.extend(["host", "x-amz-date", "x-amz-content-sha256"]);
+                if session_token.is_some() {
+                    signed.push("x-amz-security-token");
+                }
+                let signed =
+                    SignedHeaders::from_names(signed).map_err(|e| SignError(e.to_string()))?;
                 let host = self.host.as_bytes();
                 let payload_bytes = payload.as_bytes();
                 let token = session_token.as_ref().map(|t| t.expose().as_bytes());
@@ -221,7 +227,12 @@ impl UpstreamSigner {
                     &payload,
                 )
                 .map_err(|e| SignError(e.to_string()))?;
-                let scope = format!("{date}/{region}/{service}/aws4_request");
+                // Not `format!`: its machinery costs more than the copies.
+                let mut scope =
+                    String::with_capacity(date.len() + region.len() + service.len() + 15);
+                for part in [date, "/", region, "/", service, "/aws4_request"] {
+                    scope.push_str(part);
+                }
                 let to_sign = sigv4::string_to_sign(&amz_date, &scope, &canonical);
                 let raw = sigv4::signature(&key, &to_sign);
                 let signature = sigv4::hex(&raw);
@@ -248,11 +259,16 @@ impl UpstreamSigner {
                     HeaderValue::from_str(text)
                         .map_err(|_| SignError(format!("{text:?} is no header value")))
                 };
-                let mut set = vec![
-                    (AUTHORIZATION, value(&authorization)?),
-                    (X_AMZ_DATE, value(&amz_date)?),
-                    (X_AMZ_CONTENT_SHA256, value(&payload)?),
-                ];
+                let mut set = Vec::with_capacity(4 + moved.len());
+                set.push((AUTHORIZATION, owned_value(authorization)?));
+                set.push((X_AMZ_DATE, owned_value(amz_date)?));
+                set.push((
+                    X_AMZ_CONTENT_SHA256,
+                    match payload {
+                        Cow::Owned(payload) => owned_value(payload)?,
+                        Cow::Borrowed(payload) => value(payload)?,
+                    },
+                ));
                 if let Some(token) = session_token {
                     set.push((X_AMZ_SECURITY_TOKEN, value(token.expose())?));
                 }
@@ -379,13 +395,21 @@ fn sign_shared_key(
 /// What a SigV4 signature covers, by how the request came.
 struct Plan<'f> {
     /// The lowercase names of the client's fields it signed.
-    names: Cow<'f, [String]>,
+    names: PlanNames<'f>,
     /// A presigned URL's query without its authentication parameters.
     presigned_query: Option<&'f str>,
     /// `x-amz-content-sha256`.
     payload: Cow<'f, str>,
     /// A presigned URL's `x-amz-*` parameters, as fields.
     moved: &'f [(HeaderName, HeaderValue)],
+}
+
+/// Where the names a request is signed over come from.
+enum PlanNames<'f> {
+    /// The client's own list (it signed them).
+    Signed(&'f SignedHeaders),
+    /// Every field of the head, lowercase (the gateway's own requests).
+    Head(Vec<String>),
 }
 
 /// The client's `Authorization` replaced by the store's; every other field
@@ -395,10 +419,10 @@ struct Plan<'f> {
 fn authorization_value(
     access_key_id: &str,
     scope: &str,
-    signed: &[String],
+    signed: &SignedHeaders,
     signature: &str,
 ) -> String {
-    let names: usize = signed.iter().map(|name| name.len() + 1).sum();
+    let names = signed.as_str().len();
     let mut out =
         String::with_capacity(60 + access_key_id.len() + scope.len() + names + signature.len());
     out.push_str("AWS4-HMAC-SHA256 Credential=");
@@ -406,15 +430,19 @@ fn authorization_value(
     out.push('/');
     out.push_str(scope);
     out.push_str(", SignedHeaders=");
-    for (i, name) in signed.iter().enumerate() {
-        if i > 0 {
-            out.push(';');
-        }
-        out.push_str(name);
-    }
+    out.push_str(signed.as_str());
     out.push_str(", Signature=");
     out.push_str(signature);
     out
+}
+
+/// `text` as a header value, its buffer moved rather than copied.
+fn owned_value(text: String) -> Result<HeaderValue, SignError> {
+    HeaderValue::from_maybe_shared(bytes::Bytes::from(text.into_bytes())).map_err(|e| {
+        SignError(format!(
+            "a value the gateway signed is no header value: {e}"
+        ))
+    })
 }
 
 fn with_authorization(value: &str) -> Signed {

@@ -382,7 +382,7 @@ mod tests {
                 region: "us-east-1".to_owned(),
                 service: "s3".to_owned(),
             },
-            signed_headers: vec!["host".to_owned()],
+            signed_headers: sigv4::SignedHeaders::parse("host").unwrap(),
             signature: SEED_A,
         };
         client_side(&authorization, AMZ_DATE, key_a(), trailer)

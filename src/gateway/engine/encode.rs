@@ -5,6 +5,7 @@
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::Method;
 
+use crate::custody::sigv4::SignedHeaders;
 use crate::gateway::hop::end_to_end;
 use crate::head::visible_str;
 use crate::http1::names::eq_lowercase;
@@ -46,7 +47,7 @@ pub(crate) struct Edits<'a> {
     /// Credential custody: the lowercase names of the client's fields that
     /// go on (those it signed); every other one is left out but the
     /// framing fields. `None`: all go on.
-    pub(crate) keep: Option<&'a [String]>,
+    pub(crate) keep: Option<&'a SignedHeaders>,
     /// Credential custody: the store's signature and what it covers
     /// (`Authorization`, `x-amz-date`...), written last, each replacing
     /// every line of its name.
@@ -469,11 +470,7 @@ mod tests {
             ("X-Fencing-Token", "7"),
             ("Content-Length", "3"),
         ];
-        let keep = [
-            "host".to_owned(),
-            "x-amz-date".to_owned(),
-            "x-fencing-token".to_owned(),
-        ];
+        let keep = SignedHeaders::parse("host;x-amz-date;x-fencing-token").unwrap();
         let signed = [
             (
                 http::header::AUTHORIZATION,
