@@ -88,12 +88,7 @@ fn keys() -> &'static Keys {
 }
 
 fn credential() -> Credential {
-    Credential {
-        access_key_id: ACCESS_KEY_ID.to_owned(),
-        date: DATE.to_owned(),
-        region: REGION.to_owned(),
-        service: SERVICE.to_owned(),
-    }
+    Credential::new(ACCESS_KEY_ID, DATE, REGION, SERVICE)
 }
 
 fuzz_target!(|raw: &[u8]| {

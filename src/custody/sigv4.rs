@@ -335,55 +335,95 @@ fn hex_value(b: u8) -> Option<u8> {
 // Credential, Authorization, presigned URLs
 
 /// The credential scope: access key id, date `YYYYMMDD`, region, service.
+///
+/// Kept as the one string a request carries (`AKID/date/region/service/
+/// aws4_request`) with where each part is: one allocation per signed
+/// request where a `String` per part cost four, and the scope a slice of it.
+///
+/// ```
+/// use fencegate::custody::sigv4::Credential;
+///
+/// let credential = Credential::parse("AKID/20130524/us-east-1/s3/aws4_request").unwrap();
+/// assert_eq!(credential.access_key_id(), "AKID");
+/// assert_eq!(credential.scope(), "20130524/us-east-1/s3/aws4_request");
+/// assert_eq!(credential, Credential::new("AKID", "20130524", "us-east-1", "s3"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Credential {
-    /// The access key id (which key signed).
-    pub access_key_id: String,
-    /// The scope's day, `YYYYMMDD`.
-    pub date: String,
-    /// The scope's region (`us-east-1`).
-    pub region: String,
-    /// The scope's service (`s3`).
-    pub service: String,
+    /// `AKID/date/region/service/aws4_request`.
+    text: String,
+    /// The byte offsets of the three `/` after the access key id, the date
+    /// and the region.
+    slashes: [usize; 3],
 }
 
 impl Credential {
+    /// A credential of these parts (a signer's: parts are not checked).
+    pub fn new(access_key_id: &str, date: &str, region: &str, service: &str) -> Credential {
+        let mut text = String::with_capacity(
+            access_key_id.len() + date.len() + region.len() + service.len() + 16,
+        );
+        let mut slashes = [0; 3];
+        for (i, part) in [access_key_id, date, region].into_iter().enumerate() {
+            text.push_str(part);
+            slashes[i] = text.len();
+            text.push('/');
+        }
+        text.push_str(service);
+        text.push_str("/aws4_request");
+        Credential { text, slashes }
+    }
+
+    /// The access key id (which key signed).
+    pub fn access_key_id(&self) -> &str {
+        &self.text[..self.slashes[0]]
+    }
+
+    /// The scope's day, `YYYYMMDD`.
+    pub fn date(&self) -> &str {
+        &self.text[self.slashes[0] + 1..self.slashes[1]]
+    }
+
+    /// The scope's region (`us-east-1`).
+    pub fn region(&self) -> &str {
+        &self.text[self.slashes[1] + 1..self.slashes[2]]
+    }
+
+    /// The scope's service (`s3`).
+    pub fn service(&self) -> &str {
+        let end = self.text.len() - "/aws4_request".len();
+        &self.text[self.slashes[2] + 1..end]
+    }
+
     /// The credential scope: `date/region/service/aws4_request`.
-    pub fn scope(&self) -> String {
-        let mut out =
-            String::with_capacity(self.date.len() + self.region.len() + self.service.len() + 15);
-        out.push_str(&self.date);
-        out.push('/');
-        out.push_str(&self.region);
-        out.push('/');
-        out.push_str(&self.service);
-        out.push_str("/aws4_request");
-        out
+    pub fn scope(&self) -> &str {
+        &self.text[self.slashes[0] + 1..]
     }
 
     /// Parses `AKID/20130524/us-east-1/s3/aws4_request`. The access key id
     /// is what precedes the last four parts, so one with a `/` in it (some
     /// S3-compatible stores allow that) still parses.
     pub fn parse(text: &str) -> Result<Credential, SigV4Error> {
-        // The last four `/` from the end, found as bytes (a `/` is never
-        // inside a multibyte character).
-        let mut parts = text.as_bytes().rsplitn(5, |&b| b == b'/').map(|part| {
-            // Each part lies between ASCII slashes: whole UTF-8.
-            std::str::from_utf8(part).unwrap_or_default()
-        });
-        let terminal = parts.next().unwrap_or_default();
-        let service = parts.next();
-        let region = parts.next();
-        let date = parts.next();
-        let access_key_id = parts.next();
-        let (Some(service), Some(region), Some(date), Some(access_key_id)) =
-            (service, region, date, access_key_id)
-        else {
-            return Err(SigV4Error::MalformedCredential(
-                "it does not have five parts",
-            ));
-        };
-        if terminal != "aws4_request" {
+        // The last four `/`, found as bytes: each part then lies between
+        // ASCII slashes, so slicing the text there is whole UTF-8.
+        let bytes = text.as_bytes();
+        let mut slashes = [0usize; 4];
+        let mut end = bytes.len();
+        for slot in slashes.iter_mut().rev() {
+            let Some(at) = bytes[..end].iter().rposition(|&b| b == b'/') else {
+                return Err(SigV4Error::MalformedCredential(
+                    "it does not have five parts",
+                ));
+            };
+            *slot = at;
+            end = at;
+        }
+        let part = |from: usize, to: usize| &text[from..to];
+        let access_key_id = part(0, slashes[0]);
+        let date = part(slashes[0] + 1, slashes[1]);
+        let region = part(slashes[1] + 1, slashes[2]);
+        let service = part(slashes[2] + 1, slashes[3]);
+        if part(slashes[3] + 1, text.len()) != "aws4_request" {
             return Err(SigV4Error::MalformedCredential(
                 "it does not end in aws4_request",
             ));
@@ -409,21 +449,19 @@ impl Credential {
             ));
         }
         Ok(Credential {
-            access_key_id: access_key_id.to_owned(),
-            date: date.to_owned(),
-            region: region.to_owned(),
-            service: service.to_owned(),
+            text: text.to_owned(),
+            slashes: [slashes[0], slashes[1], slashes[2]],
         })
     }
 
     /// Checks that the scope's date is the day of the request's time
     /// (`X-Amz-Date`), as S3 does: a signature is only good on its own day.
     pub fn check_date(&self, amz_date: &str) -> Result<(), SigV4Error> {
-        if amz_date.len() >= 8 && amz_date.as_bytes()[..8] == *self.date.as_bytes() {
+        if amz_date.len() >= 8 && amz_date.as_bytes()[..8] == *self.date().as_bytes() {
             Ok(())
         } else {
             Err(SigV4Error::CredentialDateMismatch {
-                credential: quote(&self.date),
+                credential: quote(self.date()),
                 amz_date: quote(amz_date),
             })
         }
@@ -431,18 +469,19 @@ impl Credential {
 
     /// The signing key of this scope for `secret_access_key`.
     pub fn signing_key(&self, secret_access_key: &[u8]) -> SigningKey {
-        signing_key(secret_access_key, &self.date, &self.region, &self.service)
+        signing_key(
+            secret_access_key,
+            self.date(),
+            self.region(),
+            self.service(),
+        )
     }
 }
 
 /// As `Credential=` takes it: `AKID/date/region/service/aws4_request`.
 impl fmt::Display for Credential {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}/{}/{}/{}/aws4_request",
-            self.access_key_id, self.date, self.region, self.service
-        )
+        f.write_str(&self.text)
     }
 }
 
@@ -1528,7 +1567,7 @@ mod tests {
             &X-Amz-Date=20130524T000000Z&X-Amz-Expires=86400&X-Amz-SignedHeaders=host\
             &X-Amz-Signature=aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404";
         let presigned = parse_presigned(query).unwrap().unwrap();
-        assert_eq!(presigned.credential.access_key_id, "AKIAIOSFODNN7EXAMPLE");
+        assert_eq!(presigned.credential.access_key_id(), "AKIAIOSFODNN7EXAMPLE");
         assert_eq!(presigned.credential.scope(), SCOPE);
         assert_eq!(presigned.amz_date, AMZ_DATE);
         assert_eq!(presigned.expires, 86_400);
@@ -1555,7 +1594,7 @@ mod tests {
         );
         let to_sign = string_to_sign(
             &presigned.amz_date,
-            &presigned.credential.scope(),
+            presigned.credential.scope(),
             &canonical,
         );
         let key = presigned.credential.signing_key(SECRET);
@@ -1682,12 +1721,7 @@ mod tests {
         let auth = parse_authorization(AUTH.as_bytes()).unwrap();
         assert_eq!(
             auth.credential,
-            Credential {
-                access_key_id: "AKIAIOSFODNN7EXAMPLE".into(),
-                date: "20130524".into(),
-                region: "us-east-1".into(),
-                service: "s3".into(),
-            }
+            Credential::new("AKIAIOSFODNN7EXAMPLE", "20130524", "us-east-1", "s3")
         );
         assert_eq!(
             auth.signed_headers.iter().collect::<Vec<_>>(),
@@ -1853,7 +1887,7 @@ mod tests {
     fn credential_with_slash_in_access_key() {
         let credential =
             Credential::parse("tenant/user/20130524/us-east-1/s3/aws4_request").unwrap();
-        assert_eq!(credential.access_key_id, "tenant/user");
+        assert_eq!(credential.access_key_id(), "tenant/user");
         assert_eq!(credential.scope(), SCOPE);
         assert_eq!(
             credential.to_string(),
@@ -2379,12 +2413,7 @@ mod tests {
             )
             .unwrap();
             let auth = Authorization {
-                credential: Credential {
-                    access_key_id: akid,
-                    date: "20240229".into(),
-                    region,
-                    service: "s3".into(),
-                },
+                credential: Credential::new(&akid, "20240229", &region, "s3"),
                 signed_headers,
                 signature: sig,
             };

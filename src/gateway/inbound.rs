@@ -267,22 +267,52 @@ impl Head {
         }
     }
 
+    /// Every value of the field `name` (lowercase), as it goes on: what
+    /// [`HeaderFields::values_of`] gives, without a `HeaderName` made of
+    /// text (which allocates for a name that is not HTTP's own).
+    pub(crate) fn values_named<'a, 'n>(
+        &'a self,
+        name: &'n str,
+    ) -> impl Iterator<Item = &'a [u8]> + 'n
+    where
+        'a: 'n,
+    {
+        match self {
+            Head::Parts(parts) => Values::Map(
+                parts
+                    .headers
+                    .get_all(name)
+                    .iter()
+                    .map(HeaderValue::as_bytes),
+            ),
+            Head::Lines(read) if read.set.iter().any(|(set, _)| set.as_str() == name) => {
+                Values::Set(
+                    read.set
+                        .iter()
+                        .filter(move |(set, _)| set.as_str() == name)
+                        .map(|(_, value)| value.as_bytes()),
+                )
+            }
+            Head::Lines(read) => Values::Lines(read.head.fields.values_named(name.as_bytes())),
+        }
+    }
+
     /// The name of every field line, as sent (any case; a name once per
     /// line), then those set since it was read.
-    pub(crate) fn names(&self) -> Vec<&[u8]> {
+    pub(crate) fn names(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        // No third place here: `Values`' middle arm stays empty.
+        type Nowhere<'a> = std::iter::Empty<&'a [u8]>;
         match self {
-            Head::Parts(parts) => parts
-                .headers
-                .keys()
-                .map(|name| name.as_str().as_bytes())
-                .collect(),
-            Head::Lines(read) => read
-                .head
-                .fields
-                .iter()
-                .map(|(name, _)| name)
-                .chain(read.set.iter().map(|(name, _)| name.as_str().as_bytes()))
-                .collect(),
+            Head::Parts(parts) => Values::<_, Nowhere<'_>, _>::Map(
+                parts.headers.keys().map(|name| name.as_str().as_bytes()),
+            ),
+            Head::Lines(read) => Values::Lines(
+                read.head
+                    .fields
+                    .iter()
+                    .map(|(name, _)| name)
+                    .chain(read.set.iter().map(|(name, _)| name.as_str().as_bytes())),
+            ),
         }
     }
 

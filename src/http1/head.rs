@@ -182,7 +182,21 @@ impl HeaderFields for FieldLines {
     where
         'a: 'n,
     {
-        let name = name.as_str().as_bytes();
+        self.values_named(name.as_str().as_bytes())
+    }
+}
+
+impl FieldLines {
+    /// Every value of the field `name` (lowercase bytes), in order: as
+    /// [`HeaderFields::values_of`], for a caller that has the name as text
+    /// (making a `HeaderName` of one that is not HTTP's own allocates).
+    pub(crate) fn values_named<'a, 'n>(
+        &'a self,
+        name: &'n [u8],
+    ) -> impl Iterator<Item = &'a [u8]> + 'n
+    where
+        'a: 'n,
+    {
         let head: &'a [u8] = &self.head;
         let lines: &'a [Span] = if self.name_lengths & length_bit(name.len()) == 0 {
             &[]

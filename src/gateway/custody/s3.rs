@@ -20,7 +20,7 @@ use super::identities::Identities;
 use super::stream;
 use super::{Forwarding, Verified};
 use crate::custody::sigv4::{self, SigV4Error, SignedHeaders, SigningKey};
-use crate::gateway::inbound::Inbound;
+use crate::gateway::inbound::{Head, Inbound};
 use crate::head::{visible_str, HeaderFields, RequestView};
 
 /// The most a client's clock may be off (S3's own bound).
@@ -140,7 +140,7 @@ impl S3Clients {
                 format!("the difference between the request time ({amz_date}) and the gateway's time is too large"),
             ));
         }
-        let identity = self.identity(identities, &auth.credential.access_key_id)?;
+        let identity = self.identity(identities, auth.credential.access_key_id())?;
         check_scope(&auth.credential, amz_date)?;
         let payload = single(fields, "x-amz-content-sha256")?.ok_or_else(|| {
             Denied::new(
@@ -168,7 +168,7 @@ impl S3Clients {
             payload,
         )
         .map_err(|e| malformed_sigv4(&e))?;
-        let to_sign = sigv4::string_to_sign(amz_date, &auth.credential.scope(), &canonical);
+        let to_sign = sigv4::string_to_sign(amz_date, auth.credential.scope(), &canonical);
         let key = self.signing_key(&identity, &auth.credential);
         if !sigv4::verify_signature(&key, &to_sign, &auth.signature) {
             return Err(Denied::new(
@@ -222,7 +222,7 @@ impl S3Clients {
                 "Request has expired",
             ));
         }
-        let identity = self.identity(identities, &presigned.credential.access_key_id)?;
+        let identity = self.identity(identities, presigned.credential.access_key_id())?;
         check_scope(&presigned.credential, &presigned.amz_date)?;
         if !presigned.signed_headers.contains("host") {
             return Err(Denied::new(
@@ -249,7 +249,7 @@ impl S3Clients {
         .map_err(|e| malformed_sigv4(&e))?;
         let to_sign = sigv4::string_to_sign(
             &presigned.amz_date,
-            &presigned.credential.scope(),
+            presigned.credential.scope(),
             &canonical,
         );
         let key = self.signing_key(&identity, &presigned.credential);
@@ -356,12 +356,16 @@ impl S3Clients {
         let derive = || {
             sigv4::signing_key(
                 secret.as_bytes(),
-                &credential.date,
-                &credential.region,
-                &credential.service,
+                credential.date(),
+                credential.region(),
+                credential.service(),
             )
         };
-        if !self.regions.contains(&credential.region) {
+        if !self
+            .regions
+            .iter()
+            .any(|region| region == credential.region())
+        {
             return derive();
         }
         let Ok(mut keys) = self.keys.lock() else {
@@ -370,7 +374,9 @@ impl S3Clients {
         let cached = keys.get(identity.name.as_str()).and_then(|entries| {
             entries
                 .iter()
-                .find(|(date, region, _)| *date == credential.date && *region == credential.region)
+                .find(|(date, region, _)| {
+                    *date == credential.date() && *region == credential.region()
+                })
                 .map(|(_, _, key)| key.clone())
         });
         if let Some(key) = cached {
@@ -386,8 +392,8 @@ impl S3Clients {
             entries.remove(0);
         }
         entries.push((
-            credential.date.clone(),
-            credential.region.clone(),
+            credential.date().to_owned(),
+            credential.region().to_owned(),
             key.clone(),
         ));
         key
@@ -620,16 +626,16 @@ fn payload_form(value: &str, has_body: bool, tls: bool) -> Result<&str, Denied> 
 
 /// The scope a client signed in must be S3's, of the day of its date.
 fn check_scope(credential: &sigv4::Credential, amz_date: &str) -> Result<(), Denied> {
-    if credential.service != "s3" {
+    if credential.service() != "s3" {
         return Err(malformed(&format!(
             "the credential scope's service is {:?}; the gateway speaks s3",
-            credential.service
+            credential.service()
         )));
     }
-    if !amz_date.starts_with(&credential.date) {
+    if !amz_date.starts_with(credential.date()) {
         return Err(malformed(&format!(
             "the credential scope's date {} is not the day of {amz_date}",
-            credential.date
+            credential.date()
         )));
     }
     Ok(())
@@ -647,14 +653,8 @@ fn malformed_sigv4(error: &SigV4Error) -> Denied {
 
 /// The one value of `name` (a lowercase name), as text; two lines of it
 /// are refused.
-fn single<'a, H: HeaderFields + ?Sized>(
-    fields: &'a H,
-    name: &str,
-) -> Result<Option<&'a str>, Denied> {
-    let Some(header) = header_name(name) else {
-        return Ok(None);
-    };
-    let mut values = fields.values_of(&header);
+fn single<'a>(fields: &'a Head, name: &str) -> Result<Option<&'a str>, Denied> {
+    let mut values = fields.values_named(name);
     let Some(first) = values.next() else {
         return Ok(None);
     };
@@ -667,44 +667,14 @@ fn single<'a, H: HeaderFields + ?Sized>(
 }
 
 /// Every value of `name` (lowercase).
-pub(crate) fn lookup<'a, H: HeaderFields + ?Sized>(fields: &'a H, name: &str) -> Vec<&'a [u8]> {
-    let mut values = Vec::new();
-    lookup_into(fields, name, &mut values);
-    values
+pub(crate) fn lookup<'a>(fields: &'a Head, name: &str) -> Vec<&'a [u8]> {
+    fields.values_named(name).collect()
 }
 
 /// Appends every value of `name` (lowercase) to `out`: a canonical request
 /// reads each signed field into one buffer.
-pub(crate) fn lookup_into<'a, H: HeaderFields + ?Sized>(
-    fields: &'a H,
-    name: &str,
-    out: &mut Vec<&'a [u8]>,
-) {
-    if let Some(header) = header_name(name) {
-        out.extend(fields.values_of(&header));
-    }
-}
-
-/// The fields every SigV4 request names, made once: `HeaderName::from_bytes`
-/// copies a name that is not one of HTTP's own into a new allocation, and
-/// these are looked up on every signed request, twice.
-static KNOWN_NAMES: [HeaderName; 7] = [
-    HeaderName::from_static("x-amz-date"),
-    HeaderName::from_static("x-amz-content-sha256"),
-    HeaderName::from_static("x-amz-copy-source"),
-    HeaderName::from_static("x-amz-decoded-content-length"),
-    HeaderName::from_static("x-amz-security-token"),
-    HeaderName::from_static("x-amz-trailer"),
-    HeaderName::from_static("x-fencing-token"),
-];
-
-/// `name` (lowercase) as a `HeaderName`, without an allocation for HTTP's
-/// own names and [`KNOWN_NAMES`]; `None` if it is no header name.
-fn header_name(name: &str) -> Option<HeaderName> {
-    if let Some(known) = KNOWN_NAMES.iter().find(|known| known.as_str() == name) {
-        return Some(known.clone());
-    }
-    HeaderName::from_bytes(name.as_bytes()).ok()
+pub(crate) fn lookup_into<'a>(fields: &'a Head, name: &str, out: &mut Vec<&'a [u8]>) {
+    out.extend(fields.values_named(name));
 }
 
 /// The request's path as sent.

@@ -167,7 +167,6 @@ impl UpstreamSigner {
                     Forwarding::Gateway | Forwarding::Unsigned => {
                         let names = head
                             .names()
-                            .into_iter()
                             .map(|n| String::from_utf8_lossy(n).to_ascii_lowercase())
                             .collect();
                         let has = |name: &str| !lookup(head, name).is_empty();

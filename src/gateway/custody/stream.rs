@@ -74,7 +74,7 @@ pub(crate) fn client_side(
     ClientSide {
         key,
         amz_date: amz_date.to_owned(),
-        scope: authorization.credential.scope(),
+        scope: authorization.credential.scope().to_owned(),
         seed: authorization.signature,
         trailer,
         max_chunk: DEFAULT_MAX_CHUNK,
@@ -376,12 +376,7 @@ mod tests {
 
     fn client(trailer: bool) -> ClientSide {
         let authorization = sigv4::Authorization {
-            credential: Credential {
-                access_key_id: "AKIAIOSFODNN7EXAMPLE".to_owned(),
-                date: "20130524".to_owned(),
-                region: "us-east-1".to_owned(),
-                service: "s3".to_owned(),
-            },
+            credential: Credential::new("AKIAIOSFODNN7EXAMPLE", "20130524", "us-east-1", "s3"),
             signed_headers: sigv4::SignedHeaders::parse("host").unwrap(),
             signature: SEED_A,
         };
