@@ -234,7 +234,6 @@ impl UpstreamSigner {
                 }
                 let to_sign = sigv4::string_to_sign(&amz_date, &scope, &canonical);
                 let raw = sigv4::signature(&key, &to_sign);
-                let signature = sigv4::hex(&raw);
                 if let Forwarding::Signed {
                     chunked: Some(chunked),
                     ..
@@ -253,7 +252,7 @@ impl UpstreamSigner {
                         SignError("the aws-chunked body's head was signed twice".to_owned())
                     })?;
                 }
-                let authorization = authorization_value(access_key_id, &scope, &signed, &signature);
+                let authorization = authorization_value(access_key_id, &scope, &signed, &raw);
                 let value = |text: &str| {
                     HeaderValue::from_str(text)
                         .map_err(|_| SignError(format!("{text:?} is no header value")))
@@ -419,19 +418,30 @@ fn authorization_value(
     access_key_id: &str,
     scope: &str,
     signed: &SignedHeaders,
-    signature: &str,
+    signature: &[u8; 32],
 ) -> String {
-    let names = signed.as_str().len();
-    let mut out =
-        String::with_capacity(60 + access_key_id.len() + scope.len() + names + signature.len());
-    out.push_str("AWS4-HMAC-SHA256 Credential=");
+    const PARTS: [&str; 4] = [
+        "AWS4-HMAC-SHA256 Credential=",
+        "/",
+        ", SignedHeaders=",
+        ", Signature=",
+    ];
+    // Exactly as long as it will be: a header value made of a `String` whose
+    // capacity is its length takes its buffer without another allocation.
+    let length = PARTS.iter().map(|part| part.len()).sum::<usize>()
+        + access_key_id.len()
+        + scope.len()
+        + signed.as_str().len()
+        + 2 * signature.len();
+    let mut out = String::with_capacity(length);
+    out.push_str(PARTS[0]);
     out.push_str(access_key_id);
-    out.push('/');
+    out.push_str(PARTS[1]);
     out.push_str(scope);
-    out.push_str(", SignedHeaders=");
+    out.push_str(PARTS[2]);
     out.push_str(signed.as_str());
-    out.push_str(", Signature=");
-    out.push_str(signature);
+    out.push_str(PARTS[3]);
+    sigv4::push_hex(&mut out, signature);
     out
 }
 
