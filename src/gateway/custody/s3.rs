@@ -163,12 +163,18 @@ impl S3Clients {
             raw_path(request),
             query_of(request),
             &|_| false,
-            &|name, out| lookup_into(fields, name, out),
+            // The two fields read above are the one line each of theirs
+            // (`single`): not looked up again.
+            &|name, out| match name {
+                "x-amz-date" => out.push(amz_date.as_bytes()),
+                "x-amz-content-sha256" => out.push(payload.as_bytes()),
+                _ => lookup_into(fields, name, out),
+            },
             &auth.signed_headers,
             payload,
         )
         .map_err(|e| malformed_sigv4(&e))?;
-        let to_sign = sigv4::string_to_sign(amz_date, auth.credential.scope(), &canonical);
+        let to_sign = sigv4::into_string_to_sign(amz_date, auth.credential.scope(), canonical);
         let key = self.signing_key(&identity, &auth.credential);
         if !sigv4::verify_signature(&key, &to_sign, &auth.signature) {
             return Err(Denied::new(

@@ -232,7 +232,7 @@ impl UpstreamSigner {
                 for part in [date, "/", region, "/", service, "/aws4_request"] {
                     scope.push_str(part);
                 }
-                let to_sign = sigv4::string_to_sign(&amz_date, &scope, &canonical);
+                let to_sign = sigv4::into_string_to_sign(&amz_date, &scope, canonical);
                 let raw = sigv4::signature(&key, &to_sign);
                 if let Forwarding::Signed {
                     chunked: Some(chunked),
