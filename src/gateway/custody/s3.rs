@@ -461,7 +461,7 @@ impl S3Clients {
                     "the percent-decoded path is not UTF-8",
                 )
             })?;
-        let (object, path_style) = match virtual_bucket {
+        let (mut object, path_style) = match virtual_bucket {
             Some(bucket) => {
                 let target = match uri.query() {
                     Some(query) => format!("/{bucket}{raw}?{query}"),
@@ -471,17 +471,16 @@ impl S3Clients {
             }
             None => (decoded.into_owned(), None),
         };
-        let object = if object.len() > 1 {
-            object.trim_end_matches('/').to_owned()
-        } else {
-            object
-        };
+        if object.len() > 1 {
+            // In place: no second copy of the path per request.
+            let trimmed = object.trim_end_matches('/').len();
+            object.truncate(trimmed);
+        }
         let mut segments = object.split('/').skip(1);
         let bucket = segments.next().filter(|b| !b.is_empty()).map(str::to_owned);
         // A trailing `/` is a key of its own in S3 (a "folder" marker),
         // kept; an empty segment inside, `.` or `..` is refused.
-        let key: Vec<&str> = segments.collect();
-        if key.iter().any(|s| s.is_empty() || *s == "." || *s == "..") {
+        if segments.any(|s| s.is_empty() || s == "." || s == "..") {
             return Err(Denied::new(
                 DeniedKind::InvalidPath,
                 "under credential custody an S3 key may not have an empty, '.' or '..' segment (S3 keys are literal)",
