@@ -306,12 +306,36 @@ pub fn parse_hex32(text: &[u8]) -> Option<[u8; 32]> {
     if text.len() != 64 {
         return None;
     }
+    // Every digit through a table, a bad one remembered rather than
+    // branched on: a signature's 64 digits on every signed request.
     let mut out = [0u8; 32];
+    let mut bad = 0u8;
     for (byte, pair) in out.iter_mut().zip(text.chunks_exact(2)) {
-        *byte = (hex_value(pair[0])? << 4) | hex_value(pair[1])?;
+        let (high, low) = (
+            HEX_DIGIT[usize::from(pair[0])],
+            HEX_DIGIT[usize::from(pair[1])],
+        );
+        bad |= high | low;
+        *byte = (high << 4) | (low & 0x0f);
     }
-    Some(out)
+    (bad & NOT_HEX == 0).then_some(out)
 }
+
+/// [`HEX_DIGIT`]'s mark of a byte that is not a hex digit.
+const NOT_HEX: u8 = 0x80;
+
+/// Each byte's value as a hex digit (either case), or [`NOT_HEX`].
+const HEX_DIGIT: [u8; 256] = {
+    let mut table = [NOT_HEX; 256];
+    let mut b = 0;
+    while b < 256 {
+        if let Some(value) = hex_value(b as u8) {
+            table[b] = value;
+        }
+        b += 1;
+    }
+    table
+};
 
 /// Copies a 32-byte digest or tag into an array. ring's SHA-256 and
 /// HMAC-SHA256 outputs are 32 bytes; a shorter slice would leave zeros, which
@@ -342,7 +366,7 @@ pub fn push_hex(out: &mut String, bytes: &[u8]) {
     }
 }
 
-fn hex_value(b: u8) -> Option<u8> {
+const fn hex_value(b: u8) -> Option<u8> {
     match b {
         b'0'..=b'9' => Some(b - b'0'),
         b'a'..=b'f' => Some(b - b'a' + 10),
@@ -667,13 +691,36 @@ pub fn parse_signed_headers(text: &str) -> Result<SignedHeaders, SigV4Error> {
 /// assert!(SignedHeaders::parse("x-amz-date;host").is_err());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SignedHeaders(String);
+pub struct SignedHeaders {
+    /// `host;x-amz-date`, checked.
+    text: String,
+    /// Where the names start and end in `text`, found when it was checked:
+    /// every field line of a signed request is looked up in the list, and
+    /// a lookup that compares lengths first is a few instructions a name,
+    /// where finding the `;`s again cost more than the comparisons.
+    index: NameIndex,
+}
+
+/// How many names a [`SignedHeaders`] indexes (a longer list, rare, is
+/// scanned for each lookup).
+const INDEXED_NAMES: usize = 24;
+
+/// The end of each of the first [`INDEXED_NAMES`] names; `count` is `None`
+/// for a longer list (or one too long for `u16`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct NameIndex {
+    ends: [u16; INDEXED_NAMES],
+    count: Option<u8>,
+}
 
 impl SignedHeaders {
     /// Parses a list as a request carries it (see [`parse_signed_headers`]).
     pub fn parse(text: &str) -> Result<SignedHeaders, SigV4Error> {
-        check_signed_list(text)?;
-        Ok(SignedHeaders(text.to_owned()))
+        let index = check_signed_list(text)?;
+        Ok(SignedHeaders {
+            text: text.to_owned(),
+            index,
+        })
     }
 
     /// The list of `names` (lowercase header names, any order, repeats
@@ -691,14 +738,21 @@ impl SignedHeaders {
             }
             text.push_str(name);
         }
-        check_signed_list(&text)?;
-        Ok(SignedHeaders(text))
+        let index = check_signed_list(&text)?;
+        Ok(SignedHeaders { text, index })
     }
 
     /// The names, in order.
     pub fn iter(&self) -> SignedNames<'_> {
+        let ends = match self.index.count {
+            Some(count) => &self.index.ends[..usize::from(count)],
+            None => &[],
+        };
         SignedNames {
-            rest: Some(&self.0),
+            text: &self.text,
+            ends,
+            start: 0,
+            scan: self.index.count.is_none(),
         }
     }
 
@@ -709,78 +763,127 @@ impl SignedHeaders {
 
     /// Whether `name`, in any case, is signed.
     pub fn contains_ignore_case(&self, name: &[u8]) -> bool {
-        self.iter()
-            .any(|signed| signed.as_bytes().eq_ignore_ascii_case(name))
+        self.position_ignore_case(name).is_some()
+    }
+
+    /// Where `name`, in any case, is in the list (its index in
+    /// [`SignedHeaders::iter`]): how a reader of field lines files each
+    /// line for [`canonical_request_of`].
+    pub fn position_ignore_case(&self, name: &[u8]) -> Option<usize> {
+        let Some(count) = self.index.count else {
+            return self
+                .iter()
+                .position(|signed| signed.as_bytes().eq_ignore_ascii_case(name));
+        };
+        let text = self.text.as_bytes();
+        let mut start = 0;
+        for (i, &end) in self.index.ends[..usize::from(count)].iter().enumerate() {
+            let end = usize::from(end);
+            // The list is lowercase: only `name` needs folding, byte by
+            // byte (these names are short; the library's chunked
+            // comparison costs more to set up).
+            if end - start == name.len()
+                && text[start..end]
+                    .iter()
+                    .zip(name)
+                    .all(|(listed, b)| *listed == b.to_ascii_lowercase())
+            {
+                return Some(i);
+            }
+            start = end + 1;
+        }
+        None
     }
 
     /// The list as SigV4 writes it: `host;x-amz-date`.
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.text
     }
 }
 
 impl fmt::Display for SignedHeaders {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.text)
     }
 }
 
-/// The names of a [`SignedHeaders`], in order. A byte scan for `;`: `str::split`'s
-/// searcher costs more to set up than these short names take to scan.
+/// The names of a [`SignedHeaders`], in order: cut where the list's index
+/// says its names end, or (a list too long to index) at each `;`.
 #[derive(Debug, Clone)]
 pub struct SignedNames<'a> {
-    rest: Option<&'a str>,
+    text: &'a str,
+    /// The ends of the names not given yet (indexed lists).
+    ends: &'a [u16],
+    start: usize,
+    /// Cut at each `;` (a list too long to index).
+    scan: bool,
 }
 
 impl<'a> Iterator for SignedNames<'a> {
     type Item = &'a str;
 
     fn next(&mut self) -> Option<&'a str> {
-        let rest = self.rest?;
-        match memchr::memchr(b';', rest.as_bytes()) {
-            Some(at) => {
-                self.rest = Some(&rest[at + 1..]);
-                Some(&rest[..at])
-            }
-            None => {
-                self.rest = None;
-                Some(rest)
-            }
-        }
+        let rest = self.text.get(self.start..)?;
+        let length = if self.scan {
+            memchr::memchr(b';', rest.as_bytes()).unwrap_or(rest.len())
+        } else {
+            let (&end, ends) = self.ends.split_first()?;
+            self.ends = ends;
+            usize::from(end).checked_sub(self.start)?
+        };
+        let name = rest.get(..length)?;
+        self.start += length + 1;
+        Some(name)
     }
 }
 
 /// Checks a `;`-joined list: each name a lowercase header name, each above
-/// the one before, `host` among them.
-fn check_signed_list(text: &str) -> Result<(), SigV4Error> {
+/// the one before, `host` among them; and where its names end. One pass
+/// over its bytes.
+fn check_signed_list(text: &str) -> Result<NameIndex, SigV4Error> {
+    const NOT_A_NAME: SigV4Error =
+        SigV4Error::MalformedSignedHeaders("a name is empty, not lowercase or not a header name");
     if text.is_empty() {
         return Err(SigV4Error::MalformedSignedHeaders("it is empty"));
     }
-    let mut last: Option<&str> = None;
+    let bytes = text.as_bytes();
+    let mut last: Option<&[u8]> = None;
     let mut host = false;
-    let names = SignedNames { rest: Some(text) };
-    for name in names {
-        if name.is_empty()
-            || !name
-                .bytes()
-                .all(|b| BYTE_CLASS[usize::from(b)] & LOWER_TCHAR != 0)
-        {
-            return Err(SigV4Error::MalformedSignedHeaders(
-                "a name is empty, not lowercase or not a header name",
-            ));
+    let mut index = NameIndex {
+        ends: [0; INDEXED_NAMES],
+        count: u16::try_from(text.len()).ok().map(|_| 0),
+    };
+    let mut start = 0;
+    for end in 0..=bytes.len() {
+        match bytes.get(end) {
+            Some(b';') | None => {}
+            Some(&b) if BYTE_CLASS[usize::from(b)] & LOWER_TCHAR != 0 => continue,
+            Some(_) => return Err(NOT_A_NAME),
+        }
+        let name = &bytes[start..end];
+        if name.is_empty() {
+            return Err(NOT_A_NAME);
         }
         if last.is_some_and(|last| last >= name) {
             return Err(SigV4Error::MalformedSignedHeaders(
                 "the names are not sorted or are repeated",
             ));
         }
-        host |= name == "host";
+        host |= name == b"host";
         last = Some(name);
+        index.count = match (index.count, u16::try_from(end)) {
+            (Some(count), Ok(end)) if usize::from(count) < INDEXED_NAMES => {
+                index.ends[usize::from(count)] = end;
+                Some(count + 1)
+            }
+            _ => None,
+        };
+        start = end + 1;
     }
     if !host {
         return Err(SigV4Error::MalformedSignedHeaders("host is not signed"));
     }
-    Ok(())
+    Ok(index)
 }
 
 /// RFC 9110 `tchar`.
@@ -1050,6 +1153,78 @@ pub fn canonical_request<'h>(
     signed_headers: &SignedHeaders,
     payload_hash: &str,
 ) -> Result<String, SigV4Error> {
+    // One buffer for every field's values.
+    let mut values = Vec::with_capacity(2);
+    write_canonical(
+        method,
+        path,
+        query,
+        skip_query,
+        signed_headers,
+        payload_hash,
+        |_, name, out| {
+            values.clear();
+            header(name, &mut values);
+            push_values(out, name, values.iter().copied())
+        },
+    )
+}
+
+/// [`canonical_request`] with the signed fields' values already found:
+/// `fields` holds `(i, value)` for every line of the `i`th name of
+/// `signed_headers`, each name's lines in the request's order (names in
+/// any order). A reader that looked at each field line once (matching it
+/// with [`SignedHeaders::position_ignore_case`]) gives them so, where a
+/// lookup per signed name would scan the head once per name.
+///
+/// ```
+/// use fencegate::custody::sigv4::{canonical_request_of, SignedHeaders};
+///
+/// let signed = SignedHeaders::parse("host;x-amz-date").unwrap();
+/// let fields = [(1, &b"20130524T000000Z"[..]), (0, &b"b.example"[..])];
+/// let canonical = canonical_request_of("GET", "/k", "", &|_| false, &fields, &signed, "UNSIGNED-PAYLOAD").unwrap();
+/// assert_eq!(
+///     canonical,
+///     "GET\n/k\n\nhost:b.example\nx-amz-date:20130524T000000Z\n\nhost;x-amz-date\nUNSIGNED-PAYLOAD"
+/// );
+/// ```
+pub fn canonical_request_of(
+    method: &str,
+    path: &str,
+    query: &str,
+    skip_query: &dyn Fn(&str) -> bool,
+    fields: &[(usize, &[u8])],
+    signed_headers: &SignedHeaders,
+    payload_hash: &str,
+) -> Result<String, SigV4Error> {
+    write_canonical(
+        method,
+        path,
+        query,
+        skip_query,
+        signed_headers,
+        payload_hash,
+        |i, name, out| {
+            let values = fields
+                .iter()
+                .filter(|(at, _)| *at == i)
+                .map(|(_, value)| *value);
+            push_values(out, name, values)
+        },
+    )
+}
+
+/// The canonical request, with `values(i, name, out)` writing the `i`th
+/// signed name's values (and saying whether there was any).
+fn write_canonical(
+    method: &str,
+    path: &str,
+    query: &str,
+    skip_query: &dyn Fn(&str) -> bool,
+    signed_headers: &SignedHeaders,
+    payload_hash: &str,
+    mut values: impl FnMut(usize, &str, &mut String) -> Result<bool, SigV4Error>,
+) -> Result<String, SigV4Error> {
     let mut out = String::with_capacity(
         method.len()
             + path.len()
@@ -1058,8 +1233,6 @@ pub fn canonical_request<'h>(
             + 2 * signed_headers.as_str().len()
             + 256,
     );
-    // One buffer for every field's values.
-    let mut values = Vec::with_capacity(2);
     out.push_str(method);
     out.push('\n');
     push_canonical_path(&mut out, path)?;
@@ -1067,19 +1240,11 @@ pub fn canonical_request<'h>(
     push_canonical_query(&mut out, query, skip_query)?;
     out.push('\n');
     // Each name is a lowercase header name: `SignedHeaders` checked it.
-    for name in signed_headers.iter() {
-        values.clear();
-        header(name, &mut values);
-        if values.is_empty() {
-            return Err(SigV4Error::MissingSignedHeader(quote(name)));
-        }
+    for (i, name) in signed_headers.iter().enumerate() {
         out.push_str(name);
         out.push(':');
-        for (i, value) in values.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            push_canonical_value(&mut out, name, value)?;
+        if !values(i, name, &mut out)? {
+            return Err(SigV4Error::MissingSignedHeader(quote(name)));
         }
         out.push('\n');
     }
@@ -1088,6 +1253,23 @@ pub fn canonical_request<'h>(
     out.push('\n');
     out.push_str(payload_hash);
     Ok(out)
+}
+
+/// A signed field's values, joined with `,`; whether there was any.
+fn push_values<'v>(
+    out: &mut String,
+    name: &str,
+    values: impl Iterator<Item = &'v [u8]>,
+) -> Result<bool, SigV4Error> {
+    let mut any = false;
+    for value in values {
+        if any {
+            out.push(',');
+        }
+        push_canonical_value(out, name, value)?;
+        any = true;
+    }
+    Ok(any)
 }
 
 /// The canonical form of a request path: `%XX` decoded, then re-encoded per
@@ -2169,6 +2351,90 @@ mod tests {
     }
 
     #[test]
+    fn a_name_is_found_in_any_case_in_short_and_long_lists() {
+        // 1 to 40 names: the first 24 are indexed, a longer list is scanned.
+        for count in 1..=40 {
+            let mut made: Vec<String> = (0..count).map(|i| format!("x-n{i:02}")).collect();
+            made.push("host".to_owned());
+            let signed = SignedHeaders::from_names(made.iter().map(String::as_str)).unwrap();
+            for (i, name) in signed.iter().enumerate() {
+                assert_eq!(signed.position_ignore_case(name.as_bytes()), Some(i));
+                let upper = name.to_ascii_uppercase();
+                assert_eq!(signed.position_ignore_case(upper.as_bytes()), Some(i));
+            }
+            for absent in ["", "x-n", "x-n0", "x-n000", "hos", "hostx", "x-n40;"] {
+                assert_eq!(
+                    signed.position_ignore_case(absent.as_bytes()),
+                    None,
+                    "{absent}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn fields_filed_by_name_give_the_same_canonical_request_as_lookups() {
+        let signed = names("host;x-amz-date;x-amz-meta-a");
+        let lines: [(&str, &[u8]); 5] = [
+            ("X-Amz-Meta-A", b" one  two "),
+            ("Host", b"b.example"),
+            ("x-amz-meta-a", b"three"),
+            ("X-Amz-Date", b"20130524T000000Z"),
+            ("Other", b"not signed"),
+        ];
+        let filed: Vec<(usize, &[u8])> = lines
+            .iter()
+            .filter_map(|(name, value)| {
+                signed
+                    .position_ignore_case(name.as_bytes())
+                    .map(|at| (at, *value))
+            })
+            .collect();
+        let by_lookup = canonical_request(
+            "PUT",
+            "/k",
+            "a=1",
+            &|_| false,
+            &|name, out| {
+                out.extend(
+                    lines
+                        .iter()
+                        .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+                        .map(|(_, v)| *v),
+                )
+            },
+            &signed,
+            EMPTY_SHA256,
+        )
+        .unwrap();
+        let by_position = canonical_request_of(
+            "PUT",
+            "/k",
+            "a=1",
+            &|_| false,
+            &filed,
+            &signed,
+            EMPTY_SHA256,
+        )
+        .unwrap();
+        assert_eq!(by_position, by_lookup);
+        assert!(by_position.contains("\nx-amz-meta-a:one two,three\n"));
+        // A signed name with no line is refused, as by lookups.
+        assert_eq!(
+            canonical_request_of(
+                "PUT",
+                "/k",
+                "",
+                &|_| false,
+                &filed[..1],
+                &signed,
+                EMPTY_SHA256
+            ),
+            Err(SigV4Error::MissingSignedHeader("host".into()))
+        );
+    }
+
+    #[test]
     fn the_string_to_sign_is_the_same_in_the_canonical_requests_buffer() {
         let canonical = "GET\n/\n\nhost:h\n\nhost\n".to_owned() + EMPTY_SHA256;
         assert_eq!(
@@ -2256,6 +2522,18 @@ mod tests {
         let bytes = parse_hex32(EMPTY_SHA256.as_bytes()).unwrap();
         assert_eq!(hex(&bytes), EMPTY_SHA256);
         assert_eq!(parse_hex32(&EMPTY_SHA256.as_bytes()[1..]), None);
+        assert_eq!(
+            parse_hex32(EMPTY_SHA256.to_ascii_uppercase().as_bytes()),
+            Some(bytes)
+        );
+        // Any byte that is not a hex digit, at any place, is refused.
+        for at in [0, 1, 31, 62, 63] {
+            for bad in [b'g', b'G', b' ', b'/', b':', b'@', b'`', 0x80, 0xff] {
+                let mut text = EMPTY_SHA256.as_bytes().to_vec();
+                text[at] = bad;
+                assert_eq!(parse_hex32(&text), None, "{bad} at {at}");
+            }
+        }
     }
 
     // Property-style checks against an independent encoder (the

@@ -184,15 +184,15 @@ enum Values<M, S, L> {
     Lines(L),
 }
 
-impl<'a, M, S, L> Iterator for Values<M, S, L>
+impl<T, M, S, L> Iterator for Values<M, S, L>
 where
-    M: Iterator<Item = &'a [u8]>,
-    S: Iterator<Item = &'a [u8]>,
-    L: Iterator<Item = &'a [u8]>,
+    M: Iterator<Item = T>,
+    S: Iterator<Item = T>,
+    L: Iterator<Item = T>,
 {
-    type Item = &'a [u8];
+    type Item = T;
 
-    fn next(&mut self) -> Option<&'a [u8]> {
+    fn next(&mut self) -> Option<T> {
         match self {
             Values::Map(values) => values.next(),
             Values::Set(values) => values.next(),
@@ -320,28 +320,36 @@ impl Head {
     /// (less any a set field replaces), then those set. One pass over the
     /// head, where a lookup per name scans it once per name.
     pub(crate) fn lines(&self) -> Vec<(&[u8], &[u8])> {
+        self.each_line().collect()
+    }
+
+    /// [`Head::lines`] without the `Vec`: a reader that looks at each line
+    /// once (custody's signed fields) needs no list of them.
+    pub(crate) fn each_line(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        type Nowhere<'a> = std::iter::Empty<(&'a [u8], &'a [u8])>;
         match self {
-            Head::Parts(parts) => parts
-                .headers
-                .iter()
-                .map(|(name, value)| (name.as_str().as_bytes(), value.as_bytes()))
-                .collect(),
-            Head::Lines(read) => read
-                .head
-                .fields
-                .iter()
-                .filter(|(name, _)| {
-                    !read
-                        .set
-                        .iter()
-                        .any(|(set, _)| set.as_str().as_bytes().eq_ignore_ascii_case(name))
-                })
-                .chain(
-                    read.set
-                        .iter()
-                        .map(|(name, value)| (name.as_str().as_bytes(), value.as_bytes())),
-                )
-                .collect(),
+            Head::Parts(parts) => Values::<_, Nowhere<'_>, _>::Map(
+                parts
+                    .headers
+                    .iter()
+                    .map(|(name, value)| (name.as_str().as_bytes(), value.as_bytes())),
+            ),
+            Head::Lines(read) => Values::Lines(
+                read.head
+                    .fields
+                    .iter()
+                    .filter(|(name, _)| {
+                        !read
+                            .set
+                            .iter()
+                            .any(|(set, _)| set.as_str().as_bytes().eq_ignore_ascii_case(name))
+                    })
+                    .chain(
+                        read.set
+                            .iter()
+                            .map(|(name, value)| (name.as_str().as_bytes(), value.as_bytes())),
+                    ),
+            ),
         }
     }
 

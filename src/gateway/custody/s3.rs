@@ -92,22 +92,15 @@ impl S3Clients {
         tls: bool,
         now: u64,
     ) -> Result<Verified, Denied> {
-        let fields = request.fields();
-        let authorization = {
-            let mut values = fields.values_of(&http::header::AUTHORIZATION);
-            let first = values.next();
-            if values.next().is_some() {
-                return Err(malformed("Authorization appears more than once"));
-            }
-            first
-        };
+        let read = AuthFields::read(request.fields());
+        let authorization = read.authorization.single("Authorization")?;
         let query = request.uri().query().unwrap_or("");
         let presigned = sigv4::parse_presigned(query).map_err(|e| malformed_sigv4(&e))?;
         match (authorization, presigned) {
             (Some(_), Some(_)) => Err(malformed(
                 "a request is signed in its Authorization header or in its query, not both",
             )),
-            (Some(value), None) => self.header_signed(identities, request, value, tls, now),
+            (Some(value), None) => self.header_signed(identities, request, &read, value, tls, now),
             (None, Some(presigned)) => self.presigned(identities, request, presigned, tls, now),
             (None, None) => super::without_credentials(
                 identities,
@@ -121,13 +114,13 @@ impl S3Clients {
         &self,
         identities: &Identities,
         request: &Inbound<B>,
+        read: &AuthFields<'_>,
         value: &[u8],
         tls: bool,
         now: u64,
     ) -> Result<Verified, Denied> {
-        let fields = request.fields();
         let auth = sigv4::parse_authorization(value).map_err(|e| malformed_sigv4(&e))?;
-        let amz_date = single(fields, "x-amz-date")?.ok_or_else(|| {
+        let amz_date = read.amz_date.visible("x-amz-date")?.ok_or_else(|| {
             Denied::new(
                 DeniedKind::Unauthenticated,
                 "x-amz-date is missing: sign with SigV4's x-amz-date",
@@ -142,13 +135,16 @@ impl S3Clients {
         }
         let identity = self.identity(identities, auth.credential.access_key_id())?;
         check_scope(&auth.credential, amz_date)?;
-        let payload = single(fields, "x-amz-content-sha256")?.ok_or_else(|| {
-            Denied::new(
-                DeniedKind::Unauthenticated,
-                "x-amz-content-sha256 is missing",
-            )
-        })?;
-        let payload = payload_form(payload, has_body(request), tls)?;
+        let payload = read
+            .content_sha256
+            .visible("x-amz-content-sha256")?
+            .ok_or_else(|| {
+                Denied::new(
+                    DeniedKind::Unauthenticated,
+                    "x-amz-content-sha256 is missing",
+                )
+            })?;
+        let payload = payload_form(payload, read.has_body, tls)?;
         for required in ["host", "x-amz-date", "x-amz-content-sha256"] {
             if !auth.signed_headers.contains(required) {
                 return Err(Denied::new(
@@ -157,19 +153,13 @@ impl S3Clients {
                 ));
             }
         }
-        self.check_signed_fields(request, &auth.signed_headers)?;
-        let canonical = sigv4::canonical_request(
+        let signed_fields = self.signed_fields(request.fields(), &auth.signed_headers)?;
+        let canonical = sigv4::canonical_request_of(
             request.method().as_str(),
             raw_path(request),
             query_of(request),
             &|_| false,
-            // The two fields read above are the one line each of theirs
-            // (`single`): not looked up again.
-            &|name, out| match name {
-                "x-amz-date" => out.push(amz_date.as_bytes()),
-                "x-amz-content-sha256" => out.push(payload.as_bytes()),
-                _ => lookup_into(fields, name, out),
-            },
+            &signed_fields,
             &auth.signed_headers,
             payload,
         )
@@ -242,13 +232,13 @@ impl S3Clients {
                 "a presigned request with a body has no signed payload, and is taken only over TLS",
             ));
         }
-        self.check_signed_fields(request, &presigned.signed_headers)?;
-        let canonical = sigv4::canonical_request(
+        let signed_fields = self.signed_fields(fields, &presigned.signed_headers)?;
+        let canonical = sigv4::canonical_request_of(
             request.method().as_str(),
             raw_path(request),
             query_of(request),
             &|name| name == "X-Amz-Signature",
-            &|name, out| lookup_into(fields, name, out),
+            &signed_fields,
             &presigned.signed_headers,
             "UNSIGNED-PAYLOAD",
         )
@@ -319,40 +309,59 @@ impl S3Clients {
         })
     }
 
-    /// What a client must have signed: the token header (and the lock
-    /// header) when sent, and every `x-amz-*`, `Content-Type` and
-    /// `Content-MD5` field (the gateway signs only what the client did, as
-    /// S3 refuses such a header unsigned).
-    fn check_signed_fields<B>(
+    /// The values of the fields `signed` names, filed by their place in it
+    /// (for [`sigv4::canonical_request_of`]), read in one pass over the
+    /// head that also checks what a client must have signed: the token
+    /// header (and the lock header) when sent, and every `x-amz-*`,
+    /// `Content-Type` and `Content-MD5` field (the gateway signs only what
+    /// the client did, as S3 refuses such a header unsigned).
+    fn signed_fields<'a>(
         &self,
-        request: &Inbound<B>,
+        head: &'a Head,
         signed: &SignedHeaders,
-    ) -> Result<(), Denied> {
-        let is_signed = |name: &str| signed.contains_ignore_case(name.as_bytes());
-        for name in &self.must_sign {
-            if request.fields().contains(name) && !is_signed(name.as_str()) {
-                return Err(Denied::new(
-                    DeniedKind::BadSignature,
-                    format!("{name} must be among the signed headers"),
-                ));
+    ) -> Result<Vec<(usize, &'a [u8])>, Denied> {
+        let mut fields = Vec::with_capacity(8);
+        // The first of `must_sign` sent unsigned, and the first other field
+        // that must be signed and is not: the former is the graver (a token
+        // anyone on the path could change), so it is the one answered.
+        let mut unsigned_must: Option<usize> = None;
+        let mut unsigned_amz: Option<&[u8]> = None;
+        for (name, value) in head.each_line() {
+            if let Some(at) = signed.position_ignore_case(name) {
+                fields.push((at, value));
+                continue;
             }
-        }
-        for name in request.fields().names() {
             // Compared as bytes, any case: no string per field.
-            let must = starts_with_ignore_case(name, b"x-amz-")
-                || name.eq_ignore_ascii_case(b"content-type")
-                || name.eq_ignore_ascii_case(b"content-md5");
-            if must && !signed.contains_ignore_case(name) {
-                return Err(Denied::new(
-                    DeniedKind::Unauthenticated,
-                    format!(
-                        "there were headers present in the request which were not signed: {}",
-                        String::from_utf8_lossy(name).to_ascii_lowercase()
-                    ),
-                ));
+            if let Some(must) = self
+                .must_sign
+                .iter()
+                .position(|must| must.as_str().as_bytes().eq_ignore_ascii_case(name))
+            {
+                unsigned_must = Some(unsigned_must.map_or(must, |before| before.min(must)));
+            } else if unsigned_amz.is_none()
+                && (starts_with_ignore_case(name, b"x-amz-")
+                    || name.eq_ignore_ascii_case(b"content-type")
+                    || name.eq_ignore_ascii_case(b"content-md5"))
+            {
+                unsigned_amz = Some(name);
             }
         }
-        Ok(())
+        if let Some(must) = unsigned_must.and_then(|at| self.must_sign.get(at)) {
+            return Err(Denied::new(
+                DeniedKind::BadSignature,
+                format!("{must} must be among the signed headers"),
+            ));
+        }
+        if let Some(name) = unsigned_amz {
+            return Err(Denied::new(
+                DeniedKind::Unauthenticated,
+                format!(
+                    "there were headers present in the request which were not signed: {}",
+                    String::from_utf8_lossy(name).to_ascii_lowercase()
+                ),
+            ));
+        }
+        Ok(fields)
     }
 
     /// The identity's signing key for `credential`'s scope, cached for the
@@ -671,15 +680,79 @@ fn single<'a>(fields: &'a Head, name: &str) -> Result<Option<&'a str>, Denied> {
         .ok_or_else(|| malformed(&format!("{name} is not visible ASCII")))
 }
 
+/// The fields a SigV4 verifier reads before the signed ones, found in one
+/// pass over the head (a lookup each scanned it once per name).
+struct AuthFields<'a> {
+    authorization: OneField<'a>,
+    amz_date: OneField<'a>,
+    content_sha256: OneField<'a>,
+    /// `Transfer-Encoding`, or a `Content-Length` that is not zero.
+    has_body: bool,
+}
+
+/// A field that may be sent once: its first line, and whether it came again.
+#[derive(Default)]
+struct OneField<'a> {
+    first: Option<&'a [u8]>,
+    repeated: bool,
+}
+
+impl<'a> AuthFields<'a> {
+    fn read(head: &'a Head) -> Self {
+        let mut read = AuthFields {
+            authorization: OneField::default(),
+            amz_date: OneField::default(),
+            content_sha256: OneField::default(),
+            has_body: false,
+        };
+        let mut length_seen = false;
+        for (name, value) in head.each_line() {
+            let field = if name.eq_ignore_ascii_case(b"authorization") {
+                &mut read.authorization
+            } else if name.eq_ignore_ascii_case(b"x-amz-date") {
+                &mut read.amz_date
+            } else if name.eq_ignore_ascii_case(b"x-amz-content-sha256") {
+                &mut read.content_sha256
+            } else {
+                if name.eq_ignore_ascii_case(b"transfer-encoding") {
+                    read.has_body = true;
+                } else if !length_seen && name.eq_ignore_ascii_case(b"content-length") {
+                    // Its first line, as `has_body` reads it.
+                    length_seen = true;
+                    read.has_body |= value.iter().any(|b| *b != b'0');
+                }
+                continue;
+            };
+            field.repeated |= field.first.is_some();
+            field.first.get_or_insert(value);
+        }
+        read
+    }
+}
+
+impl<'a> OneField<'a> {
+    /// Its one line; two are refused.
+    fn single(&self, name: &str) -> Result<Option<&'a [u8]>, Denied> {
+        if self.repeated {
+            return Err(malformed(&format!("{name} appears more than once")));
+        }
+        Ok(self.first)
+    }
+
+    /// Its one line, as text (visible ASCII).
+    fn visible(&self, name: &str) -> Result<Option<&'a str>, Denied> {
+        match self.single(name)? {
+            None => Ok(None),
+            Some(value) => visible_str(value)
+                .map(Some)
+                .ok_or_else(|| malformed(&format!("{name} is not visible ASCII"))),
+        }
+    }
+}
+
 /// Every value of `name` (lowercase).
 pub(crate) fn lookup<'a>(fields: &'a Head, name: &str) -> Vec<&'a [u8]> {
     fields.values_named(name).collect()
-}
-
-/// Appends every value of `name` (lowercase) to `out`: a canonical request
-/// reads each signed field into one buffer.
-pub(crate) fn lookup_into<'a>(fields: &'a Head, name: &str, out: &mut Vec<&'a [u8]>) {
-    out.extend(fields.values_named(name));
 }
 
 /// The request's path as sent.

@@ -13,7 +13,7 @@ use base64::Engine as _;
 use http::{HeaderName, HeaderValue, Method};
 
 use super::files::UpstreamCredentials;
-use super::s3::{lookup, lookup_into, EMPTY_SHA256};
+use super::s3::{lookup, EMPTY_SHA256};
 use super::{stream, Forwarding};
 use crate::custody::shared_key::{self, AccountKey};
 use crate::custody::sigv4::{self, SignedHeaders, SigningKey};
@@ -189,39 +189,48 @@ impl UpstreamSigner {
                 // The forwarded query: a presigned URL's without its
                 // authentication parameters.
                 let query = presigned_query.unwrap_or(query);
-                // Borrowed names, one list made of them: a `String` per name
-                // cost an allocation each on every request.
-                let mut signed: Vec<&str> = Vec::with_capacity(16);
-                match &names {
-                    PlanNames::Signed(list) => signed.extend(list.iter()),
-                    PlanNames::Head(list) => signed.extend(list.iter().map(String::as_str)),
-                }
-                signed.retain(|name| !is_unsignable(name));
-                signed.extend(set_names.iter().map(HeaderName::as_str));
-                signed.extend(["host", "x-amz-date", "x-amz-content-sha256"]);
-                if session_token.is_some() {
-                    signed.push("x-amz-security-token");
-                }
-                let signed =
-                    SignedHeaders::from_names(signed).map_err(|e| SignError(e.to_string()))?;
+                let signed = signed_list(&names, set_names, session_token.is_some())?;
                 let host = self.host.as_bytes();
-                let payload_bytes = payload.as_bytes();
                 let token = session_token.as_ref().map(|t| t.expose().as_bytes());
-                let canonical = sigv4::canonical_request(
+                // The fields the gateway writes itself: the client's lines of
+                // these names are not what goes on.
+                let own: [(&str, Option<&[u8]>); 4] = [
+                    ("host", Some(host)),
+                    ("x-amz-date", Some(amz_date.as_bytes())),
+                    ("x-amz-content-sha256", Some(payload.as_bytes())),
+                    ("x-amz-security-token", token),
+                ];
+                let mut fields: Vec<(usize, &[u8])> = Vec::with_capacity(12);
+                // Where the gateway's own values go in the list: a client's
+                // line filed at one of these is not what goes on.
+                let mut replaced = [usize::MAX; 4];
+                for (slot, (name, value)) in replaced.iter_mut().zip(own) {
+                    if let Some(at) = signed.position_ignore_case(name.as_bytes()) {
+                        *slot = at;
+                        fields.extend(value.map(|value| (at, value)));
+                    }
+                }
+                let mut moved_at = Vec::new();
+                for (name, value) in moved {
+                    if let Some(at) = signed.position_ignore_case(name.as_str().as_bytes()) {
+                        moved_at.push(at);
+                        fields.push((at, value.as_bytes()));
+                    }
+                }
+                // The rest in one pass over the head.
+                for (name, value) in head.each_line() {
+                    if let Some(at) = signed.position_ignore_case(name) {
+                        if !replaced.contains(&at) && !moved_at.contains(&at) {
+                            fields.push((at, value));
+                        }
+                    }
+                }
+                let canonical = sigv4::canonical_request_of(
                     method.as_str(),
                     path,
                     query,
                     &|_| false,
-                    &|name, out| match name {
-                        "host" => out.push(host),
-                        "x-amz-date" => out.push(amz_date.as_bytes()),
-                        "x-amz-content-sha256" => out.push(payload_bytes),
-                        "x-amz-security-token" => out.extend(token),
-                        other => match moved.iter().find(|(n, _)| n.as_str() == other) {
-                            Some((_, value)) => out.push(value.as_bytes()),
-                            None => lookup_into(head, other, out),
-                        },
-                    },
+                    &fields,
                     &signed,
                     &payload,
                 )
@@ -408,6 +417,42 @@ enum PlanNames<'f> {
     Signed(&'f SignedHeaders),
     /// Every field of the head, lowercase (the gateway's own requests).
     Head(Vec<String>),
+}
+
+/// The names the gateway signs: the client's (less those it never signs),
+/// the fields it set (a chained write's condition) and its own. A
+/// client's list that has them all already (every header-signed request
+/// without a condition) is taken as it is, with no list built and sorted
+/// again.
+fn signed_list(
+    names: &PlanNames<'_>,
+    set_names: &[HeaderName],
+    session_token: bool,
+) -> Result<SignedHeaders, SignError> {
+    const OWN: [&str; 3] = ["host", "x-amz-date", "x-amz-content-sha256"];
+    if let PlanNames::Signed(list) = names {
+        let complete = !list.iter().any(is_unsignable)
+            && OWN.iter().all(|name| list.contains(name))
+            && set_names.iter().all(|name| list.contains(name.as_str()))
+            && (!session_token || list.contains("x-amz-security-token"));
+        if complete {
+            return Ok((*list).clone());
+        }
+    }
+    // Borrowed names, one list made of them: a `String` per name cost an
+    // allocation each on every request.
+    let mut signed: Vec<&str> = Vec::with_capacity(16);
+    match names {
+        PlanNames::Signed(list) => signed.extend(list.iter()),
+        PlanNames::Head(list) => signed.extend(list.iter().map(String::as_str)),
+    }
+    signed.retain(|name| !is_unsignable(name));
+    signed.extend(set_names.iter().map(HeaderName::as_str));
+    signed.extend(OWN);
+    if session_token {
+        signed.push("x-amz-security-token");
+    }
+    SignedHeaders::from_names(signed).map_err(|e| SignError(e.to_string()))
 }
 
 /// The client's `Authorization` replaced by the store's; every other field
