@@ -396,13 +396,19 @@ impl Connection {
         let Some(verified) = request.custody.as_deref() else {
             return admitted;
         };
-        let fence = match &admitted {
+        // The fence it would raise: asked for only when someone reads it
+        // (an access log, or an identity that may not raise it), as the
+        // fencing layer works it out again anyway.
+        let fence_of = || match &admitted {
             Ok(()) => route.inner.fence_of(&*request),
             Err(_) => (None, None),
         };
-        exchange.identified(&verified.identity.name, || fence.clone());
+        let fence = (admitted.is_ok() && !verified.may_raise).then(fence_of);
+        exchange.identified(&verified.identity.name, || {
+            fence.clone().unwrap_or_else(fence_of)
+        });
         admitted?;
-        if let (Some(key), Some(token)) = &fence {
+        if let Some((Some(key), Some(token))) = &fence {
             verified.check_raise(key, *token, route.inner.highest(key))?;
         }
         Ok(())

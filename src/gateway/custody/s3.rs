@@ -49,8 +49,9 @@ pub(crate) struct S3Clients {
     regions: Vec<String>,
     /// By identity name: (date, region, key). Looked up without an
     /// allocation; emptied when the identities are reloaded (a rotated
-    /// secret must not keep its old key).
-    keys: Mutex<HashMap<String, Vec<ScopedKey>>>,
+    /// secret must not keep its old key). Its names are the file's, so
+    /// foldhash (fast, not built to resist chosen keys) is safe here.
+    keys: Mutex<HashMap<String, Vec<ScopedKey>, foldhash::fast::RandomState>>,
 }
 
 /// A signing key with the date and region of its scope.
@@ -78,7 +79,7 @@ impl S3Clients {
             domain: domain.map(|d| d.trim_end_matches('.').to_ascii_lowercase()),
             must_sign,
             regions,
-            keys: Mutex::new(HashMap::new()),
+            keys: Mutex::new(HashMap::default()),
         }
     }
 
@@ -319,8 +320,8 @@ impl S3Clients {
         &self,
         head: &'a Head,
         signed: &SignedHeaders,
-    ) -> Result<Vec<(usize, &'a [u8])>, Denied> {
-        let mut fields = Vec::with_capacity(8);
+    ) -> Result<SignedFields<'a>, Denied> {
+        let mut fields = SignedFields::new();
         // The first of `must_sign` sent unsigned, and the first other field
         // that must be signed and is not: the former is the graver (a token
         // anyone on the path could change), so it is the one answered.
@@ -679,6 +680,11 @@ fn single<'a>(fields: &'a Head, name: &str) -> Result<Option<&'a str>, Denied> {
         .map(Some)
         .ok_or_else(|| malformed(&format!("{name} is not visible ASCII")))
 }
+
+/// A request's signed field lines, `(place of the name in the signed
+/// list, value)`: on the stack for any usual request (a `Vec` cost an
+/// allocation each time, verified and again re-signed).
+pub(crate) type SignedFields<'a> = smallvec::SmallVec<[(usize, &'a [u8]); 12]>;
 
 /// The fields a SigV4 verifier reads before the signed ones, found in one
 /// pass over the head (a lookup each scanned it once per name).

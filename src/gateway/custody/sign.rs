@@ -13,7 +13,7 @@ use base64::Engine as _;
 use http::{HeaderName, HeaderValue, Method};
 
 use super::files::UpstreamCredentials;
-use super::s3::{lookup, EMPTY_SHA256};
+use super::s3::{lookup, SignedFields, EMPTY_SHA256};
 use super::{stream, Forwarding};
 use crate::custody::shared_key::{self, AccountKey};
 use crate::custody::sigv4::{self, SignedHeaders, SigningKey};
@@ -200,7 +200,7 @@ impl UpstreamSigner {
                     ("x-amz-content-sha256", Some(payload.as_bytes())),
                     ("x-amz-security-token", token),
                 ];
-                let mut fields: Vec<(usize, &[u8])> = Vec::with_capacity(12);
+                let mut fields: SignedFields<'_> = SignedFields::new();
                 // Where the gateway's own values go in the list: a client's
                 // line filed at one of these is not what goes on.
                 let mut replaced = [usize::MAX; 4];
@@ -235,6 +235,8 @@ impl UpstreamSigner {
                     &payload,
                 )
                 .map_err(|e| SignError(e.to_string()))?;
+                // It borrows the values moved into the head below.
+                drop(fields);
                 // Not `format!`: its machinery costs more than the copies.
                 let mut scope =
                     String::with_capacity(date.len() + region.len() + service.len() + 15);
@@ -269,13 +271,17 @@ impl UpstreamSigner {
                 let mut set = Vec::with_capacity(4 + moved.len());
                 set.push((AUTHORIZATION, owned_value(authorization)?));
                 set.push((X_AMZ_DATE, owned_value(amz_date)?));
-                set.push((
-                    X_AMZ_CONTENT_SHA256,
-                    match payload {
-                        Cow::Owned(payload) => owned_value(payload)?,
-                        Cow::Borrowed(payload) => value(payload)?,
-                    },
-                ));
+                // A header-signed client's own line of it (one, checked, and
+                // signed again above) goes on as it came, without a copy.
+                if !matches!(forward, Forwarding::Signed { .. }) {
+                    set.push((
+                        X_AMZ_CONTENT_SHA256,
+                        match payload {
+                            Cow::Owned(payload) => owned_value(payload)?,
+                            Cow::Borrowed(payload) => value(payload)?,
+                        },
+                    ));
+                }
                 if let Some(token) = session_token {
                     set.push((X_AMZ_SECURITY_TOKEN, value(token.expose())?));
                 }
