@@ -22,7 +22,7 @@ use crate::head::RequestView;
 use super::access_log::{AccessLog, Entry};
 use super::activity::{Activity, Busy};
 use super::clock;
-use super::metrics::Metrics;
+use super::metrics::{IdentitySeries, Metrics};
 use super::outcome::Outcome;
 
 /// What every request of one client connection shares, taken once per
@@ -53,9 +53,9 @@ pub(crate) struct Exchange {
     /// Set once the response head is out; `None` at the end means the
     /// client went away before an answer.
     answered: Option<Outcome>,
-    /// Credential custody: who the request authenticated as, the label of
-    /// its metrics.
-    identity: Option<Arc<str>>,
+    /// Credential custody: who the request authenticated as: its series
+    /// of the metrics.
+    identity: Option<IdentitySeries>,
 }
 
 impl Exchange {
@@ -122,7 +122,7 @@ impl Exchange {
         identity: &str,
         fence: impl FnOnce() -> (Option<String>, Option<u64>),
     ) {
-        self.identity = Some(Arc::from(identity));
+        self.identity = Some(self.connection.metrics.identity_series(identity));
         if let Some(entry) = &mut self.entry {
             entry.identity = Some(identity.to_owned());
             entry.fence(fence());

@@ -1,6 +1,7 @@
 //! Request counters and latency for `/metrics`, in Prometheus text format.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use prometheus_client::collector::Collector;
@@ -71,6 +72,11 @@ pub(crate) struct Metrics {
     requests: Arc<[Counter; Outcome::ALL.len()]>,
     /// The family, for the series of identified requests (custody).
     by_identity: Family<RequestLabels, Counter>,
+    /// Each identity's handles on its series, taken once: the family's
+    /// own lookup (SipHash over the labels, and a lock) cost more than the
+    /// rest of counting a request. Keyed by identity name, so bounded as
+    /// the family is (one entry per name ever configured).
+    identity_series: Arc<RwLock<HashMap<Arc<str>, IdentitySeries, foldhash::fast::RandomState>>>,
     /// `--enforce report`'s would-be refusals, by reason.
     would_refuse: Family<WouldRefuseLabels, Counter>,
     /// With `[[route]]` tables: requests by route and outcome.
@@ -80,6 +86,11 @@ pub(crate) struct Metrics {
     responses_cut: Counter,
     registry: Arc<Registry>,
 }
+
+/// An identity's request counters, one per entry of
+/// [`Outcome::ALL`] (see [`Metrics::identity_series`]).
+#[derive(Clone, Debug)]
+pub(crate) struct IdentitySeries(Arc<[Counter; Outcome::ALL.len()]>);
 
 impl std::fmt::Debug for Metrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -386,6 +397,7 @@ impl Metrics {
             would_refuse,
             by_route,
             by_identity,
+            identity_series: Arc::default(),
             requests: Arc::new(requests),
             latency,
             responses_cut,
@@ -425,15 +437,35 @@ impl Metrics {
             .inc();
     }
 
-    /// As [`Metrics::observe`], for a request that authenticated as
-    /// `identity` (credential custody): counted in its identity's series.
-    pub(crate) fn observe_as(&self, outcome: Outcome, identity: &Arc<str>, elapsed: Duration) {
-        self.by_identity
-            .get_or_create(&RequestLabels {
-                outcome: outcome.as_str(),
-                identity: Some(Arc::clone(identity)),
-            })
-            .inc();
+    /// The series of requests that authenticated as `identity`
+    /// (credential custody), to count them with [`Metrics::observe_as`].
+    pub(crate) fn identity_series(&self, identity: &str) -> IdentitySeries {
+        if let Ok(known) = self.identity_series.read() {
+            if let Some(series) = known.get(identity) {
+                return series.clone();
+            }
+        }
+        let name: Arc<str> = Arc::from(identity);
+        let counters = Outcome::ALL.map(|outcome| {
+            self.by_identity
+                .get_or_create(&RequestLabels {
+                    outcome: outcome.as_str(),
+                    identity: Some(Arc::clone(&name)),
+                })
+                .clone()
+        });
+        let series = IdentitySeries(Arc::new(counters));
+        if let Ok(mut known) = self.identity_series.write() {
+            known.insert(name, series.clone());
+        }
+        series
+    }
+
+    /// As [`Metrics::observe`], for a request that authenticated as the
+    /// identity of `series` (credential custody): counted in its series.
+    pub(crate) fn observe_as(&self, outcome: Outcome, series: &IdentitySeries, elapsed: Duration) {
+        // `ALL` lists the variants in declaration order (a unit test checks).
+        series.0[outcome as usize].inc();
         self.latency.observe(elapsed.as_secs_f64());
     }
 
