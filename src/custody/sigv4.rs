@@ -795,7 +795,8 @@ impl SignedHeaders {
 
     /// Whether `name` (lowercase) is signed.
     pub fn contains(&self, name: &str) -> bool {
-        self.iter().any(|signed| signed == name)
+        self.find(name.as_bytes(), |listed, name| listed == name)
+            .is_some()
     }
 
     /// Whether `name`, in any case, is signed.
@@ -807,16 +808,22 @@ impl SignedHeaders {
     /// [`SignedHeaders::iter`]): how a reader of field lines files each
     /// line for [`canonical_request_of`].
     pub fn position_ignore_case(&self, name: &[u8]) -> Option<usize> {
+        self.find(name, eq_folded)
+    }
+
+    /// The place of the first name `same` as `name` (given the listed name,
+    /// of `name`'s length, and `name`).
+    fn find(&self, name: &[u8], same: impl Fn(&[u8], &[u8]) -> bool) -> Option<usize> {
         let Some(count) = self.index.count else {
             return self
                 .iter()
-                .position(|signed| signed.as_bytes().eq_ignore_ascii_case(name));
+                .position(|signed| signed.len() == name.len() && same(signed.as_bytes(), name));
         };
         let text = self.text.as_bytes();
         let mut start = 0;
         for (i, &end) in self.index.ends[..usize::from(count)].iter().enumerate() {
             let end = usize::from(end);
-            if end - start == name.len() && eq_folded(&text[start..end], name) {
+            if end - start == name.len() && same(&text[start..end], name) {
                 return Some(i);
             }
             start = end + 1;

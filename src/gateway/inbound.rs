@@ -326,9 +326,11 @@ impl Head {
     /// [`Head::lines`] without the `Vec`: a reader that looks at each line
     /// once (custody's signed fields) needs no list of them.
     pub(crate) fn each_line(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
-        type Nowhere<'a> = std::iter::Empty<(&'a [u8], &'a [u8])>;
         match self {
-            Head::Parts(parts) => Values::<_, Nowhere<'_>, _>::Map(
+            // Nothing set (custody reads a head before the chain sets
+            // anything): the lines as read, with no filter to run per line.
+            Head::Lines(read) if read.set.is_empty() => Values::Set(read.head.fields.iter()),
+            Head::Parts(parts) => Values::Map(
                 parts
                     .headers
                     .iter()
