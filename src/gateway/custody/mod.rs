@@ -244,10 +244,15 @@ impl Custody {
         };
         let identity = Arc::clone(&verified.identity);
         request.custody = Some(Box::new(verified));
-        let (reached, own) = match &self.dialect {
-            Dialect::Azure(azure) => azure.map(request)?,
+        let may_raise = match &self.dialect {
+            Dialect::Azure(azure) => {
+                let (reached, own) = azure.map(request)?;
+                authorise_all(&identity, &reached)?;
+                identity.may(&own, Access::Write)
+            }
             Dialect::S3(s3) => {
                 let addressed = s3.address(request)?;
+                // Borrowed from `addressed`: no copy of the object's path.
                 let reached = s3::reached(request, &addressed)?;
                 if let Some(target) = &addressed.path_style {
                     let uri = target.parse().map_err(|_| {
@@ -255,19 +260,17 @@ impl Custody {
                     })?;
                     request.set_target(uri);
                 }
-                (reached, addressed.object)
+                authorise_all(&identity, &reached)?;
+                identity.may(&addressed.object, Access::Write)
             }
             Dialect::Plain => {
                 let reached = plain_reached(request)?;
-                let own = reached[0].0.clone();
-                (reached, own)
+                authorise_all(&identity, &reached)?;
+                identity.may(&reached[0].0, Access::Write)
             }
         };
-        for (object, need) in &reached {
-            authorise(&identity, object, *need)?;
-        }
         if let Some(verified) = request.custody.as_deref_mut() {
-            verified.may_raise = identity.may(&own, Access::Write);
+            verified.may_raise = may_raise;
         }
         Ok(())
     }
@@ -325,6 +328,16 @@ impl Verified {
             ),
         ))
     }
+}
+
+/// [`authorise`] for every object a request reaches.
+fn authorise_all<O: AsRef<str>>(
+    identity: &Identity,
+    reached: &[(O, Access)],
+) -> Result<(), Denied> {
+    reached
+        .iter()
+        .try_for_each(|(object, need)| authorise(identity, object.as_ref(), *need))
 }
 
 /// Whether `identity` may touch `object` with `need`; else 403.

@@ -9,6 +9,7 @@
 //! (S3 signs the request-target as sent, never normalised), so what is
 //! verified here is the bytes the gateway read.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -63,7 +64,6 @@ pub(crate) struct Addressed {
     /// `/bucket/key`, decoded, as S3 stores it (`/` alone for the service,
     /// `/bucket` for a bucket).
     pub(crate) object: String,
-    pub(crate) bucket: Option<String>,
     /// For a virtual-hosted request, its path-style target (`/bucket` in
     /// front of the path as sent, query kept).
     pub(crate) path_style: Option<String>,
@@ -465,7 +465,7 @@ impl S3Clients {
         };
         // A path without escapes is its own decoding (most are).
         let decoded = if memchr::memchr(b'%', raw.as_bytes()).is_none() {
-            std::borrow::Cow::Borrowed(raw)
+            Cow::Borrowed(raw)
         } else {
             percent_encoding::percent_decode_str(raw)
                 .decode_utf8()
@@ -492,7 +492,7 @@ impl S3Clients {
             object.truncate(trimmed);
         }
         let mut segments = object.split('/').skip(1);
-        let bucket = segments.next().filter(|b| !b.is_empty()).map(str::to_owned);
+        segments.next();
         // A trailing `/` is a key of its own in S3 (a "folder" marker),
         // kept; an empty segment inside, `.` or `..` is refused.
         if segments.any(|s| s.is_empty() || s == "." || s == "..") {
@@ -501,11 +501,17 @@ impl S3Clients {
                 "under credential custody an S3 key may not have an empty, '.' or '..' segment (S3 keys are literal)",
             ));
         }
-        Ok(Addressed {
-            object,
-            bucket,
-            path_style,
-        })
+        Ok(Addressed { object, path_style })
+    }
+}
+
+impl Addressed {
+    /// The bucket, if the request names one (not the service's `/`).
+    pub(crate) fn bucket(&self) -> Option<&str> {
+        self.object
+            .get(1..)
+            .and_then(|rest| rest.split('/').next())
+            .filter(|bucket| !bucket.is_empty())
     }
 }
 
@@ -513,23 +519,23 @@ impl S3Clients {
 /// access each needs (SPEC, "What a client may reach with the store's
 /// key"). An S3 `DeleteObjects`' listed keys are added once its body was
 /// read.
-pub(crate) fn reached<B>(
+pub(crate) fn reached<'a, B>(
     request: &Inbound<B>,
-    addressed: &Addressed,
-) -> Result<Vec<(String, Access)>, Denied> {
+    addressed: &'a Addressed,
+) -> Result<Reached<'a>, Denied> {
     let method = request.method();
     let query = query_of(request);
     let write = !matches!(method.as_str(), "GET" | "HEAD" | "OPTIONS");
-    let mut reached = Vec::new();
-    let Some(bucket) = &addressed.bucket else {
+    let mut reached = Reached::new();
+    let Some(bucket) = addressed.bucket() else {
         // The service: ListBuckets, or nothing a client may do.
         reached.push((
-            "/".to_owned(),
+            Cow::Borrowed("/"),
             if write { Access::Admin } else { Access::Read },
         ));
         return Ok(reached);
     };
-    let on_bucket = addressed.object.strip_prefix('/') == Some(bucket.as_str());
+    let on_bucket = addressed.object.strip_prefix('/') == Some(bucket);
     let admin_resource = has_param(query, &ADMIN_SUBRESOURCES);
     let admin_header = request.fields().names().into_iter().any(|name| {
         name.eq_ignore_ascii_case(b"x-amz-acl") || starts_with_ignore_case(name, b"x-amz-grant-")
@@ -543,11 +549,11 @@ pub(crate) fn reached<B>(
             // Create, delete or reconfigure a bucket; and a POST-policy
             // form upload, whose key is in its body (refused by the fencing
             // layer when fenced; without a token, as an admin's only).
-            reached.push((bucket_prefix, Access::Admin));
+            reached.push((Cow::Owned(bucket_prefix), Access::Admin));
         } else {
             // A listing reaches what its prefix names.
             let prefix = param(query, "prefix").unwrap_or_default();
-            reached.push((format!("/{bucket}/{prefix}"), Access::Read));
+            reached.push((Cow::Owned(format!("/{bucket}/{prefix}")), Access::Read));
         }
         return Ok(reached);
     }
@@ -558,12 +564,17 @@ pub(crate) fn reached<B>(
     } else {
         Access::Write
     };
-    reached.push((addressed.object.clone(), need));
+    reached.push((Cow::Borrowed(addressed.object.as_str()), need));
     if let Some(source) = single(request.fields(), "x-amz-copy-source")? {
-        reached.push((copy_source(source)?, Access::Read));
+        reached.push((Cow::Owned(copy_source(source)?), Access::Read));
     }
     Ok(reached)
 }
+
+/// Every object a request reaches, with the access each needs: its own
+/// (borrowed from where it is addressed) and at most a copy's source, on
+/// the stack.
+pub(crate) type Reached<'a> = smallvec::SmallVec<[(Cow<'a, str>, Access); 2]>;
 
 /// The sub-resources that change who may read a bucket or object, or what
 /// the store does by itself: writes of them need `admin`.
