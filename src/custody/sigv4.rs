@@ -15,7 +15,9 @@
 //! The steps are AWS's: [`canonical_request`], then [`string_to_sign`], then
 //! [`signature`] with a [`signing_key`] derived from the secret and the
 //! credential scope (or [`verify_signature`], which compares in constant
-//! time).
+//! time). The gateway's own paths take the first two steps at once with
+//! [`CanonicalParts::string_to_sign_of`], which hashes the canonical request
+//! without making it a `String`.
 //!
 //! ```
 //! use fencegate::custody::sigv4::*;
@@ -1191,19 +1193,19 @@ pub fn canonical_request<'h>(
 ) -> Result<String, SigV4Error> {
     // One buffer for every field's values.
     let mut values = Vec::with_capacity(2);
-    write_canonical(
+    let request = CanonicalParts {
         method,
         path,
         query,
         skip_query,
         signed_headers,
         payload_hash,
-        |_, name, out| {
-            values.clear();
-            header(name, &mut values);
-            push_values(out, name, values.iter().copied())
-        },
-    )
+    };
+    canonical_text(&request, |_, name, out| {
+        values.clear();
+        header(name, &mut values);
+        push_values(out, name, values.iter().copied())
+    })
 }
 
 /// [`canonical_request`] with the signed fields' values already found:
@@ -1233,56 +1235,47 @@ pub fn canonical_request_of(
     signed_headers: &SignedHeaders,
     payload_hash: &str,
 ) -> Result<String, SigV4Error> {
-    write_canonical(
+    let request = CanonicalParts {
         method,
         path,
         query,
         skip_query,
         signed_headers,
         payload_hash,
-        |i, name, out| {
-            let values = fields
-                .iter()
-                .filter(|(at, _)| *at == i)
-                .map(|(_, value)| *value);
-            push_values(out, name, values)
-        },
-    )
+    };
+    canonical_text(&request, filed_values(fields))
 }
 
-/// The canonical request, with `values(i, name, out)` writing the `i`th
-/// signed name's values (and saying whether there was any).
+/// The canonical request written into `out` (cleared first), with
+/// `values(i, name, out)` writing the `i`th signed name's values (and saying
+/// whether there was any). Every piece is ASCII but the header values, each
+/// checked as UTF-8 when it is not ASCII, so `out` holds UTF-8.
 fn write_canonical(
-    method: &str,
-    path: &str,
-    query: &str,
-    skip_query: &dyn Fn(&str) -> bool,
-    signed_headers: &SignedHeaders,
-    payload_hash: &str,
+    out: &mut Vec<u8>,
+    request: &CanonicalParts<'_>,
     mut values: impl FnMut(usize, &str, &mut Vec<u8>) -> Result<bool, SigV4Error>,
-) -> Result<String, SigV4Error> {
-    // Bytes, made text once at the end: every piece is ASCII but the
-    // header values, each checked as UTF-8 when it is not ASCII, so the
-    // one check at the end is the only one most requests need.
-    let mut out = Vec::with_capacity(
-        method.len()
-            + path.len()
-            + query.len()
-            + payload_hash.len()
+) -> Result<(), SigV4Error> {
+    let signed_headers = request.signed_headers;
+    out.clear();
+    out.reserve(
+        request.method.len()
+            + request.path.len()
+            + request.query.len()
+            + request.payload_hash.len()
             + 2 * signed_headers.as_str().len()
             + 256,
     );
-    out.extend_from_slice(method.as_bytes());
+    out.extend_from_slice(request.method.as_bytes());
     out.push(b'\n');
-    push_canonical_path(&mut out, path)?;
+    push_canonical_path(out, request.path)?;
     out.push(b'\n');
-    push_canonical_query(&mut out, query, skip_query)?;
+    push_canonical_query(out, request.query, request.skip_query)?;
     out.push(b'\n');
     // Each name is a lowercase header name: `SignedHeaders` checked it.
     for (i, name) in signed_headers.iter().enumerate() {
         out.extend_from_slice(name.as_bytes());
         out.push(b':');
-        if !values(i, name, &mut out)? {
+        if !values(i, name, out)? {
             return Err(SigV4Error::MissingSignedHeader(quote(name)));
         }
         out.push(b'\n');
@@ -1290,8 +1283,181 @@ fn write_canonical(
     out.push(b'\n');
     out.extend_from_slice(signed_headers.as_str().as_bytes());
     out.push(b'\n');
-    out.extend_from_slice(payload_hash.as_bytes());
+    out.extend_from_slice(request.payload_hash.as_bytes());
+    Ok(())
+}
+
+/// The canonical request of `request` as text.
+fn canonical_text(
+    request: &CanonicalParts<'_>,
+    values: impl FnMut(usize, &str, &mut Vec<u8>) -> Result<bool, SigV4Error>,
+) -> Result<String, SigV4Error> {
+    let mut out = Vec::new();
+    write_canonical(&mut out, request, values)?;
     String::from_utf8(out).map_err(|_| SigV4Error::InvalidHeaderValue("a signed header".into()))
+}
+
+/// The values of the `i`th signed name among `fields` (`(i, value)` pairs).
+fn filed_values<'f>(
+    fields: &'f [(usize, &'f [u8])],
+) -> impl FnMut(usize, &str, &mut Vec<u8>) -> Result<bool, SigV4Error> + 'f {
+    move |i, name, out| {
+        let values = fields
+            .iter()
+            .filter(|(at, _)| *at == i)
+            .map(|(_, value)| *value);
+        push_values(out, name, values)
+    }
+}
+
+/// A request's parts as a canonical request takes them, but for the signed
+/// fields' values: what a verifier and a signer each compute a string to
+/// sign over ([`CanonicalParts::string_to_sign_of`]).
+///
+/// ```
+/// use fencegate::custody::sigv4::{canonical_request_of, string_to_sign, CanonicalParts, SignedHeaders};
+///
+/// let signed = SignedHeaders::parse("host;x-amz-date").unwrap();
+/// let fields = [(1, &b"20130524T000000Z"[..]), (0, &b"b.example"[..])];
+/// let parts = CanonicalParts {
+///     method: "GET",
+///     path: "/k",
+///     query: "",
+///     skip_query: &|_| false,
+///     signed_headers: &signed,
+///     payload_hash: "UNSIGNED-PAYLOAD",
+/// };
+/// let scope = "20130524/us-east-1/s3/aws4_request";
+/// let to_sign = parts.string_to_sign_of(&fields, "20130524T000000Z", scope).unwrap();
+/// let canonical = canonical_request_of("GET", "/k", "", &|_| false, &fields, &signed, "UNSIGNED-PAYLOAD").unwrap();
+/// assert_eq!(to_sign.as_bytes(), string_to_sign("20130524T000000Z", scope, &canonical).as_bytes());
+/// ```
+#[derive(Clone, Copy)]
+pub struct CanonicalParts<'a> {
+    /// The method, as sent.
+    pub method: &'a str,
+    /// The path, as sent (percent-encoded).
+    pub path: &'a str,
+    /// The query, as sent, without `?`.
+    pub query: &'a str,
+    /// Which query parameters (decoded names) to leave out.
+    pub skip_query: &'a dyn Fn(&str) -> bool,
+    /// The signed header names, in the order they are written.
+    pub signed_headers: &'a SignedHeaders,
+    /// The payload hash, as given.
+    pub payload_hash: &'a str,
+}
+
+impl fmt::Debug for CanonicalParts<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CanonicalParts")
+            .field("method", &self.method)
+            .field("path", &self.path)
+            .field("query", &self.query)
+            .field("signed_headers", &self.signed_headers)
+            .field("payload_hash", &self.payload_hash)
+            .finish_non_exhaustive()
+    }
+}
+
+thread_local! {
+    /// The buffer a thread writes canonical requests into before hashing
+    /// them: they are only hashed, so a signed request need allocate none.
+    static CANONICAL: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A canonical request bigger than this gives its buffer back when hashed
+/// (a thread keeps at most this much).
+const KEPT_CANONICAL_CAPACITY: usize = 16 * 1024;
+
+impl CanonicalParts<'_> {
+    /// The string to sign at `amz_date` in `credential_scope` of this
+    /// request with the signed fields `fields` (as for
+    /// [`canonical_request_of`]): [`string_to_sign`] of
+    /// [`canonical_request_of`], without the canonical request's text
+    /// (written into a buffer the thread keeps, and hashed).
+    pub fn string_to_sign_of(
+        &self,
+        fields: &[(usize, &[u8])],
+        amz_date: &str,
+        credential_scope: &str,
+    ) -> Result<StringToSign, SigV4Error> {
+        let hash = CANONICAL.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut buffer) => {
+                let hashed = write_canonical(&mut buffer, self, filed_values(fields))
+                    .map(|()| digest::digest(&digest::SHA256, &buffer));
+                if buffer.capacity() > KEPT_CANONICAL_CAPACITY {
+                    *buffer = Vec::new();
+                }
+                hashed
+            }
+            // Never borrowed across a call out, so never busy; a fresh
+            // buffer keeps this total all the same.
+            Err(_) => {
+                let mut buffer = Vec::new();
+                write_canonical(&mut buffer, self, filed_values(fields))
+                    .map(|()| digest::digest(&digest::SHA256, &buffer))
+            }
+        })?;
+        let mut hex = [0u8; 64];
+        for (pair, &b) in hex.chunks_exact_mut(2).zip(hash.as_ref()) {
+            pair[0] = HEX_LOWER[usize::from(b >> 4)];
+            pair[1] = HEX_LOWER[usize::from(b & 0x0f)];
+        }
+        let parts = [
+            ALGORITHM.as_bytes(),
+            b"\n",
+            amz_date.as_bytes(),
+            b"\n",
+            credential_scope.as_bytes(),
+            b"\n",
+            &hex,
+        ];
+        Ok(StringToSign::of(&parts))
+    }
+}
+
+/// A string to sign as bytes, on the stack when it is of the usual length
+/// ([`CanonicalParts::string_to_sign_of`]).
+#[derive(Debug, Clone)]
+pub struct StringToSign(ToSignBytes);
+
+/// The length of a string to sign kept on the stack: the algorithm, a date,
+/// a scope of up to 64 bytes and a hash, with the line breaks between.
+const INLINE_TO_SIGN: usize = 17 + 17 + 65 + 64;
+
+#[derive(Debug, Clone)]
+enum ToSignBytes {
+    Inline {
+        bytes: [u8; INLINE_TO_SIGN],
+        len: usize,
+    },
+    Heap(Vec<u8>),
+}
+
+impl StringToSign {
+    /// `parts` one after the other.
+    fn of(parts: &[&[u8]]) -> StringToSign {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        if total > INLINE_TO_SIGN {
+            return StringToSign(ToSignBytes::Heap(parts.concat()));
+        }
+        let mut bytes = [0u8; INLINE_TO_SIGN];
+        let mut len = 0;
+        for part in parts {
+            bytes[len..len + part.len()].copy_from_slice(part);
+            len += part.len();
+        }
+        StringToSign(ToSignBytes::Inline { bytes, len })
+    }
+
+    /// The string to sign, the bytes an HMAC is taken over.
+    pub fn as_bytes(&self) -> &[u8] {
+        match &self.0 {
+            ToSignBytes::Inline { bytes, len } => &bytes[..*len],
+            ToSignBytes::Heap(bytes) => bytes,
+        }
+    }
 }
 
 /// A signed field's values, joined with `,`; whether there was any.
@@ -2493,6 +2659,50 @@ mod tests {
                 EMPTY_SHA256
             ),
             Err(SigV4Error::MissingSignedHeader("host".into()))
+        );
+    }
+
+    #[test]
+    fn a_string_to_sign_of_filed_fields_is_that_of_the_canonical_request() {
+        let signed = names("host;x-amz-date");
+        let fields = [(1, &b"20130524T000000Z"[..]), (0, &b"b.example"[..])];
+        let canonical = canonical_request_of(
+            "GET",
+            "/k",
+            "a=1",
+            &|_| false,
+            &fields,
+            &signed,
+            EMPTY_SHA256,
+        )
+        .unwrap();
+        let parts = CanonicalParts {
+            method: "GET",
+            path: "/k",
+            query: "a=1",
+            skip_query: &|_| false,
+            signed_headers: &signed,
+            payload_hash: EMPTY_SHA256,
+        };
+        // A scope of the usual length (on the stack) and a long one (not).
+        let long_scope = format!("20130524/{}/s3/aws4_request", "r".repeat(200));
+        for scope in [SCOPE, long_scope.as_str()] {
+            let to_sign = parts.string_to_sign_of(&fields, AMZ_DATE, scope).unwrap();
+            assert_eq!(
+                to_sign.as_bytes(),
+                string_to_sign(AMZ_DATE, scope, &canonical).as_bytes()
+            );
+        }
+        // A missing signed field is refused, as in the canonical request.
+        assert_eq!(
+            parts.string_to_sign_of(&fields[..1], AMZ_DATE, SCOPE).err(),
+            Some(SigV4Error::MissingSignedHeader("host".into()))
+        );
+        // The thread's buffer is used again: a second string is the same.
+        let again = parts.string_to_sign_of(&fields, AMZ_DATE, SCOPE).unwrap();
+        assert_eq!(
+            again.as_bytes(),
+            string_to_sign(AMZ_DATE, SCOPE, &canonical).as_bytes()
         );
     }
 

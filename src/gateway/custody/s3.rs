@@ -155,19 +155,18 @@ impl S3Clients {
             }
         }
         let signed_fields = self.signed_fields(request.fields(), &auth.signed_headers)?;
-        let canonical = sigv4::canonical_request_of(
-            request.method().as_str(),
-            raw_path(request),
-            query_of(request),
-            &|_| false,
-            &signed_fields,
-            &auth.signed_headers,
-            payload,
-        )
+        let to_sign = sigv4::CanonicalParts {
+            method: request.method().as_str(),
+            path: raw_path(request),
+            query: query_of(request),
+            skip_query: &|_| false,
+            signed_headers: &auth.signed_headers,
+            payload_hash: payload,
+        }
+        .string_to_sign_of(&signed_fields, amz_date, auth.credential.scope())
         .map_err(|e| malformed_sigv4(&e))?;
-        let to_sign = sigv4::into_string_to_sign(amz_date, auth.credential.scope(), canonical);
         let key = self.signing_key(&identity, &auth.credential);
-        if !sigv4::verify_signature(&key, &to_sign, &auth.signature) {
+        if !key.verify(to_sign.as_bytes(), &auth.signature) {
             return Err(Denied::new(
                 DeniedKind::BadSignature,
                 "the request signature the gateway calculated does not match the signature provided; check the identity's secret key and signing method",
@@ -234,23 +233,22 @@ impl S3Clients {
             ));
         }
         let signed_fields = self.signed_fields(fields, &presigned.signed_headers)?;
-        let canonical = sigv4::canonical_request_of(
-            request.method().as_str(),
-            raw_path(request),
-            query_of(request),
-            &|name| name == "X-Amz-Signature",
+        let to_sign = sigv4::CanonicalParts {
+            method: request.method().as_str(),
+            path: raw_path(request),
+            query: query_of(request),
+            skip_query: &|name| name == "X-Amz-Signature",
+            signed_headers: &presigned.signed_headers,
+            payload_hash: sigv4::UNSIGNED_PAYLOAD,
+        }
+        .string_to_sign_of(
             &signed_fields,
-            &presigned.signed_headers,
-            "UNSIGNED-PAYLOAD",
-        )
-        .map_err(|e| malformed_sigv4(&e))?;
-        let to_sign = sigv4::string_to_sign(
             &presigned.amz_date,
             presigned.credential.scope(),
-            &canonical,
-        );
+        )
+        .map_err(|e| malformed_sigv4(&e))?;
         let key = self.signing_key(&identity, &presigned.credential);
-        if !sigv4::verify_signature(&key, &to_sign, &presigned.signature) {
+        if !key.verify(to_sign.as_bytes(), &presigned.signature) {
             return Err(Denied::new(
                 DeniedKind::BadSignature,
                 "the request signature the gateway calculated does not match the signature provided",

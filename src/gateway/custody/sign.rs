@@ -225,26 +225,25 @@ impl UpstreamSigner {
                         }
                     }
                 }
-                let canonical = sigv4::canonical_request_of(
-                    method.as_str(),
-                    path,
-                    query,
-                    &|_| false,
-                    &fields,
-                    &signed,
-                    &payload,
-                )
-                .map_err(|e| SignError(e.to_string()))?;
-                // It borrows the values moved into the head below.
-                drop(fields);
                 // Not `format!`: its machinery costs more than the copies.
                 let mut scope =
                     String::with_capacity(date.len() + region.len() + service.len() + 15);
                 for part in [date, "/", region, "/", service, "/aws4_request"] {
                     scope.push_str(part);
                 }
-                let to_sign = sigv4::into_string_to_sign(&amz_date, &scope, canonical);
-                let raw = sigv4::signature(&key, &to_sign);
+                let to_sign = sigv4::CanonicalParts {
+                    method: method.as_str(),
+                    path,
+                    query,
+                    skip_query: &|_| false,
+                    signed_headers: &signed,
+                    payload_hash: &payload,
+                }
+                .string_to_sign_of(&fields, &amz_date, &scope)
+                .map_err(|e| SignError(e.to_string()))?;
+                // It borrows the values moved into the head below.
+                drop(fields);
+                let raw = key.sign(to_sign.as_bytes());
                 if let Forwarding::Signed {
                     chunked: Some(chunked),
                     ..
