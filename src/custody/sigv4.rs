@@ -797,8 +797,13 @@ impl SignedHeaders {
 
     /// Whether `name` (lowercase) is signed.
     pub fn contains(&self, name: &str) -> bool {
+        self.position(name).is_some()
+    }
+
+    /// Where `name` (lowercase) is in the list (its index in
+    /// [`SignedHeaders::iter`]).
+    pub fn position(&self, name: &str) -> Option<usize> {
         self.find(name.as_bytes(), |listed, name| listed == name)
-            .is_some()
     }
 
     /// Whether `name`, in any case, is signed.

@@ -11,7 +11,7 @@ use http::{HeaderName, HeaderValue, Method, Request, Uri, Version};
 use super::engine::{write_request_head, Edits, Fields, Outgoing};
 use crate::fencing::Fenced;
 use crate::head::{HeaderFields, RequestView, SetHeader};
-use crate::http1::head::RequestHead;
+use crate::http1::head::{FieldLines, RequestHead};
 use crate::reach::ListedObjects;
 use crate::store::Lease;
 
@@ -313,6 +313,16 @@ impl Head {
                     .map(|(name, _)| name)
                     .chain(read.set.iter().map(|(name, _)| name.as_str().as_bytes())),
             ),
+        }
+    }
+
+    /// The field lines as read, when nothing is set on the head (they are
+    /// then the lines that go on, in [`Head::each_line`]'s order): a reader
+    /// that filed them by place finds them here again.
+    pub(crate) fn lines_as_read(&self) -> Option<&FieldLines> {
+        match self {
+            Head::Lines(read) if read.set.is_empty() => Some(&read.head.fields),
+            _ => None,
         }
     }
 

@@ -128,6 +128,16 @@ impl FieldLines {
         }
     }
 
+    /// The `i`th line: its name as sent and its value.
+    pub fn line(&self, i: usize) -> Option<(&[u8], &[u8])> {
+        let span = self.lines.get(i)?;
+        Some((
+            self.head.get(span.name.0 as usize..span.name.1 as usize)?,
+            self.head
+                .get(span.value.0 as usize..span.value.1 as usize)?,
+        ))
+    }
+
     /// The head these lines were read from, whole: a writer that forwards
     /// them copies runs of kept lines from it in one piece.
     pub fn head_bytes(&self) -> &[u8] {

@@ -60,6 +60,9 @@ pub(crate) enum Forwarding {
     Signed {
         names: SignedHeaders,
         payload: String,
+        /// Where the verifier found the signed lines, for the re-signer to
+        /// take them from again (`None`: the head was not as read).
+        filed: Option<s3::Filed>,
         /// A signed aws-chunked body: the client's chain, and where the
         /// gateway's seed goes once its head is signed.
         /// Boxed: most requests have none.

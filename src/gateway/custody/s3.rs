@@ -146,15 +146,18 @@ impl S3Clients {
                 )
             })?;
         let payload = payload_form(payload, read.has_body, tls)?;
-        for required in ["host", "x-amz-date", "x-amz-content-sha256"] {
-            if !auth.signed_headers.contains(required) {
+        let mut own = [0u8; 3];
+        for (slot, required) in own.iter_mut().zip(Filed::OWN) {
+            let Some(at) = auth.signed_headers.position(required) else {
                 return Err(Denied::new(
                     DeniedKind::Unauthenticated,
                     format!("{required} must be among the signed headers"),
                 ));
-            }
+            };
+            *slot = u8::try_from(at).unwrap_or(u8::MAX);
         }
-        let signed_fields = self.signed_fields(request.fields(), &auth.signed_headers)?;
+        let (signed_fields, lines) =
+            self.signed_fields_filed(request.fields(), &auth.signed_headers)?;
         let to_sign = sigv4::CanonicalParts {
             method: request.method().as_str(),
             path: raw_path(request),
@@ -183,6 +186,9 @@ impl S3Clients {
             forward: Forwarding::Signed {
                 names: auth.signed_headers,
                 payload: payload.to_owned(),
+                filed: lines
+                    .filter(|_| !own.contains(&u8::MAX))
+                    .map(|lines| Filed { lines, own }),
                 chunked,
             },
             may_raise: false,
@@ -319,15 +325,34 @@ impl S3Clients {
         head: &'a Head,
         signed: &SignedHeaders,
     ) -> Result<SignedFields<'a>, Denied> {
+        self.signed_fields_filed(head, signed)
+            .map(|(fields, _)| fields)
+    }
+
+    /// [`S3Clients::signed_fields`], with where each was found in the head
+    /// as read (`None` when the head is not as read, or a place does not
+    /// fit [`Filed`]'s).
+    fn signed_fields_filed<'a>(
+        &self,
+        head: &'a Head,
+        signed: &SignedHeaders,
+    ) -> Result<(SignedFields<'a>, Option<FiledLines>), Denied> {
         let mut fields = SignedFields::new();
+        let mut filed = head.lines_as_read().map(|_| FiledLines::new());
         // The first of `must_sign` sent unsigned, and the first other field
         // that must be signed and is not: the former is the graver (a token
         // anyone on the path could change), so it is the one answered.
         let mut unsigned_must: Option<usize> = None;
         let mut unsigned_amz: Option<&[u8]> = None;
-        for (name, value) in head.each_line() {
+        for (line, (name, value)) in head.each_line().enumerate() {
             if let Some(at) = signed.position_ignore_case(name) {
                 fields.push((at, value));
+                if let Some(lines) = &mut filed {
+                    match (u16::try_from(line), u8::try_from(at)) {
+                        (Ok(line), Ok(at)) => lines.push((line, at)),
+                        _ => filed = None,
+                    }
+                }
                 continue;
             }
             // Compared as bytes, any case: no string per field.
@@ -360,7 +385,7 @@ impl S3Clients {
                 ),
             ));
         }
-        Ok(fields)
+        Ok((fields, filed))
     }
 
     /// The identity's signing key for `credential`'s scope, cached for the
@@ -701,6 +726,29 @@ fn single<'a>(fields: &'a Head, name: &str) -> Result<Option<&'a str>, Denied> {
 /// list, value)`: on the stack for any usual request (a `Vec` cost an
 /// allocation each time, verified and again re-signed).
 pub(crate) type SignedFields<'a> = smallvec::SmallVec<[(usize, &'a [u8]); 12]>;
+
+/// `(line, place)`: the head's `line`th line as read is a value of the
+/// `place`th signed name.
+pub(crate) type FiledLines = smallvec::SmallVec<[(u16, u8); 12]>;
+
+/// Where a header-signed request's signed lines are, found once by the
+/// verifier: the re-signer, which signs over the same list when the head is
+/// still as read and nothing is added, takes them from here rather than
+/// looking each line up again.
+#[derive(Debug, Clone)]
+pub(crate) struct Filed {
+    /// The signed lines, in the head's order.
+    pub(crate) lines: FiledLines,
+    /// The places of [`Filed::OWN`] in the list: the gateway writes
+    /// these values itself.
+    pub(crate) own: [u8; 3],
+}
+
+impl Filed {
+    /// The fields every header-signed request signs and whose values the
+    /// gateway sets when it signs again.
+    pub(crate) const OWN: [&'static str; 3] = ["host", "x-amz-date", "x-amz-content-sha256"];
+}
 
 /// The fields a SigV4 verifier reads before the signed ones, found in one
 /// pass over the head (a lookup each scanned it once per name).

@@ -189,7 +189,7 @@ impl UpstreamSigner {
                 // The forwarded query: a presigned URL's without its
                 // authentication parameters.
                 let query = presigned_query.unwrap_or(query);
-                let signed = signed_list(&names, set_names, session_token.is_some())?;
+                let (signed, as_is) = signed_list(&names, set_names, session_token.is_some())?;
                 let host = self.host.as_bytes();
                 let token = session_token.as_ref().map(|t| t.expose().as_bytes());
                 // The fields the gateway writes itself: the client's lines of
@@ -201,29 +201,30 @@ impl UpstreamSigner {
                     ("x-amz-security-token", token),
                 ];
                 let mut fields: SignedFields<'_> = SignedFields::new();
-                // Where the gateway's own values go in the list: a client's
-                // line filed at one of these is not what goes on.
-                let mut replaced = [usize::MAX; 4];
-                for (slot, (name, value)) in replaced.iter_mut().zip(own) {
-                    if let Some(at) = signed.position_ignore_case(name.as_bytes()) {
-                        *slot = at;
-                        fields.extend(value.map(|value| (at, value)));
+                // The client's list as it is, over the head as the verifier
+                // read it: its filing holds.
+                let filed = match forward {
+                    Forwarding::Signed {
+                        filed: Some(filed), ..
+                    } if as_is && session_token.is_none() => {
+                        head.lines_as_read().map(|lines| (filed, lines))
                     }
-                }
-                let mut moved_at = Vec::new();
-                for (name, value) in moved {
-                    if let Some(at) = signed.position_ignore_case(name.as_str().as_bytes()) {
-                        moved_at.push(at);
-                        fields.push((at, value.as_bytes()));
+                    _ => None,
+                };
+                if let Some((filed, lines)) = filed {
+                    let own = [host, amz_date.as_bytes(), payload.as_bytes()];
+                    for (&at, value) in filed.own.iter().zip(own) {
+                        fields.push((usize::from(at), value));
                     }
-                }
-                // The rest in one pass over the head.
-                for (name, value) in head.each_line() {
-                    if let Some(at) = signed.position_ignore_case(name) {
-                        if !replaced.contains(&at) && !moved_at.contains(&at) {
-                            fields.push((at, value));
+                    for &(line, at) in &filed.lines {
+                        if !filed.own.contains(&at) {
+                            if let Some((_, value)) = lines.line(usize::from(line)) {
+                                fields.push((usize::from(at), value));
+                            }
                         }
                     }
+                } else {
+                    file_fields(&mut fields, head, &signed, own, moved);
                 }
                 // Not `format!`: its machinery costs more than the copies.
                 let mut scope =
@@ -428,12 +429,12 @@ enum PlanNames<'f> {
 /// the fields it set (a chained write's condition) and its own. A
 /// client's list that has them all already (every header-signed request
 /// without a condition) is taken as it is, with no list built and sorted
-/// again.
+/// again (then `true`).
 fn signed_list(
     names: &PlanNames<'_>,
     set_names: &[HeaderName],
     session_token: bool,
-) -> Result<SignedHeaders, SignError> {
+) -> Result<(SignedHeaders, bool), SignError> {
     const OWN: [&str; 3] = ["host", "x-amz-date", "x-amz-content-sha256"];
     if let PlanNames::Signed(list) = names {
         let complete = !list.iter().any(is_unsignable)
@@ -441,7 +442,7 @@ fn signed_list(
             && set_names.iter().all(|name| list.contains(name.as_str()))
             && (!session_token || list.contains("x-amz-security-token"));
         if complete {
-            return Ok((*list).clone());
+            return Ok(((*list).clone(), true));
         }
     }
     // Borrowed names, one list made of them: a `String` per name cost an
@@ -457,7 +458,45 @@ fn signed_list(
     if session_token {
         signed.push("x-amz-security-token");
     }
-    SignedHeaders::from_names(signed).map_err(|e| SignError(e.to_string()))
+    SignedHeaders::from_names(signed)
+        .map(|list| (list, false))
+        .map_err(|e| SignError(e.to_string()))
+}
+
+/// Files `head`'s signed lines by their place in `signed` into `fields`:
+/// the gateway's own values (`own`: a name, and its value or `None` when it
+/// sends none), a presigned URL's `moved` parameters, then the client's
+/// other lines, in one pass over the head.
+fn file_fields<'a>(
+    fields: &mut SignedFields<'a>,
+    head: &'a Head,
+    signed: &SignedHeaders,
+    own: [(&str, Option<&'a [u8]>); 4],
+    moved: &'a [(HeaderName, HeaderValue)],
+) {
+    // Where the gateway's own values go in the list: a client's line filed
+    // at one of these is not what goes on.
+    let mut replaced = [usize::MAX; 4];
+    for (slot, (name, value)) in replaced.iter_mut().zip(own) {
+        if let Some(at) = signed.position_ignore_case(name.as_bytes()) {
+            *slot = at;
+            fields.extend(value.map(|value| (at, value)));
+        }
+    }
+    let mut moved_at = Vec::new();
+    for (name, value) in moved {
+        if let Some(at) = signed.position_ignore_case(name.as_str().as_bytes()) {
+            moved_at.push(at);
+            fields.push((at, value.as_bytes()));
+        }
+    }
+    for (name, value) in head.each_line() {
+        if let Some(at) = signed.position_ignore_case(name) {
+            if !replaced.contains(&at) && !moved_at.contains(&at) {
+                fields.push((at, value));
+            }
+        }
+    }
 }
 
 /// The client's `Authorization` replaced by the store's; every other field
