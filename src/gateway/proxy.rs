@@ -333,7 +333,7 @@ impl Shared {
                 forwarded_proto: client.proto.as_bytes(),
                 set: head.head.set_fields(),
                 length: head.head.normalized_length(),
-                keep: signed.as_ref().and_then(|s| s.keep.as_ref()),
+                keep: signed.as_ref().and_then(|s| s.keep.as_deref()),
                 signed: signed.as_ref().map_or(&[][..], |s| &s.set),
             };
             let target = match signed.as_ref().and_then(|s| s.target.as_ref()) {

@@ -59,7 +59,7 @@ pub(crate) enum Forwarding {
     /// hash.
     Signed {
         names: SignedHeaders,
-        payload: String,
+        payload: s3::PayloadHash,
         /// Where the verifier found the signed lines, for the re-signer to
         /// take them from again (`None`: the head was not as read).
         filed: Option<s3::Filed>,

@@ -185,7 +185,9 @@ impl S3Clients {
             identity,
             forward: Forwarding::Signed {
                 names: auth.signed_headers,
-                payload: payload.to_owned(),
+                payload: PayloadHash::new(payload).ok_or_else(|| {
+                    malformed("x-amz-content-sha256 is longer than any payload form")
+                })?,
                 filed: lines
                     .filter(|_| !own.contains(&u8::MAX))
                     .map(|lines| Filed { lines, own }),
@@ -726,6 +728,44 @@ fn single<'a>(fields: &'a Head, name: &str) -> Result<Option<&'a str>, Denied> {
 /// list, value)`: on the stack for any usual request (a `Vec` cost an
 /// allocation each time, verified and again re-signed).
 pub(crate) type SignedFields<'a> = smallvec::SmallVec<[(usize, &'a [u8]); 12]>;
+
+/// A verified `x-amz-content-sha256` (a SHA-256 in hex or a payload form,
+/// at most 64 bytes), kept inline: a `String` of it cost an allocation on
+/// every signed request.
+#[derive(Clone, Copy)]
+pub(crate) struct PayloadHash {
+    bytes: [u8; 64],
+    len: u8,
+}
+
+impl PayloadHash {
+    /// `text`, if it is at most 64 bytes.
+    pub(crate) fn new(text: &str) -> Option<PayloadHash> {
+        let mut bytes = [0u8; 64];
+        bytes
+            .get_mut(..text.len())?
+            .copy_from_slice(text.as_bytes());
+        Some(PayloadHash {
+            bytes,
+            len: u8::try_from(text.len()).ok()?,
+        })
+    }
+
+    /// The value, as the client sent it.
+    pub(crate) fn as_str(&self) -> &str {
+        // A copy of a `&str`'s bytes whole: always UTF-8.
+        self.bytes
+            .get(..usize::from(self.len))
+            .and_then(|bytes| std::str::from_utf8(bytes).ok())
+            .unwrap_or_default()
+    }
+}
+
+impl std::fmt::Debug for PayloadHash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
 
 /// `(line, place)`: the head's `line`th line as read is a value of the
 /// `place`th signed name.

@@ -45,12 +45,13 @@ pub(crate) struct UpstreamSigner {
 
 /// What signing changes in a head on its way to the store.
 #[derive(Debug, Default)]
-pub(crate) struct Signed {
+pub(crate) struct Signed<'f> {
     /// Fields to set, each replacing every line of its name.
     pub(crate) set: Vec<(HeaderName, HeaderValue)>,
     /// The lowercase names of the client's fields that go on (`None`: all
     /// but the client's credentials); framing fields always go on.
-    pub(crate) keep: Option<SignedHeaders>,
+    /// Borrowed: the client's list, taken as it is (most requests).
+    pub(crate) keep: Option<Cow<'f, SignedHeaders>>,
     /// A new target (a presigned URL's, without its authentication
     /// parameters).
     pub(crate) target: Option<String>,
@@ -94,15 +95,15 @@ impl UpstreamSigner {
     /// sent upstream) with fields `head` (of which the gateway set
     /// `set_names`: a chained write's condition), which came as `forward`
     /// says, to send it signed at `now` (seconds since the Unix epoch).
-    pub(crate) fn sign(
+    pub(crate) fn sign<'f>(
         &self,
         method: &Method,
         target: &str,
         head: &Head,
         set_names: &[HeaderName],
-        forward: &Forwarding,
+        forward: &'f Forwarding,
         now: u64,
-    ) -> Result<Signed, SignError> {
+    ) -> Result<Signed<'f>, SignError> {
         let credentials = self.credentials();
         match &*credentials {
             UpstreamCredentials::Basic { user, password } => {
@@ -151,7 +152,7 @@ impl UpstreamSigner {
                     Forwarding::Signed { names, payload, .. } => Plan {
                         names: PlanNames::Signed(names),
                         presigned_query: None,
-                        payload: Cow::Borrowed(payload),
+                        payload: Cow::Borrowed(payload.as_str()),
                         moved: &[],
                     },
                     Forwarding::Presigned {
@@ -334,7 +335,7 @@ fn sign_shared_key(
     target: &str,
     head: &Head,
     now: u64,
-) -> Result<Signed, SignError> {
+) -> Result<Signed<'static>, SignError> {
     let date = httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_secs(now));
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
     let dropped: Vec<&[u8]> = lookup(head, "connection")
@@ -430,11 +431,11 @@ enum PlanNames<'f> {
 /// client's list that has them all already (every header-signed request
 /// without a condition) is taken as it is, with no list built and sorted
 /// again (then `true`).
-fn signed_list(
-    names: &PlanNames<'_>,
+fn signed_list<'f>(
+    names: &PlanNames<'f>,
     set_names: &[HeaderName],
     session_token: bool,
-) -> Result<(SignedHeaders, bool), SignError> {
+) -> Result<(Cow<'f, SignedHeaders>, bool), SignError> {
     const OWN: [&str; 3] = ["host", "x-amz-date", "x-amz-content-sha256"];
     if let PlanNames::Signed(list) = names {
         let complete = !list.iter().any(is_unsignable)
@@ -442,7 +443,7 @@ fn signed_list(
             && set_names.iter().all(|name| list.contains(name.as_str()))
             && (!session_token || list.contains("x-amz-security-token"));
         if complete {
-            return Ok(((*list).clone(), true));
+            return Ok((Cow::Borrowed(*list), true));
         }
     }
     // Borrowed names, one list made of them: a `String` per name cost an
@@ -459,7 +460,7 @@ fn signed_list(
         signed.push("x-amz-security-token");
     }
     SignedHeaders::from_names(signed)
-        .map(|list| (list, false))
+        .map(|list| (Cow::Owned(list), false))
         .map_err(|e| SignError(e.to_string()))
 }
 
@@ -543,7 +544,7 @@ fn owned_value(text: String) -> Result<HeaderValue, SignError> {
     })
 }
 
-fn with_authorization(value: &str) -> Signed {
+fn with_authorization(value: &str) -> Signed<'static> {
     Signed {
         set: HeaderValue::from_str(value)
             .map(|value| vec![(AUTHORIZATION, value)])
