@@ -531,7 +531,8 @@ fn authorization_value(
     out.push_str(PARTS[2]);
     out.push_str(signed.as_str());
     out.push_str(PARTS[3]);
-    sigv4::push_hex(&mut out, signature);
+    // Hex digits are ASCII.
+    out.push_str(std::str::from_utf8(&sigv4::hex32(signature)).unwrap_or_default());
     out
 }
 
