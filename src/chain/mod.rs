@@ -56,6 +56,8 @@ use lru::LruCache;
 
 mod dialect;
 
+// Azure custody's (the gateway's) reading of a SAS query.
+#[cfg(feature = "gateway")]
 pub(crate) use self::dialect::is_sas_parameter;
 pub use self::dialect::{ClientCondition, Effect, Mode, Observer, Outcome, MODES};
 
