@@ -443,6 +443,47 @@ fn a_plain_put_is_re_signed_and_its_body_hash_holds() {
     store.assert_all_verified();
 }
 
+/// A client's own signed `x-amz-security-token` is its credential: the
+/// gateway, which has no session token here, removes it like the client's
+/// `Authorization`, and the store gets the request signed without it, on a
+/// read (re-signed over the client's list, less the token) and on a write.
+#[test]
+fn a_clients_signed_session_token_is_not_forwarded() {
+    let (store, _dir, gw) = setup(&[]);
+    let owner = Signer::now(OWNER);
+    for (method, body) in [("PUT", &b"with a token"[..]), ("GET", &b""[..])] {
+        let resp = owner.send(
+            &gw,
+            method,
+            "/bkt/session.txt",
+            &[
+                ("x-fencing-token", "1"),
+                ("x-amz-security-token", "the-clients-own-session-token"),
+            ],
+            body,
+        );
+        assert_eq!(
+            resp.status,
+            200,
+            "{method}: {}\n{}",
+            resp.text(),
+            gw.stderr()
+        );
+        let verdict = store.verified(method, "/bkt/session.txt");
+        assert_eq!(verdict["access_key"], STORE.0, "{verdict:#}");
+        assert!(
+            verdict["headers"].get("x-amz-security-token").is_none(),
+            "{method}: the client's session token reached the store: {verdict:#}"
+        );
+        let signed = verdict["signed_headers"].as_array().unwrap();
+        assert!(
+            !signed.iter().any(|name| name == "x-amz-security-token"),
+            "{verdict:#}"
+        );
+    }
+    store.assert_all_verified();
+}
+
 /// A listing with a query (a percent-encoded space): the canonical query at
 /// the store matches what the gateway signed.
 #[test]

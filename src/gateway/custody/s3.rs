@@ -181,6 +181,9 @@ impl S3Clients {
                 stream::SeedCell::default(),
             ))
         });
+        let filed = lines
+            .filter(|_| !own.contains(&u8::MAX))
+            .map(|lines| Filed { lines, own });
         Ok(Verified {
             identity,
             forward: Forwarding::Signed {
@@ -188,9 +191,7 @@ impl S3Clients {
                 payload: PayloadHash::new(payload).ok_or_else(|| {
                     malformed("x-amz-content-sha256 is longer than any payload form")
                 })?,
-                filed: lines
-                    .filter(|_| !own.contains(&u8::MAX))
-                    .map(|lines| Filed { lines, own }),
+                filed,
                 chunked,
             },
             may_raise: false,

@@ -574,5 +574,8 @@ fn is_unsignable(name: &str) -> bool {
             | "expect"
             | "x-forwarded-for"
             | "x-forwarded-proto"
+            // A client's session token is its credential, removed like its
+            // `Authorization`; the gateway sends its own when it has one.
+            | "x-amz-security-token"
     )
 }
