@@ -36,13 +36,14 @@ use fencegate::custody::chunked::{
     Chunk, ChunkResigner, ChunkedError, ChunkedVerifier, Event, Trailer, DEFAULT_MAX_CHUNK,
     MAX_LINE, MAX_TRAILERS,
 };
+use fencegate::custody::shared_key::{self, AccountKey, Scheme};
 use fencegate::custody::sigv4::{
     check_amz_headers_signed, format_amz_date, hex, is_signature_param, parse_amz_date,
     parse_authorization, parse_presigned, sha256, sha256_hex, signature, signing_key,
-    string_to_sign, verify_signature, Authorization, CanonicalParts, Credential, SigV4Error, SignedHeaders, SigningKey, ALGORITHM,
-    MAX_PRESIGN_EXPIRES, STREAMING_PAYLOAD, STREAMING_PAYLOAD_TRAILER, UNSIGNED_PAYLOAD,
+    string_to_sign, verify_signature, Authorization, CanonicalParts, Credential, SigV4Error,
+    SignedHeaders, SigningKey, ALGORITHM, MAX_PRESIGN_EXPIRES, STREAMING_PAYLOAD,
+    STREAMING_PAYLOAD_TRAILER, UNSIGNED_PAYLOAD,
 };
-use fencegate::custody::shared_key::{self, AccountKey, Scheme};
 use libfuzzer_sys::fuzz_target;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
@@ -751,16 +752,24 @@ fn shared_key(raw: &[u8]) {
     static KEYS: OnceLock<(AccountKey, AccountKey)> = OnceLock::new();
     let (a, b) = KEYS.get_or_init(|| {
         (
-            AccountKey::from_base64("Zm9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4").unwrap(),
-            AccountKey::from_base64("cXV4YmF6YmFyZm9vcXV4YmF6YmFyZm9vcXV4YmF6YmFyZm9vcXV4YmF6YmFyZm9v").unwrap(),
+            AccountKey::from_base64(
+                "Zm9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4",
+            )
+            .unwrap(),
+            AccountKey::from_base64(
+                "cXV4YmF6YmFyZm9vcXV4YmF6YmFyZm9vcXV4YmF6YmFyZm9vcXV4YmF6YmFyZm9v",
+            )
+            .unwrap(),
         )
     });
     for scheme in [Scheme::SharedKey, Scheme::SharedKeyLite] {
-        let Ok(to_sign) = shared_key::string_to_sign(scheme, method, "acct", path, query, &fields) else {
+        let Ok(to_sign) = shared_key::string_to_sign(scheme, method, "acct", path, query, &fields)
+        else {
             continue;
         };
         let signed = format!("SharedKey acct:{}", a.sign(&to_sign));
-        let auth = shared_key::parse_authorization(signed.as_bytes()).expect("our own header parses");
+        let auth =
+            shared_key::parse_authorization(signed.as_bytes()).expect("our own header parses");
         assert!(a.verify(&to_sign, &auth.signature));
         assert!(!b.verify(&to_sign, &auth.signature));
         let mut flipped = auth.signature;
