@@ -13,7 +13,7 @@ use base64::Engine as _;
 use http::{HeaderName, HeaderValue, Method};
 
 use super::files::UpstreamCredentials;
-use super::s3::{lookup, SignedFields, EMPTY_SHA256};
+use super::s3::{lookup, Filed, SignedFields, EMPTY_SHA256};
 use super::{stream, Forwarding};
 use crate::custody::shared_key::{self, AccountKey};
 use crate::custody::sigv4::{self, SignedHeaders, SigningKey};
@@ -436,7 +436,7 @@ fn signed_list<'f>(
     set_names: &[HeaderName],
     session_token: bool,
 ) -> Result<(Cow<'f, SignedHeaders>, bool), SignError> {
-    const OWN: [&str; 3] = ["host", "x-amz-date", "x-amz-content-sha256"];
+    const OWN: [&str; 3] = Filed::OWN;
     if let PlanNames::Signed(list) = names {
         let complete = !list.iter().any(is_unsignable)
             && OWN.iter().all(|name| list.contains(name))
