@@ -43,6 +43,11 @@ async fn serve(
     let gateway = Gateway::start(config).await?;
     gateway.config_reloader().show(shown);
     let reloads = reload_on_sighup(&gateway, args);
+    let watcher = tokio::spawn(
+        gateway
+            .config_reloader()
+            .watch_credential_files(CREDENTIAL_FILES_LOOK_EVERY),
+    );
     // After the start: a start that fails says so in one line, alone.
     raise_file_limit(max_connections);
     let data = gateway.data_addr();
@@ -62,12 +67,18 @@ async fn serve(
     let _ = std::io::stdout().flush();
     shutdown_signal().await;
     reloads.abort();
+    watcher.abort();
     tracing::info!("shutting down: draining requests in flight");
     if !gateway.shutdown().await {
         tracing::warn!("some requests were still in flight at the shutdown timeout");
     }
     Ok(())
 }
+
+/// How often the credential files are read for changes: a change is in
+/// force two to four seconds after it is written (two reads must agree).
+/// Each look reads a few small files and parses them.
+const CREDENTIAL_FILES_LOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// `SIGHUP` re-reads the TLS certificates (the served one, the one shown to
 /// etcd) and the configuration (the command line's environment variables

@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use super::config::{Config, RouteMatch};
 use super::custody::files::{self, UpstreamCredentials};
+use super::custody::fingerprint::Fingerprint;
 use super::custody::identities::Identities;
 use super::custody::sign::UpstreamSigner;
 use super::custody::Custody;
@@ -191,7 +192,7 @@ impl ConfigReloader {
             .await
             .map_err(|e| ReloadError::Meaning(e.to_string()))?;
         for reread in rereads {
-            reread.apply();
+            reread.apply("SIGHUP");
         }
         let table = RouteTable::new(&specs.iter().map(|s| s.matches.clone()).collect::<Vec<_>>());
         let planes = built.iter().map(|b| b.plane.clone()).collect();
@@ -208,25 +209,123 @@ impl ConfigReloader {
         };
         Ok(number)
     }
+
+    /// Watches the credential files of every route in force (identities,
+    /// the store's credentials, the secret files they name): every
+    /// `every`, reads them and puts in force what changed, without a new
+    /// generation. A change is taken once two reads in a row find the same
+    /// content, so a file caught half-written is never put in force; a
+    /// file that does not load keeps what is in force and is logged once.
+    /// Runs until dropped (the binary aborts it at shutdown).
+    pub async fn watch_credential_files(self, every: std::time::Duration) {
+        let mut watch = Watch::default();
+        let mut ticks = tokio::time::interval(every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            self.look_at_credential_files(&mut watch).await;
+        }
+    }
+
+    async fn look_at_credential_files(&self, watch: &mut Watch) {
+        let in_force = self.shared.current.lock().await;
+        let mut print = Fingerprint::new();
+        let mut changes = Vec::new();
+        for (spec, built) in in_force.specs.iter().zip(&in_force.built) {
+            match reread_custody(spec, built) {
+                Ok(None) => {}
+                Ok(Some(reread)) => {
+                    reread.fingerprint(&mut print);
+                    changes.extend(reread.changes());
+                }
+                Err(error) => {
+                    let error = error.to_string();
+                    if watch.error.as_ref() != Some(&error) {
+                        tracing::warn!(
+                            "the credential files do not load, those in force stay: {error}"
+                        );
+                        watch.error = Some(error);
+                    }
+                    watch.seen = None;
+                    return;
+                }
+            }
+        }
+        if watch.error.take().is_some() {
+            tracing::info!("the credential files load again");
+        }
+        let seen = Some(print.finish());
+        // A file being written between two looks reads otherwise at each.
+        if watch.seen == seen {
+            for change in changes {
+                change.apply("changed on disk");
+            }
+        }
+        watch.seen = seen;
+    }
 }
 
-/// A kept route's custody tables, read again, to be put in force.
+/// A kept route's custody tables, read again, to be put in force: its
+/// identities and the store's credentials (`None`: left as they are).
 struct Reread {
     route: String,
     custody: Arc<Custody>,
-    identities: Identities,
+    identities: Option<Identities>,
     signer: Option<(Arc<UpstreamSigner>, UpstreamCredentials)>,
 }
 
 impl Reread {
-    fn apply(self) {
-        self.custody.replace(self.identities);
-        tracing::info!(route = self.route.as_str(), "identities reloaded");
+    /// What the files hold now, as one digest (the route's name in it).
+    fn fingerprint(&self, print: &mut Fingerprint) {
+        print
+            .field(&self.route)
+            .optional(self.identities.as_ref().map(Identities::fingerprint))
+            .optional(self.signer.as_ref().map(|(_, c)| c.fingerprint()));
+    }
+
+    /// Only the tables whose content differs from those in force; `None`
+    /// when neither does.
+    fn changes(mut self) -> Option<Reread> {
+        if self
+            .identities
+            .as_ref()
+            .is_some_and(|new| new.fingerprint() == self.custody.fingerprint())
+        {
+            self.identities = None;
+        }
+        if self
+            .signer
+            .as_ref()
+            .is_some_and(|(signer, new)| signer.fingerprint() == new.fingerprint())
+        {
+            self.signer = None;
+        }
+        (self.identities.is_some() || self.signer.is_some()).then_some(self)
+    }
+
+    /// Puts the tables in force; `why` goes in the log line.
+    fn apply(self, why: &'static str) {
+        let route = self.route.as_str();
+        if let Some(identities) = self.identities {
+            self.custody.replace(identities);
+            tracing::info!(route, why, "identities reloaded");
+        }
         if let Some((signer, credentials)) = self.signer {
             signer.replace(credentials);
-            tracing::info!(route = self.route.as_str(), "upstream credentials reloaded");
+            tracing::info!(route, why, "upstream credentials reloaded");
         }
     }
+}
+
+/// What the watcher of the credential files saw at its last look.
+#[derive(Debug, Default)]
+struct Watch {
+    /// The digest of every route's tables as last read, when they read;
+    /// a change is put in force once two looks in a row read it alike.
+    seen: Option<[u8; 32]>,
+    /// The last error logged, so that a file that stays broken is logged
+    /// once, not at every look.
+    error: Option<String>,
 }
 
 /// Reads a kept route's custody tables again: its identities and the
@@ -256,7 +355,7 @@ fn reread_custody(spec: &RouteSpec, kept: &BuiltRoute) -> Result<Option<Reread>,
     Ok(Some(Reread {
         route: spec.name.clone(),
         custody: Arc::clone(&reload.custody),
-        identities,
+        identities: Some(identities),
         signer,
     }))
 }

@@ -951,7 +951,7 @@ fn identities_are_reloaded_on_sighup() {
     std::fs::write(&file, &text).unwrap();
     gw.sighup();
     assert!(
-        gw.wait_stderr("identities reloaded", std::time::Duration::from_secs(10)),
+        gw.wait_stderr("why=\"SIGHUP\"", std::time::Duration::from_secs(10)),
         "{}",
         gw.stderr()
     );
@@ -978,6 +978,107 @@ fn identities_are_reloaded_on_sighup() {
     ));
     let resp = signer.send(&gw, "GET", "/", &[], b"");
     assert_eq!(resp.status, 200, "{}", resp.text());
+}
+
+/// The credential files are read again when they change on disk, with no
+/// SIGHUP: an identity added is taken, the store's key rotated is signed
+/// with (the old one then revoked in moto), and a file that does not load
+/// keeps what is in force and is logged once until it loads again.
+#[test]
+fn credential_files_are_reread_when_they_change_on_disk() {
+    use std::time::Duration;
+    // A server of its own: IAM allows two keys per user, and the setup's
+    // key is revoked below.
+    let moto = MotoAuth::start();
+    let dir = tempfile::tempdir().unwrap();
+    let credentials = moto.write_credentials(dir.path());
+    let identities = write_identities(dir.path());
+    let gw = GatewayProcess::start(&[
+        "--upstream",
+        &moto.url,
+        "--store",
+        "s3",
+        "--upstream-credentials",
+        credentials.to_str().unwrap(),
+        "--identities",
+        identities.to_str().unwrap(),
+    ]);
+    let owner = Signer::now(OWNER);
+    let put = |token: &str, key: &str, body: &[u8]| {
+        owner.send(
+            &gw,
+            "PUT",
+            &format!("/cust-watched{key}"),
+            &[("x-fencing-token", token)],
+            body,
+        )
+    };
+    let created = put("1", "", b"");
+    assert_eq!(created.status, 200, "{}", created.text());
+
+    let newcomer = Signer::now(("FGWATCH01", "watched-secret-0123456789"));
+    assert_eq!(
+        s3_code(&newcomer.send(&gw, "GET", "/", &[], b"")),
+        "InvalidAccessKeyId"
+    );
+    std::fs::write(
+        dir.path().join("watched.secret"),
+        "watched-secret-0123456789",
+    )
+    .unwrap();
+    let mut text = std::fs::read_to_string(&identities).unwrap();
+    text.push_str(
+        "\n[[identity]]\nname = \"watched\"\naccess_key_id = \"FGWATCH01\"\nsecret_file = \"watched.secret\"\nallow = [ { prefix = \"/\", access = \"read\" } ]\n",
+    );
+    std::fs::write(&identities, &text).unwrap();
+    assert!(
+        support::wait_until(Duration::from_secs(20), || {
+            newcomer.send(&gw, "GET", "/", &[], b"").status == 200
+        }),
+        "the identity added on disk was not taken:\n{}",
+        gw.stderr()
+    );
+    assert!(gw.stderr().contains("changed on disk"), "{}", gw.stderr());
+
+    // The store's key rotated: a second key for the gateway's IAM user,
+    // written over the first; once the gateway signs with it, the first
+    // is revoked and writes still go through.
+    let second = moto.new_key();
+    support::moto_auth::write_upstream_credentials(dir.path(), &second);
+    assert!(
+        gw.wait_stderr("upstream credentials reloaded", Duration::from_secs(20)),
+        "{}",
+        gw.stderr()
+    );
+    moto.revoke_key();
+    let written = put("2", "/after-rotation", b"x");
+    assert_eq!(written.status, 200, "{}", written.text());
+
+    // A broken identities file: logged once, what is in force stays, and
+    // the file put right loads again.
+    std::fs::write(&identities, "[[identity]]\nname = 3\n").unwrap();
+    assert!(
+        gw.wait_stderr("the credential files do not load", Duration::from_secs(20)),
+        "{}",
+        gw.stderr()
+    );
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(newcomer.send(&gw, "GET", "/", &[], b"").status, 200);
+    std::fs::write(&identities, &text).unwrap();
+    assert!(
+        gw.wait_stderr("the credential files load again", Duration::from_secs(20)),
+        "{}",
+        gw.stderr()
+    );
+    assert_eq!(
+        gw.stderr()
+            .matches("the credential files do not load")
+            .count(),
+        1,
+        "{}",
+        gw.stderr()
+    );
+    assert_eq!(newcomer.send(&gw, "GET", "/", &[], b"").status, 200);
 }
 
 /// A presigned URL made with an identity's key: served while it lives,

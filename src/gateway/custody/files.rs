@@ -17,6 +17,7 @@ use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 use super::super::config::TableSource;
+use super::fingerprint::Fingerprint;
 use crate::client_tls::Secret;
 
 /// A custody table that could not be loaded; the message names the file
@@ -164,6 +165,40 @@ pub(crate) enum UpstreamCredentials {
         account: String,
         key: crate::custody::shared_key::AccountKey,
     },
+}
+
+impl UpstreamCredentials {
+    /// What they hold, secrets included, as one digest: a reload compares
+    /// it with the files' new content. An Azure key, which the gateway
+    /// keeps only as an HMAC key, is represented by its signature of a
+    /// fixed text.
+    pub(crate) fn fingerprint(&self) -> [u8; 32] {
+        let mut print = Fingerprint::new();
+        match self {
+            UpstreamCredentials::AwsSigV4 {
+                access_key_id,
+                secret_access_key,
+                region,
+                service,
+                session_token,
+            } => print
+                .field("aws-sigv4")
+                .field(access_key_id)
+                .field(secret_access_key.expose())
+                .field(region)
+                .field(service)
+                .optional(session_token.as_ref().map(Secret::expose)),
+            UpstreamCredentials::Basic { user, password } => {
+                print.field("basic").field(user).field(password.expose())
+            }
+            UpstreamCredentials::Bearer { token } => print.field("bearer").field(token.expose()),
+            UpstreamCredentials::AzureSharedKey { account, key } => print
+                .field("azure-shared-key")
+                .field(account)
+                .field(key.sign("fencegate: the fingerprint of an account key")),
+        };
+        print.finish()
+    }
 }
 
 #[derive(Deserialize)]

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::files::{Access, Allow, Identity};
+use super::fingerprint::Fingerprint;
 use crate::custody::shared_key::AccountKey;
 
 /// `--anonymous-clients`: what a request with no credentials may do.
@@ -49,6 +50,10 @@ pub(crate) struct Identities {
     /// Under `--store azure`, by identity name: its account key, decoded
     /// once per load rather than at each request.
     account_keys: HashMap<String, AccountKey>,
+    /// What the file held (names, key ids, secrets, prefixes, in order),
+    /// and the anonymous mode: a reload compares it with the files' new
+    /// content. Account keys derive from the secrets.
+    fingerprint: [u8; 32],
 }
 
 impl Identities {
@@ -56,7 +61,10 @@ impl Identities {
     /// credentials may do when the file has no keyless `anonymous`
     /// identity (whose own `allow` list wins when it has one).
     pub(crate) fn new(identities: Vec<Identity>, anonymous: Anonymous) -> Self {
-        let mut index = Identities::default();
+        let mut index = Identities {
+            fingerprint: fingerprint_of(&identities, anonymous),
+            ..Identities::default()
+        };
         for identity in identities {
             let identity = Arc::new(identity);
             match (&identity.access_key_id, &identity.secret) {
@@ -87,6 +95,11 @@ impl Identities {
             }));
         }
         index
+    }
+
+    /// What the identities were read from, as one digest.
+    pub(crate) fn fingerprint(&self) -> [u8; 32] {
+        self.fingerprint
     }
 
     /// The identity that signs with access key id (or Basic user) `id`.
@@ -140,6 +153,25 @@ impl Identity {
             .iter()
             .any(|allow| allow.access >= need && object.starts_with(&allow.prefix))
     }
+}
+
+fn fingerprint_of(identities: &[Identity], anonymous: Anonymous) -> [u8; 32] {
+    let mut print = Fingerprint::new();
+    // Counts first, so that every field has one reading.
+    print
+        .field([anonymous as u8])
+        .field((identities.len() as u64).to_le_bytes());
+    for identity in identities {
+        print
+            .field(&identity.name)
+            .optional(identity.access_key_id.as_ref())
+            .optional(identity.secret.as_ref().map(|s| s.expose().as_bytes()))
+            .field((identity.allow.len() as u64).to_le_bytes());
+        for allow in &identity.allow {
+            print.field(&allow.prefix).field(allow.access.verb());
+        }
+    }
+    print.finish()
 }
 
 #[cfg(test)]

@@ -10,7 +10,8 @@
 //! verified, S3's addressing and what a request reaches), `basic` (Basic
 //! and Bearer for `webdav` and `http`), `azure` (Shared Key and service
 //! SAS verified, the account mapped, what a request reaches), `sign` (the
-//! store's signature) and `denied` (refusals in the store's dialect).
+//! store's signature), `denied` (refusals in the store's dialect) and
+//! `fingerprint` (what the files held, to see them change on disk).
 
 use crate::gateway::config::TableSource;
 use std::sync::{Arc, RwLock};
@@ -33,6 +34,7 @@ mod azure;
 mod basic;
 pub(crate) mod denied;
 pub(crate) mod files;
+pub(crate) mod fingerprint;
 pub(crate) mod identities;
 mod s3;
 pub(crate) mod sign;
@@ -203,6 +205,11 @@ impl Custody {
     /// The identities as the files hold them now, not yet in force.
     pub(crate) fn read_again(&self) -> Result<Identities, files::FileError> {
         Self::read(&self.files, &self.dialect)
+    }
+
+    /// The fingerprint of the identities in force.
+    pub(crate) fn fingerprint(&self) -> [u8; 32] {
+        self.identities().fingerprint()
     }
 
     /// Puts `identities` (from [`Custody::read_again`]) in force.

@@ -84,6 +84,11 @@ impl UpstreamSigner {
         }
     }
 
+    /// The fingerprint of the credentials in force.
+    pub(crate) fn fingerprint(&self) -> [u8; 32] {
+        self.credentials().fingerprint()
+    }
+
     fn credentials(&self) -> Arc<UpstreamCredentials> {
         match self.credentials.read() {
             Ok(current) => Arc::clone(&current),
