@@ -23,6 +23,7 @@ use super::body::request::ToBackend;
 use super::body::response::FromProxy;
 use super::clock;
 use super::custody::sign::{SignError, Signed, UpstreamSigner};
+use super::custody::stream::StreamError;
 use super::custody::{unix_now, Forwarding};
 use super::deadlines::{
     connect_by, find_cause, response_head_within, BodyStalled, SentAt, Side, StallTimeout,
@@ -33,6 +34,7 @@ use super::inbound::Inbound;
 use super::outcome::Outcome;
 use super::pool::Pool;
 use super::upstream::Upstream;
+use crate::custody::chunked::ChunkedError;
 use crate::fencing::Forward;
 use crate::head::{visible_str, HeaderFields, RequestView};
 use crate::refusal::error_response;
@@ -238,6 +240,15 @@ impl Shared {
                         &ended.to_string(),
                         Outcome::FenceStoreUnavailable,
                     ));
+                }
+                if let Some(StreamError::Refused(refused)) = find_cause::<StreamError>(cause) {
+                    if matches!(
+                        refused,
+                        ChunkedError::ChunkSignatureMismatch
+                            | ChunkedError::TrailerSignatureMismatch
+                    ) {
+                        return chunk_signature_refused(&self.upstream, refused);
+                    }
                 }
                 // The request body failed: that is the client's doing, not
                 // the backend's. The backend saw a cut-off body.
@@ -518,6 +529,20 @@ async fn credentials_rejected(
     Response::from_parts(parts, FromProxy::from(Body::from(bytes)))
 }
 
+/// 403 `SignatureDoesNotMatch`, as S3 answers it, for a signed aws-chunked
+/// body whose chunk or trailer the client's chain does not verify. The
+/// head verified, so the request was under way: the store saw the upload
+/// cut off and keeps nothing.
+fn chunk_signature_refused(upstream: &Upstream, error: &ChunkedError) -> Response<Body> {
+    tracing::info!(upstream = %upstream, %error, "aws-chunked body refused; aborted towards the backend");
+    close_after(gateway_error(
+        StatusCode::FORBIDDEN,
+        "SignatureDoesNotMatch",
+        &format!("{error}; the upload was cut off before the store could keep any of it"),
+        Outcome::Unauthenticated,
+    ))
+}
+
 /// 400 for a request body that failed or did not match its length.
 fn client_body_error(upstream: &Upstream, detail: &str) -> Response<Body> {
     tracing::info!(upstream = %upstream, error = %detail, "request body failed; aborted towards the backend");
@@ -612,8 +637,12 @@ fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
+        // Some errors show their source in their own text already.
+        let shown = cause.to_string();
+        if !text.ends_with(&shown) {
+            text.push_str(": ");
+            text.push_str(&shown);
+        }
         source = cause.source();
     }
     text

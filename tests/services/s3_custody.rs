@@ -294,6 +294,11 @@ fn stock_boto3_under_custody_goes_through_the_gateway_and_not_around_it() {
     let stale = &result["stale_write"];
     assert_eq!(stale["code"], "stale_token", "{result}");
     assert_eq!(stale["status"], 409, "{result}");
+    // The message names the token and the highest, under custody too.
+    assert_eq!(
+        stale["message"], "token 4 is below the highest 5 admitted for /cust-sdk/report.csv",
+        "{result}"
+    );
     let metrics = gw.metrics();
     assert_eq!(
         support::outcome(&metrics, "version_unknown"),
@@ -382,6 +387,17 @@ fn stock_boto3_under_custody_over_tls() {
         &[("AWS_CA_BUNDLE", &bundle), ("REQUESTS_CA_BUNDLE", &bundle)],
     );
     assert_steps_ok(&result, &gw, &["presigned_put"]);
+    // What makes this run differ from the plain one: boto3's uploads went
+    // unsigned with checksum trailers, and were stored.
+    for operation in ["PutObject", "UploadPart"] {
+        let kinds = &result["payloads"][operation];
+        assert!(
+            kinds
+                .as_array()
+                .is_some_and(|k| k.iter().any(|k| k == "STREAMING-UNSIGNED-PAYLOAD-TRAILER")),
+            "{operation}: {result}"
+        );
+    }
     assert_eq!(result["stale_write"]["code"], "stale_token", "{result}");
 }
 
@@ -448,6 +464,39 @@ fn bad_credentials_are_refused_before_anything_else() {
             &["x-fencing-token"],
             b"x",
         ),
+        403,
+        "SignatureDoesNotMatch",
+    );
+    // A signature over other headers: a signed field, then the token,
+    // changed after signing.
+    let host = gw.data_addr().to_string();
+    let resent = |changed: &str, to: &str| {
+        let mut fields = owner.headers(
+            &host,
+            "PUT",
+            "/cust-billing/q3.csv",
+            &[("x-fencing-token", "20"), ("x-amz-meta-owner", "billing")],
+            &[],
+            b"x",
+        );
+        for (name, value) in &mut fields {
+            if name == changed {
+                *value = to.to_owned();
+            }
+        }
+        let refs: Vec<(&str, &str)> = fields
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        gw.req("PUT", "/cust-billing/q3.csv", &refs, b"x")
+    };
+    refused(
+        resent("x-amz-meta-owner", "someone-else"),
+        403,
+        "SignatureDoesNotMatch",
+    );
+    refused(
+        resent("x-fencing-token", "21"),
         403,
         "SignatureDoesNotMatch",
     );
@@ -882,7 +931,10 @@ fn signed_aws_chunked_uploads_are_verified_and_re_signed_chunk_by_chunk() {
     assert_eq!(stored, data.concat());
 
     let (resp, _) = upload("tampered.bin", true);
-    assert_ne!(resp.status, 200, "{}", resp.text());
+    assert_eq!(resp.status, 403, "{}", resp.text());
+    assert_eq!(s3_code(&resp), "SignatureDoesNotMatch", "{}", resp.text());
+    assert!(resp.header("x-fencing-highest").is_none());
+    assert_eq!(resp.header("content-type"), Some("application/xml"));
     assert_eq!(moto.read("cust-chunked", "tampered.bin"), None);
 }
 
