@@ -202,17 +202,25 @@ name = "reader"
 access_key_id = "FGREADER01"
 secret_file = "reader.secret"
 allow = [ { prefix = "/cust-billing/", access = "read" } ]
+
+[[identity]]
+name = "reports"
+access_key_id = "FGREPORTS01"
+secret_file = "reports.secret"
+allow = [ { prefix = "/cust-prefixed/reports/", access = "write" } ]
 "#;
 
 const OWNER: (&str, &str) = ("FGOWNER01", "owner-secret-0123456789");
 const BILLING: (&str, &str) = ("FGBILLING01", "billing-secret-0123456789");
 const READER: (&str, &str) = ("FGREADER01", "reader-secret-0123456789");
+const REPORTS: (&str, &str) = ("FGREPORTS01", "reports-secret-0123456789");
 
 /// Writes the identities and their secrets into `dir`.
 fn write_identities(dir: &Path) -> std::path::PathBuf {
     std::fs::write(dir.join("owner.secret"), OWNER.1).unwrap();
     std::fs::write(dir.join("billing.secret"), BILLING.1).unwrap();
     std::fs::write(dir.join("reader.secret"), READER.1).unwrap();
+    std::fs::write(dir.join("reports.secret"), REPORTS.1).unwrap();
     let path = dir.join("identities.toml");
     std::fs::write(&path, IDENTITIES).unwrap();
     path
@@ -355,6 +363,20 @@ fn stock_boto3_under_custody_in_virtual_hosted_style() {
         b"",
     );
     assert_eq!(resp.status, 400, "{}", resp.text());
+    // The bucket a Host names is authorised like a path's: the owner
+    // reads through it, billing may not.
+    let host = format!("cust-virtual.localhost:{}", gw.data_addr().port());
+    let read = owner.send(&gw, "GET", "/report.csv", &[("host", &host)], b"");
+    assert_eq!(read.status, 200, "{}", read.text());
+    let billing = Signer::now(BILLING);
+    let denied = billing.send(&gw, "GET", "/report.csv", &[("host", &host)], b"");
+    assert_eq!(denied.status, 403, "{}", denied.text());
+    assert_eq!(s3_code(&denied), "AccessDenied");
+    assert!(
+        denied.text().contains("/cust-virtual/report.csv"),
+        "{}",
+        denied.text()
+    );
 }
 
 /// boto3 over the gateway's TLS listener, where it sends its payloads as
@@ -499,6 +521,38 @@ fn bad_credentials_are_refused_before_anything_else() {
         resent("x-fencing-token", "21"),
         403,
         "SignatureDoesNotMatch",
+    );
+    // A Content-Type the client did not sign.
+    refused(
+        owner.send_unsigned(
+            &gw,
+            "PUT",
+            "/cust-billing/q3.csv",
+            &[("x-fencing-token", "20"), ("content-type", "text/html")],
+            &["content-type"],
+            b"x",
+        ),
+        403,
+        "AccessDenied",
+    );
+    // An absolute-form target: its authority is not where the bucket comes
+    // from, whatever the signature covers.
+    let fields = owner.headers(&host, "PUT", "/cust-billing/q3.csv", &write, &[], b"x");
+    let refs: Vec<(&str, &str)> = fields
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    let raw = support::build_request(
+        gw.data_addr(),
+        "PUT",
+        "http://cust-other.example/cust-billing/q3.csv",
+        &refs,
+        b"x",
+    );
+    refused(
+        support::send_raw(gw.data_addr(), &raw, false),
+        400,
+        "invalid_path",
     );
     // An x-amz-acl the client did not sign.
     refused(
@@ -679,6 +733,115 @@ fn bad_credentials_are_refused_before_anything_else() {
         gw.stderr().contains("identity=\"owner\"") || gw.stderr().contains("identity=owner"),
         "{}",
         gw.stderr()
+    );
+}
+
+/// An identity allowed a prefix inside a bucket: every key a request
+/// names is held to it, a `DeleteObjects` key and a copy source included,
+/// and a listing must stay under it.
+#[test]
+fn a_prefix_inside_a_bucket_bounds_every_key_a_request_names() {
+    let moto = moto_with_auth();
+    let (_dir, gw) = custody_gateway(moto, &[]);
+    let owner = Signer::now(OWNER);
+    let reports = Signer::now(REPORTS);
+    for (target, body) in [
+        ("/cust-prefixed", &b""[..]),
+        ("/cust-prefixed/q3.csv", b"owner's"),
+        ("/cust-prefixed/reports/a.csv", b"a"),
+    ] {
+        let resp = owner.send(&gw, "PUT", target, &[("x-fencing-token", "1")], body);
+        assert_eq!(resp.status, 200, "{target}: {}", resp.text());
+    }
+    let write = [("x-fencing-token", "2")];
+    let resp = reports.send(&gw, "PUT", "/cust-prefixed/reports/b.csv", &write, b"b");
+    assert_eq!(resp.status, 200, "{}", resp.text());
+
+    let refused = |resp: support::Resp, object: &str| {
+        assert_eq!(resp.status, 403, "{object}: {}", resp.text());
+        assert_eq!(s3_code(&resp), "AccessDenied", "{object}");
+        assert!(resp.text().contains(object), "{object}: {}", resp.text());
+        assert!(resp.header("x-fencing-highest").is_none(), "{object}");
+    };
+    refused(
+        reports.send(&gw, "PUT", "/cust-prefixed/q3.csv", &write, b"x"),
+        "/cust-prefixed/q3.csv",
+    );
+    // A DeleteObjects whose second key is outside the prefix.
+    let listing = b"<Delete><Object><Key>reports/a.csv</Key></Object><Object><Key>q3.csv</Key></Object></Delete>";
+    refused(
+        reports.send(&gw, "POST", "/cust-prefixed?delete", &write, listing),
+        "/cust-prefixed/q3.csv",
+    );
+    // A copy from outside it.
+    refused(
+        reports.send(
+            &gw,
+            "PUT",
+            "/cust-prefixed/reports/c.csv",
+            &[
+                ("x-fencing-token", "2"),
+                ("x-amz-copy-source", "/cust-prefixed/q3.csv"),
+            ],
+            b"",
+        ),
+        "/cust-prefixed/q3.csv",
+    );
+    // A listing of the whole bucket; one under the prefix is served.
+    let whole = reports.send(&gw, "GET", "/cust-prefixed?list-type=2", &[], b"");
+    assert_eq!(whole.status, 403, "{}", whole.text());
+    assert_eq!(s3_code(&whole), "AccessDenied");
+    let under = reports.send(
+        &gw,
+        "GET",
+        "/cust-prefixed?list-type=2&prefix=reports%2F",
+        &[],
+        b"",
+    );
+    assert_eq!(under.status, 200, "{}", under.text());
+    assert!(under.text().contains("reports/b.csv"), "{}", under.text());
+    assert!(!under.text().contains("q3.csv"), "{}", under.text());
+
+    // Nothing refused reached the store.
+    assert_eq!(
+        moto.read("cust-prefixed", "q3.csv").as_deref(),
+        Some(&b"owner's"[..])
+    );
+    assert_eq!(
+        moto.read("cust-prefixed", "reports/a.csv").as_deref(),
+        Some(&b"a"[..])
+    );
+    assert_eq!(moto.read("cust-prefixed", "reports/c.csv"), None);
+    assert_eq!(gw.fence("/cust-prefixed/q3.csv"), Some(1));
+}
+
+/// In `header` scope the lock header names the fence: a signed request
+/// must have signed it as it signs the token, or anyone on the path could
+/// move a write onto another fence.
+#[test]
+fn in_header_scope_the_lock_header_must_be_signed() {
+    let moto = moto_with_auth();
+    let (_dir, gw) = custody_gateway(moto, &["--scope", "header"]);
+    let owner = Signer::now(OWNER);
+    let lock = [("x-fencing-token", "1"), ("x-fencing-lock", "reports")];
+    let made = owner.send(&gw, "PUT", "/cust-lock", &lock, b"");
+    assert_eq!(made.status, 200, "{}", made.text());
+    let put = owner.send(&gw, "PUT", "/cust-lock/a.csv", &lock, b"signed");
+    assert_eq!(put.status, 200, "{}", put.text());
+    let unsigned = owner.send_unsigned(
+        &gw,
+        "PUT",
+        "/cust-lock/a.csv",
+        &[("x-fencing-token", "2"), ("x-fencing-lock", "reports")],
+        &["x-fencing-lock"],
+        b"unsigned",
+    );
+    assert_eq!(unsigned.status, 403, "{}", unsigned.text());
+    assert_eq!(s3_code(&unsigned), "SignatureDoesNotMatch");
+    assert!(unsigned.header("x-fencing-highest").is_none());
+    assert_eq!(
+        moto.read("cust-lock", "a.csv").as_deref(),
+        Some(&b"signed"[..])
     );
 }
 
