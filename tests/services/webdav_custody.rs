@@ -73,11 +73,20 @@ fn curl_put(url: &str, user: &str, password: &str, token: u64, body: &str) -> u1
         .unwrap_or(0)
 }
 
+/// The collections both tests write in, made once for the binary's shared
+/// Apache: the tests run in parallel, in either order.
+fn team_collections(apache: &ApacheBasic) {
+    static MADE: std::sync::Once = std::sync::Once::new();
+    MADE.call_once(|| {
+        apache.mkcol("/dav/team");
+        apache.mkcol("/dav/other");
+    });
+}
+
 #[test]
 fn curl_with_basic_goes_through_the_gateway_not_around_it() {
     let apache = ApacheBasic::shared();
-    apache.mkcol("/dav/team");
-    apache.mkcol("/dav/other");
+    team_collections(apache);
     let (_dir, gw) = gateway(apache, &["--conditional-writes", "on"]);
     let url = format!("{}/dav/team/report.txt", gw.data_url());
     assert_eq!(curl_put(&url, "writer", WRITER_PASSWORD, 5, "v5"), 201);
@@ -115,6 +124,7 @@ fn curl_with_basic_goes_through_the_gateway_not_around_it() {
 #[test]
 fn bad_credentials_and_objects_outside_the_prefixes_are_refused() {
     let apache = ApacheBasic::shared();
+    team_collections(apache);
     apache.mkcol("/dav/team2");
     let (_dir, gw) = gateway(apache, &[]);
     let writer = basic("writer", WRITER_PASSWORD);
@@ -178,6 +188,31 @@ fn bad_credentials_and_objects_outside_the_prefixes_are_refused() {
     assert_eq!(resp.json()["object"], "/dav/team3/moved.txt");
     assert!(apache.exists("/dav/team/moved.txt"));
     assert!(!apache.exists("/dav/team3/moved.txt"));
+    // A COPY whose destination is outside them, and a collection DELETE
+    // whose subtree reaches outside them (/dav/public/ is read-only).
+    let resp = gw3.req(
+        "COPY",
+        "/dav/team/moved.txt",
+        &[
+            ("Authorization", &writer),
+            ("X-Fencing-Token", "4"),
+            ("Destination", "/dav/team3/copied.txt"),
+        ],
+        b"",
+    );
+    assert_eq!(resp.status, 403, "{}", resp.text());
+    assert_eq!(resp.json()["object"], "/dav/team3/copied.txt");
+    assert!(!apache.exists("/dav/team3/copied.txt"));
+    let resp = gw3.req(
+        "DELETE",
+        "/dav/",
+        &[("Authorization", &writer), ("X-Fencing-Token", "4")],
+        b"",
+    );
+    assert_eq!(resp.status, 403, "{}", resp.text());
+    assert_eq!(resp.json()["error"], "forbidden");
+    assert!(resp.header("x-fencing-highest").is_none());
+    assert!(apache.exists("/dav/team/moved.txt"));
     // A bearer identity may.
     let robot = format!("Bearer {ROBOT_TOKEN}");
     let destination = format!("http://{}/dav/team3/moved.txt", gw3.data_addr());
