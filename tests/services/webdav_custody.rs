@@ -249,3 +249,112 @@ fn all_series(metrics: &str, outcome: &str) -> f64 {
         .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
 }
+
+/// `--anonymous-clients`: a request with no credentials may read (or, with
+/// `write`, write, after a warning at start), signed with the store's
+/// password; a bad credential is never taken as anonymous.
+#[test]
+fn anonymous_clients_read_or_write_as_told() {
+    let apache = ApacheBasic::shared();
+    team_collections(apache);
+    let (_dir, gw) = gateway(apache, &["--anonymous-clients", "read"]);
+    let writer = basic("writer", WRITER_PASSWORD);
+    let put = gw.req(
+        "PUT",
+        "/dav/team/anon.txt",
+        &[("Authorization", &writer), ("X-Fencing-Token", "1")],
+        b"a",
+    );
+    assert!(matches!(put.status, 201 | 204), "{}", put.text());
+    let read = gw.req("GET", "/dav/team/anon.txt", &[], b"");
+    assert_eq!(read.status, 200, "{}", read.text());
+    assert_eq!(read.text(), "a");
+    let write = gw.req(
+        "PUT",
+        "/dav/team/anon.txt",
+        &[("X-Fencing-Token", "2")],
+        b"anonymous",
+    );
+    assert_eq!(write.status, 403, "{}", write.text());
+    assert_eq!(write.json()["error"], "forbidden");
+    let wrong = basic("writer", "wrong");
+    let bad = gw.req(
+        "GET",
+        "/dav/team/anon.txt",
+        &[("Authorization", &wrong)],
+        b"",
+    );
+    assert_eq!(bad.status, 401, "{}", bad.text());
+    assert_eq!(
+        apache.read("/dav/team/anon.txt").as_deref(),
+        Some(&b"a"[..])
+    );
+
+    let (_dir, open) = gateway(apache, &["--anonymous-clients", "write"]);
+    assert!(
+        open.stderr().contains("WARN") && open.stderr().contains("anonymous"),
+        "{}",
+        open.stderr()
+    );
+    let write = open.req(
+        "PUT",
+        "/dav/team/anon.txt",
+        &[("X-Fencing-Token", "3")],
+        b"anonymous",
+    );
+    assert!(matches!(write.status, 201 | 204), "{}", write.text());
+    assert_eq!(
+        apache.read("/dav/team/anon.txt").as_deref(),
+        Some(&b"anonymous"[..])
+    );
+}
+
+/// The store refusing the gateway's own password (changed on disk, read
+/// again without a signal): 502 `upstream_credentials_rejected`, none of
+/// Apache's answer and no `WWW-Authenticate`; put right, writes go on.
+#[test]
+fn a_store_refusing_the_gateways_password_is_a_502() {
+    let apache = ApacheBasic::shared();
+    team_collections(apache);
+    let (dir, gw) = gateway(apache, &[]);
+    let writer = basic("writer", WRITER_PASSWORD);
+    let put = |token: &str| {
+        gw.req(
+            "PUT",
+            "/dav/team/rejected.txt",
+            &[("Authorization", &writer), ("X-Fencing-Token", token)],
+            b"r",
+        )
+    };
+    let first = put("1");
+    assert!(matches!(first.status, 201 | 204), "{}", first.text());
+    let password = dir.path().join("upstream-password");
+    std::fs::write(&password, "not-the-stores-password").unwrap();
+    let mut refused = None;
+    assert!(
+        support::wait_until(std::time::Duration::from_secs(20), || {
+            let resp = put("2");
+            let done = resp.status == 502;
+            refused = Some(resp);
+            done
+        }),
+        "{}",
+        gw.stderr()
+    );
+    let refused = refused.unwrap();
+    assert_eq!(refused.json()["error"], "upstream_credentials_rejected");
+    assert!(refused.header("www-authenticate").is_none());
+    let text = refused.text().to_lowercase();
+    assert!(
+        !text.contains("<html") && !text.contains("apache"),
+        "{text}"
+    );
+    std::fs::write(&password, &apache.password).unwrap();
+    assert!(
+        support::wait_until(std::time::Duration::from_secs(20), || {
+            matches!(put("3").status, 201 | 204)
+        }),
+        "{}",
+        gw.stderr()
+    );
+}
