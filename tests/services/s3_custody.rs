@@ -629,6 +629,43 @@ fn bad_credentials_are_refused_before_anything_else() {
         "AccessDenied",
     );
     refused(billing.send(&gw, "GET", "/", &[], b""), 403, "AccessDenied");
+    // Version and multipart-upload listings outside them.
+    for listing in ["/cust-other?versions", "/cust-other?uploads"] {
+        refused(
+            billing.send(&gw, "GET", listing, &[], b""),
+            403,
+            "AccessDenied",
+        );
+    }
+    // An UploadPartCopy from a bucket it cannot read.
+    refused(
+        billing.send(
+            &gw,
+            "PUT",
+            "/cust-billing/parts.bin?partNumber=1&uploadId=u1",
+            &[
+                ("x-fencing-token", "20"),
+                ("x-amz-copy-source", "/cust-other/x"),
+            ],
+            b"",
+        ),
+        403,
+        "AccessDenied",
+    );
+    // A POST-policy upload, signed or not, stays refused: its key is in
+    // the form, past the head.
+    let form = owner.send(
+        &gw,
+        "POST",
+        "/cust-billing",
+        &[
+            ("x-fencing-token", "20"),
+            ("content-type", "multipart/form-data; boundary=b"),
+        ],
+        b"--b\r\nContent-Disposition: form-data; name=\"key\"\r\n\r\nq3.csv\r\n--b--\r\n",
+    );
+    assert_eq!(form.status, 400, "{}", form.text());
+    assert_eq!(s3_code(&form), "unfenceable_write");
     // A bucket ACL write without admin.
     refused(
         billing.send(
