@@ -6,6 +6,8 @@
 #
 #   scripts/fuzz.sh [TARGET...]              FUZZ_RUNS executions each (10 million)
 #   FUZZ_SECONDS=15 scripts/fuzz.sh          the short form CI runs: 15 s each
+#   FUZZ_FORK=2 scripts/fuzz.sh signatures   the runs shared by two worker
+#                                            processes (libFuzzer's -fork)
 #
 # Installs cargo-fuzz from crates.io if it is missing.
 set -euo pipefail
@@ -47,9 +49,13 @@ for target in "${targets[@]}"; do
     # executions (2,000/s against 7,300/s here).
     sanitizer=none
   fi
+  fork=()
+  [ -z "${FUZZ_FORK:-}" ] || fork=(-fork="$FUZZ_FORK")
   cargo +nightly fuzz run -O -s "$sanitizer" "$target" "$corpus" -- \
-    "${limit[@]}" -max_len="$max_len" -print_final_stats=1 >"$log" 2>&1 || status=$?
-  grep -E 'INITED|DONE|stat::number_of_executed_units|SUMMARY|panicked|ERROR' "$log" || true
+    "${limit[@]}" "${fork[@]}" -max_len="$max_len" -print_final_stats=1 >"$log" 2>&1 || status=$?
+  grep -E 'INITED|DONE|stat::number_of_executed_units|SUMMARY|panicked|ERROR|fuzzed for|exiting' "$log" || true
+  # Fork mode reports its total in its last status line ("#N: cov: ...").
+  [ -z "${FUZZ_FORK:-}" ] || grep -E '^#[0-9]+: ' "$log" | tail -1 || true
   [ "$status" -eq 0 ] || tail -40 "$log"
   rm -f "$log"
   if [ -n "${FUZZ_SECONDS:-}" ]; then rm -rf "$corpus"; fi
