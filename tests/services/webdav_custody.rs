@@ -358,3 +358,62 @@ fn a_store_refusing_the_gateways_password_is_a_502() {
         gw.stderr()
     );
 }
+
+/// Under custody each access-log line names who sent the request: the
+/// identity's name, and `null` for a request that did not authenticate.
+#[test]
+fn the_access_log_names_the_identity() {
+    let apache = ApacheBasic::shared();
+    team_collections(apache);
+    let log_dir = tempfile::tempdir().unwrap();
+    let log = log_dir.path().join("access.log");
+    let (_dir, gw) = gateway(apache, &["--access-log", log.to_str().unwrap()]);
+    let writer = basic("writer", WRITER_PASSWORD);
+    let put = gw.req(
+        "PUT",
+        "/dav/team/logged.txt",
+        &[("Authorization", &writer), ("X-Fencing-Token", "1")],
+        b"l",
+    );
+    assert!(matches!(put.status, 201 | 204), "{}", put.text());
+    let wrong = basic("writer", "wrong");
+    let refused = gw.req(
+        "GET",
+        "/dav/team/logged.txt",
+        &[("Authorization", &wrong)],
+        b"",
+    );
+    assert_eq!(refused.status, 401);
+    let mut lines = Vec::new();
+    assert!(
+        support::wait_until(std::time::Duration::from_secs(10), || {
+            lines = std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .collect();
+            lines.len() >= 2
+        }),
+        "{lines:?}"
+    );
+    let of = |method: &str| {
+        lines
+            .iter()
+            .find(|l| l["method"] == method)
+            .unwrap_or_else(|| panic!("no {method} line: {lines:?}"))
+    };
+    assert_eq!(of("PUT")["identity"], "team-writer", "{lines:?}");
+    assert!(of("GET")["identity"].is_null(), "{lines:?}");
+    assert_eq!(of("GET")["outcome"], "unauthenticated", "{lines:?}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    for secret in [
+        WRITER_PASSWORD,
+        &writer["Basic ".len()..],
+        &wrong["Basic ".len()..],
+    ] {
+        assert!(
+            !text.contains(secret),
+            "a credential in the access log:\n{text}"
+        );
+    }
+}
