@@ -1242,19 +1242,8 @@ fn credential_files_are_reread_when_they_change_on_disk() {
     // A server of its own: IAM allows two keys per user, and the setup's
     // key is revoked below.
     let moto = MotoAuth::start();
-    let dir = tempfile::tempdir().unwrap();
-    let credentials = moto.write_credentials(dir.path());
-    let identities = write_identities(dir.path());
-    let gw = GatewayProcess::start(&[
-        "--upstream",
-        &moto.url,
-        "--store",
-        "s3",
-        "--upstream-credentials",
-        credentials.to_str().unwrap(),
-        "--identities",
-        identities.to_str().unwrap(),
-    ]);
+    let (dir, gw) = custody_gateway(&moto, &[]);
+    let identities = dir.path().join("identities.toml");
     let owner = Signer::now(OWNER);
     let put = |token: &str, key: &str, body: &[u8]| {
         owner.send(
