@@ -193,7 +193,7 @@ impl Fences {
     }
 
     /// [`Fences::admit_all`] of keys as the table holds them.
-    async fn admit_all_qualified(
+    pub(super) async fn admit_all_qualified(
         &self,
         mut keys: Vec<&str>,
         admission: Admission<'_>,
@@ -241,7 +241,8 @@ impl Fences {
                 Decided::Ask(to_ask) => {
                     if let Some(issuer) = issuer {
                         for key in &to_ask {
-                            if let Err(error) = issuer.check(key, token).await {
+                            let asked = self.unqualify(key).unwrap_or(key);
+                            if let Err(error) = issuer.check(asked, token).await {
                                 self.forget_unraised(targets);
                                 return Err(AdmitAllError::on(
                                     key,
@@ -289,7 +290,8 @@ impl Fences {
                     member.target
                         && state.highest() < Some(token)
                         && !confirmed.contains(&member.key)
-                        && !issuer.known_issued(&member.key, token)
+                        && !issuer
+                            .known_issued(self.unqualify(&member.key).unwrap_or(&member.key), token)
                 })
                 .map(|(member, _)| member.key.clone())
                 .collect();
@@ -784,6 +786,48 @@ mod tests {
         assert_eq!(covering_subtrees("//").count(), 0);
         assert_eq!(covering_subtrees("/a").collect::<Vec<_>>(), ["//"]);
         assert_eq!(subtree_key("/"), "//");
+    }
+
+    /// Once a subtree fence exists, a plain admission in a named namespace
+    /// is decided on the key as the namespace holds it: qualified once, so
+    /// that it meets its own history (a stale token stays refused).
+    #[test]
+    fn a_named_namespace_keeps_its_fences_once_a_subtree_fence_exists() {
+        run(async {
+            let table = Fences::in_memory();
+            let billing = table.namespace("billing");
+            drop(billing.admit("/dav/report", 34).await.unwrap());
+            // A refused collection DELETE still makes subtree fences count.
+            let refused = billing
+                .admit_all(&keys(&["/dav/report", "/dav/report/"]), Admission::new(33))
+                .await
+                .unwrap_err();
+            assert_eq!(refused.resource, "/dav/report");
+            let stale = billing.admit("/dav/report", 33).await.unwrap_err();
+            assert_eq!(stale.stale().map(|s| s.highest), Some(34));
+            drop(billing.admit("/dav/report", 35).await.unwrap());
+            assert_eq!(billing.highest("/dav/report"), Some(35));
+            // Nothing was admitted on a key qualified twice.
+            assert_eq!(table.highest("billing\u{a7}billing\u{a7}/dav/report"), None);
+            assert_eq!(table.highest("billing\u{a7}/dav/report"), Some(35));
+            // A subtree fence of the namespace covers its keys.
+            drop(
+                billing
+                    .admit_all(&keys(&["/dav", "/dav/"]), Admission::new(40))
+                    .await
+                    .unwrap(),
+            );
+            let covered = billing.admit("/dav/report", 39).await.unwrap_err();
+            assert_eq!(covered.stale().map(|s| s.highest), Some(40));
+            // And another namespace's does not.
+            drop(
+                table
+                    .namespace("docs")
+                    .admit("/dav/report", 1)
+                    .await
+                    .unwrap(),
+            );
+        });
     }
 
     #[test]

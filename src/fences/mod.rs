@@ -634,6 +634,9 @@ impl Fences {
         key: &str,
         admission: Admission<'_>,
     ) -> Result<InFlight, AdmitError> {
+        // The issuer is asked about the key as the namespace names it: a
+        // counter per lock (`{key}`) is the lock's, whatever the namespace.
+        let asked = key;
         let key = &*self.qualify(key);
         let Admission {
             token,
@@ -657,7 +660,7 @@ impl Fences {
                     },
                     // The issuer's cached bound answers most raises at once.
                     _ if !confirmed
-                        && !issuer.is_some_and(|issuer| issuer.known_issued(key, token)) =>
+                        && !issuer.is_some_and(|issuer| issuer.known_issued(asked, token)) =>
                     {
                         Step::Ask
                     }
@@ -697,7 +700,7 @@ impl Fences {
                         // The fence is held while asking, so that an admin
                         // write sees the key as busy rather than changing it
                         // under the question.
-                        if let Err(error) = issuer.check(key, token).await {
+                        if let Err(error) = issuer.check(asked, token).await {
                             self.forget_if_unused(key, &fence);
                             return Err(AdmitError::Issuer { token, error });
                         }
@@ -745,14 +748,19 @@ impl Fences {
     /// diversions: a rare path whose state would otherwise set the size of
     /// every admission's future (and of the request's around it), every
     /// byte of which is copied.
+    ///
+    /// `key` is already qualified: it goes on as the table holds it, never
+    /// through [`Fences::admit_all`], which would qualify it a second time
+    /// (a key with no history, in a named namespace, that any stale token
+    /// would pass).
     fn admit_diverted<'a>(
         &'a self,
         key: &str,
         admission: Admission<'a>,
     ) -> Pin<Box<dyn Future<Output = Result<InFlight, AdmitError>> + Send + 'a>> {
-        let keys = [key.to_owned()];
+        let key: Box<str> = key.into();
         Box::pin(async move {
-            self.admit_all(&keys, admission)
+            self.admit_all_qualified(vec![&*key], admission)
                 .await
                 .map_err(|refused| refused.error)
         })
