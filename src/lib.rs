@@ -13,7 +13,10 @@
 //!
 //! 0. [`head`]: what every step below reads of a request (method, target,
 //!    header fields by name), provided by `http::Request` and by the
-//!    gateway's HTTP/1.1 engine, which reads fields where they arrived.
+//!    gateway's HTTP/1.1 engine, which reads fields where they arrived;
+//!    and [`misreading`]: what a store could read as another operation
+//!    (a method override, `TRACE`, the asterisk form), refused before any
+//!    step reads the request.
 //! 1. [`token`]: read the token header (1 to 20 ASCII digits, one header line).
 //! 2. [`key`]: derive the fence key from the normalised path, a prefix of it,
 //!    or the `X-Fencing-Lock` header, so that no alias splits a fence; and
@@ -117,6 +120,8 @@
 
 // In the order of the layout above (not alphabetical).
 pub mod head;
+
+pub mod misreading;
 
 pub mod token;
 

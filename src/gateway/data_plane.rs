@@ -41,6 +41,7 @@ use crate::custody::answer::{restyle, AnswerStyle};
 use crate::fencing::{refusal_response, Fencing, FencingLayer, ResponseBody, WouldRefuse};
 use crate::head::{HeaderFields, RequestView};
 use crate::http1::head::RequestHead;
+use crate::misreading::{misreading, Misreading};
 use crate::reach;
 use crate::refusal::{OwnAnswer, Refusal};
 
@@ -257,7 +258,13 @@ impl Connection {
         mut request: Inbound<IncomingBody>,
     ) -> Response<Relayed> {
         let connection = &self.shared;
-        let Some(route) = generation.table.pick(&request).and_then(|i| routes.get(i)) else {
+        let picked = generation.table.pick(&request).and_then(|i| routes.get(i));
+        // Before anything reads it for what it does: see `misreading`.
+        if let Some(found) = misreading(&request) {
+            let answers = picked.map_or(generation.answers, |route| route.answers);
+            return self.misread(picked, answers, &request, &found);
+        }
+        let Some(route) = picked else {
             return self.no_route(&request);
         };
         let custody = route.custody.as_deref();
@@ -416,6 +423,46 @@ impl Connection {
 }
 
 impl Connection {
+    /// A request a store could read as another operation (`misreading`):
+    /// refused in the route's dialect (the gateway's, with no route), in
+    /// every mode; nothing is forwarded and no fence is touched.
+    fn misread(
+        &self,
+        route: Option<&RouteConnection>,
+        answers: AnswerStyle,
+        request: &Inbound<IncomingBody>,
+        found: &Misreading,
+    ) -> Response<Relayed> {
+        let connection = &self.shared;
+        let mut exchange = Exchange::begin(&connection.client, request, || (None, None));
+        let outcome = match found {
+            Misreading::AsteriskForm { .. } => Outcome::InvalidPath,
+            _ => Outcome::OtherRefusal,
+        };
+        let mut response = gateway_error(found.status(), found.code(), &found.detail(), outcome);
+        if let Misreading::MethodNotAllowed { .. } = found {
+            // RFC 9110 §15.5.6: a 405 says which methods are.
+            response.headers_mut().insert(
+                http::header::ALLOW,
+                HeaderValue::from_static(
+                    "GET, HEAD, OPTIONS, PUT, POST, DELETE, PATCH, PROPFIND, PROPPATCH, MKCOL, COPY, MOVE, LOCK, UNLOCK",
+                ),
+            );
+        }
+        let mut response = response.map(|body| ResponseBody::inner(FromProxy::from(body), None));
+        if answers != AnswerStyle::Json {
+            in_dialect(&mut response, answers);
+        }
+        if let Some(route) = route {
+            exchange.routed(&route.name);
+            if let Some(counters) = &route.counters {
+                counters[outcome as usize].inc();
+            }
+        }
+        exchange.answered(outcome, response.status());
+        response.map(|body| Relayed::new(body, Some(exchange)))
+    }
+
     /// 404 `no_route`: no route takes `request`; it reaches no backend.
     /// Always JSON: no route, so no store's dialect.
     fn no_route(&self, request: &Inbound<IncomingBody>) -> Response<Relayed> {

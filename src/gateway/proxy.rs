@@ -584,8 +584,9 @@ impl Forward<Inbound<Body>> for Proxy {
     }
 }
 
-/// 501 for a request this proxy never forwards: `CONNECT` (a tunnel) or a
-/// protocol upgrade. Checked before the fencing layer too, so that such a
+/// 501 for a request this proxy never forwards: a protocol upgrade (and
+/// `CONNECT`, a tunnel, which `crate::misreading` refuses 405 before it
+/// gets here). Checked before the fencing layer too, so that such a
 /// request raises no fence.
 pub(crate) fn refuse_unproxyable<R: RequestView>(request: &R) -> Option<Response<Body>> {
     if request.method() != Method::CONNECT && !demands_upgrade(request.fields()) {

@@ -1,0 +1,251 @@
+//! Requests a store may read as another operation than the one they name,
+//! refused in every mode (SPEC "Deny by default"), before anything else
+//! reads them.
+//!
+//! A gateway decides what a request does from its method and target. Where
+//! the store decides otherwise, the store does what the gateway neither
+//! authorised nor fenced:
+//!
+//! - a **method override** (`X-HTTP-Method`, `X-HTTP-Method-Override`,
+//!   `X-Method-Override`, a `_method` or `x-http-method` query parameter)
+//!   turns a `GET`, which carries no token check, into a `DELETE` at a
+//!   store that honours it: 400 `method_override`;
+//! - **`TRACE`** makes a store echo the request it received, with the
+//!   credentials the gateway signed it with, and **`CONNECT`** asks for a
+//!   tunnel the gateway would not fence: 405 `method_not_allowed`;
+//! - the **asterisk form** (`*`, RFC 9112 §3.2.4) names the server, not an
+//!   object: valid only for `OPTIONS`; any other method would be forwarded
+//!   as the upstream's base path (a `DELETE` of the whole tree): 400
+//!   `invalid_path`.
+//!
+//! ```
+//! use fencegate::misreading::{misreading, Misreading};
+//! use http::Request;
+//!
+//! let get = Request::get("/bucket/report")
+//!     .header("x-http-method-override", "DELETE")
+//!     .body(())
+//!     .unwrap();
+//! let found = misreading(&get).unwrap();
+//! assert_eq!(found.status(), 400);
+//! assert_eq!(found.code(), "method_override");
+//!
+//! let trace = Request::builder().method("TRACE").uri("/x").body(()).unwrap();
+//! assert_eq!(misreading(&trace).unwrap().status(), 405);
+//!
+//! let options = Request::builder().method("OPTIONS").uri("*").body(()).unwrap();
+//! assert_eq!(misreading(&options), None);
+//! ```
+
+use http::header::HeaderName;
+use http::{Method, StatusCode};
+
+use crate::head::{HeaderFields, RequestView};
+
+/// The header fields with which some stores and frameworks let a request
+/// say it is another method than its request line's.
+pub const OVERRIDE_FIELDS: [HeaderName; 3] = [
+    HeaderName::from_static("x-http-method"),
+    HeaderName::from_static("x-http-method-override"),
+    HeaderName::from_static("x-method-override"),
+];
+
+/// The query parameters that do the same (compared after percent-decoding,
+/// case-insensitively, as the frameworks that honour them do; the header
+/// names are refused as parameters too, since some stores copy parameters
+/// into fields).
+pub const OVERRIDE_PARAMETERS: [&str; 4] = [
+    "_method",
+    "x-http-method",
+    "x-http-method-override",
+    "x-method-override",
+];
+
+/// What a store could read differently in a request: see the module docs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Misreading {
+    /// 400 `method_override`: a header field or query parameter that a
+    /// store may take for the method.
+    MethodOverride {
+        /// The field or parameter, as the request spelled it.
+        named: String,
+    },
+    /// 405 `method_not_allowed`: `TRACE` or `CONNECT`.
+    MethodNotAllowed {
+        /// The method.
+        method: Method,
+    },
+    /// 400 `invalid_path`: the asterisk form with a method other than
+    /// `OPTIONS`.
+    AsteriskForm {
+        /// The method.
+        method: Method,
+    },
+}
+
+impl Misreading {
+    /// The HTTP status of the refusal.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Misreading::MethodOverride { .. } | Misreading::AsteriskForm { .. } => {
+                StatusCode::BAD_REQUEST
+            }
+            Misreading::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+        }
+    }
+
+    /// The `error` code of the refusal.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Misreading::MethodOverride { .. } => "method_override",
+            Misreading::MethodNotAllowed { .. } => "method_not_allowed",
+            Misreading::AsteriskForm { .. } => "invalid_path",
+        }
+    }
+
+    /// The sentence the refusal's `detail` carries.
+    pub fn detail(&self) -> String {
+        match self {
+            Misreading::MethodOverride { named } => format!(
+                "{named} would let a store run this request as another method than the \
+                 request line's; send that method itself"
+            ),
+            Misreading::MethodNotAllowed { method } => format!(
+                "{method} is never forwarded: a store that echoes a TRACE would echo the \
+                 gateway's credentials, and CONNECT opens a tunnel nothing fences"
+            ),
+            Misreading::AsteriskForm { method } => format!(
+                "the asterisk form (*) names no object and is valid only for OPTIONS, not {method}"
+            ),
+        }
+    }
+}
+
+/// What in `request` a store could read as another operation, if anything
+/// (see the module docs). Cheap on the common request: a method
+/// comparison, three field lookups by name, and a look at the query's
+/// parameter names only when it has one.
+pub fn misreading<R: RequestView + ?Sized>(request: &R) -> Option<Misreading> {
+    let method = request.method();
+    if method == Method::TRACE || method == Method::CONNECT {
+        return Some(Misreading::MethodNotAllowed {
+            method: method.clone(),
+        });
+    }
+    let uri = request.uri();
+    if uri.path() == "*" && method != Method::OPTIONS {
+        return Some(Misreading::AsteriskForm {
+            method: method.clone(),
+        });
+    }
+    let fields = request.fields();
+    if let Some(name) = OVERRIDE_FIELDS.iter().find(|name| fields.contains(name)) {
+        return Some(Misreading::MethodOverride {
+            named: format!("the {name} header"),
+        });
+    }
+    let query = uri.query()?;
+    override_parameter(query).map(|named| Misreading::MethodOverride {
+        named: format!("the {named} query parameter"),
+    })
+}
+
+/// The first parameter of `query` whose name, percent-decoded, is an
+/// override parameter, as the query spelled it.
+fn override_parameter(query: &str) -> Option<&str> {
+    query
+        .split(['&', ';'])
+        .map(|pair| pair.split_once('=').map_or(pair, |(name, _)| name))
+        .find(|name| {
+            let decoded: Vec<u8> = if name.contains(['%', '+']) {
+                percent_encoding::percent_decode_str(&name.replace('+', " ")).collect()
+            } else {
+                name.as_bytes().to_vec()
+            };
+            let decoded = decoded.trim_ascii();
+            OVERRIDE_PARAMETERS
+                .iter()
+                .any(|known| decoded.eq_ignore_ascii_case(known.as_bytes()))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::Request;
+
+    fn request(method: &str, target: &str, fields: &[(&str, &str)]) -> Request<()> {
+        let mut builder = Request::builder().method(method).uri(target);
+        for (name, value) in fields {
+            builder = builder.header(*name, *value);
+        }
+        builder.body(()).expect("a request")
+    }
+
+    #[test]
+    fn override_fields_are_refused_whatever_their_case() {
+        for name in [
+            "X-HTTP-Method",
+            "x-http-method-override",
+            "X-Method-Override",
+        ] {
+            let found = misreading(&request("GET", "/b/k", &[(name, "DELETE")]));
+            assert_eq!(found.map(|m| m.code()), Some("method_override"), "{name}");
+        }
+    }
+
+    #[test]
+    fn override_parameters_are_refused_in_every_spelling() {
+        for target in [
+            "/b/k?_method=DELETE",
+            "/b/k?x=1&_METHOD=DELETE",
+            "/b/k?%5Fmethod=DELETE",
+            "/b/k?x-http-method=DELETE",
+            "/b/k?X%2DHTTP%2DMethod%2DOverride=DELETE",
+            "/b/k?a=b;_method=DELETE",
+            "/b/k?_method",
+        ] {
+            let found = misreading(&request("GET", target, &[]));
+            assert_eq!(found.map(|m| m.code()), Some("method_override"), "{target}");
+        }
+    }
+
+    #[test]
+    fn ordinary_requests_pass() {
+        for target in [
+            "/b/k",
+            "/b/k?versionId=3",
+            "/b/k?prefix=_method",
+            "/b/k?comp=list&restype=container",
+            "/b/k?method=1",
+        ] {
+            assert_eq!(misreading(&request("GET", target, &[])), None, "{target}");
+        }
+        assert_eq!(
+            misreading(&request("PUT", "/b/k", &[("x-amz-meta-method", "DELETE")])),
+            None
+        );
+    }
+
+    #[test]
+    fn trace_and_connect_are_405() {
+        assert_eq!(
+            misreading(&request("TRACE", "/b/k", &[])).map(|m| m.status()),
+            Some(StatusCode::METHOD_NOT_ALLOWED)
+        );
+        let connect = request("CONNECT", "example.com:443", &[]);
+        assert_eq!(
+            misreading(&connect).map(|m| m.status()),
+            Some(StatusCode::METHOD_NOT_ALLOWED)
+        );
+    }
+
+    #[test]
+    fn the_asterisk_form_is_only_for_options() {
+        assert_eq!(misreading(&request("OPTIONS", "*", &[])), None);
+        for method in ["DELETE", "GET", "PUT", "PROPFIND", "MKCOL"] {
+            let found = misreading(&request(method, "*", &[]));
+            assert_eq!(found.map(|m| m.code()), Some("invalid_path"), "{method}");
+        }
+    }
+}

@@ -1,0 +1,363 @@
+//! Requests a store reads as another operation than the gateway would
+//! (SPEC "Deny by default", rules in every mode), against the stores that
+//! do read them so, with custody and without:
+//!
+//! - **a read becomes a delete** (issue class 1): Azurite runs a `GET`
+//!   with `X-HTTP-Method: DELETE` as a Delete Blob. Without custody a stale
+//!   holder deleted a fenced blob that way (a `GET` carries no token
+//!   check); under custody a read-only identity did. Refused 400
+//!   `method_override`, in every spelling of header and parameter.
+//! - **the store's password, echoed** (class 2): Apache answers `TRACE`
+//!   with the request it received, the gateway's `Authorization` in it.
+//!   Refused 405, never forwarded; `CONNECT` too.
+//! - **the asterisk form** (routes issue, class 3): `DELETE *` was fenced
+//!   on a key of its own and forwarded as the upstream's base path, so a
+//!   stale token deleted the whole collection. Refused 400 but for
+//!   `OPTIONS`.
+//!
+//! Each attack is first shown to work at the store directly, so that the
+//! test would fail if the gateway forwarded it.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+use std::time::SystemTime;
+
+use fencegate::custody::shared_key::Scheme;
+use support::apache::Apache;
+use support::apache_basic::ApacheBasic;
+use support::azurite::{
+    azure_custody_gateway, azurite, shared_key_headers, AzureIdentity, AUDITOR, OPS,
+};
+use support::*;
+
+/// Azurite's development account, which the plain (no custody) Azurite
+/// knows: a client without custody signs with the store's key itself.
+const DEV_ACCOUNT: &str = "devstoreaccount1";
+const DEV_KEY: &str =
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+/// The token header of the Azure custody gateway (a header Shared Key signs).
+const MS_TOKEN: &str = "x-ms-fencing-token";
+
+/// The header and parameter spellings of a method override the gateway
+/// must refuse (SPEC: `X-HTTP-Method`, `X-HTTP-Method-Override`,
+/// `X-Method-Override`, `_method`, `x-http-method`), with a few spellings a
+/// store's parser reads the same (case, percent-encoding).
+const OVERRIDE_HEADERS: [&str; 4] = [
+    "X-HTTP-Method",
+    "x-http-method",
+    "X-HTTP-Method-Override",
+    "X-Method-Override",
+];
+const OVERRIDE_QUERIES: [&str; 5] = [
+    "_method=DELETE",
+    "x-http-method=DELETE",
+    "X-HTTP-Method=DELETE",
+    "%5Fmethod=DELETE",
+    "comp=list&_METHOD=DELETE",
+];
+
+/// Sends `method target` with `headers` signed with Shared Key by
+/// `account` (key `key`) through `addr`.
+fn shared_key_request(
+    addr: std::net::SocketAddr,
+    (account, key): (&str, &str),
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Resp {
+    let date = httpdate::fmt_http_date(SystemTime::now());
+    let headers = shared_key_headers(
+        Scheme::SharedKey,
+        account,
+        key,
+        &date,
+        method,
+        target,
+        headers,
+        body,
+    );
+    let headers: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    http(addr, method, target, &headers, body)
+}
+
+fn dev(
+    addr: std::net::SocketAddr,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Resp {
+    shared_key_request(addr, (DEV_ACCOUNT, DEV_KEY), method, target, headers, body)
+}
+
+fn identity(
+    addr: std::net::SocketAddr,
+    who: &AzureIdentity,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Resp {
+    shared_key_request(addr, (who.account, who.key), method, target, headers, body)
+}
+
+/// Asserts `resp` is the gateway's `status` refusal `code` in Azure's
+/// error document.
+fn assert_azure_error(resp: &Resp, status: u16, code: &str, what: &str) {
+    assert_eq!(
+        (resp.status, resp.header("x-ms-error-code")),
+        (status, Some(code)),
+        "{what}: {}",
+        resp.text()
+    );
+}
+
+#[test]
+fn class1_azurite_runs_a_get_with_x_http_method_as_a_delete() {
+    // The store's reading, shown directly: this is what the gateway must
+    // never forward.
+    let store = azurite();
+    let made = dev(
+        store,
+        "PUT",
+        "/devstoreaccount1/proof?restype=container",
+        &[],
+        b"",
+    );
+    assert!(matches!(made.status, 201 | 409), "{}", made.text());
+    let blob = "/devstoreaccount1/proof/victim";
+    let put = dev(
+        store,
+        "PUT",
+        blob,
+        &[("x-ms-blob-type", "BlockBlob")],
+        b"v1",
+    );
+    assert_eq!(put.status, 201, "{}", put.text());
+    let deleted = dev(store, "GET", blob, &[("X-HTTP-Method", "DELETE")], b"");
+    assert_eq!(
+        deleted.status,
+        202,
+        "Azurite ran the GET as a delete: {}",
+        deleted.text()
+    );
+    assert_eq!(dev(store, "GET", blob, &[], b"").status, 404);
+}
+
+#[test]
+fn class1_a_stale_holder_cannot_delete_a_fenced_blob_with_a_method_override() {
+    let store = azurite();
+    let upstream = format!("http://{store}");
+    let gw = GatewayProcess::start(&["--upstream", &upstream, "--store", "azure"]);
+    let made = dev(
+        gw.data_addr(),
+        "PUT",
+        "/devstoreaccount1/fenced?restype=container",
+        &[("X-Fencing-Token", "1")],
+        b"",
+    );
+    assert!(matches!(made.status, 201 | 409), "{}", made.text());
+    let blob = "/devstoreaccount1/fenced/report";
+    let headers = [("x-ms-blob-type", "BlockBlob"), ("X-Fencing-Token", "5")];
+    let put = dev(gw.data_addr(), "PUT", blob, &headers, b"v5");
+    assert_eq!(put.status, 201, "{}", put.text());
+    for name in OVERRIDE_HEADERS {
+        let resp = dev(gw.data_addr(), "GET", blob, &[(name, "DELETE")], b"");
+        assert_azure_error(&resp, 400, "method_override", name);
+        assert!(
+            resp.text().contains(&name.to_ascii_lowercase()),
+            "{}",
+            resp.text()
+        );
+    }
+    for query in OVERRIDE_QUERIES {
+        let target = format!("{blob}?{query}");
+        let resp = dev(gw.data_addr(), "GET", &target, &[], b"");
+        assert_azure_error(&resp, 400, "method_override", query);
+    }
+    // With a stale token too, and on a write: refused before fencing.
+    let stale = [("X-HTTP-Method", "DELETE"), ("X-Fencing-Token", "3")];
+    let resp = dev(gw.data_addr(), "PUT", blob, &stale, b"");
+    assert_azure_error(&resp, 400, "method_override", "a stale PUT");
+    let kept = dev(store, "GET", blob, &[], b"");
+    assert_eq!((kept.status, kept.text()), (200, "v5".to_owned()));
+    assert_eq!(gw.fence(blob), Some(5), "a refusal raised no fence");
+}
+
+#[test]
+fn class1_a_read_only_identity_cannot_delete_with_a_method_override() {
+    let (gw, _dir) = azure_custody_gateway(&[]);
+    let made = identity(
+        gw.data_addr(),
+        &OPS,
+        "PUT",
+        "/fgops/billing?restype=container",
+        &[(MS_TOKEN, "1")],
+        b"",
+    );
+    assert!(matches!(made.status, 201 | 409), "{}", made.text());
+    let blob = "/fgops/billing/ledger";
+    let headers = [("x-ms-blob-type", "BlockBlob"), (MS_TOKEN, "5")];
+    let put = identity(gw.data_addr(), &OPS, "PUT", blob, &headers, b"v5");
+    assert_eq!(put.status, 201, "{}", put.text());
+    // The auditor may read /billing/ only.
+    let auditor_blob = "/fgauditor/billing/ledger";
+    let read = identity(gw.data_addr(), &AUDITOR, "GET", auditor_blob, &[], b"");
+    assert_eq!((read.status, read.text()), (200, "v5".to_owned()));
+    for name in OVERRIDE_HEADERS {
+        let resp = identity(
+            gw.data_addr(),
+            &AUDITOR,
+            "GET",
+            auditor_blob,
+            &[(name, "DELETE")],
+            b"",
+        );
+        assert_azure_error(&resp, 400, "method_override", name);
+    }
+    // Unauthenticated, the same: the rule comes before custody.
+    let resp = gw.req("GET", auditor_blob, &[("X-HTTP-Method", "DELETE")], b"");
+    assert_azure_error(&resp, 400, "method_override", "anonymous");
+    let read = identity(gw.data_addr(), &AUDITOR, "GET", auditor_blob, &[], b"");
+    assert_eq!((read.status, read.text()), (200, "v5".to_owned()));
+    let metrics = gw.metrics();
+    assert_eq!(
+        outcome_all_identities(&metrics, "forwarded"),
+        4.0,
+        "{metrics}"
+    );
+}
+
+/// A gateway holding Apache's password, open to anonymous readers
+/// (`--anonymous-clients read`), as in the attack.
+fn webdav_custody_gateway(apache: &ApacheBasic) -> (tempfile::TempDir, GatewayProcess) {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let credentials = apache.write_credentials(dir.path());
+    let credentials = credentials.display().to_string();
+    let upstream = apache.url();
+    let gw = GatewayProcess::start(&[
+        "--upstream",
+        &upstream,
+        "--store",
+        "webdav",
+        "--upstream-credentials",
+        &credentials,
+        "--anonymous-clients",
+        "read",
+    ]);
+    (dir, gw)
+}
+
+#[test]
+fn class2_trace_never_echoes_the_stores_password() {
+    let apache = ApacheBasic::shared();
+    // Apache echoes a TRACE, credentials and all.
+    let (name, value) = apache.authorization();
+    let echoed = http(apache.addr(), "TRACE", "/dav/", &[(name, &value)], b"");
+    assert_eq!(echoed.status, 200, "{}", echoed.text());
+    assert!(echoed.text().contains(&value), "{}", echoed.text());
+
+    let (_dir, gw) = webdav_custody_gateway(apache);
+    for target in ["/dav/", "/dav/x", "/"] {
+        let resp = gw.req("TRACE", target, &[], b"");
+        let json = resp.assert_gateway_error(405, "method_not_allowed");
+        assert!(resp.header("allow").is_some(), "405 without Allow");
+        let text = resp.text();
+        assert!(!text.contains(&apache.password), "{text}");
+        assert!(!text.contains(&value), "{text}");
+        assert!(
+            json["detail"].as_str().is_some_and(|d| d.contains("TRACE")),
+            "{json}"
+        );
+    }
+    let connect = b"CONNECT 127.0.0.1:1 HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\n";
+    send_raw(gw.data_addr(), connect, false).assert_gateway_error(405, "method_not_allowed");
+    apache.settle();
+    assert!(
+        apache.requests("TRACE", "/dav/").len() == 1,
+        "only the direct TRACE reached Apache"
+    );
+    assert!(apache.requests("TRACE", "/dav/x").is_empty());
+}
+
+#[test]
+fn class2_trace_is_refused_without_custody_too() {
+    let apache = Apache::shared();
+    let upstream = apache.url();
+    let gw = GatewayProcess::start(&["--upstream", &upstream, "--store", "webdav"]);
+    let resp = gw.req("TRACE", "/dav/", &[("X-Secret", "s3cr3t")], b"");
+    resp.assert_gateway_error(405, "method_not_allowed");
+    assert!(!resp.text().contains("s3cr3t"));
+    let backend = Backend::start();
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
+    gw.req("TRACE", "/x", &[], b"")
+        .assert_gateway_error(405, "method_not_allowed");
+    for name in OVERRIDE_HEADERS {
+        let resp = gw.req("GET", "/x", &[(name, "DELETE")], b"");
+        let json = resp.assert_gateway_error(400, "method_override");
+        assert!(
+            json["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("header")),
+            "{json}"
+        );
+    }
+    for query in OVERRIDE_QUERIES {
+        let resp = gw.req("GET", &format!("/x?{query}"), &[], b"");
+        resp.assert_gateway_error(400, "method_override");
+    }
+    // A parameter that only looks like one is forwarded.
+    assert_eq!(gw.req("GET", "/x?prefix=_method", &[], b"").status, 200);
+    assert_eq!(backend.count(), 1, "{:#?}", backend.records());
+    let metrics = gw.metrics();
+    assert_eq!(outcome(&metrics, "forwarded"), 1.0, "{metrics}");
+}
+
+#[test]
+fn class3_the_asterisk_form_is_refused_but_for_options() {
+    let apache = Apache::shared();
+    apache.mkcol("/dav/fg-asterisk");
+    apache.mkcol("/dav/fg-asterisk/tree");
+    let put = http(
+        apache.addr(),
+        "PUT",
+        "/dav/fg-asterisk/tree/kept",
+        &[],
+        b"kept",
+    );
+    assert_eq!(put.status, 201, "{}", put.text());
+    let upstream = format!("{}/dav/fg-asterisk/tree", apache.url());
+    let gw = GatewayProcess::start(&["--upstream", &upstream, "--store", "webdav"]);
+    assert_eq!(gw.put("/kept", 5).status, 204);
+    // DELETE / is refused to the stale token (the tree is fenced at 5).
+    let stale = gw.req("DELETE", "/", &[("X-Fencing-Token", "3")], b"");
+    stale.assert_gateway_error(409, "stale_token");
+    for method in ["DELETE", "PUT", "MOVE", "GET", "PROPFIND", "PROPPATCH"] {
+        let raw = format!(
+            "{method} * HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Fencing-Token: 3\r\n\
+             Destination: /elsewhere\r\nContent-Length: 0\r\n\r\n"
+        );
+        let resp = send_raw(gw.data_addr(), raw.as_bytes(), false);
+        let json = resp.assert_gateway_error(400, "invalid_path");
+        assert!(
+            json["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("OPTIONS")),
+            "{json}"
+        );
+    }
+    assert!(
+        apache.exists("/dav/fg-asterisk/tree/kept"),
+        "the tree was deleted"
+    );
+    let options = b"OPTIONS * HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    let resp = send_raw(gw.data_addr(), options, false);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(gw.fence("/kept"), Some(5));
+}
