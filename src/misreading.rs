@@ -16,7 +16,16 @@
 //! - the **asterisk form** (`*`, RFC 9112 §3.2.4) names the server, not an
 //!   object: valid only for `OPTIONS`; any other method would be forwarded
 //!   as the upstream's base path (a `DELETE` of the whole tree): 400
-//!   `invalid_path`.
+//!   `invalid_path`;
+//! - a **method in another case, or one no dialect lists**: methods are
+//!   case-sensitive (RFC 9110 §9.1), and a store that upper-cases them would
+//!   run `post` as the `POST` the gateway never recognised: 501
+//!   `unknown_method`;
+//! - a field the gateway reads to decide what a request is or reaches
+//!   ([`DECIDING_FIELDS`]) **given twice, or named in `Connection`**: the
+//!   gateway would read one line while the store reads the other, or the
+//!   gateway would read a field that is then dropped as hop-by-hop: 400
+//!   `bad_request`.
 //!
 //! ```
 //! use fencegate::misreading::{misreading, Misreading};
@@ -61,6 +70,45 @@ pub const OVERRIDE_PARAMETERS: [&str; 4] = [
     "x-method-override",
 ];
 
+/// Every method some dialect's table lists, as registered (upper case):
+/// RFC 9110's (but `TRACE` and `CONNECT`, refused), `PATCH` (RFC 5789) and
+/// WebDAV's (RFC 4918).
+pub const KNOWN_METHODS: [&str; 14] = [
+    "GET",
+    "HEAD",
+    "POST",
+    "PUT",
+    "DELETE",
+    "OPTIONS",
+    "PATCH",
+    "PROPFIND",
+    "PROPPATCH",
+    "MKCOL",
+    "COPY",
+    "MOVE",
+    "LOCK",
+    "UNLOCK",
+];
+
+/// The fields the gateway reads to decide what a request is or which
+/// objects it reaches: each must come once, and never be hop-by-hop.
+///
+/// The token and `X-Fencing-Lock` headers are the fencing layer's, which
+/// refuses them repeated already (400 `invalid_token`).
+pub const DECIDING_FIELDS: [HeaderName; 11] = [
+    http::header::CONTENT_TYPE,
+    HeaderName::from_static("depth"),
+    HeaderName::from_static("destination"),
+    HeaderName::from_static("overwrite"),
+    HeaderName::from_static("if"),
+    HeaderName::from_static("lock-token"),
+    HeaderName::from_static("x-amz-copy-source"),
+    HeaderName::from_static("x-amz-copy-source-range"),
+    HeaderName::from_static("x-ms-copy-source"),
+    HeaderName::from_static("x-ms-rename-source"),
+    HeaderName::from_static("x-goog-copy-source"),
+];
+
 /// What a store could read differently in a request: see the module docs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Misreading {
@@ -81,16 +129,31 @@ pub enum Misreading {
         /// The method.
         method: Method,
     },
+    /// 501 `unknown_method`: a method in another case than registered, or
+    /// one no dialect lists.
+    UnknownMethod {
+        /// The method as sent.
+        method: Method,
+    },
+    /// 400 `bad_request`: a deciding field given twice or named in
+    /// `Connection`.
+    AmbiguousField {
+        /// The field.
+        name: HeaderName,
+        /// Named in `Connection` (else: given twice).
+        hop_by_hop: bool,
+    },
 }
 
 impl Misreading {
     /// The HTTP status of the refusal.
     pub fn status(&self) -> StatusCode {
         match self {
-            Misreading::MethodOverride { .. } | Misreading::AsteriskForm { .. } => {
-                StatusCode::BAD_REQUEST
-            }
+            Misreading::MethodOverride { .. }
+            | Misreading::AsteriskForm { .. }
+            | Misreading::AmbiguousField { .. } => StatusCode::BAD_REQUEST,
             Misreading::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            Misreading::UnknownMethod { .. } => StatusCode::NOT_IMPLEMENTED,
         }
     }
 
@@ -100,6 +163,8 @@ impl Misreading {
             Misreading::MethodOverride { .. } => "method_override",
             Misreading::MethodNotAllowed { .. } => "method_not_allowed",
             Misreading::AsteriskForm { .. } => "invalid_path",
+            Misreading::UnknownMethod { .. } => "unknown_method",
+            Misreading::AmbiguousField { .. } => "bad_request",
         }
     }
 
@@ -117,6 +182,18 @@ impl Misreading {
             Misreading::AsteriskForm { method } => format!(
                 "the asterisk form (*) names no object and is valid only for OPTIONS, not {method}"
             ),
+            Misreading::UnknownMethod { method } => format!(
+                "the method {method:?} is not one the gateway reads (methods are case-sensitive: {})",
+                KNOWN_METHODS.join(", ")
+            ),
+            Misreading::AmbiguousField {
+                name,
+                hop_by_hop: false,
+            } => format!("{name} is given more than once: a store could read another line than the gateway"),
+            Misreading::AmbiguousField {
+                name,
+                hop_by_hop: true,
+            } => format!("{name} is named in Connection: it would be read here and dropped before the store"),
         }
     }
 }
@@ -132,6 +209,11 @@ pub fn misreading<R: RequestView + ?Sized>(request: &R) -> Option<Misreading> {
             method: method.clone(),
         });
     }
+    if !is_known(method) {
+        return Some(Misreading::UnknownMethod {
+            method: method.clone(),
+        });
+    }
     let uri = request.uri();
     if uri.path() == "*" && method != Method::OPTIONS {
         return Some(Misreading::AsteriskForm {
@@ -144,10 +226,50 @@ pub fn misreading<R: RequestView + ?Sized>(request: &R) -> Option<Misreading> {
             named: format!("the {name} header"),
         });
     }
+    if let Some(found) = ambiguous_field(fields) {
+        return Some(found);
+    }
     let query = uri.query()?;
     override_parameter(query).map(|named| Misreading::MethodOverride {
         named: format!("the {named} query parameter"),
     })
+}
+
+/// Whether `method` is listed, compared exactly: the standard methods are
+/// `http::Method`'s own constants (a comparison of a tag), the rest by
+/// their bytes.
+fn is_known(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::PUT | Method::POST | Method::DELETE | Method::OPTIONS
+    ) || KNOWN_METHODS.contains(&method.as_str())
+}
+
+/// A deciding field given twice or named in `Connection`.
+fn ambiguous_field<H: HeaderFields + ?Sized>(fields: &H) -> Option<Misreading> {
+    for name in &DECIDING_FIELDS {
+        if fields.values_of(name).nth(1).is_some() {
+            return Some(Misreading::AmbiguousField {
+                name: name.clone(),
+                hop_by_hop: false,
+            });
+        }
+    }
+    for value in fields.values_of(&http::header::CONNECTION) {
+        for option in value.split(|&b| b == b',') {
+            let option = option.trim_ascii();
+            if let Some(name) = DECIDING_FIELDS
+                .iter()
+                .find(|name| option.eq_ignore_ascii_case(name.as_str().as_bytes()))
+            {
+                return Some(Misreading::AmbiguousField {
+                    name: name.clone(),
+                    hop_by_hop: true,
+                });
+            }
+        }
+    }
+    None
 }
 
 /// The first parameter of `query` whose name, percent-decoded, is an
@@ -238,6 +360,55 @@ mod tests {
             misreading(&connect).map(|m| m.status()),
             Some(StatusCode::METHOD_NOT_ALLOWED)
         );
+    }
+
+    #[test]
+    fn methods_are_read_as_registered() {
+        for method in ["post", "Post", "delete", "pUT", "FROBNICATE", "REPORT"] {
+            let found = misreading(&request(method, "/b/k?delete", &[]));
+            assert_eq!(
+                found.map(|m| m.status()),
+                Some(StatusCode::NOT_IMPLEMENTED),
+                "{method}"
+            );
+        }
+        for method in KNOWN_METHODS {
+            assert_eq!(misreading(&request(method, "/b/k", &[])), None, "{method}");
+        }
+    }
+
+    #[test]
+    fn deciding_fields_come_once_and_end_to_end() {
+        let twice = Request::builder()
+            .method("POST")
+            .uri("/b")
+            .header("content-type", "text/plain")
+            .header("content-type", "multipart/form-data; boundary=x")
+            .body(())
+            .expect("a request");
+        assert_eq!(misreading(&twice).map(|m| m.code()), Some("bad_request"));
+        let hop = request(
+            "COPY",
+            "/d/a",
+            &[("Depth", "0"), ("Connection", "keep-alive, Depth")],
+        );
+        let found = misreading(&hop);
+        assert!(
+            matches!(
+                found,
+                Some(Misreading::AmbiguousField {
+                    hop_by_hop: true,
+                    ..
+                })
+            ),
+            "{found:?}"
+        );
+        let fine = request(
+            "COPY",
+            "/d/a",
+            &[("Depth", "0"), ("Connection", "keep-alive")],
+        );
+        assert_eq!(misreading(&fine), None);
     }
 
     #[test]

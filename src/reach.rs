@@ -19,12 +19,14 @@
 //! |---|---|
 //! | `PUT /dav/a` (and every other write, by default) | `/dav/a` |
 //! | `DELETE /dav/dir` | `/dav/dir`, `/dav/dir/` (none but the first with flat keys) |
-//! | `COPY /dav/a`, `Destination: /dav/b` | `/dav/a`, `/dav/b`, `/dav/b/` (`Depth: 0`: not the last) |
+//! | `COPY /dav/a`, `Destination: /dav/b` | `/dav/a`, `/dav/b`, `/dav/b/` (`Depth: 0` with `Overwrite: F`: not the last) |
 //! | `MOVE /dav/a`, `Destination: /dav/b` | `/dav/a`, `/dav/a/`, `/dav/b`, `/dav/b/` |
 //! | `PROPPATCH /dav/dir`, `Depth: 1` or `infinity` | `/dav/dir`, `/dav/dir/` |
+//! | `LOCK /dav/dir` (no `Depth`, or `infinity`) | `/dav/dir`, `/dav/dir/` |
 //! | `POST /bkt?delete` listing `x` and `y/z` | `/bkt/x`, `/bkt/y/z` |
 //! | `POST /upload/storage/v1/b/bkt/o?name=x%2Fy` | `/bkt/x/y` |
 //! | `DELETE /storage/v1/b/bkt/o/x%2Fy` | `/bkt/x/y` |
+//! | `DELETE /b/bkt/o/x%2Fy` (the emulator's form), `DELETE //storage/v1/b/bkt/o/x` | its path (and subtree), `/bkt/x/y` (`/bkt/x`) |
 //! | `POST /storage/v1/b/bkt/o/x/copyTo/b/bkt2/o/y` | `/bkt/x`, `/bkt2/y` |
 //!
 //! ```
@@ -122,11 +124,11 @@ pub struct Reached {
 /// the path, and for `POST` the query and `Content-Type`.
 pub fn is_plain<R: RequestView + ?Sized>(request: &R) -> bool {
     let path = request.uri().path();
-    if is_gcs_api(path) {
+    if might_name_gcs_objects(path) {
         return false;
     }
     match request.method().as_str() {
-        "DELETE" | "COPY" | "MOVE" | "PROPPATCH" => false,
+        "DELETE" | "COPY" | "MOVE" | "PROPPATCH" | "LOCK" => false,
         "POST" => !lists_objects(request.uri()) && !is_form(request.fields()),
         _ => true,
     }
@@ -157,11 +159,22 @@ pub fn reach<R: RequestView + ?Sized>(
         false => None,
     };
     let own = match gcs_objects(uri, write)? {
-        Some(GcsObjects { object, copy_to }) => {
+        Some(GcsObjects {
+            object,
+            copy_to,
+            canonical,
+        }) => {
             if let Some(destination) = copy_to {
                 keys.push(rules.scope.key_for_path(&destination));
             }
-            object
+            if canonical {
+                object
+            } else {
+                // Another spelling (`/b/...`, a `//`): what another store
+                // would read as its plain path is fenced as well.
+                keys.push(rules.scope.key_for_path(&object));
+                normalize_path(uri.path())?
+            }
         }
         None => normalize_path(uri.path())?,
     };
@@ -181,16 +194,24 @@ pub fn reach<R: RequestView + ?Sized>(
         "DELETE" => keys.extend(subtree(&own)),
         "COPY" | "MOVE" => {
             let depth = depth(headers)?;
+            let overwrite = overwrite(headers)?;
             let destination = destination(request)?;
             keys.push(rules.scope.key_for_path(&destination));
             // RFC 4918: a MOVE of a collection acts as `Depth: infinity`,
-            // and a COPY without Depth too.
+            // and a COPY without Depth too; and with `Overwrite: T` (the
+            // default) the store deletes the destination first, members
+            // and all, whatever the depth (§9.8.4, §9.9.3).
             if method == "MOVE" {
                 keys.extend(subtree(&own));
                 keys.extend(subtree(&destination));
-            } else if depth != Some(Depth::Zero) {
+            } else if overwrite || depth != Some(Depth::Zero) {
                 keys.extend(subtree(&destination));
             }
+        }
+        // A lock without Depth is `Depth: infinity` (RFC 4918 §9.10.3): on
+        // a collection it locks every member.
+        "LOCK" if depth(headers)?.is_none_or(|depth| depth == Depth::Infinity) => {
+            keys.extend(subtree(&own));
         }
         "PROPPATCH" => {
             let deep = depth(headers)?.is_some_and(|depth| depth != Depth::Zero);
@@ -369,8 +390,26 @@ fn depth<H: HeaderFields + ?Sized>(headers: &H) -> Result<Option<Depth>, Unfence
     }
 }
 
-/// The normalised path of a `COPY` or `MOVE`'s `Destination`: an absolute
-/// URI on the request's own authority, or an absolute path.
+/// Whether a `COPY` or `MOVE` overwrites its destination (`Overwrite: T`,
+/// the default; RFC 4918 §10.6), refusing any other value than `T` or `F`.
+fn overwrite<H: HeaderFields + ?Sized>(headers: &H) -> Result<bool, Unfenceable> {
+    let name = HeaderName::from_static("overwrite");
+    let mut values = headers.values_of(&name);
+    let Some(value) = values.next() else {
+        return Ok(true);
+    };
+    if values.next().is_some() {
+        return Err(Unfenceable("Overwrite appears more than once".into()));
+    }
+    match visible_str(value).unwrap_or_default().trim() {
+        "T" => Ok(true),
+        "F" => Ok(false),
+        other => Err(Unfenceable(format!(
+            "Overwrite must be T or F, not {other:?}"
+        ))),
+    }
+}
+
 /// The normalised path of a WebDAV `COPY`'s or `MOVE`'s `Destination`
 /// (`None` for other methods), refused as [`reach`] refuses it: what
 /// credential custody authorises as a write beside the request's own path.
@@ -457,6 +496,53 @@ struct GcsObjects {
     object: String,
     /// The destination of a `copyTo` or `rewriteTo`.
     copy_to: Option<String>,
+    /// The request spelled the JSON API as Google does (`/storage/v1/...`
+    /// with nothing to collapse): no other store reads its path as an
+    /// object of its own.
+    canonical: bool,
+}
+
+/// Whether `path` may be a JSON API request in some form a GCS store
+/// serves: its own trees, the emulator's `/b/...` without `/storage/v1`,
+/// or either behind `//` or dot segments, which the store collapses. A
+/// cheap look at the first bytes first: this runs on every request.
+fn might_name_gcs_objects(path: &str) -> bool {
+    if !matches!(
+        path.as_bytes().get(1),
+        Some(b's' | b'u' | b'd' | b'b' | b'/' | b'.')
+    ) {
+        return false;
+    }
+    let collapsed = collapse(path);
+    is_gcs_api(&collapsed) || collapsed.starts_with("/b/")
+}
+
+/// `path` with empty and `.` segments dropped and `..` resolved, not
+/// percent-decoded (a JSON API name keeps its `%2F`): the path a store
+/// that collapses slashes routes on.
+fn collapse(path: &str) -> std::borrow::Cow<'_, str> {
+    if !path.contains("//") && !path.contains("/.") {
+        return std::borrow::Cow::Borrowed(path);
+    }
+    let mut segments: Vec<&str> = Vec::new();
+    for segment in path.split('/') {
+        match segment {
+            "" | "." => {}
+            ".." => {
+                segments.pop();
+            }
+            segment => segments.push(segment),
+        }
+    }
+    let mut collapsed = String::with_capacity(path.len());
+    for segment in segments {
+        collapsed.push('/');
+        collapsed.push_str(segment);
+    }
+    if collapsed.is_empty() || path.ends_with('/') {
+        collapsed.push('/');
+    }
+    std::borrow::Cow::Owned(collapsed)
 }
 
 /// Maps the JSON API's spellings of an object to the XML API's path
@@ -464,9 +550,55 @@ struct GcsObjects {
 /// request that is not a JSON API object request.
 fn gcs_objects(uri: &Uri, write: bool) -> Result<Option<GcsObjects>, ReachError> {
     let raw = uri.path();
-    if !is_gcs_api(raw) {
+    if !might_name_gcs_objects(raw) {
         return Ok(None);
     }
+    let collapsed = collapse(raw);
+    let canonical = collapsed == raw && is_gcs_api(raw);
+    let path = if is_gcs_api(&collapsed) {
+        collapsed.into_owned()
+    } else {
+        // The emulator's form without `/storage/v1`, read as the API's.
+        format!("/storage/v1{collapsed}")
+    };
+    match gcs_objects_in(&path, uri.query(), write) {
+        Ok(found) => Ok(found.map(|mut found| {
+            found.canonical = canonical;
+            found
+        })),
+        // Another spelling the JSON API cannot read may be an ordinary
+        // path at another store (`/b/...` in an S3 bucket `b`): it is
+        // fenced on its path, and on the object the emulator's pattern
+        // (`/b/BUCKET/o/NAME...`, the name running to the end) would take.
+        Err(_) if !canonical => Ok(greedy_object(&path).map(|object| GcsObjects {
+            object,
+            copy_to: None,
+            canonical: false,
+        })),
+        Err(refused) => Err(refused),
+    }
+}
+
+/// The object of `/storage/v1/b/BUCKET/o/NAME...` with the name running to
+/// the end of the path, as the GCS emulator's routes read it.
+fn greedy_object(path: &str) -> Option<String> {
+    let rest = path.strip_prefix("/storage/v1/b/")?;
+    let (bucket, rest) = rest.split_once('/')?;
+    let name = rest.strip_prefix("o/")?;
+    let bucket = decode(bucket).ok()?;
+    let name = decode(name).ok()?;
+    if bucket.is_empty() || name.is_empty() {
+        return None;
+    }
+    normalize_decoded(&format!("/{bucket}/{name}")).ok()
+}
+
+/// [`gcs_objects`] of `path`, in one of the JSON API's trees.
+fn gcs_objects_in(
+    raw: &str,
+    query: Option<&str>,
+    write: bool,
+) -> Result<Option<GcsObjects>, ReachError> {
     let segments: Vec<&str> = raw.split('/').skip(1).collect();
     let refuse = |why: &str| -> Result<Option<GcsObjects>, ReachError> {
         if write {
@@ -487,7 +619,7 @@ fn gcs_objects(uri: &Uri, write: bool) -> Result<Option<GcsObjects>, ReachError>
     match segments.as_slice() {
         ["batch", "storage", "v1", ..] => refuse("a batch request names its objects in its body"),
         ["storage", "v1", "b", bucket, "o"] | ["upload", "storage", "v1", "b", bucket, "o"] => {
-            let query = uri.query().unwrap_or_default();
+            let query = query.unwrap_or_default();
             if query_values(query, "upload_id").is_some() {
                 return refuse(
                     "a resumable upload session names its object when it starts, not in this request",
@@ -498,6 +630,7 @@ fn gcs_objects(uri: &Uri, write: bool) -> Result<Option<GcsObjects>, ReachError>
                     Some(object) => Ok(Some(GcsObjects {
                         object,
                         copy_to: None,
+                        canonical: true,
                     })),
                     None => refuse(unnamed),
                 },
@@ -509,7 +642,7 @@ fn gcs_objects(uri: &Uri, write: bool) -> Result<Option<GcsObjects>, ReachError>
         ["storage", "v1", "b", bucket, "o", name, rest @ ..]
         | ["download", "storage", "v1", "b", bucket, "o", name, rest @ ..] => {
             let copy_to = match rest {
-                [] | ["acl"] | ["acl", _] | ["compose"] => None,
+                [] | ["acl"] | ["acl", _] | ["compose"] | ["restore"] => None,
                 ["copyTo" | "rewriteTo", "b", to_bucket, "o", to_name] => {
                     match object(to_bucket, to_name)? {
                         Some(destination) => Some(destination),
@@ -519,7 +652,11 @@ fn gcs_objects(uri: &Uri, write: bool) -> Result<Option<GcsObjects>, ReachError>
                 _ => return refuse(&format!("unknown object sub-resource /{}", rest.join("/"))),
             };
             match object(bucket, name)? {
-                Some(object) => Ok(Some(GcsObjects { object, copy_to })),
+                Some(object) => Ok(Some(GcsObjects {
+                    object,
+                    copy_to,
+                    canonical: true,
+                })),
                 None => refuse(unnamed),
             }
         }
@@ -586,6 +723,30 @@ mod tests {
     };
 
     #[test]
+    fn gcs_json_names_are_read_in_every_form_the_emulator_serves() {
+        let flat = Rules {
+            flat_keys: true,
+            ..PATH
+        };
+        assert_eq!(
+            keys("DELETE", "/storage/v1/b/bkt/o/x%2Fy", &[], flat).unwrap(),
+            ["/bkt/x/y"]
+        );
+        // Without /storage/v1, and behind a `//`: its path, and the object.
+        let prefixless = keys("DELETE", "/b/bkt/o/x%2Fy", &[], flat).unwrap();
+        assert_eq!(prefixless, ["/b/bkt/o/x/y", "/bkt/x/y"]);
+        let doubled = keys("PATCH", "///storage/v1/b/bkt/o/x", &[], flat).unwrap();
+        assert_eq!(doubled, ["/bkt/x", "/storage/v1/b/bkt/o/x"]);
+        let copy = keys("POST", "/b/bkt/o/x/copyTo/b/bkt2/o/y", &[], flat).unwrap();
+        assert_eq!(copy, ["/b/bkt/o/x/copyTo/b/bkt2/o/y", "/bkt/x", "/bkt2/y"]);
+        // What the API cannot read is still fenced on its path and on the
+        // emulator's greedy name, never refused: it may be a plain path.
+        let odd = keys("PUT", "/b/bkt/o/x/extra", &[], flat).unwrap();
+        assert_eq!(odd, ["/b/bkt/o/x/extra", "/bkt/x/extra"]);
+        assert_eq!(keys("PUT", "/b/plain", &[], flat).unwrap(), ["/b/plain"]);
+    }
+
+    #[test]
     fn in_host_scopes_every_key_carries_the_request_host() {
         let host_path = Rules {
             scope: Scope::HostPath,
@@ -643,7 +804,12 @@ mod tests {
             let found = keys(
                 "COPY",
                 "/dav/a",
-                &[host, ("destination", destination), ("depth", "0")],
+                &[
+                    host,
+                    ("destination", destination),
+                    ("depth", "0"),
+                    ("overwrite", "F"),
+                ],
                 PATH,
             );
             assert_eq!(found.unwrap(), ["/dav/a", "/dav/b"], "{destination}");
@@ -656,6 +822,7 @@ mod tests {
                 ("host", "gw"),
                 ("destination", "http://gw:80/b"),
                 ("depth", "0"),
+                ("overwrite", "F"),
             ],
             PATH,
         );
@@ -667,6 +834,7 @@ mod tests {
                 ("host", "gw:443"),
                 ("destination", "https://gw/b"),
                 ("depth", "0"),
+                ("overwrite", "F"),
             ],
             PATH,
         );
@@ -714,7 +882,30 @@ mod tests {
             found("COPY", Some("infinity"), PATH).unwrap(),
             ["/d/a", "/d/b", "/d/b/"]
         );
-        assert_eq!(found("COPY", Some("0"), PATH).unwrap(), ["/d/a", "/d/b"]);
+        // Overwrite: T (the default) deletes the destination first,
+        // members and all, whatever the depth (RFC 4918 §9.8.4).
+        assert_eq!(
+            found("COPY", Some("0"), PATH).unwrap(),
+            ["/d/a", "/d/b", "/d/b/"]
+        );
+        let copy = |overwrite: &str| {
+            let headers = [
+                ("destination", "/d/b"),
+                ("depth", "0"),
+                ("overwrite", overwrite),
+            ];
+            keys("COPY", "/d/a", &headers, PATH)
+        };
+        assert_eq!(copy("F").unwrap(), ["/d/a", "/d/b"]);
+        assert_eq!(copy("T").unwrap(), ["/d/a", "/d/b", "/d/b/"]);
+        assert!(matches!(copy("t"), Err(ReachError::Unfenceable(_))));
+        // A LOCK is Depth: infinity unless it says 0.
+        assert_eq!(found("LOCK", None, PATH).unwrap(), ["/d/a", "/d/a/"]);
+        assert_eq!(
+            found("LOCK", Some("infinity"), PATH).unwrap(),
+            ["/d/a", "/d/a/"]
+        );
+        assert_eq!(found("LOCK", Some("0"), PATH).unwrap(), ["/d/a"]);
         assert_eq!(found("PROPPATCH", None, PATH).unwrap(), ["/d/a"]);
         assert_eq!(
             found("PROPPATCH", Some("1"), PATH).unwrap(),

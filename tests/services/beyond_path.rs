@@ -577,3 +577,181 @@ fn delete_objects_waits_for_a_lower_token_in_flight_on_one_of_its_keys() {
         "the DeleteObjects arrived before 34 was answered: {events:?}"
     );
 }
+
+// ---------------------------------------------------------------------------
+// The core's reading (SPEC "Deny by default", rules in every mode): each
+// class a place where the gateway and the store read one request apart.
+// ---------------------------------------------------------------------------
+
+/// Class 1: a `COPY` onto an existing collection with `Depth: 0` (and
+/// `Overwrite: T`, the default) makes Apache delete the destination's
+/// members first (RFC 4918 §9.8.4); it is fenced on the destination's
+/// subtree whatever the depth. `Depth` named in `Connection` would be read
+/// by the gateway and dropped before Apache: refused 400.
+#[test]
+fn class1_a_stale_depth_0_copy_onto_a_collection_is_fenced_on_its_members() {
+    let apache = Apache::shared();
+    let base = collection("copy-depth-0");
+    let gw = dav_gateway(&[]);
+    let dest = format!("{base}/dest");
+    let member = format!("{dest}/member");
+    let src = format!("{base}/src");
+    assert_status(
+        &fenced(&gw, "MKCOL", &dest, 33, &[], b""),
+        &[201],
+        "MKCOL dest",
+    );
+    assert_status(
+        &fenced(&gw, "PUT", &member, 34, &[], b"member at 34"),
+        &[201],
+        "PUT member",
+    );
+    assert_status(
+        &fenced(&gw, "PUT", &src, 33, &[], b"src at 33"),
+        &[201],
+        "PUT src",
+    );
+    let to = destination(&gw, &dest);
+    let resp = fenced(
+        &gw,
+        "COPY",
+        &src,
+        33,
+        &[("Destination", &to), ("Depth", "0")],
+        b"",
+    );
+    assert_stale(&resp, &member, 33, 34);
+    let hop = [
+        ("Destination", to.as_str()),
+        ("Depth", "0"),
+        ("Connection", "Depth"),
+    ];
+    let resp = fenced(&gw, "COPY", &src, 33, &hop, b"");
+    let json = resp.assert_gateway_error(400, "bad_request");
+    assert!(
+        json["detail"].as_str().is_some_and(|d| d.contains("depth")),
+        "{json}"
+    );
+    let twice = [
+        ("Destination", to.as_str()),
+        ("Depth", "0"),
+        ("Depth", "infinity"),
+    ];
+    fenced(&gw, "COPY", &src, 33, &twice, b"").assert_gateway_error(400, "bad_request");
+    assert_eq!(
+        apache.requests("COPY", &base),
+        Vec::<String>::new(),
+        "a stale COPY reached Apache"
+    );
+    assert_eq!(apache.read(&member).as_deref(), Some(&b"member at 34"[..]));
+    // With Overwrite: F Apache deletes nothing: the subtree is not fenced,
+    // and Apache refuses to copy onto what exists.
+    let keep = [
+        ("Destination", to.as_str()),
+        ("Depth", "0"),
+        ("Overwrite", "F"),
+    ];
+    let resp = fenced(&gw, "COPY", &src, 33, &keep, b"");
+    assert_status(
+        &resp,
+        &[412],
+        "COPY with Overwrite: F onto an existing collection",
+    );
+    assert_eq!(apache.read(&member).as_deref(), Some(&b"member at 34"[..]));
+}
+
+/// Class 5: a `LOCK` with `Depth: infinity` (or none, which means it) on a
+/// collection locks every member: a stale one would make the current
+/// holder's writes fail with 423. Fenced on the subtree.
+#[test]
+fn class5_a_stale_depth_infinity_lock_on_a_collection_is_refused() {
+    let apache = Apache::shared();
+    let base = collection("lock-infinity");
+    let gw = dav_gateway(&[]);
+    let dir = format!("{base}/dir");
+    let member = format!("{dir}/member");
+    assert_status(&fenced(&gw, "MKCOL", &dir, 33, &[], b""), &[201], "MKCOL");
+    assert_status(
+        &fenced(&gw, "PUT", &member, 34, &[], b"member at 34"),
+        &[201],
+        "PUT member",
+    );
+    let lock = br#"<?xml version="1.0" encoding="utf-8"?>
+<D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype><D:owner>stale</D:owner></D:lockinfo>"#;
+    let xml = [("Content-Type", "application/xml")];
+    for depth in [None, Some("infinity"), Some("Infinity")] {
+        let mut headers = xml.to_vec();
+        headers.extend(depth.map(|depth| ("Depth", depth)));
+        let resp = fenced(&gw, "LOCK", &dir, 33, &headers, lock);
+        assert_stale(&resp, &member, 33, 34);
+    }
+    assert_eq!(apache.requests("LOCK", &base), Vec::<String>::new());
+    // The holder of 35 writes the member: no lock is in its way.
+    let resp = fenced(&gw, "PUT", &member, 35, &[], b"member at 35");
+    assert_status(&resp, &[204], "PUT member at 35");
+    // A Depth: 0 lock of the collection reaches only the collection.
+    let mut headers = xml.to_vec();
+    headers.push(("Depth", "0"));
+    let resp = fenced(&gw, "LOCK", &dir, 33, &headers, lock);
+    assert_status(&resp, &[200], "LOCK Depth: 0 at 33");
+}
+
+/// Class 2: methods are case-sensitive. A `post ?delete` or a `post` form
+/// upload in another case skipped every check that compared method names;
+/// a store that upper-cases methods then ran them. Refused 501, never
+/// forwarded, in every mode.
+#[test]
+fn class2_a_method_in_another_case_is_refused_unforwarded() {
+    let backend = Backend::start();
+    let gw = GatewayProcess::in_front_of(&backend, &["--flat-keys"]);
+    let body = delete_body(&["obj"]);
+    for method in ["post", "Post", "pOST", "delete", "put", "Get", "FROBNICATE"] {
+        let resp = fenced(&gw, method, "/bkt?delete", 33, &[], body.as_bytes());
+        let json = resp.assert_gateway_error(501, "unknown_method");
+        assert!(
+            json["detail"].as_str().is_some_and(|d| d.contains(method)),
+            "{json}"
+        );
+        // Without a token too: a read in another case is no read.
+        let resp = gw.req(method, "/bkt/obj", &[], b"");
+        resp.assert_gateway_error(501, "unknown_method");
+    }
+    assert_eq!(backend.count(), 0, "{:#?}", backend.records());
+}
+
+/// Class 6: two `Content-Type` lines hid a form upload (the gateway read
+/// the first, the store the second, and wrote the key named in the form).
+#[test]
+fn class6_two_content_types_are_refused_unforwarded() {
+    let moto = moto();
+    let gw = s3_gateway();
+    let bucket = "two-content-types";
+    let made = http(moto.addr, "PUT", &format!("/{bucket}"), &[], b"");
+    assert_eq!(made.status, 200, "CreateBucket at moto: {}", made.text());
+    let boundary = "fencegate-form-boundary";
+    let content_type = format!("multipart/form-data; boundary={boundary}");
+    let form = format!(
+        "--{boundary}\r\n\
+         Content-Disposition: form-data; name=\"key\"\r\n\r\n\
+         hidden.txt\r\n\
+         --{boundary}\r\n\
+         Content-Disposition: form-data; name=\"file\"; filename=\"hidden.txt\"\r\n\
+         Content-Type: text/plain\r\n\r\n\
+         written by a hidden form\r\n\
+         --{boundary}--\r\n"
+    );
+    let target = format!("/{bucket}");
+    let headers = [
+        ("Content-Type", "text/plain"),
+        ("Content-Type", content_type.as_str()),
+    ];
+    let resp = fenced(&gw, "POST", &target, 5, &headers, form.as_bytes());
+    let json = resp.assert_gateway_error(400, "bad_request");
+    assert!(
+        json["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("content-type")),
+        "{json}"
+    );
+    assert!(!moto.lists(bucket, "hidden.txt"), "the form reached moto");
+}

@@ -493,3 +493,77 @@ fn google_cloud_storage_client_through_the_gateway() {
     assert_eq!(emulator.object("pybkt", "py/report.csv"), None);
     assert_eq!(gw.fence(key), Some(35));
 }
+
+/// The emulator serves the JSON API without `/storage/v1` (`/b/B/o/N`, the
+/// form Google's Node client uses against an emulator), and after
+/// collapsing a `//` before it. Both were fenced on their raw path alone,
+/// so a stale token deleted, changed or copied onto a fenced object (core
+/// reading issue, classes 3 and 4).
+#[test]
+fn class3_and_class4_every_spelling_of_the_json_api_is_fenced_as_its_object() {
+    let emulator = Emulator::start();
+    let gw = gcs_gateway(&emulator);
+    create_bucket(&gw, "spelt", 1);
+    let key = "/spelt/ledger";
+    let resp = json_upload(&gw, "spelt", "ledger", 34, "written by 34");
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let resp = json_upload(&gw, "spelt", "scratch", 33, "scratch at 33");
+    assert_eq!(resp.status, 200, "{}", resp.text());
+
+    // The emulator reads both spellings as the JSON API: a proof on an
+    // object of its own, at the emulator directly.
+    let resp = json_upload(&gw, "spelt", "proof", 40, "proof");
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let direct = http(emulator.addr, "DELETE", "/b/spelt/o/proof", &[], b"");
+    assert!((200..300).contains(&direct.status), "{}", direct.text());
+    assert_eq!(emulator.object("spelt", "proof"), None);
+
+    let t33 = [
+        ("X-Fencing-Token", "33"),
+        ("Content-Type", "application/json"),
+    ];
+    for (method, target, body) in [
+        ("DELETE", "/b/spelt/o/ledger", ""),
+        ("PATCH", "/b/spelt/o/ledger", r#"{"metadata":{"by":"33"}}"#),
+        ("POST", "/b/spelt/o/scratch/copyTo/b/spelt/o/ledger", ""),
+        ("DELETE", "///storage/v1/b/spelt/o/ledger", ""),
+        (
+            "PATCH",
+            "//./storage/v1/b/spelt/o/ledger",
+            r#"{"metadata":{"by":"33"}}"#,
+        ),
+        (
+            "POST",
+            "///storage/v1/b/spelt/o/scratch/rewriteTo/b/spelt/o/ledger",
+            "",
+        ),
+    ] {
+        let resp = gw.req(method, target, &t33, body.as_bytes());
+        let json = resp.assert_gateway_error(409, "stale_token");
+        assert_eq!(json["resource"], key, "{method} {target}: {json}");
+        assert_eq!(json["highest"], 34, "{method} {target}: {json}");
+    }
+    assert_eq!(
+        emulator.object("spelt", "ledger").as_deref(),
+        Some("written by 34")
+    );
+    let metadata = http(
+        emulator.addr,
+        "GET",
+        "/storage/v1/b/spelt/o/ledger",
+        &[],
+        b"",
+    );
+    assert_eq!(metadata.status, 200, "{}", metadata.text());
+    assert!(
+        metadata.json()["metadata"]["by"].is_null(),
+        "{}",
+        metadata.text()
+    );
+    // The current holder writes through the same spelling.
+    let t35 = [("X-Fencing-Token", "35")];
+    let resp = gw.req("DELETE", "/b/spelt/o/ledger", &t35, b"");
+    assert!((200..300).contains(&resp.status), "{}", resp.text());
+    assert_eq!(emulator.object("spelt", "ledger"), None);
+    assert_eq!(gw.fence(key), Some(35));
+}
