@@ -3,7 +3,7 @@
 # Installs what the tests need (scripts/install-deps.sh), then the cheap
 # checks first (formatting, then the lints, which also type-check every
 # target), one build of the test profile, every test (unit, property, doc,
-# black-box), every demo against real lock servers (scripts/demos.sh), the
+# black-box), the Python client kit's tests, every demo against real lock servers (scripts/demos.sh), the
 # library alone without the gateway's dependencies (and with shared fences
 # alone), and each fuzz target for a few seconds.
 set -euo pipefail
@@ -42,6 +42,9 @@ fi
 cargo fmt --all -- --check
 cargo clippy --locked --all-targets -- -D warnings
 cargo test --locked
+# The Python client kit (clients/python) against real lock services, moto,
+# Azurite and the gateway that cargo test just built.
+scripts/test-python-clients.sh
 # The shared-fence tests again, over etcd as production runs it: TLS only
 # with client certificates, RBAC, 2 s auth tokens (tests/services/gateway_shared.rs).
 FENCEGATE_TEST_ETCD_SECURED=1 cargo test --locked --test gateway_shared
