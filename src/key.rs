@@ -290,7 +290,34 @@ pub fn request_host<H: HeaderFields + ?Sized>(uri: &Uri, headers: &H) -> Result<
 /// assert!(normalize_host("a/b").is_err() && normalize_host("").is_err() && normalize_host("h:x").is_err());
 /// ```
 pub fn normalize_host(raw: &str) -> Result<String, HostError> {
-    let authority = raw.rsplit('@').next().unwrap_or(raw);
+    let (host, port) = parse_host(raw.rsplit('@').next().unwrap_or(raw))?;
+    let mut key = host.to_ascii_lowercase();
+    if let Some(port) = port {
+        key.push(':');
+        key.push_str(&port.to_string());
+    }
+    Ok(key)
+}
+
+/// Whether `raw` is a valid `Host` field value (RFC 9110 §7.2: `uri-host
+/// [":" port]`, no user info), without building its key: the check every
+/// request's `Host` gets before routing ([`crate::misreading`]).
+///
+/// ```
+/// use fencegate::key::check_host;
+/// assert!(check_host("gw.example:8080").is_ok() && check_host("[::1]").is_ok());
+/// assert!(check_host("a b").is_err() && check_host("user@gw").is_err() && check_host("gw:").is_err());
+/// ```
+pub fn check_host(raw: &str) -> Result<(), HostError> {
+    if raw.contains('@') {
+        return Err(HostError::Malformed);
+    }
+    parse_host(raw).map(|_| ())
+}
+
+/// A host and its port (`None` for none, 80 or 443), checked as
+/// [`normalize_host`] says; the host keeps its case.
+fn parse_host(authority: &str) -> Result<(&str, Option<u16>), HostError> {
     let (host, port) = if authority.starts_with('[') {
         let end = authority.find(']').ok_or(HostError::Malformed)?;
         let (host, rest) = authority.split_at(end + 1);
@@ -335,12 +362,17 @@ pub fn normalize_host(raw: &str) -> Result<String, HostError> {
             (number != 80 && number != 443).then_some(number)
         }
     };
-    let mut key = host.to_ascii_lowercase();
-    if let Some(port) = port {
-        key.push(':');
-        key.push_str(&port.to_string());
+    Ok((host, port))
+}
+
+/// Whether the request path `raw` climbs above the root (`/../x`,
+/// `/%2e%2e/x`), read as [`normalize_path`] reads it. Most paths hold no
+/// `.` segment nor `%`, and are answered by one scan.
+pub fn climbs_above_root(raw: &str) -> bool {
+    if !raw.contains("..") && !raw.contains('%') {
+        return false;
     }
-    Ok(key)
+    normalize_path(raw) == Err(PathError::EscapesRoot)
 }
 
 /// A key's host part (empty for a key of the path scopes, which starts

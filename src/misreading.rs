@@ -21,6 +21,12 @@
 //!   case-sensitive (RFC 9110 §9.1), and a store that upper-cases them would
 //!   run `post` as the `POST` the gateway never recognised: 501
 //!   `unknown_method`;
+//! - a **path that climbs above the root** (`/../x`, `/%2e%2e/x`): a store
+//!   may resolve it, or not; a route's prefix would not see it: 400
+//!   `invalid_path`;
+//! - a **`Host` that is malformed or given twice** (over HTTP/2, `:authority`
+//!   and a `host` field that differ): routes, host scopes and the store
+//!   could each pick another: 400 `invalid_path`;
 //! - a field the gateway reads to decide what a request is or reaches
 //!   ([`DECIDING_FIELDS`]) **given twice, or named in `Connection`**: the
 //!   gateway would read one line while the store reads the other, or the
@@ -35,21 +41,22 @@
 //!     .header("x-http-method-override", "DELETE")
 //!     .body(())
 //!     .unwrap();
-//! let found = misreading(&get).unwrap();
+//! let found = misreading(&get, http::Version::HTTP_11).unwrap();
 //! assert_eq!(found.status(), 400);
 //! assert_eq!(found.code(), "method_override");
 //!
 //! let trace = Request::builder().method("TRACE").uri("/x").body(()).unwrap();
-//! assert_eq!(misreading(&trace).unwrap().status(), 405);
+//! assert_eq!(misreading(&trace, http::Version::HTTP_11).unwrap().status(), 405);
 //!
 //! let options = Request::builder().method("OPTIONS").uri("*").body(()).unwrap();
-//! assert_eq!(misreading(&options), None);
+//! assert_eq!(misreading(&options, http::Version::HTTP_11), None);
 //! ```
 
 use http::header::HeaderName;
 use http::{Method, StatusCode};
 
-use crate::head::{HeaderFields, RequestView};
+use crate::head::{visible_str, HeaderFields, RequestView};
+use crate::key::{check_host, climbs_above_root};
 
 /// The header fields with which some stores and frameworks let a request
 /// say it is another method than its request line's.
@@ -135,6 +142,16 @@ pub enum Misreading {
         /// The method as sent.
         method: Method,
     },
+    /// 400 `invalid_path`: the path climbs above the root.
+    ClimbingPath,
+    /// 400 `invalid_path`: under the S3 dialect, a key with an empty, `.`
+    /// or `..` segment ([`misread_s3_key`]).
+    S3Key,
+    /// 400 `invalid_path`: a `Host` that is malformed, or two host fields.
+    BadHost {
+        /// What is wrong with it.
+        detail: &'static str,
+    },
     /// 400 `bad_request`: a deciding field given twice or named in
     /// `Connection`.
     AmbiguousField {
@@ -151,7 +168,10 @@ impl Misreading {
         match self {
             Misreading::MethodOverride { .. }
             | Misreading::AsteriskForm { .. }
-            | Misreading::AmbiguousField { .. } => StatusCode::BAD_REQUEST,
+            | Misreading::AmbiguousField { .. }
+            | Misreading::ClimbingPath
+            | Misreading::S3Key
+            | Misreading::BadHost { .. } => StatusCode::BAD_REQUEST,
             Misreading::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Misreading::UnknownMethod { .. } => StatusCode::NOT_IMPLEMENTED,
         }
@@ -162,7 +182,10 @@ impl Misreading {
         match self {
             Misreading::MethodOverride { .. } => "method_override",
             Misreading::MethodNotAllowed { .. } => "method_not_allowed",
-            Misreading::AsteriskForm { .. } => "invalid_path",
+            Misreading::AsteriskForm { .. }
+            | Misreading::ClimbingPath
+            | Misreading::S3Key
+            | Misreading::BadHost { .. } => "invalid_path",
             Misreading::UnknownMethod { .. } => "unknown_method",
             Misreading::AmbiguousField { .. } => "bad_request",
         }
@@ -182,6 +205,14 @@ impl Misreading {
             Misreading::AsteriskForm { method } => format!(
                 "the asterisk form (*) names no object and is valid only for OPTIONS, not {method}"
             ),
+            Misreading::ClimbingPath => {
+                "the path climbs above the root with '..': a store could read it as another path"
+                    .to_owned()
+            }
+            Misreading::BadHost { detail } => (*detail).to_owned(),
+            Misreading::S3Key => "an S3 key may not have an empty, '.' or '..' segment: S3 keys \
+                are literal, and the store would write another object than the gateway fences"
+                .to_owned(),
             Misreading::UnknownMethod { method } => format!(
                 "the method {method:?} is not one the gateway reads (methods are case-sensitive: {})",
                 KNOWN_METHODS.join(", ")
@@ -202,7 +233,15 @@ impl Misreading {
 /// (see the module docs). Cheap on the common request: a method
 /// comparison, three field lookups by name, and a look at the query's
 /// parameter names only when it has one.
-pub fn misreading<R: RequestView + ?Sized>(request: &R) -> Option<Misreading> {
+///
+/// `version` is the request's protocol version: over HTTP/2 and later a
+/// `host` field beside `:authority` must name the same host (over
+/// HTTP/1.1 the absolute form's authority replaces `Host`, RFC 9112
+/// §3.2.2, and the gateway forwards only that).
+pub fn misreading<R: RequestView + ?Sized>(
+    request: &R,
+    version: http::Version,
+) -> Option<Misreading> {
     let method = request.method();
     if method == Method::TRACE || method == Method::CONNECT {
         return Some(Misreading::MethodNotAllowed {
@@ -229,10 +268,39 @@ pub fn misreading<R: RequestView + ?Sized>(request: &R) -> Option<Misreading> {
     if let Some(found) = ambiguous_field(fields) {
         return Some(found);
     }
+    if let Some(found) = bad_host(uri, fields, version) {
+        return Some(found);
+    }
+    if climbs_above_root(uri.path()) {
+        return Some(Misreading::ClimbingPath);
+    }
     let query = uri.query()?;
     override_parameter(query).map(|named| Misreading::MethodOverride {
         named: format!("the {named} query parameter"),
     })
+}
+
+/// Whether the request path `raw`, read as an S3 object's path
+/// (`/bucket/key`, or `/key` virtual-hosted), has an empty segment inside
+/// its key, or a `.` or `..` segment: S3 keys are literal, so the store
+/// reads such a key as it is while the fence key (and a route's prefix)
+/// would read it normalised; one object would have two fence keys
+/// (SPEC: refused in every mode under the S3 dialect, 400
+/// `invalid_path`). A trailing `/` is a key of its own in S3 (a "folder"
+/// marker), kept.
+pub fn misread_s3_key(raw: &str) -> bool {
+    if !raw.contains("//") && !raw.contains("/.") && !raw.contains('%') {
+        return false;
+    }
+    let decoded = percent_encoding::percent_decode_str(raw).decode_utf8_lossy();
+    let path = decoded.trim_end_matches('/');
+    path.split('/')
+        .skip(2)
+        .any(|segment| segment.is_empty() || segment == "." || segment == "..")
+        || path
+            .split('/')
+            .nth(1)
+            .is_some_and(|first| first == "." || first == "..")
 }
 
 /// Whether `method` is listed, compared exactly: the standard methods are
@@ -243,6 +311,38 @@ fn is_known(method: &Method) -> bool {
         *method,
         Method::GET | Method::HEAD | Method::PUT | Method::POST | Method::DELETE | Method::OPTIONS
     ) || KNOWN_METHODS.contains(&method.as_str())
+}
+
+/// A `Host` field that is malformed or repeated, or that differs from
+/// HTTP/2's `:authority`.
+fn bad_host<H: HeaderFields + ?Sized>(
+    uri: &http::Uri,
+    fields: &H,
+    version: http::Version,
+) -> Option<Misreading> {
+    let mut hosts = fields.values_of(&http::header::HOST);
+    let host = hosts.next()?;
+    if hosts.next().is_some() {
+        return Some(Misreading::BadHost {
+            detail: "Host is given more than once",
+        });
+    }
+    let Some(host) = visible_str(host).filter(|host| check_host(host.trim()).is_ok()) else {
+        return Some(Misreading::BadHost {
+            detail: "Host is not a valid host[:port]",
+        });
+    };
+    match uri.authority() {
+        Some(authority)
+            if version >= http::Version::HTTP_2
+                && !authority.as_str().eq_ignore_ascii_case(host.trim()) =>
+        {
+            Some(Misreading::BadHost {
+                detail: "the host field names another host than :authority",
+            })
+        }
+        _ => None,
+    }
 }
 
 /// A deciding field given twice or named in `Connection`.
@@ -296,6 +396,8 @@ mod tests {
     use super::*;
     use http::Request;
 
+    const V1: http::Version = http::Version::HTTP_11;
+
     fn request(method: &str, target: &str, fields: &[(&str, &str)]) -> Request<()> {
         let mut builder = Request::builder().method(method).uri(target);
         for (name, value) in fields {
@@ -311,7 +413,7 @@ mod tests {
             "x-http-method-override",
             "X-Method-Override",
         ] {
-            let found = misreading(&request("GET", "/b/k", &[(name, "DELETE")]));
+            let found = misreading(&request("GET", "/b/k", &[(name, "DELETE")]), V1);
             assert_eq!(found.map(|m| m.code()), Some("method_override"), "{name}");
         }
     }
@@ -327,7 +429,7 @@ mod tests {
             "/b/k?a=b;_method=DELETE",
             "/b/k?_method",
         ] {
-            let found = misreading(&request("GET", target, &[]));
+            let found = misreading(&request("GET", target, &[]), V1);
             assert_eq!(found.map(|m| m.code()), Some("method_override"), "{target}");
         }
     }
@@ -341,10 +443,17 @@ mod tests {
             "/b/k?comp=list&restype=container",
             "/b/k?method=1",
         ] {
-            assert_eq!(misreading(&request("GET", target, &[])), None, "{target}");
+            assert_eq!(
+                misreading(&request("GET", target, &[]), V1),
+                None,
+                "{target}"
+            );
         }
         assert_eq!(
-            misreading(&request("PUT", "/b/k", &[("x-amz-meta-method", "DELETE")])),
+            misreading(
+                &request("PUT", "/b/k", &[("x-amz-meta-method", "DELETE")]),
+                V1
+            ),
             None
         );
     }
@@ -352,12 +461,12 @@ mod tests {
     #[test]
     fn trace_and_connect_are_405() {
         assert_eq!(
-            misreading(&request("TRACE", "/b/k", &[])).map(|m| m.status()),
+            misreading(&request("TRACE", "/b/k", &[]), V1).map(|m| m.status()),
             Some(StatusCode::METHOD_NOT_ALLOWED)
         );
         let connect = request("CONNECT", "example.com:443", &[]);
         assert_eq!(
-            misreading(&connect).map(|m| m.status()),
+            misreading(&connect, V1).map(|m| m.status()),
             Some(StatusCode::METHOD_NOT_ALLOWED)
         );
     }
@@ -365,7 +474,7 @@ mod tests {
     #[test]
     fn methods_are_read_as_registered() {
         for method in ["post", "Post", "delete", "pUT", "FROBNICATE", "REPORT"] {
-            let found = misreading(&request(method, "/b/k?delete", &[]));
+            let found = misreading(&request(method, "/b/k?delete", &[]), V1);
             assert_eq!(
                 found.map(|m| m.status()),
                 Some(StatusCode::NOT_IMPLEMENTED),
@@ -373,7 +482,11 @@ mod tests {
             );
         }
         for method in KNOWN_METHODS {
-            assert_eq!(misreading(&request(method, "/b/k", &[])), None, "{method}");
+            assert_eq!(
+                misreading(&request(method, "/b/k", &[]), V1),
+                None,
+                "{method}"
+            );
         }
     }
 
@@ -386,13 +499,16 @@ mod tests {
             .header("content-type", "multipart/form-data; boundary=x")
             .body(())
             .expect("a request");
-        assert_eq!(misreading(&twice).map(|m| m.code()), Some("bad_request"));
+        assert_eq!(
+            misreading(&twice, V1).map(|m| m.code()),
+            Some("bad_request")
+        );
         let hop = request(
             "COPY",
             "/d/a",
             &[("Depth", "0"), ("Connection", "keep-alive, Depth")],
         );
-        let found = misreading(&hop);
+        let found = misreading(&hop, V1);
         assert!(
             matches!(
                 found,
@@ -408,14 +524,79 @@ mod tests {
             "/d/a",
             &[("Depth", "0"), ("Connection", "keep-alive")],
         );
-        assert_eq!(misreading(&fine), None);
+        assert_eq!(misreading(&fine, V1), None);
+    }
+
+    #[test]
+    fn climbing_paths_and_bad_hosts_are_refused() {
+        for target in ["/../x", "/a/../../x", "/%2e%2e/x", "/%2E%2E/%2e%2e/x"] {
+            let found = misreading(&request("GET", target, &[]), V1);
+            assert_eq!(found, Some(Misreading::ClimbingPath), "{target}");
+        }
+        assert_eq!(misreading(&request("GET", "/a/../x", &[]), V1), None);
+        for host in ["a b", "user@gw", "gw:", "gw:99999", "[::1"] {
+            let found = misreading(&request("GET", "/x", &[("host", host)]), V1);
+            assert!(
+                matches!(found, Some(Misreading::BadHost { .. })),
+                "{host}: {found:?}"
+            );
+        }
+        let twice = Request::builder()
+            .uri("/x")
+            .header("host", "a")
+            .header("host", "b")
+            .body(())
+            .expect("a request");
+        assert!(matches!(
+            misreading(&twice, V1),
+            Some(Misreading::BadHost { .. })
+        ));
+        let h2 = request("GET", "https://a.example/x", &[("host", "b.example")]);
+        assert!(matches!(
+            misreading(&h2, http::Version::HTTP_2),
+            Some(Misreading::BadHost { .. })
+        ));
+        assert_eq!(
+            misreading(&h2, V1),
+            None,
+            "HTTP/1.1: the target's authority wins"
+        );
+        let same = request("GET", "https://a.example/x", &[("host", "A.example")]);
+        assert_eq!(misreading(&same, http::Version::HTTP_2), None);
+    }
+
+    #[test]
+    fn s3_keys_are_literal() {
+        for raw in [
+            "/b/a//k",
+            "/b/./k",
+            "/b/k/..",
+            "/b/%2e%2e/k",
+            "/b/a%2F%2Fk",
+            "/../k",
+            "/b/a/./",
+        ] {
+            assert!(misread_s3_key(raw), "{raw}");
+        }
+        for raw in [
+            "/b/k",
+            "/b/dir/",
+            "/b/.hidden",
+            "/b/a..b",
+            "/",
+            "/b",
+            "/b/",
+            "/b/%41",
+        ] {
+            assert!(!misread_s3_key(raw), "{raw}");
+        }
     }
 
     #[test]
     fn the_asterisk_form_is_only_for_options() {
-        assert_eq!(misreading(&request("OPTIONS", "*", &[])), None);
+        assert_eq!(misreading(&request("OPTIONS", "*", &[]), V1), None);
         for method in ["DELETE", "GET", "PUT", "PROPFIND", "MKCOL"] {
-            let found = misreading(&request(method, "*", &[]));
+            let found = misreading(&request(method, "*", &[]), V1);
             assert_eq!(found.map(|m| m.code()), Some("invalid_path"), "{method}");
         }
     }

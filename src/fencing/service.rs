@@ -282,6 +282,13 @@ impl<S> Fencing<S> {
             && crate::head::HeaderFields::contains(request.fields(), &self.config.token_header)
     }
 
+    /// Whether this layer's store has collections (`--flat-keys` off): a
+    /// `DELETE` may then remove a whole subtree.
+    #[cfg(feature = "gateway")]
+    pub(crate) fn flat_keys(&self) -> bool {
+        self.config.flat_keys
+    }
+
     /// The highest admitted on `key`, as this instance knows it.
     #[cfg(feature = "gateway")]
     pub(crate) fn highest(&self, key: &str) -> Option<u64> {

@@ -228,7 +228,16 @@ impl fmt::Display for Effective {
         let write = |f: &mut fmt::Formatter<'_>, list: &[Shown], width: usize| -> fmt::Result {
             for shown in list {
                 let line = format!("{} = {}", shown.key, shown.value);
-                writeln!(f, "{line:<width$}  # {}", shown.origin)?;
+                // Padded by hand: `{:<width$}` panics past a width of
+                // 65,535, and a value may be that long.
+                let pad = width.saturating_sub(line.chars().count());
+                writeln!(
+                    f,
+                    "{line}{:pad$}  # {}",
+                    "",
+                    shown.origin,
+                    pad = pad.min(256)
+                )?;
             }
             Ok(())
         };

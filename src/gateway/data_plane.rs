@@ -25,6 +25,7 @@ use super::accept::ConnInfo;
 use super::access_log::AccessLog;
 use super::body::request::{Counted, DrainOnDrop, IncomingBody};
 use super::body::response::{FromProxy, Relayed};
+use super::cross_route::{cross_route, Crossing};
 use super::custody::denied::Denied;
 use super::custody::stream::Resigned;
 use super::custody::{Custody, Forwarding};
@@ -41,7 +42,7 @@ use crate::custody::answer::{restyle, AnswerStyle};
 use crate::fencing::{refusal_response, Fencing, FencingLayer, ResponseBody, WouldRefuse};
 use crate::head::{HeaderFields, RequestView};
 use crate::http1::head::RequestHead;
-use crate::misreading::{misreading, Misreading};
+use crate::misreading::{misread_s3_key, misreading, Misreading};
 use crate::reach;
 use crate::refusal::{OwnAnswer, Refusal};
 
@@ -258,15 +259,20 @@ impl Connection {
         mut request: Inbound<IncomingBody>,
     ) -> Response<Relayed> {
         let connection = &self.shared;
-        let picked = generation.table.pick(&request).and_then(|i| routes.get(i));
+        let index = generation.table.pick(&request);
+        let picked = index.and_then(|i| routes.get(i));
         // Before anything reads it for what it does: see `misreading`.
-        if let Some(found) = misreading(&request) {
+        if let Some(found) = misreading(&request, request.version()) {
             let answers = picked.map_or(generation.answers, |route| route.answers);
             return self.misread(picked, answers, &request, &found);
         }
-        let Some(route) = picked else {
+        let (Some(route), Some(index)) = (picked, index) else {
             return self.no_route(&request);
         };
+        if route.answers == AnswerStyle::S3 && misread_s3_key(request.uri().path()) {
+            let found = Misreading::S3Key;
+            return self.misread(Some(route), route.answers, &request, &found);
+        }
         let custody = route.custody.as_deref();
         let mut exchange = Exchange::begin(&connection.client, &request, || match custody {
             // Known once custody has read the request.
@@ -291,6 +297,18 @@ impl Connection {
                 "refused by credential custody"
             );
         }
+        // Every object it reaches is its route's (a DeleteObjects' keys are
+        // looked at once its body is read).
+        let crossing = match denied {
+            None => cross_route(
+                &generation.table,
+                index,
+                &request,
+                route.inner.flat_keys(),
+                None,
+            ),
+            Some(_) => None,
+        };
         let counter = exchange.bytes_in();
         let timeout = connection.client.body_timeout;
         // A client that asked `Expect: 100-continue` and gets a refusal
@@ -339,6 +357,7 @@ impl Connection {
         let answered = match (denied, refuse_unproxyable(&request)) {
             // Custody refused it: it learns nothing of fences.
             (Some(denied), _) => Ok(denied.to_response(route.answers).map(ResponseBody::refusal)),
+            (None, _) if crossing.is_some() => Ok(crossed(generation, index, crossing.as_ref())),
             // Refused before fencing: never proxied, so it raises no fence.
             (None, Some(refusal)) => {
                 Ok(refusal.map(|body| ResponseBody::inner(FromProxy::from(body), None)))
@@ -347,9 +366,11 @@ impl Connection {
             // every request's future.
             (None, None)
                 if route.inner.needs_listing(&request)
-                    || (custody.is_some() && reach::lists_objects_in_body(&request)) =>
+                    || ((custody.is_some() || generation.table.is_routed())
+                        && reach::lists_objects_in_body(&request)) =>
             {
-                Box::pin(read_listing(route, request)).await
+                let routing = Routing { generation, index };
+                Box::pin(read_listing(route, routing, request)).await
             }
             (None, None) => route.inner.forward_fenced(request).await,
         };
@@ -435,8 +456,8 @@ impl Connection {
     ) -> Response<Relayed> {
         let connection = &self.shared;
         let mut exchange = Exchange::begin(&connection.client, request, || (None, None));
-        let outcome = match found {
-            Misreading::AsteriskForm { .. } => Outcome::InvalidPath,
+        let outcome = match found.code() {
+            "invalid_path" => Outcome::InvalidPath,
             _ => Outcome::OtherRefusal,
         };
         let mut response = gateway_error(found.status(), found.code(), &found.detail(), outcome);
@@ -503,12 +524,43 @@ fn in_dialect(response: &mut Response<ResponseBody<FromProxy>>, style: AnswerSty
     }
 }
 
+/// Where a request was routed: its generation's table and names, and its
+/// route's index in them.
+struct Routing<'g> {
+    generation: &'g Generation,
+    index: usize,
+}
+
+/// 400 `cross_route`: the request reaches an object of another route (or
+/// of none); never forwarded.
+fn crossed(
+    generation: &Generation,
+    own: usize,
+    crossing: Option<&Crossing>,
+) -> Response<ResponseBody<FromProxy>> {
+    let name = |route: usize| {
+        generation
+            .routes
+            .get(route)
+            .map_or_else(String::new, |route| route.name.to_string())
+    };
+    let detail = crossing.map_or_else(String::new, |crossing| crossing.detail(&name(own), name));
+    let response = gateway_error(
+        http::StatusCode::BAD_REQUEST,
+        "cross_route",
+        &detail,
+        Outcome::OtherRefusal,
+    );
+    response.map(|body| ResponseBody::inner(FromProxy::from(body), None))
+}
+
 /// An S3 `DeleteObjects`: reads its body (at most
 /// [`MAX_LISTING_BYTES`](crate::reach::MAX_LISTING_BYTES)), hands the keys
 /// it lists to the fencing layer, and forwards the body unchanged (so
 /// `Content-MD5` and checksums still verify at the backend).
 async fn read_listing(
     shared: &RouteConnection,
+    routing: Routing<'_>,
     request: Inbound<Body>,
 ) -> Result<Response<ResponseBody<FromProxy>>, Infallible> {
     let (request, body) = request.split_body();
@@ -554,6 +606,20 @@ async fn read_listing(
             return Ok(response);
         }
     };
+    let crossing = cross_route(
+        &routing.generation.table,
+        routing.index,
+        &request,
+        shared.inner.flat_keys(),
+        Some(&listed),
+    );
+    if crossing.is_some() {
+        return Ok(crossed(
+            routing.generation,
+            routing.index,
+            crossing.as_ref(),
+        ));
+    }
     if let Some(custody) = &shared.custody {
         if let Err(denied) = custody.authorise_listed(&request, &listed.0) {
             return Ok(denied

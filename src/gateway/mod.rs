@@ -60,6 +60,8 @@ mod proxy;
 
 mod routes;
 
+mod cross_route;
+
 mod generations;
 
 mod version_head;

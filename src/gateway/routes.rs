@@ -110,11 +110,17 @@ impl RouteTable {
             .iter()
             .enumerate()
             .map(|(route, m)| Entry {
-                host: match m.host.as_deref() {
+                // Matched as the request's host is read: lowercased,
+                // without a trailing dot (or a port).
+                host: match m.host.as_deref().map(|host| {
+                    without_port(host.trim_end_matches('.'))
+                        .trim_end_matches('.')
+                        .to_ascii_lowercase()
+                }) {
                     None => HostPattern::Any,
                     Some(host) => match host.strip_prefix('*') {
                         Some(suffix) => HostPattern::Suffix(suffix.to_owned()),
-                        None => HostPattern::Exact(host.to_owned()),
+                        None => HostPattern::Exact(host),
                     },
                 },
                 prefix: m.path_prefix.as_deref().map(Prefix::new),
@@ -150,25 +156,70 @@ impl RouteTable {
         }
     }
 
+    /// Whether any route looks at the host or the path: then a request's
+    /// objects may belong to several routes.
+    pub(crate) fn is_routed(&self) -> bool {
+        self.needs_host || self.needs_path
+    }
+
+    /// The host the routes match `request` on (lowercased, without a
+    /// trailing dot or a port), if any route looks at hosts.
+    pub(crate) fn host_of<R: RequestView + ?Sized>(&self, request: &R) -> Option<String> {
+        if !self.needs_host {
+            return None;
+        }
+        request_host(request.uri(), request.fields())
+            .ok()
+            .map(|host| without_port(&host).to_owned())
+    }
+
+    /// The route that owns the object at the normalised `path` under
+    /// `host` (as [`RouteTable::host_of`] gives it); `None`: no route does.
+    pub(crate) fn owner(&self, host: Option<&str>, path: &str) -> Option<usize> {
+        if !self.is_routed() {
+            return self.entries.first().map(|e| e.route);
+        }
+        self.pick_in(host, self.needs_path.then_some(Cow::Borrowed(path)))
+    }
+
+    /// A route other than `own` that takes objects strictly under the
+    /// normalised collection `path` under `host`: a write to the whole
+    /// subtree (a collection `DELETE`) would reach its objects.
+    pub(crate) fn other_under(&self, host: Option<&str>, path: &str, own: usize) -> Option<usize> {
+        let under = if path == "/" {
+            "/".to_owned()
+        } else {
+            format!("{path}/")
+        };
+        self.entries
+            .iter()
+            .filter(|e| e.route != own && e.host.matches(host))
+            .find(|e| {
+                e.prefix
+                    .as_ref()
+                    .is_some_and(|p| p.text.starts_with(&under))
+            })
+            .map(|e| e.route)
+    }
+
     /// The index of the route that takes `request`; `None`: no route does.
     pub(crate) fn pick<R: RequestView + ?Sized>(&self, request: &R) -> Option<usize> {
         if !self.needs_host && !self.needs_path {
             return self.entries.first().map(|e| e.route);
         }
-        let host = if self.needs_host {
-            request_host(request.uri(), request.fields())
-                .ok()
-                .map(|host| without_port(&host).to_owned())
-        } else {
-            None
-        };
+        let host = self.host_of(request);
         let path = if self.needs_path {
             matching_path(request.uri().path())
         } else {
             None
         };
+        self.pick_in(host.as_deref(), path)
+    }
+
+    /// The first entry that takes `host` and the normalised `path`.
+    fn pick_in(&self, host: Option<&str>, path: Option<Cow<'_, str>>) -> Option<usize> {
         let takes = |e: &Entry| {
-            e.host.matches(host.as_deref())
+            e.host.matches(host)
                 && match &e.prefix {
                     None => true,
                     Some(prefix) => path.as_deref().is_some_and(|p| prefix.takes(p)),

@@ -515,3 +515,27 @@ fn the_documented_example_file_loads() {
         assert!(run.stderr.contains(var), "{var}: {}", run.stderr);
     }
 }
+
+/// A value over 65,535 characters (the largest padding width Rust's
+/// formatting takes) made `check-config` panic while it lined up the
+/// origins (routes issue, configuration hygiene).
+#[test]
+fn check_config_takes_a_value_of_any_length_without_a_panic() {
+    let long = "a".repeat(70_000);
+    let (_dir, path) = config_file(&format!("state = \"memory\"\ntoken_header = \"x{long}\"\n"));
+    let finished = check_config(&path, &[]);
+    assert!(
+        !finished.stderr.contains("panicked"),
+        "{}",
+        &finished.stderr[..finished.stderr.len().min(500)]
+    );
+    assert!(finished.status.code().is_some(), "killed by a signal");
+    let (_dir, path) = config_file(&format!("state = \"memory\"\ndata_dir = \"/tmp/{long}\"\n"));
+    let finished = check_config(&path, &[]);
+    assert!(
+        !finished.stderr.contains("panicked"),
+        "{}",
+        &finished.stderr[..finished.stderr.len().min(500)]
+    );
+    assert!(finished.status.code().is_some(), "killed by a signal");
+}

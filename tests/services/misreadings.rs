@@ -361,3 +361,42 @@ fn class3_the_asterisk_form_is_refused_but_for_options() {
     assert_eq!(resp.status, 200, "{}", resp.text());
     assert_eq!(gw.fence("/kept"), Some(5));
 }
+
+/// Targets and hosts read once, before routing (routes issue, item 4): a
+/// path that climbs above the root and a malformed or repeated `Host` are
+/// refused in every mode, reads included; under the S3 dialect a key with
+/// an empty, `.` or `..` segment is refused (S3 keys are literal: the store
+/// writes `a/../k`, the gateway would fence `/k`).
+#[test]
+fn climbing_paths_bad_hosts_and_dotted_s3_keys_are_refused_in_every_mode() {
+    let backend = Backend::start();
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
+    for target in ["/../x", "/a/../../x", "/%2e%2e/x", "/a/%2E%2E/%2e%2e/x"] {
+        let resp = gw.req("GET", target, &[], b"");
+        resp.assert_gateway_error(400, "invalid_path");
+    }
+    for host in ["a b", "user@gw", "gw:", "gw:99999"] {
+        let raw = format!("GET /x HTTP/1.1\r\nHost: {host}\r\n\r\n");
+        send_raw(gw.data_addr(), raw.as_bytes(), false).assert_gateway_error(400, "invalid_path");
+    }
+    assert_eq!(backend.count(), 0, "{:#?}", backend.records());
+
+    let s3 = GatewayProcess::in_front_of(&backend, &["--store", "s3"]);
+    for target in ["/bkt/a/../k", "/bkt/a//k", "/bkt/./k", "/bkt/a/%2e%2e/k"] {
+        for (method, token) in [("PUT", Some("5")), ("GET", None)] {
+            let headers: Vec<(&str, &str)> =
+                token.iter().map(|t| ("X-Fencing-Token", *t)).collect();
+            let resp = s3.req(method, target, &headers, b"x");
+            assert_eq!(resp.status, 400, "{method} {target}: {}", resp.text());
+            assert!(
+                resp.text().contains("<Code>invalid_path</Code>"),
+                "{}",
+                resp.text()
+            );
+        }
+    }
+    assert_eq!(backend.count(), 0, "{:#?}", backend.records());
+    // A folder marker is a key of its own, and goes on.
+    assert_eq!(s3.put("/bkt/dir/", 5).status, 200);
+    assert_eq!(backend.count(), 1);
+}

@@ -21,29 +21,36 @@ fn cluster() -> &'static EtcdCluster {
     CLUSTER.get_or_init(|| EtcdCluster::start(1))
 }
 
-/// A gateway whose configuration file has route `billing` (prefix
-/// `/billing/`) in front of `backend`, in `state`, with `extra` options.
-fn routed_gateway(backend: &Backend, state: &str, extra: &[&str]) -> GatewayProcess {
+/// A gateway whose configuration file is `state`, `backend` as the top
+/// level's upstream, and `routes` (`[[route]]` tables), with `extra`
+/// options.
+fn gateway_with_routes(
+    backend: &Backend,
+    state: &str,
+    routes: &str,
+    extra: &[&str],
+) -> GatewayProcess {
     let dir = tempfile::tempdir().expect("a temporary folder").keep();
     let config = dir.join("fencegate.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"state = "{state}"
-upstream = "{backend}"
-
-[[route]]
-name = "billing"
-match = {{ path_prefix = "/billing/" }}
-"#,
-            backend = backend.url(),
-        ),
-    )
-    .expect("the configuration file");
+    let text = format!(
+        "state = \"{state}\"\nupstream = \"{}\"\n\n{routes}",
+        backend.url()
+    );
+    std::fs::write(&config, text).expect("the configuration file");
     let config = config.display().to_string();
     let mut args = vec!["--config", config.as_str()];
     args.extend_from_slice(extra);
     GatewayProcess::start(&args)
+}
+
+/// A gateway with route `billing` (prefix `/billing/`) in front of
+/// `backend`, in `state`, with `extra` options.
+fn routed_gateway(backend: &Backend, state: &str, extra: &[&str]) -> GatewayProcess {
+    const BILLING: &str = r#"[[route]]
+name = "billing"
+match = { path_prefix = "/billing/" }
+"#;
+    gateway_with_routes(backend, state, BILLING, extra)
 }
 
 /// The `etcd` options of a gateway on `prefix` of this binary's cluster.
@@ -160,4 +167,101 @@ fn a_named_namespace_keeps_its_fences_after_a_collection_delete_in_etcd_and_a_re
     stale_delete_then_stale_put(&gw, &backend, "/billing/q3", 5);
     let json = write(&gw, "PUT", "/billing/dir/member", 8).assert_gateway_error(409, "stale_token");
     assert_eq!(json["highest"], 9, "{json}");
+}
+
+/// A gateway with routes `a` (`/a/`), `deep` (`/a/deep/`), `b` (`/b/`) and
+/// `logs` (`/logs/`, `enforce = "off"`), all in front of `backend`.
+fn crossing_gateway(backend: &Backend) -> GatewayProcess {
+    let mut routes = String::new();
+    for (name, prefix, extra) in [
+        ("a", "/a/", ""),
+        ("deep", "/a/deep/", ""),
+        ("b", "/b/", ""),
+        ("logs", "/logs/", "enforce = \"off\"\n"),
+    ] {
+        routes.push_str(&format!(
+            "[[route]]\nname = \"{name}\"\nmatch = {{ path_prefix = \"{prefix}\" }}\n{extra}\n"
+        ));
+    }
+    gateway_with_routes(backend, "memory", &routes, &[])
+}
+
+/// Writes that reach beyond their path were fenced only in the route their
+/// own path picked (and not at all from an `enforce = "off"` route): a
+/// `Destination`, a parent collection's `DELETE`, `DeleteObjects` keys in
+/// another route are refused 400 `cross_route`, never forwarded (routes
+/// issue, class 2).
+#[test]
+fn class2_writes_that_reach_another_routes_objects_are_refused() {
+    let backend = Backend::start();
+    let gw = crossing_gateway(&backend);
+    assert_eq!(write(&gw, "PUT", "/b/report", 34).status, 200);
+    assert_eq!(write(&gw, "PUT", "/a/deep/kept", 34).status, 200);
+    let before = backend.count();
+    let cross = |method: &str, target: &str, headers: &[(&str, &str)], body: &[u8], what: &str| {
+        let mut all = vec![("X-Fencing-Token", "33")];
+        all.extend_from_slice(headers);
+        let resp = gw.req(method, target, &all, body);
+        let json = resp.assert_gateway_error(400, "cross_route");
+        let detail = json["detail"].as_str().unwrap_or_default().to_owned();
+        assert!(!detail.is_empty(), "{what}: {json}");
+        detail
+    };
+    let detail = cross(
+        "MOVE",
+        "/a/tmp",
+        &[("Destination", "/b/report")],
+        b"",
+        "MOVE onto b",
+    );
+    assert!(
+        detail.contains("/b/report") && detail.contains("\"b\""),
+        "{detail}"
+    );
+    cross(
+        "COPY",
+        "/a/tmp",
+        &[("Destination", "/a/deep/kept")],
+        b"",
+        "COPY onto deep",
+    );
+    cross(
+        "MOVE",
+        "/a/tmp",
+        &[("Destination", "/nowhere/x")],
+        b"",
+        "MOVE to no route",
+    );
+    // From the route that does not fence.
+    cross(
+        "MOVE",
+        "/logs/x",
+        &[("Destination", "/b/report")],
+        b"",
+        "MOVE from logs",
+    );
+    let detail = cross("DELETE", "/a", &[], b"", "a collection DELETE over deep");
+    assert!(
+        detail.contains("everything under /a") && detail.contains("deep"),
+        "{detail}"
+    );
+    let body = b"<Delete><Object><Key>deep/kept</Key></Object></Delete>";
+    cross(
+        "POST",
+        "/a?delete",
+        &[],
+        body,
+        "DeleteObjects of a key of deep",
+    );
+    assert_eq!(backend.count(), before, "{:#?}", backend.records());
+    // Within one route, the same writes go on (to the fencing layer).
+    let resp = write(&gw, "DELETE", "/a/deep", 35);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let moved = gw.req(
+        "MOVE",
+        "/a/x",
+        &[("X-Fencing-Token", "35"), ("Destination", "/a/y")],
+        b"",
+    );
+    assert_eq!(moved.status, 200, "{}", moved.text());
 }

@@ -1421,3 +1421,35 @@ fn azure_dialect_answers_carry_x_ms_error_code() {
     assert!(text.contains("token 33 is below the highest 34"), "{text}");
     assert_eq!(backend.records_for("/container/blob").len(), 1);
 }
+
+/// A client signing with SigV2 (boto3's default for presigned URLs in some
+/// configurations, older SDKs for everything) is told so, and what to do:
+/// not "the request carries no credentials" (client kit issue, item 4).
+#[test]
+fn a_sigv2_request_is_told_to_sign_with_sigv4() {
+    let moto = moto_with_auth();
+    let (_dir, gw) = custody_gateway(moto, &[]);
+    let presigned = format!(
+        "/cust-billing/q3.csv?AWSAccessKeyId={}&Expires=4102444800&Signature=dGVzdA%3D%3D",
+        OWNER.0
+    );
+    let header = format!("AWS {}:dGVzdA==", OWNER.0);
+    for (target, headers) in [
+        (presigned.as_str(), vec![]),
+        (
+            "/cust-billing/q3.csv",
+            vec![("Authorization", header.as_str())],
+        ),
+    ] {
+        let resp = gw.req("GET", target, &headers, b"");
+        assert_eq!(resp.status, 400, "{target}: {}", resp.text());
+        assert_eq!(s3_code(&resp), "AuthorizationHeaderMalformed");
+        let text = resp.text();
+        assert!(text.contains("SigV2"), "{text}");
+        assert!(
+            text.contains("signature_version=&quot;s3v4&quot;"),
+            "{text}"
+        );
+        assert!(!text.contains("no credentials"), "{text}");
+    }
+}

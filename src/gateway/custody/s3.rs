@@ -96,6 +96,11 @@ impl S3Clients {
         let read = AuthFields::read(request.fields());
         let authorization = read.authorization.single("Authorization")?;
         let query = request.uri().query().unwrap_or("");
+        if authorization.is_some_and(|value| value.starts_with(b"AWS "))
+            || is_sigv2_presigned(query)
+        {
+            return Err(malformed(SIGV2_REFUSED));
+        }
         let presigned = sigv4::parse_presigned(query).map_err(|e| malformed_sigv4(&e))?;
         match (authorization, presigned) {
             (Some(_), Some(_)) => Err(malformed(
@@ -698,6 +703,23 @@ fn check_scope(credential: &sigv4::Credential, amz_date: &str) -> Result<(), Den
         )));
     }
     Ok(())
+}
+
+/// What a client signing with SigV2 is told: what it is, and what to do.
+const SIGV2_REFUSED: &str = "the request is signed with SigV2 (AWS AKID:signature, or a \
+    presigned URL with AWSAccessKeyId and Signature), which the gateway does not verify: sign \
+    with SigV4 (AWS4-HMAC-SHA256); with boto3, Config(signature_version=\"s3v4\"), which \
+    presigned URLs need too";
+
+/// Whether `query` is a SigV2 presigned URL's (`AWSAccessKeyId` and
+/// `Signature`, names compared as S3 compares them: exactly).
+fn is_sigv2_presigned(query: &str) -> bool {
+    let has = |name: &str| {
+        query
+            .split('&')
+            .any(|pair| pair.split_once('=').map_or(pair, |(n, _)| n) == name)
+    };
+    !query.is_empty() && has("AWSAccessKeyId") && has("Signature")
 }
 
 fn malformed(message: &str) -> Denied {
