@@ -191,7 +191,18 @@ pub fn reach<R: RequestView + ?Sized>(
         applies.then(|| subtree_key(path))
     };
     match method.as_str() {
-        "DELETE" => keys.extend(subtree(&own)),
+        "DELETE" => {
+            // A store without collections still removes many objects at
+            // once when it deletes a bucket or container (SPEC: fenced on
+            // every fenced object under it).
+            let whole = subtree(&own).or_else(|| {
+                (rules.flat_keys
+                    && matches!(rules.scope.path_scope(), Scope::Path | Scope::HostPath)
+                    && removes_container(uri, &own))
+                .then(|| subtree_key(&own))
+            });
+            keys.extend(whole);
+        }
         "COPY" | "MOVE" => {
             let depth = depth(headers)?;
             let overwrite = overwrite(headers)?;
@@ -268,6 +279,21 @@ fn with_host(host: Option<&str>, mut reached: Reached) -> Reached {
     reached
 }
 
+/// Whether a `DELETE` of the normalised `own` path with `uri`'s query
+/// removes a bucket or container: Azure's Delete Container
+/// (`?restype=container` alone), or a path-style `DELETE /bucket` with no
+/// sub-resource (S3's DeleteBucket, GCS's XML API). A configuration delete
+/// (`DELETE /bucket?cors`) removes no object.
+fn removes_container(uri: &Uri, own: &str) -> bool {
+    match uri.query().filter(|query| !query.is_empty()) {
+        None => own != "/" && own.matches('/').count() == 1,
+        Some(query) => {
+            query_values(query, "restype").is_some_and(|values| values == ["container"])
+                && query.split('&').count() == 1
+        }
+    }
+}
+
 /// Whether `request` is an S3 `DeleteObjects` (`POST /bucket?delete`),
 /// whose keys are in its body: read them with [`listed_objects`] and put a
 /// [`ListedObjects`] in the request's extensions before the fencing layer.
@@ -291,6 +317,10 @@ fn lists_objects(uri: &Uri) -> bool {
 /// let listed = fencegate::reach::listed_objects(body).unwrap();
 /// assert_eq!(listed.0, ["a & b", "c/d"]);
 /// assert!(fencegate::reach::listed_objects(b"<Delete><Object/></Delete>").is_err());
+/// // Read whole or not at all: a comment would hide the rest of the key.
+/// assert!(fencegate::reach::listed_objects(b"<Delete><Object><Key>a<!--x-->b</Key></Object></Delete>").is_err());
+/// let cdata = fencegate::reach::listed_objects(b"<Delete><Object><Key>a<![CDATA[/b]]>c</Key></Object></Delete>").unwrap();
+/// assert_eq!(cdata.0, ["a/bc"]);
 /// ```
 pub fn listed_objects(body: &[u8]) -> Result<ListedObjects, Unfenceable> {
     let bad = |why: String| Unfenceable(format!("the DeleteObjects body cannot be read: {why}"));
@@ -316,7 +346,7 @@ pub fn listed_objects(body: &[u8]) -> Result<ListedObjects, Unfenceable> {
                 if key.is_some() {
                     return Err(bad("an <Object> with two <Key>s".into()));
                 }
-                key = Some(field.text().unwrap_or_default().to_owned());
+                key = Some(whole_text(field).map_err(bad)?);
             }
         }
         let key = key.ok_or_else(|| bad("an <Object> without <Key>".into()))?;
@@ -332,6 +362,28 @@ pub fn listed_objects(body: &[u8]) -> Result<ListedObjects, Unfenceable> {
         return Err(bad("no <Object>".into()));
     }
     Ok(ListedObjects(keys))
+}
+
+/// The whole text of `element`, which must hold nothing but text (CDATA
+/// and character references are text): a comment, a processing
+/// instruction or an element inside would make the gateway read part of
+/// what the store reads (`roxmltree`'s `text()` is the first text node
+/// only). A DTD, and so any entity beyond the five predefined, is refused
+/// by the parser itself.
+fn whole_text(element: roxmltree::Node<'_, '_>) -> Result<String, String> {
+    let mut text = String::new();
+    for child in element.children() {
+        match child.text() {
+            Some(part) if child.is_text() => text.push_str(part),
+            _ => {
+                return Err(format!(
+                    "<{}> holds something besides text",
+                    element.tag_name().name()
+                ))
+            }
+        }
+    }
+    Ok(text)
 }
 
 /// An S3 POST-policy upload: a form posted to a bucket (or, virtual-hosted,

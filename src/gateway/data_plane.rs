@@ -42,7 +42,7 @@ use crate::custody::answer::{restyle, AnswerStyle};
 use crate::fencing::{refusal_response, Fencing, FencingLayer, ResponseBody, WouldRefuse};
 use crate::head::{HeaderFields, RequestView};
 use crate::http1::head::RequestHead;
-use crate::misreading::{misread_s3_key, misreading, Misreading};
+use crate::misreading::{misread_s3_key, misread_separator, misreading, Misreading};
 use crate::reach;
 use crate::refusal::{OwnAnswer, Refusal};
 
@@ -269,8 +269,12 @@ impl Connection {
         let (Some(route), Some(index)) = (picked, index) else {
             return self.no_route(&request);
         };
-        if route.answers == AnswerStyle::S3 && misread_s3_key(request.uri().path()) {
-            let found = Misreading::S3Key;
+        let path = request.uri().path();
+        let misread = match route.answers {
+            AnswerStyle::S3 => misread_s3_key(path).then_some(Misreading::S3Key),
+            _ => misread_separator(path, route.custody.is_some()).then_some(Misreading::Separator),
+        };
+        if let Some(found) = misread {
             return self.misread(Some(route), route.answers, &request, &found);
         }
         let custody = route.custody.as_deref();

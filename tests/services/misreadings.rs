@@ -400,3 +400,135 @@ fn climbing_paths_bad_hosts_and_dotted_s3_keys_are_refused_in_every_mode() {
     assert_eq!(s3.put("/bkt/dir/", 5).status, 200);
     assert_eq!(backend.count(), 1);
 }
+
+/// A container deleted with a stale token while it held a blob fenced far
+/// above it (Azure issue, class 7): with flat keys Delete Container was
+/// fenced on the container alone. It is fenced on everything under it now.
+#[test]
+fn class7_a_stale_delete_container_is_refused_while_a_blob_under_it_is_fenced_above() {
+    let (gw, _dir) = azure_custody_gateway(&[]);
+    let made = identity(
+        gw.data_addr(),
+        &OPS,
+        "PUT",
+        "/fgops/vault?restype=container",
+        &[(MS_TOKEN, "1")],
+        b"",
+    );
+    assert!(matches!(made.status, 201 | 409), "{}", made.text());
+    let blob = "/fgops/vault/ledger";
+    let headers = [("x-ms-blob-type", "BlockBlob"), (MS_TOKEN, "50")];
+    let put = identity(gw.data_addr(), &OPS, "PUT", blob, &headers, b"v50");
+    assert_eq!(put.status, 201, "{}", put.text());
+    let stale = identity(
+        gw.data_addr(),
+        &OPS,
+        "DELETE",
+        "/fgops/vault?restype=container",
+        &[(MS_TOKEN, "10")],
+        b"",
+    );
+    assert_azure_error(&stale, 409, "stale_token", "a stale Delete Container");
+    let read = identity(gw.data_addr(), &OPS, "GET", blob, &[], b"");
+    assert_eq!((read.status, read.text()), (200, "v50".to_owned()));
+    // The holder of 50 may delete it, and then no lower token writes there.
+    let deleted = identity(
+        gw.data_addr(),
+        &OPS,
+        "DELETE",
+        "/fgops/vault?restype=container",
+        &[(MS_TOKEN, "50")],
+        b"",
+    );
+    assert_eq!(deleted.status, 202, "{}", deleted.text());
+    let late = identity(
+        gw.data_addr(),
+        &OPS,
+        "PUT",
+        "/fgops/vault/other",
+        &[("x-ms-blob-type", "BlockBlob"), (MS_TOKEN, "49")],
+        b"late",
+    );
+    assert_azure_error(
+        &late,
+        409,
+        "stale_token",
+        "a lower token under the deleted container",
+    );
+}
+
+/// One blob, two fence keys (Azure issue, class 4): Azurite stores a name
+/// with a backslash as the name with a slash, while the gateway keyed it as
+/// written; a stale token overwrote a fenced blob. A backslash (raw or
+/// `%5C`) is refused in every mode under the Azure dialect, and under
+/// custody in a copy source too (class 3).
+#[test]
+fn class4_a_backslash_in_a_blob_name_is_refused() {
+    let store = azurite();
+    // The store's reading, shown directly.
+    let made = dev(
+        store,
+        "PUT",
+        "/devstoreaccount1/slashes?restype=container",
+        &[],
+        b"",
+    );
+    assert!(matches!(made.status, 201 | 409), "{}", made.text());
+    let put = dev(
+        store,
+        "PUT",
+        "/devstoreaccount1/slashes/p%5Cq",
+        &[("x-ms-blob-type", "BlockBlob")],
+        b"bs",
+    );
+    assert_eq!(put.status, 201, "{}", put.text());
+    let read = dev(store, "GET", "/devstoreaccount1/slashes/p/q", &[], b"");
+    assert_eq!(
+        (read.status, read.text()),
+        (200, "bs".to_owned()),
+        "Azurite reads \\ as /"
+    );
+
+    let upstream = format!("http://{store}");
+    let gw = GatewayProcess::start(&["--upstream", &upstream, "--store", "azure"]);
+    let blob = "/devstoreaccount1/slashes/x/y";
+    let headers = [("x-ms-blob-type", "BlockBlob"), ("X-Fencing-Token", "34")];
+    let put = dev(gw.data_addr(), "PUT", blob, &headers, b"v34");
+    assert_eq!(put.status, 201, "{}", put.text());
+    let stale = [("x-ms-blob-type", "BlockBlob"), ("X-Fencing-Token", "33")];
+    for spelling in [
+        "/devstoreaccount1/slashes/x%5Cy",
+        "/devstoreaccount1/slashes/x%5cy",
+    ] {
+        let resp = dev(gw.data_addr(), "PUT", spelling, &stale, b"v33");
+        assert_azure_error(&resp, 400, "invalid_path", spelling);
+        let resp = dev(gw.data_addr(), "GET", spelling, &[], b"");
+        assert_azure_error(&resp, 400, "invalid_path", spelling);
+    }
+    let kept = dev(store, "GET", blob, &[], b"");
+    assert_eq!((kept.status, kept.text()), (200, "v34".to_owned()));
+
+    // Under custody: a copy source spelt with a backslash names another
+    // container at the store than the one the gateway would authorise.
+    let (gw, _dir) = azure_custody_gateway(&[]);
+    let source = format!("{}/fgauditor/billing%5C..%5Cother/x", gw.data_url());
+    let resp = identity(
+        gw.data_addr(),
+        &AUDITOR,
+        "PUT",
+        "/fgauditor/billing/copied",
+        &[
+            ("x-ms-blob-type", "BlockBlob"),
+            ("x-ms-copy-source", &source),
+            (MS_TOKEN, "5"),
+        ],
+        b"",
+    );
+    assert_eq!(resp.status, 400, "{}", resp.text());
+    assert_eq!(
+        resp.header("x-ms-error-code"),
+        Some("invalid_path"),
+        "{}",
+        resp.text()
+    );
+}

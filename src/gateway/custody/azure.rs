@@ -278,6 +278,13 @@ fn decoded_object(rest: &str) -> Result<String, Denied> {
     if rest.is_empty() {
         return Ok("/".to_owned());
     }
+    // The request's path is checked before routing already; a copy
+    // source's is read here only.
+    if crate::misreading::misread_separator(rest, true) {
+        return Err(invalid(
+            "under credential custody a blob name may not hold a backslash or an encoded slash (the store reads them as other separators)",
+        ));
+    }
     let decoded = percent_encoding::percent_decode_str(rest)
         .decode_utf8()
         .map_err(|_| invalid("the percent-decoded path is not UTF-8"))?;
