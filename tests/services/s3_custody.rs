@@ -1453,3 +1453,158 @@ fn a_sigv2_request_is_told_to_sign_with_sigv4() {
         assert!(!text.contains("no credentials"), "{text}");
     }
 }
+
+/// A presigned URL of `key` (id, secret) for `method target`, its query
+/// `extra` (already encoded) signed with the authentication parameters,
+/// and the field `x-fencing-token: 5` signed (send it).
+fn presigned_with(
+    gw: &GatewayProcess,
+    key: (&str, &str),
+    method: &str,
+    path: &str,
+    extra: &str,
+) -> String {
+    let at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs();
+    let amz_date = sigv4::format_amz_date(at);
+    let date = &amz_date[..8];
+    let credential = format!("{}%2F{date}%2Fus-east-1%2Fs3%2Faws4_request", key.0);
+    let mut query = format!(
+        "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential={credential}&X-Amz-Date={amz_date}&X-Amz-Expires=600&X-Amz-SignedHeaders=host%3Bx-fencing-token"
+    );
+    if !extra.is_empty() {
+        query = format!("{extra}&{query}");
+    }
+    let host = gw.data_addr().to_string();
+    let canonical = sigv4::canonical_request(
+        method,
+        path,
+        &query,
+        &|_| false,
+        &|name, out| match name {
+            "host" => out.push(host.as_bytes()),
+            "x-fencing-token" => out.push(b"5"),
+            _ => {}
+        },
+        &sigv4::SignedHeaders::parse("host;x-fencing-token").expect("signed headers"),
+        "UNSIGNED-PAYLOAD",
+    )
+    .expect("a canonical request");
+    let scope = format!("{date}/us-east-1/s3/aws4_request");
+    let to_sign = sigv4::string_to_sign(&amz_date, &scope, &canonical);
+    let signing = sigv4::signing_key(key.1.as_bytes(), date, "us-east-1", "s3");
+    let signature = sigv4::hex(&sigv4::signature(&signing, &to_sign));
+    format!("{path}?{query}&X-Amz-Signature={signature}")
+}
+
+/// The S3 issue's classes 1, 5, 6 and 9: a presigned URL's `x-amz-*`
+/// parameters are authorised as the fields they become (a copy out of a
+/// bucket the identity cannot read, an ACL that only `admin` may set);
+/// object lock and governance bypass need `admin`; a bucket configuration
+/// read needs `read` on the whole bucket whatever `prefix` rides along; a
+/// percent-encoded sub-resource name is the name S3 acts on.
+#[test]
+fn presigned_parameters_lock_headers_and_configuration_reads_are_authorised_as_the_store_reads_them(
+) {
+    let moto = moto_with_auth();
+    let (_dir, gw) = custody_gateway(moto, &[]);
+    let owner = Signer::now(OWNER);
+    for bucket in ["/cust-secret", "/cust-billing", "/cust-prefixed"] {
+        let made = owner.send(&gw, "PUT", bucket, &[("x-fencing-token", "1")], b"");
+        assert!(
+            matches!(made.status, 200 | 409),
+            "{bucket}: {}",
+            made.text()
+        );
+    }
+    let put = owner.send(
+        &gw,
+        "PUT",
+        "/cust-secret/k",
+        &[("x-fencing-token", "1")],
+        b"secret",
+    );
+    assert_eq!(put.status, 200, "{}", put.text());
+
+    let denied = |resp: support::Resp, what: &str| {
+        assert_eq!(resp.status, 403, "{what}: {}", resp.text());
+        assert_eq!(s3_code(&resp), "AccessDenied", "{what}");
+    };
+    // Class 1: a copy from a bucket billing cannot read, and a public ACL.
+    let url = presigned_with(
+        &gw,
+        BILLING,
+        "PUT",
+        "/cust-billing/stolen",
+        "x-amz-copy-source=cust-secret%2Fk",
+    );
+    let token = [("x-fencing-token", "5")];
+    denied(gw.req("PUT", &url, &token, b""), "a presigned copy source");
+    let url = presigned_with(
+        &gw,
+        BILLING,
+        "PUT",
+        "/cust-billing/pub",
+        "x-amz-acl=public-read",
+    );
+    denied(gw.req("PUT", &url, &token, b""), "a presigned ACL");
+    // The same URL without the parameter is billing's to use.
+    let url = presigned_with(&gw, BILLING, "PUT", "/cust-billing/own", "");
+    let resp = gw.req("PUT", &url, &token, b"");
+    assert_eq!(resp.status, 200, "a plain presigned PUT: {}", resp.text());
+    let copied = owner.send(&gw, "HEAD", "/cust-billing/stolen", &[], b"");
+    assert_eq!(copied.status, 404, "the copy reached moto");
+    // Class 5: object lock and a governance bypass need admin.
+    let billing = Signer::now(BILLING);
+    for (name, value) in [
+        ("x-amz-object-lock-mode", "COMPLIANCE"),
+        (
+            "x-amz-object-lock-retain-until-date",
+            "2099-01-01T00:00:00Z",
+        ),
+        ("x-amz-object-lock-legal-hold", "ON"),
+    ] {
+        let resp = billing.send(
+            &gw,
+            "PUT",
+            "/cust-billing/locked",
+            &[(name, value), ("x-fencing-token", "5")],
+            b"x",
+        );
+        denied(resp, name);
+    }
+    let resp = billing.send(
+        &gw,
+        "DELETE",
+        "/cust-billing/locked",
+        &[
+            ("x-amz-bypass-governance-retention", "true"),
+            ("x-fencing-token", "5"),
+        ],
+        b"",
+    );
+    denied(resp, "a governance bypass");
+    for query in ["retention", "legal-hold", "%61cl"] {
+        let resp = billing.send(
+            &gw,
+            "PUT",
+            &format!("/cust-billing/locked?{query}"),
+            &[("x-fencing-token", "5")],
+            b"<x/>",
+        );
+        denied(resp, query);
+    }
+    // Class 6: reports may write /cust-prefixed/reports/ only; the
+    // bucket's policy is no listing of its prefix.
+    let reports = Signer::now(REPORTS);
+    for query in [
+        "policy&prefix=reports%2F",
+        "acl&prefix=reports%2F",
+        "p%6flicy&prefix=reports%2F",
+    ] {
+        let resp = reports.send(&gw, "GET", &format!("/cust-prefixed?{query}"), &[], b"");
+        denied(resp, query);
+    }
+}

@@ -568,9 +568,20 @@ pub(crate) fn reached<'a, B>(
     };
     let on_bucket = addressed.object.strip_prefix('/') == Some(bucket);
     let admin_resource = has_param(query, &ADMIN_SUBRESOURCES);
-    let admin_header = request.fields().names().into_iter().any(|name| {
-        name.eq_ignore_ascii_case(b"x-amz-acl") || starts_with_ignore_case(name, b"x-amz-grant-")
-    });
+    // A presigned URL's other x-amz-* parameters become fields of the
+    // request the store gets: authorised exactly as those fields.
+    let moved: &[(HeaderName, http::HeaderValue)] = match request.custody.as_deref() {
+        Some(Verified {
+            forward: Forwarding::Presigned { moved, .. },
+            ..
+        }) => moved,
+        _ => &[],
+    };
+    let mut names = request
+        .fields()
+        .names()
+        .chain(moved.iter().map(|(name, _)| name.as_str().as_bytes()));
+    let admin_header = names.any(is_admin_field);
     if on_bucket {
         let bucket_prefix = format!("/{bucket}/");
         if write && method == Method::POST && has_param(query, &["delete"]) && !admin_resource {
@@ -581,6 +592,10 @@ pub(crate) fn reached<'a, B>(
             // form upload, whose key is in its body (refused by the fencing
             // layer when fenced; without a token, as an admin's only).
             reached.push((Cow::Owned(bucket_prefix), Access::Admin));
+        } else if has_param(query, &BUCKET_READS) {
+            // A configuration read: of the whole bucket, whatever other
+            // parameter (a `prefix` the store ignores here) it carries.
+            reached.push((Cow::Owned(bucket_prefix), Access::Read));
         } else {
             // A listing reaches what its prefix names.
             let prefix = param(query, "prefix").unwrap_or_default();
@@ -596,11 +611,72 @@ pub(crate) fn reached<'a, B>(
         Access::Write
     };
     reached.push((Cow::Borrowed(addressed.object.as_str()), need));
-    if let Some(source) = single(request.fields(), "x-amz-copy-source")? {
+    let moved_source = moved
+        .iter()
+        .filter(|(name, _)| name == "x-amz-copy-source")
+        .map(|(_, value)| value.to_str().map_err(|_| invalid_copy_source()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let source = match (
+        single(request.fields(), "x-amz-copy-source")?,
+        moved_source.as_slice(),
+    ) {
+        (None, []) => None,
+        (Some(source), []) => Some(source),
+        (None, [source]) => Some(*source),
+        _ => return Err(Denied::new(
+            DeniedKind::Malformed,
+            "x-amz-copy-source is given more than once (as a field and as a presigned parameter)",
+        )),
+    };
+    if let Some(source) = source {
         reached.push((Cow::Owned(copy_source(source)?), Access::Read));
     }
     Ok(reached)
 }
+
+fn invalid_copy_source() -> Denied {
+    Denied::new(
+        DeniedKind::InvalidPath,
+        "x-amz-copy-source is not visible ASCII",
+    )
+}
+
+/// Whether the field `name` changes who may read an object or what the
+/// store does by itself (an ACL, a grant, object lock, a governance
+/// bypass): a write carrying it needs `admin` (SPEC "Deny by default").
+fn is_admin_field(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"x-amz-acl")
+        || starts_with_ignore_case(name, b"x-amz-grant-")
+        || starts_with_ignore_case(name, b"x-amz-object-lock-")
+        || name.eq_ignore_ascii_case(b"x-amz-bypass-governance-retention")
+}
+
+/// The bucket sub-resources whose `GET` reads the bucket's configuration:
+/// `read` on the whole bucket.
+const BUCKET_READS: [&str; 22] = [
+    "acl",
+    "policy",
+    "policyStatus",
+    "lifecycle",
+    "cors",
+    "website",
+    "replication",
+    "notification",
+    "versioning",
+    "object-lock",
+    "encryption",
+    "ownershipControls",
+    "publicAccessBlock",
+    "tagging",
+    "location",
+    "logging",
+    "accelerate",
+    "requestPayment",
+    "analytics",
+    "inventory",
+    "metrics",
+    "intelligent-tiering",
+];
 
 /// Every object a request reaches, with the access each needs: its own
 /// (borrowed from where it is addressed) and at most a copy's source, on
@@ -609,7 +685,7 @@ pub(crate) type Reached<'a> = smallvec::SmallVec<[(Cow<'a, str>, Access); 2]>;
 
 /// The sub-resources that change who may read a bucket or object, or what
 /// the store does by itself: writes of them need `admin`.
-const ADMIN_SUBRESOURCES: [&str; 11] = [
+const ADMIN_SUBRESOURCES: [&str; 13] = [
     "acl",
     "policy",
     "lifecycle",
@@ -621,6 +697,8 @@ const ADMIN_SUBRESOURCES: [&str; 11] = [
     "object-lock",
     "encryption",
     "ownershipControls",
+    "retention",
+    "legal-hold",
 ];
 
 /// `x-amz-copy-source` (`bucket/key` or `/bucket/key`, percent-encoded,
@@ -640,12 +718,21 @@ fn copy_source(value: &str) -> Result<String, Denied> {
     Ok(object)
 }
 
+/// Whether `query` has a parameter named one of `names`, compared as S3
+/// compares them: after percent-decoding (`%61cl` is `acl`).
 fn has_param(query: &str, names: &[&str]) -> bool {
     !query.is_empty()
         && query
             .split('&')
             .map(|pair| pair.split('=').next().unwrap_or(""))
-            .any(|name| names.contains(&name))
+            .any(|name| {
+                if name.contains('%') {
+                    let decoded = percent_encoding::percent_decode_str(name).decode_utf8_lossy();
+                    names.contains(&&*decoded)
+                } else {
+                    names.contains(&name)
+                }
+            })
 }
 
 fn param(query: &str, name: &str) -> Option<String> {
