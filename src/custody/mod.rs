@@ -24,6 +24,8 @@ pub mod chunked;
 /// Azure Blob's Shared Key authorization: verified and signed.
 pub mod shared_key;
 
+pub mod s3_operations;
+
 use self::answer::AnswerStyle;
 
 /// The store behind the gateway (`--store`): its dialect, named once.

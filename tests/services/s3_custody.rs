@@ -653,7 +653,8 @@ fn bad_credentials_are_refused_before_anything_else() {
         "AccessDenied",
     );
     // A POST-policy upload, signed or not, stays refused: its key is in
-    // the form, past the head.
+    // the form, past the head; a bucket-level POST is DeleteObjects or no
+    // operation the gateway forwards.
     let form = owner.send(
         &gw,
         "POST",
@@ -664,8 +665,8 @@ fn bad_credentials_are_refused_before_anything_else() {
         ],
         b"--b\r\nContent-Disposition: form-data; name=\"key\"\r\n\r\nq3.csv\r\n--b--\r\n",
     );
-    assert_eq!(form.status, 400, "{}", form.text());
-    assert_eq!(s3_code(&form), "unfenceable_write");
+    assert_eq!(form.status, 501, "{}", form.text());
+    assert_eq!(s3_code(&form), "NotImplemented");
     // A bucket ACL write without admin.
     refused(
         billing.send(
@@ -1599,12 +1600,39 @@ fn presigned_parameters_lock_headers_and_configuration_reads_are_authorised_as_t
     // Class 6: reports may write /cust-prefixed/reports/ only; the
     // bucket's policy is no listing of its prefix.
     let reports = Signer::now(REPORTS);
-    for query in [
-        "policy&prefix=reports%2F",
-        "acl&prefix=reports%2F",
-        "p%6flicy&prefix=reports%2F",
-    ] {
+    for query in ["policy", "acl", "p%6flicy", "location"] {
         let resp = reports.send(&gw, "GET", &format!("/cust-prefixed?{query}"), &[], b"");
         denied(resp, query);
     }
+    // With a prefix the store ignores for it: no such operation at all.
+    for query in ["policy&prefix=reports%2F", "p%6flicy&prefix=reports%2F"] {
+        let resp = reports.send(&gw, "GET", &format!("/cust-prefixed?{query}"), &[], b"");
+        assert_eq!(resp.status, 501, "{query}: {}", resp.text());
+        assert_eq!(s3_code(&resp), "NotImplemented", "{query}");
+    }
+    // Deny by default: what the table does not list is refused, named.
+    let owner_refused = |method: &str, target: &str, fields: &[(&str, &str)], what: &str| {
+        let resp = owner.send(&gw, method, target, fields, b"");
+        assert_eq!(resp.status, 501, "{what}: {}", resp.text());
+        assert_eq!(s3_code(&resp), "NotImplemented", "{what}");
+        resp.text()
+    };
+    let text = owner_refused("GET", "/cust-billing/k?torrent", &[], "GetObjectTorrent");
+    assert!(text.contains("torrent"), "{text}");
+    let text = owner_refused(
+        "PUT",
+        "/cust-billing/renamed",
+        &[
+            ("x-amz-rename-source", "/cust-billing/k"),
+            ("x-fencing-token", "9"),
+        ],
+        "RenameObject",
+    );
+    assert!(text.contains("x-amz-rename-source"), "{text}");
+    owner_refused(
+        "POST",
+        "/cust-billing/k?select&select-type=2",
+        &[],
+        "SelectObjectContent",
+    );
 }

@@ -44,6 +44,9 @@ pub(crate) enum DeniedKind {
     /// A request custody cannot make safe to sign (a key with a `..`
     /// segment, a `Host` naming no bucket): 400 `invalid_path`.
     InvalidPath,
+    /// An operation, sub-resource, parameter or field the gateway does not
+    /// read (S3: 501 `NotImplemented`; JSON: 501 `not_implemented`).
+    NotImplemented,
 }
 
 impl Denied {
@@ -59,6 +62,7 @@ impl Denied {
         match self.kind {
             DeniedKind::Forbidden { .. } => Outcome::Forbidden,
             DeniedKind::InvalidPath => Outcome::InvalidPath,
+            DeniedKind::NotImplemented => Outcome::OtherRefusal,
             _ => Outcome::Unauthenticated,
         }
     }
@@ -80,6 +84,9 @@ impl Denied {
                 (StatusCode::FORBIDDEN, "AuthorizationPermissionMismatch")
             }
             (DeniedKind::InvalidPath, _) => (StatusCode::BAD_REQUEST, "invalid_path"),
+            (DeniedKind::NotImplemented, AnswerStyle::Azure) => {
+                (StatusCode::BAD_REQUEST, "UnsupportedQueryParameter")
+            }
             (_, AnswerStyle::Azure) => (StatusCode::FORBIDDEN, "AuthenticationFailed"),
             (kind, _) => s3_code(kind),
         };
@@ -113,6 +120,10 @@ impl Denied {
                 StatusCode::BAD_REQUEST,
                 &json!({ "error": "invalid_path", "detail": self.message }),
             ),
+            DeniedKind::NotImplemented => json_response(
+                StatusCode::NOT_IMPLEMENTED,
+                &json!({ "error": "not_implemented", "detail": self.message }),
+            ),
             _ => {
                 let mut response = json_response(
                     StatusCode::UNAUTHORIZED,
@@ -141,6 +152,7 @@ fn s3_code(kind: &DeniedKind) -> (StatusCode, &'static str) {
             (StatusCode::FORBIDDEN, "AccessDenied")
         }
         DeniedKind::InvalidPath => (StatusCode::BAD_REQUEST, "invalid_path"),
+        DeniedKind::NotImplemented => (StatusCode::NOT_IMPLEMENTED, "NotImplemented"),
     }
 }
 

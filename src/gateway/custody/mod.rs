@@ -263,7 +263,7 @@ impl Custody {
             Dialect::S3(s3) => {
                 let addressed = s3.address(request)?;
                 // Borrowed from `addressed`: no copy of the object's path.
-                let reached = s3::reached(request, &addressed)?;
+                let reached = s3::reached(request, &addressed, s3.must_sign())?;
                 if let Some(target) = &addressed.path_style {
                     let uri = target.parse().map_err(|_| {
                         Denied::new(DeniedKind::InvalidPath, "the path-style target is no URI")

@@ -20,6 +20,7 @@ use super::files::{Access, Identity};
 use super::identities::Identities;
 use super::stream;
 use super::{Forwarding, Verified};
+use crate::custody::s3_operations;
 use crate::custody::sigv4::{self, SigV4Error, SignedHeaders, SigningKey};
 use crate::gateway::inbound::{Head, Inbound};
 use crate::head::{visible_str, HeaderFields, RequestView};
@@ -81,6 +82,12 @@ impl S3Clients {
             regions,
             keys: Mutex::new(HashMap::default()),
         }
+    }
+
+    /// The fields a client must sign that the gateway reads itself (the
+    /// token and lock headers), not S3's to honour.
+    pub(crate) fn must_sign(&self) -> &[HeaderName] {
+        &self.must_sign
     }
 
     /// The identity `request` is signed by, and how it goes on; or why not.
@@ -276,7 +283,9 @@ impl S3Clients {
         for pair in query_of(request).split('&').filter(|p| !p.is_empty()) {
             let raw_name = pair.split('=').next().unwrap_or("");
             let name = percent_encoding::percent_decode_str(raw_name).decode_utf8_lossy();
-            if sigv4::is_presign_param(&name) {
+            // In any case: a client's credential in another spelling must
+            // not reach the store (a session token among them).
+            if is_presign_param_in_any_case(&name) {
                 continue;
             }
             if name.to_ascii_lowercase().starts_with("x-amz-") {
@@ -553,10 +562,12 @@ impl Addressed {
 pub(crate) fn reached<'a, B>(
     request: &Inbound<B>,
     addressed: &'a Addressed,
+    read_fields: &[HeaderName],
 ) -> Result<Reached<'a>, Denied> {
     let method = request.method();
     let query = query_of(request);
     let write = !matches!(method.as_str(), "GET" | "HEAD" | "OPTIONS");
+    recognised(request, addressed, read_fields)?;
     let mut reached = Reached::new();
     let Some(bucket) = addressed.bucket() else {
         // The service: ListBuckets, or nothing a client may do.
@@ -634,6 +645,58 @@ pub(crate) fn reached<'a, B>(
     Ok(reached)
 }
 
+/// The operation `request` is, by the table of
+/// [`s3_operations`](crate::custody::s3_operations); refused 501
+/// `NotImplemented`, naming what is not understood, if it is none. The
+/// fields the gateway reads itself (`read_fields`: the token and lock
+/// headers) are not S3's to honour.
+fn recognised<B>(
+    request: &Inbound<B>,
+    addressed: &Addressed,
+    read_fields: &[HeaderName],
+) -> Result<&'static s3_operations::Operation, Denied> {
+    let level = match addressed.bucket() {
+        None => s3_operations::Level::Service,
+        Some(bucket) if addressed.object.strip_prefix('/') == Some(bucket) => {
+            s3_operations::Level::Bucket
+        }
+        Some(_) => s3_operations::Level::Object,
+    };
+    let presigned = matches!(
+        request.custody.as_deref(),
+        Some(Verified {
+            forward: Forwarding::Presigned { .. },
+            ..
+        })
+    );
+    let mut params: Vec<std::borrow::Cow<'_, str>> = Vec::new();
+    let mut fields: Vec<String> = Vec::new();
+    for pair in query_of(request).split('&').filter(|pair| !pair.is_empty()) {
+        let raw = pair.split('=').next().unwrap_or("");
+        let name = percent_encoding::percent_decode_str(raw).decode_utf8_lossy();
+        if presigned && is_presign_param_in_any_case(&name) {
+            continue;
+        }
+        if presigned && name.to_ascii_lowercase().starts_with("x-amz-") {
+            // It becomes a field of the request the store gets.
+            fields.push(name.to_ascii_lowercase());
+            continue;
+        }
+        params.push(name);
+    }
+    for name in request.fields().names() {
+        let name = String::from_utf8_lossy(name).to_ascii_lowercase();
+        let own = read_fields.iter().any(|read| read.as_str() == name);
+        if name.starts_with("x-amz-") && !own {
+            fields.push(name);
+        }
+    }
+    let params: Vec<&str> = params.iter().map(|param| &**param).collect();
+    let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+    s3_operations::recognise(request.method().as_str(), level, &params, &fields)
+        .map_err(|refused| Denied::new(DeniedKind::NotImplemented, refused.0))
+}
+
 fn invalid_copy_source() -> Denied {
     Denied::new(
         DeniedKind::InvalidPath,
@@ -645,10 +708,8 @@ fn invalid_copy_source() -> Denied {
 /// store does by itself (an ACL, a grant, object lock, a governance
 /// bypass): a write carrying it needs `admin` (SPEC "Deny by default").
 fn is_admin_field(name: &[u8]) -> bool {
-    name.eq_ignore_ascii_case(b"x-amz-acl")
-        || starts_with_ignore_case(name, b"x-amz-grant-")
-        || starts_with_ignore_case(name, b"x-amz-object-lock-")
-        || name.eq_ignore_ascii_case(b"x-amz-bypass-governance-retention")
+    std::str::from_utf8(name)
+        .is_ok_and(|name| s3_operations::admin_field(&name.to_ascii_lowercase()))
 }
 
 /// The bucket sub-resources whose `GET` reads the bucket's configuration:
@@ -790,6 +851,23 @@ fn check_scope(credential: &sigv4::Credential, amz_date: &str) -> Result<(), Den
         )));
     }
     Ok(())
+}
+
+/// Whether `name` is a presigned URL's authentication parameter in any
+/// spelling of its case.
+fn is_presign_param_in_any_case(name: &str) -> bool {
+    sigv4::is_presign_param(name)
+        || [
+            "X-Amz-Algorithm",
+            "X-Amz-Credential",
+            "X-Amz-Date",
+            "X-Amz-Expires",
+            "X-Amz-SignedHeaders",
+            "X-Amz-Signature",
+            "X-Amz-Security-Token",
+        ]
+        .iter()
+        .any(|known| known.eq_ignore_ascii_case(name))
 }
 
 /// What a client signing with SigV2 is told: what it is, and what to do.
