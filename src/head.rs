@@ -34,6 +34,15 @@ pub trait HeaderFields {
     fn contains(&self, name: &HeaderName) -> bool {
         self.values_of(name).next().is_some()
     }
+
+    /// Calls `each` with every field, `(name, value)` (the name in any
+    /// case), in order: for a reader that looks at many names, one pass
+    /// instead of a lookup per name. `false` where the fields cannot be
+    /// walked (the default): the reader then looks names up one by one.
+    fn each_field(&self, each: &mut dyn FnMut(&[u8], &[u8])) -> bool {
+        let _ = each;
+        false
+    }
 }
 
 impl HeaderFields for HeaderMap {
@@ -42,6 +51,13 @@ impl HeaderFields for HeaderMap {
         'a: 'n,
     {
         self.get_all(name).iter().map(HeaderValue::as_bytes)
+    }
+
+    fn each_field(&self, each: &mut dyn FnMut(&[u8], &[u8])) -> bool {
+        for (name, value) in self {
+            each(name.as_str().as_bytes(), value.as_bytes());
+        }
+        true
     }
 
     fn contains(&self, name: &HeaderName) -> bool {

@@ -56,7 +56,7 @@ use http::header::HeaderName;
 use http::{Method, StatusCode};
 
 use crate::head::{visible_str, HeaderFields, RequestView};
-use crate::key::{check_host, climbs_above_root};
+use crate::key::{check_host, climbs_above_root, normalize_host};
 
 /// The header fields with which some stores and frameworks let a request
 /// say it is another method than its request line's.
@@ -116,6 +116,19 @@ pub const DECIDING_FIELDS: [HeaderName; 11] = [
     HeaderName::from_static("x-goog-copy-source"),
 ];
 
+/// Fields that must reach the store as the gateway read them, besides
+/// [`DECIDING_FIELDS`]: named in `Connection` (so dropped as hop-by-hop
+/// after the gateway read them) they are refused too. `Host` picks the
+/// route, the host scopes' key and a virtual-hosted bucket; the token and
+/// lock headers are the fence's (their default names: a route's own token
+/// header is checked by the fencing layer).
+pub const END_TO_END: [HeaderName; 4] = [
+    http::header::HOST,
+    HeaderName::from_static("x-fencing-token"),
+    HeaderName::from_static("x-ms-fencing-token"),
+    HeaderName::from_static("x-fencing-lock"),
+];
+
 /// What a store could read differently in a request: see the module docs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Misreading {
@@ -147,6 +160,10 @@ pub enum Misreading {
     /// 400 `invalid_path`: under the S3 dialect, a key with an empty, `.`
     /// or `..` segment ([`misread_s3_key`]).
     S3Key,
+    /// 400 `unfenceable_write`: a `Destination` to an upstream with a base
+    /// path, which the gateway forwards as sent (the store would read it
+    /// outside the base, where the gateway did not fence).
+    DestinationUnderBase,
     /// 400 `invalid_path`: a backslash, or under custody an encoded slash,
     /// in the path of a store that may read it otherwise
     /// ([`misread_separator`]).
@@ -176,6 +193,7 @@ impl Misreading {
             | Misreading::ClimbingPath
             | Misreading::S3Key
             | Misreading::Separator
+            | Misreading::DestinationUnderBase
             | Misreading::BadHost { .. } => StatusCode::BAD_REQUEST,
             Misreading::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Misreading::UnknownMethod { .. } => StatusCode::NOT_IMPLEMENTED,
@@ -194,6 +212,7 @@ impl Misreading {
             | Misreading::BadHost { .. } => "invalid_path",
             Misreading::UnknownMethod { .. } => "unknown_method",
             Misreading::AmbiguousField { .. } => "bad_request",
+            Misreading::DestinationUnderBase => "unfenceable_write",
         }
     }
 
@@ -216,6 +235,10 @@ impl Misreading {
                     .to_owned()
             }
             Misreading::BadHost { detail } => (*detail).to_owned(),
+            Misreading::DestinationUnderBase => "the upstream puts requests under a base path, \
+                and a Destination is forwarded as sent: the store would read it outside the base, \
+                where the gateway did not fence; give the upstream without a base path"
+                .to_owned(),
             Misreading::Separator => "the path holds a backslash (or, under credential custody, \
                 an encoded slash), which the store may read as another separator than the gateway: \
                 one object would have two names"
@@ -270,18 +293,31 @@ pub fn misreading<R: RequestView + ?Sized>(
         });
     }
     let fields = request.fields();
-    if let Some(name) = OVERRIDE_FIELDS.iter().find(|name| fields.contains(name)) {
-        return Some(Misreading::MethodOverride {
-            named: format!("the {name} header"),
-        });
-    }
-    if let Some(found) = ambiguous_field(fields) {
+    let scanned = FieldScan::of(fields);
+    if let Some(found) = scanned
+        .as_ref()
+        .map_or_else(|| looked_up(fields), |scan| scan.overridden_or_ambiguous())
+    {
         return Some(found);
     }
-    if let Some(found) = bad_host(uri, fields, version) {
+    let host = match &scanned {
+        // Every request has a Host (HTTP/1.1): a look at its bytes first,
+        // the whole check only for an unusual one.
+        Some(scan) if scan.hosts == 1 && uri.authority().is_none() => scan
+            .host
+            .filter(|host| !plain_host(host))
+            .and_then(|_| bad_host(uri, fields, version)),
+        Some(scan) if scan.hosts == 0 && uri.authority().is_none() => None,
+        _ => bad_host(uri, fields, version),
+    };
+    if let Some(found) = host {
         return Some(found);
     }
-    if climbs_above_root(uri.path()) {
+    // With a token (or lock) header the fencing layer reads the path,
+    // after the token's syntax (SPEC "Order of checks"); a route that does
+    // not enforce checks it after routing (the gateway's data plane).
+    let fenced = scanned.as_ref().is_some_and(|scan| scan.token);
+    if !fenced && climbs_above_root(uri.path()) {
         return Some(Misreading::ClimbingPath);
     }
     let query = uri.query()?;
@@ -321,10 +357,14 @@ pub fn misread_s3_key(raw: &str) -> bool {
 /// would have two fence keys (SPEC: 400 `invalid_path`). Not for S3,
 /// whose keys may hold a backslash and read `%2F` as `/`.
 pub fn misread_separator(raw: &str, encoded_slash: bool) -> bool {
-    if raw.contains('\\') {
+    // One look at each byte: this runs on every request.
+    let (backslash, percent) = raw.bytes().fold((false, false), |(bs, pc), b| {
+        (bs | (b == b'\\'), pc | (b == b'%'))
+    });
+    if backslash {
         return true;
     }
-    if !raw.contains('%') {
+    if !percent {
         return false;
     }
     raw.as_bytes().windows(3).any(|w| {
@@ -351,6 +391,18 @@ fn bad_host<H: HeaderFields + ?Sized>(
     fields: &H,
     version: http::Version,
 ) -> Option<Misreading> {
+    if let Some(authority) = uri.authority() {
+        // An absolute target's (or HTTP/2's `:authority`): a host as a
+        // `Host` field would be, of an http(s) URI.
+        let scheme_ok = uri.scheme_str().is_none_or(|scheme| {
+            scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https")
+        });
+        if !scheme_ok || check_host(authority.as_str()).is_err() {
+            return Some(Misreading::BadHost {
+                detail: "the request target's authority is not an http(s) host[:port]",
+            });
+        }
+    }
     let mut hosts = fields.values_of(&http::header::HOST);
     let host = hosts.next()?;
     if hosts.next().is_some() {
@@ -366,7 +418,8 @@ fn bad_host<H: HeaderFields + ?Sized>(
     match uri.authority() {
         Some(authority)
             if version >= http::Version::HTTP_2
-                && !authority.as_str().eq_ignore_ascii_case(host.trim()) =>
+                && !authority.as_str().eq_ignore_ascii_case(host.trim())
+                && normalize_host(authority.as_str()).ok() != normalize_host(host.trim()).ok() =>
         {
             Some(Misreading::BadHost {
                 detail: "the host field names another host than :authority",
@@ -374,6 +427,218 @@ fn bad_host<H: HeaderFields + ?Sized>(
         }
         _ => None,
     }
+}
+
+/// The deciding fields' names, in [`DECIDING_FIELDS`]' order, as bytes:
+/// matched in [`FieldScan`]'s one pass.
+const DECIDING_NAMES: [&[u8]; 11] = [
+    b"content-type",
+    b"depth",
+    b"destination",
+    b"overwrite",
+    b"if",
+    b"lock-token",
+    b"x-amz-copy-source",
+    b"x-amz-copy-source-range",
+    b"x-ms-copy-source",
+    b"x-ms-rename-source",
+    b"x-goog-copy-source",
+];
+
+/// [`END_TO_END`]'s names, as bytes.
+const END_TO_END_NAMES: [&[u8]; 4] = [
+    b"host",
+    b"x-fencing-token",
+    b"x-ms-fencing-token",
+    b"x-fencing-lock",
+];
+
+/// [`OVERRIDE_FIELDS`]' names, as bytes.
+const OVERRIDE_NAMES: [&[u8]; 3] = [
+    b"x-http-method",
+    b"x-http-method-override",
+    b"x-method-override",
+];
+
+/// What one pass over a request's fields found: this runs on every
+/// request, so the fields are walked once (a lookup per name was 18
+/// lookups and a sixth of a request's instructions), and a name is
+/// compared only when its length is one of the names looked for.
+struct FieldScan<'a> {
+    /// The first override field.
+    overridden: Option<&'a [u8]>,
+    /// The index of the first deciding field given twice.
+    twice: Option<usize>,
+    /// A field named in `Connection` that must reach the store.
+    hop: Option<HeaderName>,
+    /// Deciding fields seen so far (bit `i`: [`DECIDING_NAMES`]`[i]`).
+    seen: u16,
+    hosts: u8,
+    host: Option<&'a [u8]>,
+    /// A token or lock header under one of its default names.
+    token: bool,
+}
+
+impl<'a> FieldScan<'a> {
+    /// The scan of `fields`; `None` if they cannot be walked.
+    fn of<H: HeaderFields + ?Sized>(fields: &'a H) -> Option<FieldScan<'a>> {
+        let mut scan = FieldScan {
+            overridden: None,
+            twice: None,
+            hop: None,
+            seen: 0,
+            hosts: 0,
+            host: None,
+            token: false,
+        };
+        let walked = fields.each_field(&mut |name, value| {
+            if name.len() == 4 && name.eq_ignore_ascii_case(b"host") {
+                scan.hosts = scan.hosts.saturating_add(1);
+                return;
+            }
+            if (14..=18).contains(&name.len())
+                && END_TO_END_NAMES[1..]
+                    .iter()
+                    .any(|known| known.eq_ignore_ascii_case(name))
+            {
+                scan.token = true;
+                return;
+            }
+            if name.len() == 10 && name.eq_ignore_ascii_case(b"connection") {
+                if scan.hop.is_none() {
+                    scan.hop = named_in_connection(value);
+                }
+                return;
+            }
+            if scan.overridden.is_none()
+                && OVERRIDE_NAMES
+                    .iter()
+                    .any(|known| known.eq_ignore_ascii_case(name))
+            {
+                scan.overridden = Some(match name.len() {
+                    13 => OVERRIDE_NAMES[0],
+                    22 => OVERRIDE_NAMES[1],
+                    _ => OVERRIDE_NAMES[2],
+                });
+                return;
+            }
+            if let Some(i) = DECIDING_NAMES
+                .iter()
+                .position(|known| known.eq_ignore_ascii_case(name))
+            {
+                let bit = 1u16 << i;
+                if scan.seen & bit != 0 && scan.twice.is_none() {
+                    scan.twice = Some(i);
+                }
+                scan.seen |= bit;
+            }
+        });
+        if !walked {
+            return None;
+        }
+        // The host's value is looked up once found: the callback's borrows
+        // of the fields end with each call.
+        if scan.hosts == 1 {
+            scan.host = fields.values_of(&http::header::HOST).next();
+        }
+        Some(scan)
+    }
+
+    /// An override field, else a deciding field twice or named in
+    /// `Connection`, in [`misreading`]'s order.
+    fn overridden_or_ambiguous(&self) -> Option<Misreading> {
+        if let Some(name) = self.overridden {
+            return Some(Misreading::MethodOverride {
+                named: format!("the {} header", String::from_utf8_lossy(name)),
+            });
+        }
+        if let Some(i) = self.twice {
+            return Some(Misreading::AmbiguousField {
+                name: DECIDING_FIELDS[i].clone(),
+                hop_by_hop: false,
+            });
+        }
+        self.hop.clone().map(|name| Misreading::AmbiguousField {
+            name,
+            hop_by_hop: true,
+        })
+    }
+}
+
+/// The first deciding or end-to-end field a `Connection` value names.
+fn named_in_connection(value: &[u8]) -> Option<HeaderName> {
+    value.split(|&b| b == b',').find_map(|option| {
+        let option = option.trim_ascii();
+        DECIDING_NAMES
+            .iter()
+            .position(|known| known.eq_ignore_ascii_case(option))
+            .map(|i| DECIDING_FIELDS[i].clone())
+            .or_else(|| {
+                END_TO_END_NAMES
+                    .iter()
+                    .position(|known| known.eq_ignore_ascii_case(option))
+                    .map(|i| END_TO_END[i].clone())
+            })
+    })
+}
+
+/// The override, duplicate and `Connection` checks by a lookup per name,
+/// for fields that cannot be walked.
+fn looked_up<H: HeaderFields + ?Sized>(fields: &H) -> Option<Misreading> {
+    if let Some(name) = OVERRIDE_FIELDS.iter().find(|name| fields.contains(name)) {
+        return Some(Misreading::MethodOverride {
+            named: format!("the {name} header"),
+        });
+    }
+    ambiguous_field(fields)
+}
+
+/// Whether `host` is certainly a valid `Host` value, by one look at its
+/// bytes: letters, digits, `-` and `.`, then an optional `:` and 1 to 5
+/// digits of a port up to 65535. Anything else goes to [`bad_host`]'s
+/// whole check, which decides.
+fn plain_host(host: &[u8]) -> bool {
+    let (name, port) = match host.iter().position(|&b| b == b':') {
+        Some(at) => (&host[..at], Some(&host[at + 1..])),
+        None => (host, None),
+    };
+    let name_ok = !name.is_empty()
+        && name.iter().fold(true, |ok, &b| {
+            ok & (b.is_ascii_alphanumeric() | (b == b'-') | (b == b'.'))
+        });
+    let port_ok = match port {
+        None => true,
+        Some(port) => {
+            (1..=5).contains(&port.len())
+                && port.iter().all(u8::is_ascii_digit)
+                && port.iter().fold(0u32, |n, &b| n * 10 + u32::from(b - b'0'))
+                    <= u32::from(u16::MAX)
+        }
+    };
+    name_ok && port_ok
+}
+
+/// The route's token header (`token_header`) named in `Connection`: it
+/// would be read for the fence, then dropped before the store, which may
+/// check it too (400 `bad_request`). The default names are refused before
+/// routing already ([`END_TO_END`]).
+pub fn names_in_connection<R: RequestView + ?Sized>(
+    request: &R,
+    token_header: &HeaderName,
+) -> Option<Misreading> {
+    let named = request
+        .fields()
+        .values_of(&http::header::CONNECTION)
+        .flat_map(|value| value.split(|&b| b == b','))
+        .any(|option| {
+            option
+                .trim_ascii()
+                .eq_ignore_ascii_case(token_header.as_str().as_bytes())
+        });
+    named.then(|| Misreading::AmbiguousField {
+        name: token_header.clone(),
+        hop_by_hop: true,
+    })
 }
 
 /// A deciding field given twice or named in `Connection`.
@@ -391,6 +656,7 @@ fn ambiguous_field<H: HeaderFields + ?Sized>(fields: &H) -> Option<Misreading> {
             let option = option.trim_ascii();
             if let Some(name) = DECIDING_FIELDS
                 .iter()
+                .chain(&END_TO_END)
                 .find(|name| option.eq_ignore_ascii_case(name.as_str().as_bytes()))
             {
                 return Some(Misreading::AmbiguousField {
@@ -594,6 +860,33 @@ mod tests {
         );
         let same = request("GET", "https://a.example/x", &[("host", "A.example")]);
         assert_eq!(misreading(&same, http::Version::HTTP_2), None);
+        let port = request("GET", "https://gw/x", &[("host", "gw:443")]);
+        assert_eq!(misreading(&port, http::Version::HTTP_2), None);
+        for target in ["http://x@h.example/a", "ftp://h.example/a"] {
+            let found = misreading(&request("PUT", target, &[]), V1);
+            assert!(
+                matches!(found, Some(Misreading::BadHost { .. })),
+                "{target}: {found:?}"
+            );
+        }
+        let comma = request("GET", "/x", &[("host", "h.example,gw")]);
+        assert!(matches!(
+            misreading(&comma, V1),
+            Some(Misreading::BadHost { .. })
+        ));
+        for named in ["host", "X-Fencing-Token", "x-fencing-lock"] {
+            let hop = request("PUT", "/x", &[("connection", named)]);
+            assert!(
+                matches!(
+                    misreading(&hop, V1),
+                    Some(Misreading::AmbiguousField {
+                        hop_by_hop: true,
+                        ..
+                    })
+                ),
+                "{named}"
+            );
+        }
     }
 
     #[test]

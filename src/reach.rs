@@ -127,11 +127,32 @@ pub fn is_plain<R: RequestView + ?Sized>(request: &R) -> bool {
     if might_name_gcs_objects(path) {
         return false;
     }
+    if renames(request.fields()) {
+        return false;
+    }
     match request.method().as_str() {
         "DELETE" | "COPY" | "MOVE" | "PROPPATCH" | "LOCK" => false,
-        "POST" => !lists_objects(request.uri()) && !is_form(request.fields()),
+        "POST" => {
+            !lists_objects(request.uri()) && !is_form(request.fields()) && !is_batch(request.uri())
+        }
         _ => true,
     }
+}
+
+/// Whether the request renames an object in place (S3's RenameObject,
+/// Azure Data Lake's rename): its source is deleted, named in a field the
+/// gateway does not fence.
+fn renames<H: HeaderFields + ?Sized>(fields: &H) -> bool {
+    fields.contains(&HeaderName::from_static("x-amz-rename-source"))
+        || fields.contains(&HeaderName::from_static("x-ms-rename-source"))
+}
+
+/// Whether the request is an Azure Blob batch (`comp=batch`), which names
+/// its objects in sub-requests in its body.
+fn is_batch(uri: &Uri) -> bool {
+    uri.query().is_some_and(|query| {
+        query_values(query, "comp").is_some_and(|values| values.iter().any(|v| v == "batch"))
+    })
 }
 
 /// Every fence key a write (or fenced read) of `request` changes or reads,
@@ -147,6 +168,18 @@ pub fn reach<R: RequestView + ?Sized>(
     let method = request.method();
     let uri = request.uri();
     let headers = request.fields();
+    if renames(headers) {
+        return Err(Unfenceable(
+            "a rename (x-amz-rename-source, x-ms-rename-source) deletes its source, which the gateway does not fence: copy, then delete".into(),
+        )
+        .into());
+    }
+    if method == Method::POST && is_batch(uri) {
+        return Err(Unfenceable(
+            "an Azure Blob batch names its objects in sub-requests in its body, which the gateway does not read: send each request alone".into(),
+        )
+        .into());
+    }
     let write = !matches!(
         method.as_str(),
         "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PROPFIND"
@@ -158,7 +191,7 @@ pub fn reach<R: RequestView + ?Sized>(
         true => Some(request_host(uri, headers)?),
         false => None,
     };
-    let own = match gcs_objects(uri, write)? {
+    let own = match gcs_objects(uri, write, rules.flat_keys)? {
         Some(GcsObjects {
             object,
             copy_to,
@@ -600,13 +633,19 @@ fn collapse(path: &str) -> std::borrow::Cow<'_, str> {
 /// Maps the JSON API's spellings of an object to the XML API's path
 /// (`/bucket/name`), so that all three share one fence; `None` for a
 /// request that is not a JSON API object request.
-fn gcs_objects(uri: &Uri, write: bool) -> Result<Option<GcsObjects>, ReachError> {
+fn gcs_objects(uri: &Uri, write: bool, flat_keys: bool) -> Result<Option<GcsObjects>, ReachError> {
     let raw = uri.path();
     if !might_name_gcs_objects(raw) {
         return Ok(None);
     }
     let collapsed = collapse(raw);
     let canonical = collapsed == raw && is_gcs_api(raw);
+    // The emulator's other spellings are read only for a store without
+    // collections (GCS runs with flat keys): a WebDAV store's `/b/x/o/y`
+    // is a path and nothing else.
+    if !canonical && !flat_keys {
+        return Ok(None);
+    }
     let path = if is_gcs_api(&collapsed) {
         collapsed.into_owned()
     } else {

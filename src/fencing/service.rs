@@ -282,6 +282,19 @@ impl<S> Fencing<S> {
             && crate::head::HeaderFields::contains(request.fields(), &self.config.token_header)
     }
 
+    /// Whether this layer refuses what fencing refuses (`enforce = on`),
+    /// its path checks among them.
+    #[cfg(feature = "gateway")]
+    pub(crate) fn enforces(&self) -> bool {
+        self.config.enforce == Enforce::On
+    }
+
+    /// The header this layer reads the token from.
+    #[cfg(feature = "gateway")]
+    pub(crate) fn token_header(&self) -> &http::HeaderName {
+        &self.config.token_header
+    }
+
     /// Whether this layer's store has collections (`--flat-keys` off): a
     /// `DELETE` may then remove a whole subtree.
     #[cfg(feature = "gateway")]

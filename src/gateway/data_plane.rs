@@ -42,7 +42,10 @@ use crate::custody::answer::{restyle, AnswerStyle};
 use crate::fencing::{refusal_response, Fencing, FencingLayer, ResponseBody, WouldRefuse};
 use crate::head::{HeaderFields, RequestView};
 use crate::http1::head::RequestHead;
-use crate::misreading::{misread_s3_key, misread_separator, misreading, Misreading};
+use crate::key::climbs_above_root;
+use crate::misreading::{
+    misread_s3_key, misread_separator, misreading, names_in_connection, Misreading,
+};
 use crate::reach;
 use crate::refusal::{OwnAnswer, Refusal};
 
@@ -274,8 +277,31 @@ impl Connection {
             AnswerStyle::S3 => misread_s3_key(path).then_some(Misreading::S3Key),
             _ => misread_separator(path, route.custody.is_some()).then_some(Misreading::Separator),
         };
+        let token_header = route.inner.token_header();
+        let misread = misread
+            .or_else(|| {
+                // The default names are looked at before routing already.
+                (token_header != "x-fencing-token" && token_header != "x-ms-fencing-token")
+                    .then(|| names_in_connection(&request, token_header))
+                    .flatten()
+            })
+            .or_else(|| {
+                // A route that does not enforce reads no path: a climbing
+                // one with a token is refused here (without a token, before
+                // routing).
+                (!route.inner.enforces() && climbs_above_root(path))
+                    .then_some(Misreading::ClimbingPath)
+            });
         if let Some(found) = misread {
             return self.misread(Some(route), route.answers, &request, &found);
+        }
+        if route.inner.get_ref().has_base() && request.fields().contains(&reach::DESTINATION) {
+            return self.misread(
+                Some(route),
+                route.answers,
+                &request,
+                &Misreading::DestinationUnderBase,
+            );
         }
         let custody = route.custody.as_deref();
         let mut exchange = Exchange::begin(&connection.client, &request, || match custody {
@@ -462,6 +488,7 @@ impl Connection {
         let mut exchange = Exchange::begin(&connection.client, request, || (None, None));
         let outcome = match found.code() {
             "invalid_path" => Outcome::InvalidPath,
+            "unfenceable_write" => Outcome::UnfenceableWrite,
             _ => Outcome::OtherRefusal,
         };
         let mut response = gateway_error(found.status(), found.code(), &found.detail(), outcome);

@@ -175,6 +175,13 @@ impl HeaderFields for Head {
             Head::Lines(read) => Values::Lines(read.head.fields.values_of(name)),
         }
     }
+
+    fn each_field(&self, each: &mut dyn FnMut(&[u8], &[u8])) -> bool {
+        for (name, value) in self.each_line() {
+            each(name, value);
+        }
+        true
+    }
 }
 
 /// One iterator type for the three places a value may be.

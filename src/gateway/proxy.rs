@@ -148,6 +148,13 @@ impl Proxy {
         })
     }
 
+    /// Whether the upstream puts requests under a base path
+    /// (`http://host/base`): a WebDAV `Destination` is forwarded as sent,
+    /// so the store would read it outside the base.
+    pub(crate) fn has_base(&self) -> bool {
+        self.shared.upstream.has_base()
+    }
+
     /// This proxy for requests from `client` ([`Proxy::client_of`]).
     pub(crate) fn with_client(&self, client: Arc<Client>) -> Self {
         Proxy {

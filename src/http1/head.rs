@@ -194,6 +194,13 @@ impl HeaderFields for FieldLines {
     {
         self.values_named(name.as_str().as_bytes())
     }
+
+    fn each_field(&self, each: &mut dyn FnMut(&[u8], &[u8])) -> bool {
+        for (name, value) in self.iter() {
+            each(name, value);
+        }
+        true
+    }
 }
 
 impl FieldLines {

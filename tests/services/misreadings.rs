@@ -532,3 +532,66 @@ fn class4_a_backslash_in_a_blob_name_is_refused() {
         resp.text()
     );
 }
+
+/// What a red-team pass over this round's rules found, each refused now:
+/// an Azure batch or a rename without custody (its objects are in its body
+/// or in a field nobody fences), `Host` or the token named in `Connection`,
+/// an absolute target with user info or another scheme, a `Destination`
+/// sent to an upstream with a base path (forwarded as sent, read outside
+/// the base); and a GCS-shaped path on a WebDAV route is no GCS name.
+#[test]
+fn what_a_red_team_found_is_refused() {
+    let backend = Backend::start();
+    let azure = GatewayProcess::in_front_of(&backend, &["--store", "azure"]);
+    let token = ("X-Fencing-Token", "1");
+    let batch = azure.req(
+        "POST",
+        "/acct/ctr?restype=container&comp=batch",
+        &[token, ("Content-Type", "multipart/mixed; boundary=b")],
+        b"--b\r\n\r\nDELETE /acct/ctr/victim HTTP/1.1\r\n\r\n--b--\r\n",
+    );
+    assert_eq!(batch.status, 400, "{}", batch.text());
+    assert_eq!(batch.header("x-ms-error-code"), Some("unfenceable_write"));
+    for name in ["x-ms-rename-source", "x-amz-rename-source"] {
+        let resp = azure.req(
+            "PUT",
+            "/acct/ctr/new",
+            &[token, (name, "/acct/ctr/victim")],
+            b"",
+        );
+        assert_eq!(
+            resp.header("x-ms-error-code"),
+            Some("unfenceable_write"),
+            "{name}"
+        );
+    }
+    let plain = GatewayProcess::in_front_of(&backend, &[]);
+    for named in [
+        "host",
+        "Host",
+        "x-fencing-token",
+        "keep-alive, X-Fencing-Token",
+    ] {
+        let resp = plain.req("PUT", "/x", &[token, ("Connection", named)], b"");
+        resp.assert_gateway_error(400, "bad_request");
+    }
+    for target in ["http://x@h.example/a/x", "ftp://h.example/a/x"] {
+        let raw = format!("PUT {target} HTTP/1.1\r\nHost: h.example\r\nX-Fencing-Token: 1\r\nContent-Length: 0\r\n\r\n");
+        send_raw(plain.data_addr(), raw.as_bytes(), false)
+            .assert_gateway_error(400, "invalid_path");
+    }
+    let comma = b"GET /x HTTP/1.1\r\nHost: h.example,gw\r\n\r\n";
+    send_raw(plain.data_addr(), comma, false).assert_gateway_error(400, "invalid_path");
+    let based = format!("{}/base", backend.url());
+    let under_base = GatewayProcess::start(&["--upstream", &based]);
+    for method in ["MOVE", "COPY"] {
+        let resp = under_base.req(method, "/x", &[token, ("Destination", "/base/x2")], b"");
+        resp.assert_gateway_error(400, "unfenceable_write");
+    }
+    assert_eq!(backend.count(), 0, "{:#?}", backend.records());
+    // Without flat keys (a WebDAV store) /b/docs/o/readme is a path, fenced
+    // as one: no GCS object key beside it.
+    assert_eq!(plain.put("/b/docs/o/readme", 5).status, 200);
+    assert_eq!(plain.fence("/b/docs/o/readme"), Some(5));
+    assert_eq!(plain.fence("/docs/readme"), None);
+}
