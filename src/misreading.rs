@@ -445,6 +445,28 @@ const DECIDING_NAMES: [&[u8]; 11] = [
     b"x-goog-copy-source",
 ];
 
+/// Bit `n` is set when some name [`FieldScan`] looks for has `n` bytes
+/// (every name is shorter than 31).
+const INTERESTING_LENGTHS: u32 = {
+    let mut mask = 0u32;
+    let mut i = 0;
+    while i < DECIDING_NAMES.len() {
+        mask |= 1 << DECIDING_NAMES[i].len();
+        i += 1;
+    }
+    let mut i = 0;
+    while i < END_TO_END_NAMES.len() {
+        mask |= 1 << END_TO_END_NAMES[i].len();
+        i += 1;
+    }
+    let mut i = 0;
+    while i < OVERRIDE_NAMES.len() {
+        mask |= 1 << OVERRIDE_NAMES[i].len();
+        i += 1;
+    }
+    mask | 1 << b"connection".len()
+};
+
 /// [`END_TO_END`]'s names, as bytes.
 const END_TO_END_NAMES: [&[u8]; 4] = [
     b"host",
@@ -492,8 +514,13 @@ impl<'a> FieldScan<'a> {
             token: false,
         };
         let walked = fields.each_field(&mut |name, value| {
+            // Most fields have a length no name looked for has.
+            if INTERESTING_LENGTHS & (1u32 << name.len().min(31)) == 0 {
+                return;
+            }
             if name.len() == 4 && name.eq_ignore_ascii_case(b"host") {
                 scan.hosts = scan.hosts.saturating_add(1);
+                scan.host = Some(value);
                 return;
             }
             if (14..=18).contains(&name.len())
@@ -535,11 +562,6 @@ impl<'a> FieldScan<'a> {
         });
         if !walked {
             return None;
-        }
-        // The host's value is looked up once found: the callback's borrows
-        // of the fields end with each call.
-        if scan.hosts == 1 {
-            scan.host = fields.values_of(&http::header::HOST).next();
         }
         Some(scan)
     }

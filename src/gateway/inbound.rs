@@ -176,11 +176,17 @@ impl HeaderFields for Head {
         }
     }
 
-    fn each_field(&self, each: &mut dyn FnMut(&[u8], &[u8])) -> bool {
-        for (name, value) in self.each_line() {
-            each(name, value);
+    fn each_field<'a>(&'a self, each: &mut dyn FnMut(&'a [u8], &'a [u8])) -> bool {
+        match self {
+            // The usual case, as read and nothing set: the lines directly.
+            Head::Lines(read) if read.set.is_empty() => read.head.fields.each_field(each),
+            _ => {
+                for (name, value) in self.each_line() {
+                    each(name, value);
+                }
+                true
+            }
         }
-        true
     }
 }
 

@@ -24,7 +24,9 @@ use super::custody::sign::UpstreamSigner;
 use super::custody::Custody;
 use super::generations::Generations;
 use super::metrics::Metrics;
-use super::route_build::{self, build_route, BuiltRoute, Issuers, Prepared, RouteSpec};
+use super::route_build::{
+    self, build_route, displaced, namespace_shapings, BuiltRoute, Issuers, Prepared, RouteSpec,
+};
 use super::routes::RouteTable;
 use super::server::StartError;
 use super::upstream::Upstream;
@@ -401,39 +403,32 @@ fn route_options(config: &Config) -> impl std::fmt::Debug + '_ {
     )
 }
 
-/// What makes a fence namespace's keys what they are.
-fn shaping(spec: &RouteSpec) -> String {
-    let o = &spec.options;
-    format!(
-        "scope {}, token header {}, flat keys {}, store {}, s3_domain {:?}, host {:?}",
-        o.scope, o.token_header, o.flat_keys, o.store, o.s3_domain, spec.matches.host
-    )
-}
-
 /// A reload may not change what an existing fence means.
 fn check_meaning(old: &[RouteSpec], new: &[RouteSpec]) -> Result<(), ReloadError> {
-    for spec in new {
-        for before in old {
-            if before.namespace == spec.namespace && shaping(before) != shaping(spec) {
+    // One rule with the start's (`route_build`): each namespace's shaping,
+    // its routes' host patterns together, compared namespace by namespace.
+    let before = namespace_shapings(old).map_err(ReloadError::Meaning)?;
+    let after = namespace_shapings(new).map_err(ReloadError::Meaning)?;
+    for (namespace, shaping) in &after {
+        if let Some((_, was)) = before.iter().find(|(name, _)| name == namespace) {
+            if was != shaping {
                 return Err(ReloadError::Meaning(format!(
-                    "route {:?} would key fence namespace {:?} with {} instead of {}: its fences would mean something else (a new namespace, or a restart with the old settings, keeps them meaningful)",
-                    spec.name,
-                    spec.namespace,
-                    shaping(spec),
-                    shaping(before)
-                )));
-            }
-            let covered = before.matches == spec.matches || before.matches == RouteMatch::default();
-            if covered && before.namespace != spec.namespace && spec.options.enforce != Enforce::Off
-            {
-                return Err(ReloadError::Meaning(format!(
-                    "route {:?} takes requests of route {:?} in fence namespace {:?} instead of {:?}: the fences raised there would be left behind (set fence_namespace = {:?} to keep them)",
-                    spec.name, before.name, spec.namespace, before.namespace, before.namespace
+                    "the routes would key fence namespace {namespace:?} with {shaping} instead of {was}: its fences would mean something else (a new namespace, or a restart with the old settings, keeps them meaningful)"
                 )));
             }
         }
     }
-    Ok(())
+    let covered: Vec<(String, RouteMatch)> = old
+        .iter()
+        .filter(|spec| spec.options.enforce != Enforce::Off)
+        .map(|spec| (spec.namespace.clone(), spec.matches.clone()))
+        .collect();
+    match displaced(new, &covered) {
+        Some(displaced) => Err(ReloadError::Meaning(format!(
+            "{displaced}: the fences raised there would be left behind"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// The gateway-level options that differ between `old` and `new`.

@@ -15,6 +15,7 @@ use super::custody::{Anonymous, Custody, CustodyFiles, DialectOptions};
 use super::data_plane::RoutePlane;
 use super::metrics::{Metrics, RouteCounters};
 use super::proxy::Proxy;
+use super::routes::RouteTable;
 use super::server::StartError;
 use super::tls;
 use super::upstream::Upstream;
@@ -221,20 +222,24 @@ pub(super) async fn check_namespaces(
     fences: &Fences,
 ) -> Result<(), StartError> {
     let shapings = namespace_shapings(specs).map_err(StartError::Namespace)?;
-    let recorded = fences.namespace_matches().await?;
-    for spec in specs.iter().filter(|s| s.options.enforce != Enforce::Off) {
-        for (name, matches) in &recorded {
-            let matches: Vec<serde_json::Value> = serde_json::from_str(matches).unwrap_or_default();
-            let covered = matches.iter().any(|m| {
-                *m == match_json(&RouteMatch::default()) || *m == match_json(&spec.matches)
-            });
-            if covered && *name != spec.namespace {
-                return Err(StartError::Namespace(format!(
-                    "route {:?} would take requests that fence namespace {name:?} fenced (as the fence store records) into namespace {:?}: the fences raised there would be left behind (set fence_namespace = {name:?} to keep them)",
-                    spec.name, spec.namespace
-                )));
-            }
+    let mut recorded = Vec::new();
+    for (name, matches) in fences.namespace_matches().await? {
+        let matches: Vec<serde_json::Value> = serde_json::from_str(&matches).unwrap_or_default();
+        for m in matches {
+            let text = |key: &str| m.get(key).and_then(|v| v.as_str()).map(str::to_owned);
+            recorded.push((
+                name.clone(),
+                RouteMatch {
+                    host: text("host"),
+                    path_prefix: text("path_prefix"),
+                },
+            ));
         }
+    }
+    if let Some(displaced) = displaced(specs, &recorded) {
+        return Err(StartError::Namespace(format!(
+            "{displaced} (as the fence store records): the fences raised there would be left behind"
+        )));
     }
     for (name, shaping) in shapings {
         fences.check_namespace(&name, &shaping).await?;
@@ -248,6 +253,91 @@ pub(super) async fn check_namespaces(
             .await?;
     }
     Ok(())
+}
+
+/// Whether `specs` would hand any part of what a namespace covered (each
+/// `(namespace, match)` of `covered`: requests its routes took) to a
+/// route of another namespace, or to one that does not fence: the sentence
+/// that says so, naming both. By coverage, not equality (SPEC "What a
+/// namespace covers is recorded and guarded"): a more specific route
+/// inside the space (a longer prefix, a host), and the route that now wins
+/// the space itself (a rename, a catch-all, a prefix's trailing slash), are
+/// both found.
+pub(super) fn displaced(specs: &[RouteSpec], covered: &[(String, RouteMatch)]) -> Option<String> {
+    let matches: Vec<RouteMatch> = specs.iter().map(|spec| spec.matches.clone()).collect();
+    let table = RouteTable::new(&matches);
+    let other = |spec: &RouteSpec, namespace: &str| {
+        spec.namespace != namespace || spec.options.enforce == Enforce::Off
+    };
+    for (namespace, space) in covered {
+        // A request of the space: who takes it now?
+        let host = space
+            .host
+            .as_deref()
+            .map(|host| match host.strip_prefix('*') {
+                Some(suffix) => format!("fencegate-sample{suffix}"),
+                None => host.to_owned(),
+            });
+        let path = space
+            .path_prefix
+            .as_deref()
+            .map_or_else(|| "/".to_owned(), |prefix| prefix.to_owned());
+        let taker = table
+            .owner(host.as_deref(), &path)
+            .and_then(|i| specs.get(i));
+        // A route inside the space is new there unless its own namespace
+        // already covered exactly its match (a carve-out that was there).
+        let inside = specs.iter().find(|spec| {
+            other(spec, namespace)
+                && match_inside(&spec.matches, space)
+                && !covered
+                    .iter()
+                    .any(|(name, known)| *name == spec.namespace && *known == spec.matches)
+        });
+        if let Some(spec) = taker.filter(|spec| other(spec, namespace)).or(inside) {
+            return Some(format!(
+                "route {:?} would take requests that fence namespace {namespace:?} covered ({}) into {}",
+                spec.name,
+                describe(space),
+                if spec.options.enforce == Enforce::Off {
+                    "a route that does not fence".to_owned()
+                } else {
+                    format!("namespace {:?} (set fence_namespace = {namespace:?} to keep them)", spec.namespace)
+                }
+            ));
+        }
+    }
+    None
+}
+
+/// Whether every request `inner` matches is one `outer` matches.
+fn match_inside(inner: &RouteMatch, outer: &RouteMatch) -> bool {
+    let host = match (inner.host.as_deref(), outer.host.as_deref()) {
+        (_, None) => true,
+        (None, Some(_)) => false,
+        (Some(inner), Some(outer)) => match (inner.strip_prefix('*'), outer.strip_prefix('*')) {
+            (None, None) => inner == outer,
+            (None, Some(suffix)) => inner.len() > suffix.len() && inner.ends_with(suffix),
+            (Some(inner), Some(suffix)) => inner.ends_with(suffix),
+            (Some(_), None) => false,
+        },
+    };
+    let path = match (inner.path_prefix.as_deref(), outer.path_prefix.as_deref()) {
+        (_, None) => true,
+        (None, Some(_)) => false,
+        (Some(inner), Some(outer)) => inner.starts_with(outer),
+    };
+    host && path
+}
+
+/// `space` for a message.
+fn describe(space: &RouteMatch) -> String {
+    match (&space.host, &space.path_prefix) {
+        (None, None) => "every request".to_owned(),
+        (Some(host), None) => format!("host {host}"),
+        (None, Some(prefix)) => format!("prefix {prefix}"),
+        (Some(host), Some(prefix)) => format!("host {host}, prefix {prefix}"),
+    }
 }
 
 fn match_json(matches: &RouteMatch) -> serde_json::Value {

@@ -543,3 +543,129 @@ fn a_sighup_right_after_the_start_does_not_end_the_gateway() {
         assert_eq!(gw.put("/after-hup", 1).status, 204, "{}", gw.stderr());
     }
 }
+
+/// Every way a reload could hand a namespace's requests (and so its
+/// fences) to another namespace or to a route that does not fence is
+/// refused, by coverage, not only an equal match (routes issue, item 3):
+/// a more specific route inside the space, a host added in front of it, a
+/// prefix's trailing slash changed with a rename, a catch-all renamed, a
+/// route turned off. The ways that keep the fences are taken. A stale token
+/// is refused after each.
+#[test]
+fn reloads_that_would_strand_fences_are_refused_by_coverage() {
+    let backend = Backend::start();
+    let route = |name: &str, matches: &str, extra: &str| {
+        format!("[[route]]\nname = \"{name}\"\nmatch = {{ {matches} }}\n{extra}\n")
+    };
+    let base = format!("upstream = \"{}\"\nstate = \"memory\"\n\n", backend.url());
+    let billing = route("billing", "path_prefix = \"/billing/\"", "");
+    let rest = route("rest", "path_prefix = \"/\"", "");
+    let file = ConfigFile::new(&format!("{base}{billing}{rest}"));
+    let gw = GatewayProcess::start(&["--config", file.arg()]);
+    assert_eq!(gw.put("/billing/q", 10).status, 200);
+    assert_eq!(gw.put("/billing/special/x", 10).status, 200);
+    assert_eq!(gw.put("/other", 10).status, 200);
+    assert_eq!(gw.put("/new/y", 10).status, 200);
+    let stale_everywhere = |what: &str| {
+        for path in ["/billing/q", "/billing/special/x", "/other", "/new/y"] {
+            let resp = gw.put(path, 9);
+            assert_eq!(resp.status, 409, "{what}: {path}: {}", resp.text());
+        }
+    };
+    let mut refused = 0;
+    for (what, text) in [
+        (
+            "a more specific route",
+            format!(
+                "{base}{billing}{rest}{}",
+                route("special", "path_prefix = \"/billing/special/\"", "")
+            ),
+        ),
+        (
+            "a host in front of a prefix",
+            format!(
+                "{base}{billing}{rest}{}",
+                route(
+                    "hosted",
+                    "host = \"127.0.0.1\", path_prefix = \"/billing/\"",
+                    ""
+                )
+            ),
+        ),
+        (
+            "a trailing slash changed with a rename",
+            format!(
+                "{base}{}{rest}",
+                route("billing2", "path_prefix = \"/billing\"", "")
+            ),
+        ),
+        (
+            "a catch-all renamed",
+            format!(
+                "{base}{billing}{}",
+                route("everything", "path_prefix = \"/\"", "")
+            ),
+        ),
+        (
+            "a new route inside the catch-all's space",
+            format!(
+                "{base}{billing}{rest}{}",
+                route("new", "path_prefix = \"/new/\"", "")
+            ),
+        ),
+        (
+            "a route turned off",
+            format!(
+                "{base}{}{rest}",
+                route(
+                    "billing",
+                    "path_prefix = \"/billing/\"",
+                    "enforce = \"off\""
+                )
+            ),
+        ),
+    ] {
+        file.rewrite(&text);
+        refused += 1;
+        sighup_until(&gw, "not reloaded", refused);
+        let line = gw
+            .stderr()
+            .lines()
+            .rfind(|l| l.contains("not reloaded"))
+            .unwrap_or_default()
+            .to_owned();
+        assert!(line.contains("would be left behind"), "{what}: {line}");
+        assert_eq!(generation(&gw), 1, "{what}");
+        stale_everywhere(what);
+    }
+    // The ways that keep the fences: the new route in the catch-all's
+    // namespace, the rename naming its namespace.
+    file.rewrite(&format!(
+        "{base}{}{rest}{}",
+        route(
+            "billing-2026",
+            "path_prefix = \"/billing/\"",
+            "fence_namespace = \"billing\""
+        ),
+        route(
+            "new",
+            "path_prefix = \"/new/\"",
+            "fence_namespace = \"rest\""
+        ),
+    ));
+    sighup_until(&gw, "configuration reloaded", 1);
+    assert_eq!(generation(&gw), 2);
+    stale_everywhere("after the reload that keeps them");
+    assert_eq!(gw.put("/billing/q", 11).status, 200);
+    // And a configuration that starts also reloads unchanged, two hosts in
+    // one namespace included.
+    let hosts = format!(
+        "{base}{}{}",
+        route("a", "host = \"a.example\"", "fence_namespace = \"shared\""),
+        route("b", "host = \"b.example\"", "fence_namespace = \"shared\""),
+    );
+    let file = ConfigFile::new(&hosts);
+    let gw = GatewayProcess::start(&["--config", file.arg()]);
+    sighup_until(&gw, "configuration reloaded", 1);
+    assert_eq!(generation(&gw), 2);
+}
