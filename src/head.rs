@@ -39,7 +39,7 @@ pub trait HeaderFields {
     /// case), in order: for a reader that looks at many names, one pass
     /// instead of a lookup per name. `false` where the fields cannot be
     /// walked (the default): the reader then looks names up one by one.
-    fn each_field<'a>(&'a self, each: &mut dyn FnMut(&'a [u8], &'a [u8])) -> bool {
+    fn each_field<'a>(&'a self, each: impl FnMut(&'a [u8], &'a [u8])) -> bool {
         let _ = each;
         false
     }
@@ -53,7 +53,7 @@ impl HeaderFields for HeaderMap {
         self.get_all(name).iter().map(HeaderValue::as_bytes)
     }
 
-    fn each_field<'a>(&'a self, each: &mut dyn FnMut(&'a [u8], &'a [u8])) -> bool {
+    fn each_field<'a>(&'a self, mut each: impl FnMut(&'a [u8], &'a [u8])) -> bool {
         for (name, value) in self {
             each(name.as_str().as_bytes(), value.as_bytes());
         }

@@ -160,6 +160,10 @@ pub enum Misreading {
     /// 400 `invalid_path`: under the S3 dialect, a key with an empty, `.`
     /// or `..` segment ([`misread_s3_key`]).
     S3Key,
+    /// 400 `unfenceable_write`: a rename in place (S3's RenameObject,
+    /// Azure Data Lake's rename), which deletes a source named in a field
+    /// the gateway does not fence.
+    Rename,
     /// 400 `unfenceable_write`: a `Destination` to an upstream with a base
     /// path, which the gateway forwards as sent (the store would read it
     /// outside the base, where the gateway did not fence).
@@ -194,6 +198,7 @@ impl Misreading {
             | Misreading::S3Key
             | Misreading::Separator
             | Misreading::DestinationUnderBase
+            | Misreading::Rename
             | Misreading::BadHost { .. } => StatusCode::BAD_REQUEST,
             Misreading::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Misreading::UnknownMethod { .. } => StatusCode::NOT_IMPLEMENTED,
@@ -212,7 +217,7 @@ impl Misreading {
             | Misreading::BadHost { .. } => "invalid_path",
             Misreading::UnknownMethod { .. } => "unknown_method",
             Misreading::AmbiguousField { .. } => "bad_request",
-            Misreading::DestinationUnderBase => "unfenceable_write",
+            Misreading::DestinationUnderBase | Misreading::Rename => "unfenceable_write",
         }
     }
 
@@ -235,6 +240,9 @@ impl Misreading {
                     .to_owned()
             }
             Misreading::BadHost { detail } => (*detail).to_owned(),
+            Misreading::Rename => "a rename (x-amz-rename-source, x-ms-rename-source) deletes its \
+                source, which the gateway does not fence: copy, then delete"
+                .to_owned(),
             Misreading::DestinationUnderBase => "the upstream puts requests under a base path, \
                 and a Destination is forwarded as sent: the store would read it outside the base, \
                 where the gateway did not fence; give the upstream without a base path"
@@ -445,28 +453,6 @@ const DECIDING_NAMES: [&[u8]; 11] = [
     b"x-goog-copy-source",
 ];
 
-/// Bit `n` is set when some name [`FieldScan`] looks for has `n` bytes
-/// (every name is shorter than 31).
-const INTERESTING_LENGTHS: u32 = {
-    let mut mask = 0u32;
-    let mut i = 0;
-    while i < DECIDING_NAMES.len() {
-        mask |= 1 << DECIDING_NAMES[i].len();
-        i += 1;
-    }
-    let mut i = 0;
-    while i < END_TO_END_NAMES.len() {
-        mask |= 1 << END_TO_END_NAMES[i].len();
-        i += 1;
-    }
-    let mut i = 0;
-    while i < OVERRIDE_NAMES.len() {
-        mask |= 1 << OVERRIDE_NAMES[i].len();
-        i += 1;
-    }
-    mask | 1 << b"connection".len()
-};
-
 /// [`END_TO_END`]'s names, as bytes.
 const END_TO_END_NAMES: [&[u8]; 4] = [
     b"host",
@@ -499,6 +485,8 @@ struct FieldScan<'a> {
     host: Option<&'a [u8]>,
     /// A token or lock header under one of its default names.
     token: bool,
+    /// A rename field (`x-amz-rename-source`, `x-ms-rename-source`).
+    renames: bool,
 }
 
 impl<'a> FieldScan<'a> {
@@ -512,52 +500,59 @@ impl<'a> FieldScan<'a> {
             hosts: 0,
             host: None,
             token: false,
+            renames: false,
         };
-        let walked = fields.each_field(&mut |name, value| {
-            // Most fields have a length no name looked for has.
-            if INTERESTING_LENGTHS & (1u32 << name.len().min(31)) == 0 {
-                return;
-            }
-            if name.len() == 4 && name.eq_ignore_ascii_case(b"host") {
-                scan.hosts = scan.hosts.saturating_add(1);
-                scan.host = Some(value);
-                return;
-            }
-            if (14..=18).contains(&name.len())
-                && END_TO_END_NAMES[1..]
-                    .iter()
-                    .any(|known| known.eq_ignore_ascii_case(name))
-            {
-                scan.token = true;
-                return;
-            }
-            if name.len() == 10 && name.eq_ignore_ascii_case(b"connection") {
-                if scan.hop.is_none() {
-                    scan.hop = named_in_connection(value);
+        let walked = fields.each_field(|name, value| {
+            let is = |known: &[u8]| name.eq_ignore_ascii_case(known);
+            // One arm per length a looked-for name has: a field is compared
+            // with the one or two names of its length, or with none.
+            let deciding = match name.len() {
+                4 if is(b"host") => {
+                    scan.hosts = scan.hosts.saturating_add(1);
+                    scan.host = Some(value);
+                    return;
                 }
-                return;
-            }
-            if scan.overridden.is_none()
-                && OVERRIDE_NAMES
-                    .iter()
-                    .any(|known| known.eq_ignore_ascii_case(name))
-            {
-                scan.overridden = Some(match name.len() {
-                    13 => OVERRIDE_NAMES[0],
-                    22 => OVERRIDE_NAMES[1],
-                    _ => OVERRIDE_NAMES[2],
-                });
-                return;
-            }
-            if let Some(i) = DECIDING_NAMES
-                .iter()
-                .position(|known| known.eq_ignore_ascii_case(name))
-            {
+                14 | 15 if is(b"x-fencing-lock") || is(b"x-fencing-token") => {
+                    scan.token = true;
+                    return;
+                }
+                18 if is(b"x-ms-fencing-token") => {
+                    scan.token = true;
+                    return;
+                }
+                10 if is(b"connection") => {
+                    if scan.hop.is_none() {
+                        scan.hop = named_in_connection(value);
+                    }
+                    return;
+                }
+                13 | 17 | 22 if OVERRIDE_NAMES.iter().any(|known| is(known)) => {
+                    if scan.overridden.is_none() {
+                        scan.overridden = Some(match name.len() {
+                            13 => OVERRIDE_NAMES[0],
+                            22 => OVERRIDE_NAMES[1],
+                            _ => OVERRIDE_NAMES[2],
+                        });
+                    }
+                    return;
+                }
+                19 if is(b"x-amz-rename-source") => {
+                    scan.renames = true;
+                    return;
+                }
+                2 | 5 | 9 | 10 | 11 | 12 | 16 | 17 | 18 | 23 => {
+                    DECIDING_NAMES.iter().position(|known| is(known))
+                }
+                _ => None,
+            };
+            if let Some(i) = deciding {
                 let bit = 1u16 << i;
                 if scan.seen & bit != 0 && scan.twice.is_none() {
                     scan.twice = Some(i);
                 }
                 scan.seen |= bit;
+                // DECIDING_NAMES[9]: x-ms-rename-source.
+                scan.renames |= i == 9;
             }
         });
         if !walked {
@@ -580,10 +575,13 @@ impl<'a> FieldScan<'a> {
                 hop_by_hop: false,
             });
         }
-        self.hop.clone().map(|name| Misreading::AmbiguousField {
-            name,
-            hop_by_hop: true,
-        })
+        if let Some(name) = self.hop.clone() {
+            return Some(Misreading::AmbiguousField {
+                name,
+                hop_by_hop: true,
+            });
+        }
+        self.renames.then_some(Misreading::Rename)
     }
 }
 
@@ -624,10 +622,7 @@ fn plain_host(host: &[u8]) -> bool {
         Some(at) => (&host[..at], Some(&host[at + 1..])),
         None => (host, None),
     };
-    let name_ok = !name.is_empty()
-        && name.iter().fold(true, |ok, &b| {
-            ok & (b.is_ascii_alphanumeric() | (b == b'-') | (b == b'.'))
-        });
+    let name_ok = !name.is_empty() && name.iter().all(|&b| HOST_BYTES[usize::from(b)]);
     let port_ok = match port {
         None => true,
         Some(port) => {
@@ -639,6 +634,18 @@ fn plain_host(host: &[u8]) -> bool {
     };
     name_ok && port_ok
 }
+
+/// The bytes [`plain_host`] takes in a host name: letters, digits, `-`, `.`.
+static HOST_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric() || c == b'-' || c == b'.';
+        b += 1;
+    }
+    table
+};
 
 /// The route's token header (`token_header`) named in `Connection`: it
 /// would be read for the fence, then dropped before the store, which may

@@ -127,9 +127,6 @@ pub fn is_plain<R: RequestView + ?Sized>(request: &R) -> bool {
     if might_name_gcs_objects(path) {
         return false;
     }
-    if renames(request.fields()) {
-        return false;
-    }
     match request.method().as_str() {
         "DELETE" | "COPY" | "MOVE" | "PROPPATCH" | "LOCK" => false,
         "POST" => {

@@ -111,6 +111,11 @@ impl FencingLayer {
         self.config.scope
     }
 
+    /// The header the layer reads the token from.
+    pub fn token_header_name(&self) -> &HeaderName {
+        &self.config.token_header
+    }
+
     /// The fence table the layer admits against.
     pub fn fences(&self) -> &Fences {
         &self.config.fences

@@ -613,6 +613,16 @@ impl Reader<'_> {
             }
         };
         let raw = self.relative_path(arg, raw);
+        if ambiguous_user_info(&raw) {
+            problems.push(self.problem(
+                at,
+                format!(
+                    "{name}: the user-info of {:?} holds a '/', '?' or '#', which ends it for one reader and not for another: percent-encode the password (%2F, %3F, %23)",
+                    shorten(&mask(&raw))
+                ),
+            ));
+            return None;
+        }
         let long = arg.get_long().unwrap_or(name);
         // The option alone, with its own parser (clap keeps the parser
         // itself private): what the command line would say of the value.
@@ -627,13 +637,15 @@ impl Reader<'_> {
         if let Err(error) =
             alone.try_get_matches_from([OsString::from("fencegate"), OsString::from(&raw)])
         {
-            // What may be secret in a URL is masked here too.
-            let shown = mask(&raw);
+            // What may be secret in a URL is masked here too, and a long
+            // value cut.
+            let shown = shorten(&mask(&raw));
             let message = first_line(&error).replace(&raw, &shown);
             // "invalid value 'V' for '[name]': why" -> "why".
             let why = message
                 .split_once("]': ")
                 .map_or(message.as_str(), |(_, why)| why);
+            let why = why.replace(&mask(&raw), &shown);
             problems.push(self.problem(at, format!("{name}: invalid value {shown:?}: {why}")));
             return None;
         }
@@ -800,6 +812,18 @@ impl MatchTable {
             if !prefix.starts_with('/') || prefix.contains(['?', '#', '%']) {
                 return Err(format!(
                     "path_prefix {prefix:?}: starts with / (a normalised path's start, no ?, # or %)"
+                ));
+            }
+            // Every segment a `/` ends is whole: an empty, `.` or `..` one
+            // is in no normalised path, so the route could never match.
+            let whole = prefix.rsplit_once('/').map_or("", |(whole, _)| whole);
+            if whole
+                .split('/')
+                .skip(1)
+                .any(|s| matches!(s, "" | "." | ".."))
+            {
+                return Err(format!(
+                    "path_prefix {prefix:?}: an empty, '.' or '..' segment is in no normalised path: no request could match it"
                 ));
             }
         }
@@ -1014,17 +1038,40 @@ pub(crate) fn mask(value: &str) -> String {
         return value.to_owned();
     };
     let (scheme, rest) = value.split_at(scheme_end + 3);
+    // Everything up to the last `@` may be user-info: a password with an
+    // unencoded `/`, `?` or `#` ends the authority early for a strict
+    // reader, and must be masked all the same.
+    let (masked, rest) = match rest.rfind('@') {
+        Some(at) => ("***@", &rest[at + 1..]),
+        None => ("", rest),
+    };
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (authority, tail) = rest.split_at(authority_end);
-    let authority = match authority.rfind('@') {
-        Some(at) => format!("***@{}", &authority[at + 1..]),
-        None => authority.to_owned(),
-    };
+    let authority = format!("{masked}{authority}");
     let tail = match tail.find('?') {
         Some(q) => format!("{}?***", &tail[..q]),
         None => tail.to_owned(),
     };
     format!("{scheme}{authority}{tail}")
+}
+
+/// Whether `value` is a URL whose user-info holds a `/`, `?` or `#`: one
+/// reader ends the authority there, another at the last `@`, so the host
+/// (and what is secret) cannot be read one way only.
+fn ambiguous_user_info(value: &str) -> bool {
+    let Some((_, rest)) = value.split_once("://") else {
+        return false;
+    };
+    rest.rfind('@')
+        .is_some_and(|at| rest[..at].contains(['/', '?', '#']))
+}
+
+/// `value` cut to 120 characters for a message: a value may be long.
+fn shorten(value: &str) -> String {
+    match value.char_indices().nth(120) {
+        Some((at, _)) => format!("{}... ({} bytes)", &value[..at], value.len()),
+        None => value.to_owned(),
+    }
 }
 
 /// Routes that no request can reach: one with the same match as a route
@@ -1127,6 +1174,13 @@ mod tests {
     #[test]
     fn masks_user_info_and_queries() {
         assert_eq!(mask("redis://:pw@h:6379/k"), "redis://***@h:6379/k");
+        assert_eq!(mask("redis://:p/w?x#y@h:6379/k"), "redis://***@h:6379/k");
+        assert!(ambiguous_user_info("redis://:p/w@h:6379/k"));
+        assert!(!ambiguous_user_info("redis://:p%2Fw@h:6379/k"));
+        // An `@` in a path reads as user-info to a reader that takes the
+        // last one: as ambiguous, and refused.
+        assert!(ambiguous_user_info("http://h/a@b"));
+        assert!(!ambiguous_user_info("http://h/a"));
         assert_eq!(mask("http://h/b?X-Amz-Signature=x"), "http://h/b?***");
         assert_eq!(mask("plain"), "plain");
     }

@@ -138,6 +138,10 @@ fn routes_for(
             custody: route.custody.clone(),
             name: Arc::clone(&route.name),
             counters: route.counters.clone(),
+            own_token_header: {
+                let header = route.fencing.token_header_name();
+                header != "x-fencing-token" && header != "x-ms-fencing-token"
+            },
         })
         .collect()
 }
@@ -170,6 +174,9 @@ struct RouteConnection {
     custody: Option<Arc<Custody>>,
     name: Arc<str>,
     counters: Option<RouteCounters>,
+    /// The route's token header has a name of its own (not a default one,
+    /// which the rules before routing look at already).
+    own_token_header: bool,
 }
 
 impl hyper::service::Service<Request<Incoming>> for Connection {
@@ -277,12 +284,12 @@ impl Connection {
             AnswerStyle::S3 => misread_s3_key(path).then_some(Misreading::S3Key),
             _ => misread_separator(path, route.custody.is_some()).then_some(Misreading::Separator),
         };
-        let token_header = route.inner.token_header();
         let misread = misread
             .or_else(|| {
                 // The default names are looked at before routing already.
-                (token_header != "x-fencing-token" && token_header != "x-ms-fencing-token")
-                    .then(|| names_in_connection(&request, token_header))
+                route
+                    .own_token_header
+                    .then(|| names_in_connection(&request, route.inner.token_header()))
                     .flatten()
             })
             .or_else(|| {

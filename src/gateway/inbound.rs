@@ -176,7 +176,7 @@ impl HeaderFields for Head {
         }
     }
 
-    fn each_field<'a>(&'a self, each: &mut dyn FnMut(&'a [u8], &'a [u8])) -> bool {
+    fn each_field<'a>(&'a self, mut each: impl FnMut(&'a [u8], &'a [u8])) -> bool {
         match self {
             // The usual case, as read and nothing set: the lines directly.
             Head::Lines(read) if read.set.is_empty() => read.head.fields.each_field(each),

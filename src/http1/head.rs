@@ -195,7 +195,7 @@ impl HeaderFields for FieldLines {
         self.values_named(name.as_str().as_bytes())
     }
 
-    fn each_field<'a>(&'a self, each: &mut dyn FnMut(&'a [u8], &'a [u8])) -> bool {
+    fn each_field<'a>(&'a self, mut each: impl FnMut(&'a [u8], &'a [u8])) -> bool {
         for (name, value) in self.iter() {
             each(name, value);
         }

@@ -539,3 +539,38 @@ fn check_config_takes_a_value_of_any_length_without_a_panic() {
     );
     assert!(finished.status.code().is_some(), "killed by a signal");
 }
+
+/// Configuration hygiene (routes issue, item 5): a password with a
+/// reserved character in a URL's user-info is refused at load and never
+/// shown, whichever way a reader would split it; a route prefix that no
+/// normalised path has is an error; a long value is cut in the message.
+#[test]
+fn check_config_refuses_ambiguous_user_info_and_prefixes_that_never_match() {
+    let (_dir, path) = config_file(
+        "state = \"memory\"\ntoken_issuer = \"redis://:se/cr?et#x@127.0.0.1:6379/lock\"\n\n[[route]]\nname = \"a\"\nmatch = { path_prefix = \"/a//b/\" }\n\n[[route]]\nname = \"b\"\nmatch = { path_prefix = \"/b/../c/\" }\n\n[[route]]\nname = \"dotted\"\nmatch = { path_prefix = \"/.well-known/\" }\n",
+    );
+    let finished = check_config(&path, &[]);
+    assert_eq!(finished.status.code(), Some(1), "{}", finished.stderr);
+    let text = format!("{}{}", finished.stdout, finished.stderr);
+    for secret in ["se/cr", "cr?et", "et#x"] {
+        assert!(!text.contains(secret), "{secret} shown:\n{text}");
+    }
+    assert!(text.contains("percent-encode the password"), "{text}");
+    assert!(
+        text.contains("\"/a//b/\"") && text.contains("\"/b/../c/\""),
+        "{text}"
+    );
+    assert!(
+        !text.contains("/.well-known/"),
+        "a prefix that can match was refused:\n{text}"
+    );
+    let long = "x".repeat(5000);
+    let (_dir, path) = config_file(&format!("state = \"memory\"\nupstream = \"{long}\"\n"));
+    let finished = check_config(&path, &[]);
+    assert_eq!(finished.status.code(), Some(1), "{}", finished.stderr);
+    assert!(
+        finished.stderr.len() < 2000,
+        "the whole value echoed: {} bytes",
+        finished.stderr.len()
+    );
+}
