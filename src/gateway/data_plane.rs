@@ -279,36 +279,8 @@ impl Connection {
         let (Some(route), Some(index)) = (picked, index) else {
             return self.no_route(&request);
         };
-        let path = request.uri().path();
-        let misread = match route.answers {
-            AnswerStyle::S3 => misread_s3_key(path).then_some(Misreading::S3Key),
-            _ => misread_separator(path, route.custody.is_some()).then_some(Misreading::Separator),
-        };
-        let misread = misread
-            .or_else(|| {
-                // The default names are looked at before routing already.
-                route
-                    .own_token_header
-                    .then(|| names_in_connection(&request, route.inner.token_header()))
-                    .flatten()
-            })
-            .or_else(|| {
-                // A route that does not enforce reads no path: a climbing
-                // one with a token is refused here (without a token, before
-                // routing).
-                (!route.inner.enforces() && climbs_above_root(path))
-                    .then_some(Misreading::ClimbingPath)
-            });
-        if let Some(found) = misread {
+        if let Some(found) = misread_on_route(route, &request) {
             return self.misread(Some(route), route.answers, &request, &found);
-        }
-        if route.inner.get_ref().has_base() && request.fields().contains(&reach::DESTINATION) {
-            return self.misread(
-                Some(route),
-                route.answers,
-                &request,
-                &Misreading::DestinationUnderBase,
-            );
         }
         let custody = route.custody.as_deref();
         let mut exchange = Exchange::begin(&connection.client, &request, || match custody {
@@ -337,14 +309,14 @@ impl Connection {
         // Every object it reaches is its route's (a DeleteObjects' keys are
         // looked at once its body is read).
         let crossing = match denied {
-            None => cross_route(
+            None if generation.table.is_routed() => cross_route(
                 &generation.table,
                 index,
                 &request,
                 route.inner.flat_keys(),
                 None,
             ),
-            Some(_) => None,
+            _ => None,
         };
         let counter = exchange.bytes_in();
         let timeout = connection.client.body_timeout;
@@ -478,6 +450,43 @@ impl Connection {
         }
         Ok(())
     }
+}
+
+/// What `route`'s store could read otherwise in `request`, once the route
+/// is known: its dialect's path rules, its own token header named in
+/// `Connection`, a climbing path where the route does not enforce (with a
+/// token, the fencing layer reads the path after the token's syntax), a
+/// `Destination` to an upstream with a base path. Kept out of line: the
+/// common request finds nothing, and its checks are a few comparisons.
+#[inline(never)]
+fn misread_on_route(
+    route: &RouteConnection,
+    request: &Inbound<IncomingBody>,
+) -> Option<Misreading> {
+    let path = request.uri().path();
+    let by_dialect = match route.answers {
+        AnswerStyle::S3 => misread_s3_key(path),
+        _ => misread_separator(path, route.custody.is_some()),
+    };
+    if by_dialect {
+        return Some(match route.answers {
+            AnswerStyle::S3 => Misreading::S3Key,
+            _ => Misreading::Separator,
+        });
+    }
+    if route.own_token_header {
+        // The default names are looked at before routing already.
+        if let Some(found) = names_in_connection(request, route.inner.token_header()) {
+            return Some(found);
+        }
+    }
+    if !route.inner.enforces() && climbs_above_root(path) {
+        return Some(Misreading::ClimbingPath);
+    }
+    if route.inner.get_ref().has_base() && request.fields().contains(&reach::DESTINATION) {
+        return Some(Misreading::DestinationUnderBase);
+    }
+    None
 }
 
 impl Connection {

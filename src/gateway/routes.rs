@@ -158,6 +158,7 @@ impl RouteTable {
 
     /// Whether any route looks at the host or the path: then a request's
     /// objects may belong to several routes.
+    #[inline]
     pub(crate) fn is_routed(&self) -> bool {
         self.needs_host || self.needs_path
     }

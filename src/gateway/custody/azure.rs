@@ -235,7 +235,11 @@ impl AzureClients {
             }
             None => None,
         };
-        let public_access = request.fields().contains(&X_MS_BLOB_PUBLIC_ACCESS);
+        // Fields that change who may read, or what the store does by
+        // itself (public access, immutability, legal hold): admin.
+        let fields = request.fields();
+        let public_access = fields.contains(&X_MS_BLOB_PUBLIC_ACCESS)
+            || ADMIN_FIELDS.iter().any(|name| fields.contains(name));
         let reached = reached(
             request.method(),
             query,
@@ -433,6 +437,23 @@ fn check_permission(
     ))
 }
 
+/// Fields besides `x-ms-blob-public-access` whose write needs `admin`.
+static ADMIN_FIELDS: [HeaderName; 3] = [
+    HeaderName::from_static("x-ms-immutability-policy-until-date"),
+    HeaderName::from_static("x-ms-immutability-policy-mode"),
+    HeaderName::from_static("x-ms-legal-hold"),
+];
+
+/// Blob sub-resources (`comp`) whose write needs `admin` (SPEC "Deny by
+/// default": immutability, legal hold, expiry, undelete, tier).
+const ADMIN_COMPS: [&str; 5] = [
+    "immutabilityPolicies",
+    "legalhold",
+    "expiry",
+    "undelete",
+    "tier",
+];
+
 /// Every object a request for `object` reaches, with the access each
 /// needs (SPEC, "What a client may reach with the store's key").
 fn reached(
@@ -473,10 +494,17 @@ fn reached(
             // metadata, its lease).
             return Ok(vec![(prefix, Access::Admin)]);
         }
+        // A listing reaches what its prefix names; anything else read of
+        // a container (its properties, metadata, stored access policies,
+        // a tag query) is of the whole container.
+        if comp != "list" {
+            return Ok(vec![(prefix, Access::Read)]);
+        }
         let listing = param(query, "prefix").unwrap_or_default();
         return Ok(vec![(format!("{prefix}{listing}"), Access::Read)]);
     }
-    let need = match (write, public_access) {
+    let admin = public_access || ADMIN_COMPS.iter().any(|c| c.eq_ignore_ascii_case(&comp));
+    let need = match (write, admin) {
         (false, _) => Access::Read,
         (true, true) => Access::Admin,
         (true, false) => Access::Write,
@@ -615,6 +643,34 @@ mod tests {
             reached(&get, "comp=list", "/", None, false).unwrap(),
             vec![("/".to_owned(), Access::Read)]
         );
+        // A container's configuration is read whole, whatever prefix rides
+        // along (Azure issue, class 5).
+        for query in [
+            "restype=container&prefix=r%2F",
+            "restype=container&comp=metadata&prefix=r%2F",
+            "restype=container&comp=acl&prefix=r%2F",
+            "restype=container&comp=blobs&where=x&prefix=r%2F",
+        ] {
+            assert_eq!(
+                reached(&get, query, "/c", None, false).unwrap(),
+                vec![("/c/".to_owned(), Access::Read)],
+                "{query}"
+            );
+        }
+        // Immutability, legal hold, expiry, undelete and tier need admin.
+        for comp in [
+            "immutabilityPolicies",
+            "legalhold",
+            "expiry",
+            "undelete",
+            "tier",
+        ] {
+            assert_eq!(
+                reached(&put, &format!("comp={comp}"), "/c/b", None, false).unwrap(),
+                vec![("/c/b".to_owned(), Access::Admin)],
+                "{comp}"
+            );
+        }
     }
 
     #[test]
