@@ -6,8 +6,6 @@
 
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri};
 
-use crate::reach::ListedObjects;
-
 /// A request's header fields, read by name.
 ///
 /// ```
@@ -152,3 +150,11 @@ pub fn visible_str(value: &[u8]) -> Option<&str> {
         None
     }
 }
+
+/// The object keys an S3 `DeleteObjects` request lists in its body, as read
+/// by whoever could read the body before the fencing layer (the gateway
+/// does): put it in the request's extensions. Without it such a request is
+/// refused as unfenceable (`crate::reach`). A plain value, on the lowest
+/// floor that names it (`reach` re-exports it, its parser).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedObjects(pub Vec<String>);

@@ -618,29 +618,29 @@ fn looked_up<H: HeaderFields + ?Sized>(fields: &H) -> Option<Misreading> {
 /// digits of a port up to 65535. Anything else goes to [`bad_host`]'s
 /// whole check, which decides.
 fn plain_host(host: &[u8]) -> bool {
-    // One pass, no branch per byte: every byte a name byte or `:`, and
-    // where the last `:` is.
-    let (bad, colon) =
-        host.iter()
-            .enumerate()
-            .fold((false, usize::MAX), |(bad, colon), (at, &b)| {
-                let class = HOST_BYTES[usize::from(b)];
-                (bad | (class == 0), if class == 2 { at } else { colon })
-            });
-    if bad || host.is_empty() {
-        return false;
+    // One pass, no branch per byte: any byte that is neither a name byte
+    // nor `:`, and how many `:` there are.
+    let (bad, colons) = host.iter().fold((0u8, 0u8), |(bad, colons), &b| {
+        let class = HOST_BYTES[usize::from(b)];
+        (
+            bad | u8::from(class == 0),
+            colons.saturating_add(u8::from(class == 2)),
+        )
+    });
+    match (bad, colons) {
+        (0, 0) => !host.is_empty(),
+        (0, 1) => {
+            // The port is at the end: found from there.
+            let at = host.iter().rposition(|&b| b == b':').unwrap_or(0);
+            let port = &host[at + 1..];
+            at > 0
+                && (1..=5).contains(&port.len())
+                && port.iter().all(u8::is_ascii_digit)
+                && port.iter().fold(0u32, |n, &b| n * 10 + u32::from(b - b'0'))
+                    <= u32::from(u16::MAX)
+        }
+        _ => false,
     }
-    if colon == usize::MAX {
-        return true;
-    }
-    let (name, port) = (&host[..colon], &host[colon + 1..]);
-    // One `:`: the name has none, and the port is 1 to 5 digits up to
-    // 65535.
-    !name.is_empty()
-        && !name.contains(&b':')
-        && (1..=5).contains(&port.len())
-        && port.iter().all(u8::is_ascii_digit)
-        && port.iter().fold(0u32, |n, &b| n * 10 + u32::from(b - b'0')) <= u32::from(u16::MAX)
 }
 
 /// What [`plain_host`] takes of each byte: 1 in a host name (letters,

@@ -100,12 +100,7 @@ pub enum ReachError {
     Unfenceable(#[from] Unfenceable),
 }
 
-/// The object keys an S3 `DeleteObjects` request lists in its body, as read
-/// by whoever could read the body before the fencing layer (the gateway
-/// does): put it in the request's extensions. Without it such a request is
-/// refused as [`Unfenceable`]. See [`listed_objects`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListedObjects(pub Vec<String>);
+pub use crate::head::ListedObjects;
 
 /// What [`reach`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]

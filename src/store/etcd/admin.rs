@@ -18,9 +18,9 @@ use serde_json::{json, Value};
 use super::layout::{pad, Layout};
 use super::records::Records;
 use super::unavailable;
-use crate::admin::audit::{AuditAction, AuditEntry};
+use crate::admin::audit::AuditEntry;
 use crate::etcd_http::{b64, text, Client};
-use crate::store::{FenceChange, FenceEvents, Setting, StoreError};
+use crate::store::{FenceChange, Setting, StoreError};
 
 /// Makes audit keys written in the same millisecond by one instance distinct.
 static AUDIT_SEQUENCE: AtomicU64 = AtomicU64::new(0);
@@ -135,19 +135,6 @@ impl AdminLog {
                     .map_err(|e| unavailable(format!("unreadable audit entry: {e}")))
             })
             .collect()
-    }
-
-    /// Applies an audit entry another instance wrote (from the watch):
-    /// lowerings reach the table this way (a raise arrives as a raise of the
-    /// highest, a deletion as the highest's deletion).
-    pub(super) fn apply_audit(view: &dyn FenceEvents, value: &Value) {
-        let Some(entry) = text(value).and_then(|t| serde_json::from_str::<AuditEntry>(&t).ok())
-        else {
-            return;
-        };
-        if entry.action == AuditAction::Lower {
-            view.set(&entry.resource, entry.highest);
-        }
     }
 
     fn audit_key(&self, entry: &AuditEntry) -> String {

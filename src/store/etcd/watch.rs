@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::admin::AdminLog;
 use super::layout::{Entry, Layout};
 use super::replica::Replica;
 use super::{lock, Counters};
+use crate::admin::audit::{AuditAction, AuditEntry};
 use crate::etcd_http::{b64, int, text, CallError, Client};
 use crate::key::covering_subtrees;
 use crate::store::FenceEvents;
@@ -303,12 +303,26 @@ impl Watcher {
             }
         }
         for audit in &audits {
-            AdminLog::apply_audit(view.as_ref(), audit);
+            apply_audit(view.as_ref(), audit);
         }
         touched.dedup();
         for key in touched {
             view.changed(&key);
         }
         newest
+    }
+}
+
+/// Applies an audit entry another instance wrote (from the watch, its only
+/// reader): lowerings reach the table this way (a raise arrives as a raise
+/// of the highest, a deletion as the highest's deletion). A free function,
+/// not `AdminLog`'s: it uses none of its state, and as a method it tied
+/// the watch to the admin log and back.
+fn apply_audit(view: &dyn FenceEvents, value: &Value) {
+    let Some(entry) = text(value).and_then(|t| serde_json::from_str::<AuditEntry>(&t).ok()) else {
+        return;
+    };
+    if entry.action == AuditAction::Lower {
+        view.set(&entry.resource, entry.highest);
     }
 }
