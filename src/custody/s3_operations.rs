@@ -253,7 +253,10 @@ const fn op(
 }
 
 #[rustfmt::skip]
-const PLAIN: [Operation; 26] = [
+const PLAIN: [Operation; 28] = [
+    // A browser's CORS preflight: forwarded unsigned, and reads nothing.
+    op("PreflightObject", "OPTIONS", Level::Object, &[], Need::Read, &[], &[]),
+    op("PreflightBucket", "OPTIONS", Level::Bucket, &[], Need::Read, &[], &[]),
     Operation { requires: Some("x-amz-copy-source"), ..op("CopyObject", "PUT", Level::Object, &[], Need::Write, &[], COPY_FIELDS) },
     op("ListBuckets", "GET", Level::Service, &[], Need::Read, &["prefix", "max-buckets", "continuation-token", "bucket-region"], &[]),
     op("CreateBucket", "PUT", Level::Bucket, &[], Need::Admin, &[], &["x-amz-acl", "x-amz-grant-*", "x-amz-bucket-object-lock-enabled", "x-amz-object-ownership"]),

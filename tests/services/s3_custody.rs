@@ -1619,20 +1619,48 @@ fn presigned_parameters_lock_headers_and_configuration_reads_are_authorised_as_t
     };
     let text = owner_refused("GET", "/cust-billing/k?torrent", &[], "GetObjectTorrent");
     assert!(text.contains("torrent"), "{text}");
-    let text = owner_refused(
+    // A rename is refused before custody reads it, in every mode: its
+    // source is deleted, named in a field nobody fences.
+    let renamed = owner.send(
+        &gw,
         "PUT",
         "/cust-billing/renamed",
         &[
             ("x-amz-rename-source", "/cust-billing/k"),
             ("x-fencing-token", "9"),
         ],
-        "RenameObject",
+        b"",
     );
-    assert!(text.contains("x-amz-rename-source"), "{text}");
+    assert_eq!(renamed.status, 400, "{}", renamed.text());
+    assert_eq!(s3_code(&renamed), "unfenceable_write");
+    assert!(
+        renamed.text().contains("x-amz-rename-source"),
+        "{}",
+        renamed.text()
+    );
+    // And one the table does not know, by its field.
+    let text = owner_refused(
+        "PUT",
+        "/cust-billing/other",
+        &[("x-amz-write-offset-bytes", "0"), ("x-fencing-token", "9")],
+        "PutObject with an append offset",
+    );
+    assert!(text.contains("x-amz-write-offset-bytes"), "{text}");
     owner_refused(
         "POST",
         "/cust-billing/k?select&select-type=2",
         &[],
         "SelectObjectContent",
     );
+    // A browser's CORS preflight is an operation of the table.
+    let preflight = gw.req(
+        "OPTIONS",
+        "/cust-billing/k",
+        &[
+            ("Origin", "https://app.example"),
+            ("Access-Control-Request-Method", "PUT"),
+        ],
+        b"",
+    );
+    assert_ne!(preflight.status, 501, "{}", preflight.text());
 }

@@ -13,7 +13,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use http::{HeaderName, Method};
+use http::HeaderName;
 
 use super::denied::{Denied, DeniedKind};
 use super::files::{Access, Identity};
@@ -567,7 +567,9 @@ pub(crate) fn reached<'a, B>(
     let method = request.method();
     let query = query_of(request);
     let write = !matches!(method.as_str(), "GET" | "HEAD" | "OPTIONS");
-    recognised(request, addressed, read_fields)?;
+    // The table's reading decides the access: one reading of the
+    // request, for what it is and what it needs.
+    let operation = recognised(request, addressed, read_fields)?;
     let mut reached = Reached::new();
     let Some(bucket) = addressed.bucket() else {
         // The service: ListBuckets, or nothing a client may do.
@@ -578,7 +580,7 @@ pub(crate) fn reached<'a, B>(
         return Ok(reached);
     };
     let on_bucket = addressed.object.strip_prefix('/') == Some(bucket);
-    let admin_resource = has_param(query, &ADMIN_SUBRESOURCES);
+    let admin_resource = operation.need == s3_operations::Need::Admin;
     // A presigned URL's other x-amz-* parameters become fields of the
     // request the store gets: authorised exactly as those fields.
     let moved: &[(HeaderName, http::HeaderValue)] = match request.custody.as_deref() {
@@ -595,7 +597,7 @@ pub(crate) fn reached<'a, B>(
     let admin_header = names.any(is_admin_field);
     if on_bucket {
         let bucket_prefix = format!("/{bucket}/");
-        if write && method == Method::POST && has_param(query, &["delete"]) && !admin_resource {
+        if operation.name == "DeleteObjects" {
             // DeleteObjects: each key it lists is a write of its own,
             // authorised once the body is read (`Custody::authorise_listed`).
         } else if write {
@@ -603,7 +605,7 @@ pub(crate) fn reached<'a, B>(
             // form upload, whose key is in its body (refused by the fencing
             // layer when fenced; without a token, as an admin's only).
             reached.push((Cow::Owned(bucket_prefix), Access::Admin));
-        } else if has_param(query, &BUCKET_READS) {
+        } else if operation.need == s3_operations::Need::ReadBucket {
             // A configuration read: of the whole bucket, whatever other
             // parameter (a `prefix` the store ignores here) it carries.
             reached.push((Cow::Owned(bucket_prefix), Access::Read));
@@ -712,55 +714,10 @@ fn is_admin_field(name: &[u8]) -> bool {
         .is_ok_and(|name| s3_operations::admin_field(&name.to_ascii_lowercase()))
 }
 
-/// The bucket sub-resources whose `GET` reads the bucket's configuration:
-/// `read` on the whole bucket.
-const BUCKET_READS: [&str; 22] = [
-    "acl",
-    "policy",
-    "policyStatus",
-    "lifecycle",
-    "cors",
-    "website",
-    "replication",
-    "notification",
-    "versioning",
-    "object-lock",
-    "encryption",
-    "ownershipControls",
-    "publicAccessBlock",
-    "tagging",
-    "location",
-    "logging",
-    "accelerate",
-    "requestPayment",
-    "analytics",
-    "inventory",
-    "metrics",
-    "intelligent-tiering",
-];
-
 /// Every object a request reaches, with the access each needs: its own
 /// (borrowed from where it is addressed) and at most a copy's source, on
 /// the stack.
 pub(crate) type Reached<'a> = smallvec::SmallVec<[(Cow<'a, str>, Access); 2]>;
-
-/// The sub-resources that change who may read a bucket or object, or what
-/// the store does by itself: writes of them need `admin`.
-const ADMIN_SUBRESOURCES: [&str; 13] = [
-    "acl",
-    "policy",
-    "lifecycle",
-    "cors",
-    "website",
-    "replication",
-    "notification",
-    "versioning",
-    "object-lock",
-    "encryption",
-    "ownershipControls",
-    "retention",
-    "legal-hold",
-];
 
 /// `x-amz-copy-source` (`bucket/key` or `/bucket/key`, percent-encoded,
 /// maybe `?versionId=`) as the object path it reads.
@@ -777,23 +734,6 @@ fn copy_source(value: &str) -> Result<String, Denied> {
         ));
     }
     Ok(object)
-}
-
-/// Whether `query` has a parameter named one of `names`, compared as S3
-/// compares them: after percent-decoding (`%61cl` is `acl`).
-fn has_param(query: &str, names: &[&str]) -> bool {
-    !query.is_empty()
-        && query
-            .split('&')
-            .map(|pair| pair.split('=').next().unwrap_or(""))
-            .any(|name| {
-                if name.contains('%') {
-                    let decoded = percent_encoding::percent_decode_str(name).decode_utf8_lossy();
-                    names.contains(&&*decoded)
-                } else {
-                    names.contains(&name)
-                }
-            })
 }
 
 fn param(query: &str, name: &str) -> Option<String> {
@@ -1119,7 +1059,5 @@ mod tests {
             param("list-type=2&prefix=a%2Fb+c", "prefix").as_deref(),
             Some("a/b c")
         );
-        assert!(has_param("acl", &ADMIN_SUBRESOURCES));
-        assert!(!has_param("aclx=1", &ADMIN_SUBRESOURCES));
     }
 }
