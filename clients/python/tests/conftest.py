@@ -125,6 +125,45 @@ class Gateway:
     server: Server
 
 
+def start_gateway(args: list[str], *, dir: str | None = None, **kwargs: Any) -> Gateway:
+    """Spawn ``FENCEGATE_BIN`` with ``args`` (``kwargs`` go to
+    :func:`spawn`: ``cwd``, ``env``) and wait, at most 30 s, for the two
+    addresses it prints. ``dir`` is removed when the server stops."""
+    if not os.path.exists(FENCEGATE_BIN):
+        # another build may be replacing it: wait a little
+        wait_until(f"{FENCEGATE_BIN} to exist", 120, lambda: os.path.exists(FENCEGATE_BIN))
+    server = spawn("fencegate", [FENCEGATE_BIN, *args], dir=dir, stdout_lines=True, **kwargs)
+    data_addr = admin_addr = None
+    deadline = time.monotonic() + 30
+    while data_addr is None or admin_addr is None:
+        left = deadline - time.monotonic()
+        if left <= 0 or server.proc.poll() is not None:
+            server.stop()
+            raise RuntimeError(f"fencegate did not start (exit {server.proc.poll()}): {args}")
+        try:
+            line = server.lines.get(timeout=min(left, 0.5))
+        except queue.Empty:
+            continue
+        if line.startswith("data plane listening on "):
+            data_addr = line.split()[-1]
+        elif line.startswith("admin plane listening on "):
+            admin_addr = line.split()[-1]
+    return Gateway(f"http://{data_addr}", f"http://{admin_addr}", server)
+
+
+def start_gateway_from_env(workdir: str) -> Gateway:
+    """The gateway as ``cargo run --release`` starts it: no flags at all, so
+    every default holds (embedded backend, ``--store http``,
+    ``./fencegate-data``, here under ``workdir``, removed at the end); only
+    its two addresses, free ports, come from the environment
+    (``FENCEGATE_LISTEN``, ``FENCEGATE_ADMIN_LISTEN``). Other ``FENCEGATE_*``
+    variables of this process are left out: each is a flag's default."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FENCEGATE_")}
+    env["FENCEGATE_LISTEN"] = f"127.0.0.1:{free_port()}"
+    env["FENCEGATE_ADMIN_LISTEN"] = f"127.0.0.1:{free_port()}"
+    return start_gateway([], dir=workdir, cwd=workdir, env=env)
+
+
 @pytest.fixture
 def gateway() -> Iterator[Callable[..., Gateway]]:
     """A factory: ``gateway(*extra_args)`` starts one fencegate (embedded
@@ -132,28 +171,11 @@ def gateway() -> Iterator[Callable[..., Gateway]]:
     started: list[Server] = []
 
     def start(*extra: str) -> Gateway:
-        if not os.path.exists(FENCEGATE_BIN):
-            # another build may be replacing it: wait a little
-            wait_until(f"{FENCEGATE_BIN} to exist", 120, lambda: os.path.exists(FENCEGATE_BIN))
         data = tempfile.mkdtemp(prefix="fencegate-pyclient-")
-        args = [FENCEGATE_BIN, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--data-dir", data, *extra]
-        server = spawn("fencegate", args, dir=data, stdout_lines=True)
-        started.append(server)
-        data_addr = admin_addr = None
-        deadline = time.monotonic() + 30
-        while data_addr is None or admin_addr is None:
-            left = deadline - time.monotonic()
-            if left <= 0 or server.proc.poll() is not None:
-                raise RuntimeError(f"fencegate did not start (exit {server.proc.poll()}): {args}")
-            try:
-                line = server.lines.get(timeout=min(left, 0.5))
-            except queue.Empty:
-                continue
-            if line.startswith("data plane listening on "):
-                data_addr = line.split()[-1]
-            elif line.startswith("admin plane listening on "):
-                admin_addr = line.split()[-1]
-        return Gateway(f"http://{data_addr}", f"http://{admin_addr}", server)
+        args = ["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--data-dir", data, *extra]
+        gw = start_gateway(args, dir=data)
+        started.append(gw.server)
+        return gw
 
     yield start
     for server in started:
