@@ -51,6 +51,7 @@ FENCEGATE_TEST_ETCD_SECURED=1 cargo test --locked --test gateway_shared
 scripts/demos.sh
 cargo build --locked --lib --no-default-features
 cargo build --locked --lib --no-default-features --features etcd
+cargo build --locked --lib --no-default-features --features client
 cargo build --locked --lib --no-default-features --features issuer-etcd,issuer-redis,issuer-postgres,issuer-zookeeper
 # The fuzz targets, briefly (nightly; docs/RELIABILITY.md): each replays its
 # committed corpus and explores for 12 s. scripts/fuzz.sh runs them long.

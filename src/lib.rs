@@ -55,6 +55,8 @@
 //! library's side of administration:
 //! [`admin::input`] parses the admin plane's keys, queries and bodies, for
 //! the gateway's admin routes or an admin plane of your own;
+//! `client` (feature `client`) is the other side of the wire: what a Rust
+//! client of the gateway needs to send its token and read the refusals;
 //! `client_tls` (feature `client-tls`) reads the TLS files and passwords with
 //! which the gateway reaches etcd, the token issuers and an `https://`
 //! backend, and a private module speaks etcd's JSON API for the etcd store
@@ -148,6 +150,8 @@ pub mod custody;
 #[cfg(feature = "http1")]
 pub mod http1;
 
+#[cfg(feature = "client")]
+pub mod client;
 #[cfg(feature = "client-tls")]
 pub mod client_tls;
 #[cfg(feature = "etcd-http")]
