@@ -29,6 +29,7 @@ use std::time::Duration;
 
 use support::apache::Apache;
 use support::moto::{moto, run_client};
+use support::variants::{Gateways, Variant};
 use support::*;
 
 // ---------------------------------------------------------------------------
@@ -123,6 +124,16 @@ fn collection(name: &str) -> String {
 /// client that addresses the gateway writes it.
 fn destination(gw: &GatewayProcess, path: &str) -> String {
     format!("http://{}{}", gw.data_addr(), path)
+}
+
+/// The deployments the core's reading is checked in against Apache: one
+/// gateway, two on one etcd prefix, and `--conditional-writes webdav`.
+fn dav_variants() -> [(&'static str, Variant); 3] {
+    [
+        ("single", Variant::Single),
+        ("etcd", Variant::TwoOnEtcd),
+        ("conditional", Variant::Conditional("webdav")),
+    ]
 }
 
 /// Token 34 holds `report`; the stale holder (33) writes `tmp`, then tries
@@ -590,30 +601,39 @@ fn delete_objects_waits_for_a_lower_token_in_flight_on_one_of_its_keys() {
 /// by the gateway and dropped before Apache: refused 400.
 #[test]
 fn class1_a_stale_depth_0_copy_onto_a_collection_is_fenced_on_its_members() {
+    for (name, variant) in dav_variants() {
+        class1_copy_depth_0(&format!("copy-depth-0-{name}"), variant);
+    }
+}
+
+fn class1_copy_depth_0(name: &str, variant: Variant) {
     let apache = Apache::shared();
-    let base = collection("copy-depth-0");
-    let gw = dav_gateway(&[]);
+    let base = collection(name);
+    let url = apache.url();
+    let gateways = Gateways::start(variant, &["--upstream", &url]);
+    let gw = &gateways.writer;
     let dest = format!("{base}/dest");
     let member = format!("{dest}/member");
     let src = format!("{base}/src");
     assert_status(
-        &fenced(&gw, "MKCOL", &dest, 33, &[], b""),
+        &fenced(gw, "MKCOL", &dest, 33, &[], b""),
         &[201],
         "MKCOL dest",
     );
     assert_status(
-        &fenced(&gw, "PUT", &member, 34, &[], b"member at 34"),
+        &fenced(gw, "PUT", &member, 34, &[], b"member at 34"),
         &[201],
         "PUT member",
     );
     assert_status(
-        &fenced(&gw, "PUT", &src, 33, &[], b"src at 33"),
+        &fenced(gw, "PUT", &src, 33, &[], b"src at 33"),
         &[201],
         "PUT src",
     );
-    let to = destination(&gw, &dest);
+    let gw = gateways.stale();
+    let to = destination(gw, &dest);
     let resp = fenced(
-        &gw,
+        gw,
         "COPY",
         &src,
         33,
@@ -626,7 +646,7 @@ fn class1_a_stale_depth_0_copy_onto_a_collection_is_fenced_on_its_members() {
         ("Depth", "0"),
         ("Connection", "Depth"),
     ];
-    let resp = fenced(&gw, "COPY", &src, 33, &hop, b"");
+    let resp = fenced(gw, "COPY", &src, 33, &hop, b"");
     let json = resp.assert_gateway_error(400, "bad_request");
     assert!(
         json["detail"].as_str().is_some_and(|d| d.contains("depth")),
@@ -637,7 +657,7 @@ fn class1_a_stale_depth_0_copy_onto_a_collection_is_fenced_on_its_members() {
         ("Depth", "0"),
         ("Depth", "infinity"),
     ];
-    fenced(&gw, "COPY", &src, 33, &twice, b"").assert_gateway_error(400, "bad_request");
+    fenced(gw, "COPY", &src, 33, &twice, b"").assert_gateway_error(400, "bad_request");
     assert_eq!(
         apache.requests("COPY", &base),
         Vec::<String>::new(),
@@ -651,7 +671,7 @@ fn class1_a_stale_depth_0_copy_onto_a_collection_is_fenced_on_its_members() {
         ("Depth", "0"),
         ("Overwrite", "F"),
     ];
-    let resp = fenced(&gw, "COPY", &src, 33, &keep, b"");
+    let resp = fenced(gw, "COPY", &src, 33, &keep, b"");
     assert_status(
         &resp,
         &[412],
@@ -665,34 +685,43 @@ fn class1_a_stale_depth_0_copy_onto_a_collection_is_fenced_on_its_members() {
 /// holder's writes fail with 423. Fenced on the subtree.
 #[test]
 fn class5_a_stale_depth_infinity_lock_on_a_collection_is_refused() {
+    for (name, variant) in dav_variants() {
+        class5_lock_infinity(&format!("lock-infinity-{name}"), variant);
+    }
+}
+
+fn class5_lock_infinity(name: &str, variant: Variant) {
     let apache = Apache::shared();
-    let base = collection("lock-infinity");
-    let gw = dav_gateway(&[]);
+    let base = collection(name);
+    let url = apache.url();
+    let gateways = Gateways::start(variant, &["--upstream", &url]);
+    let gw = &gateways.writer;
     let dir = format!("{base}/dir");
     let member = format!("{dir}/member");
-    assert_status(&fenced(&gw, "MKCOL", &dir, 33, &[], b""), &[201], "MKCOL");
+    assert_status(&fenced(gw, "MKCOL", &dir, 33, &[], b""), &[201], "MKCOL");
     assert_status(
-        &fenced(&gw, "PUT", &member, 34, &[], b"member at 34"),
+        &fenced(gw, "PUT", &member, 34, &[], b"member at 34"),
         &[201],
         "PUT member",
     );
     let lock = br#"<?xml version="1.0" encoding="utf-8"?>
 <D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype><D:owner>stale</D:owner></D:lockinfo>"#;
     let xml = [("Content-Type", "application/xml")];
+    let stale = gateways.stale();
     for depth in [None, Some("infinity"), Some("Infinity")] {
         let mut headers = xml.to_vec();
         headers.extend(depth.map(|depth| ("Depth", depth)));
-        let resp = fenced(&gw, "LOCK", &dir, 33, &headers, lock);
+        let resp = fenced(stale, "LOCK", &dir, 33, &headers, lock);
         assert_stale(&resp, &member, 33, 34);
     }
     assert_eq!(apache.requests("LOCK", &base), Vec::<String>::new());
     // The holder of 35 writes the member: no lock is in its way.
-    let resp = fenced(&gw, "PUT", &member, 35, &[], b"member at 35");
+    let resp = fenced(gw, "PUT", &member, 35, &[], b"member at 35");
     assert_status(&resp, &[204], "PUT member at 35");
     // A Depth: 0 lock of the collection reaches only the collection.
     let mut headers = xml.to_vec();
     headers.push(("Depth", "0"));
-    let resp = fenced(&gw, "LOCK", &dir, 33, &headers, lock);
+    let resp = fenced(stale, "LOCK", &dir, 33, &headers, lock);
     assert_status(&resp, &[200], "LOCK Depth: 0 at 33");
 }
 
@@ -702,8 +731,21 @@ fn class5_a_stale_depth_infinity_lock_on_a_collection_is_refused() {
 /// forwarded, in every mode.
 #[test]
 fn class2_a_method_in_another_case_is_refused_unforwarded() {
-    let backend = Backend::start();
-    let gw = GatewayProcess::in_front_of(&backend, &["--flat-keys"]);
+    for variant in [
+        Variant::Single,
+        Variant::TwoOnEtcd,
+        Variant::Conditional("http"),
+    ] {
+        class2_method_case(variant);
+    }
+}
+
+fn class2_method_case(variant: Variant) {
+    // A store that checks versions: the conditional variant's probe needs one.
+    let backend = Backend::start_conditional();
+    let url = backend.url();
+    let gateways = Gateways::start(variant, &["--upstream", &url, "--flat-keys"]);
+    let gw = gateways.stale();
     let body = delete_body(&["obj"]);
     for method in ["post", "Post", "pOST", "delete", "put", "Get", "FROBNICATE"] {
         let resp = fenced(&gw, method, "/bkt?delete", 33, &[], body.as_bytes());
@@ -716,16 +758,33 @@ fn class2_a_method_in_another_case_is_refused_unforwarded() {
         let resp = gw.req(method, "/bkt/obj", &[], b"");
         resp.assert_gateway_error(501, "unknown_method");
     }
-    assert_eq!(backend.count(), 0, "{:#?}", backend.records());
+    // The conditional variant's start-up probe is the one request allowed.
+    let reached: Vec<_> = backend
+        .records()
+        .into_iter()
+        .filter(|record| record.target.starts_with("/bkt"))
+        .collect();
+    assert!(reached.is_empty(), "{variant:?}: {reached:#?}");
 }
 
 /// Class 6: two `Content-Type` lines hid a form upload (the gateway read
 /// the first, the store the second, and wrote the key named in the form).
 #[test]
 fn class6_two_content_types_are_refused_unforwarded() {
+    for (name, variant) in [
+        ("single", Variant::Single),
+        ("etcd", Variant::TwoOnEtcd),
+        ("conditional", Variant::Conditional("s3")),
+    ] {
+        class6_two_content_types(&format!("two-content-types-{name}"), variant);
+    }
+}
+
+fn class6_two_content_types(bucket: &str, variant: Variant) {
     let moto = moto();
-    let gw = s3_gateway();
-    let bucket = "two-content-types";
+    let url = moto.url();
+    let gateways = Gateways::start(variant, &["--upstream", &url, "--flat-keys"]);
+    let gw = gateways.stale();
     let made = http(moto.addr, "PUT", &format!("/{bucket}"), &[], b"");
     assert_eq!(made.status, 200, "CreateBucket at moto: {}", made.text());
     let boundary = "fencegate-form-boundary";
@@ -745,7 +804,7 @@ fn class6_two_content_types_are_refused_unforwarded() {
         ("Content-Type", "text/plain"),
         ("Content-Type", content_type.as_str()),
     ];
-    let resp = fenced(&gw, "POST", &target, 5, &headers, form.as_bytes());
+    let resp = fenced(gw, "POST", &target, 5, &headers, form.as_bytes());
     let json = resp.assert_gateway_error(400, "bad_request");
     assert!(
         json["detail"]

@@ -16,6 +16,8 @@
 //! - `netns`: real network faults: parts of a run in network namespaces
 //!   of their own, wired through a switch that cuts, delays and loses
 //!   packets ([`netns::Network`]);
+//! - `variants`: one check run through one gateway, two on one etcd
+//!   prefix, and one with conditional writes ([`variants::Gateways`]);
 //! - `apache`: a real Apache httpd serving WebDAV (mod_dav) from a
 //!   temporary directory ([`apache::Apache`]).
 //!
@@ -57,6 +59,8 @@ pub mod sigv4_client;
 pub mod tls;
 #[cfg(feature = "gateway")]
 pub mod torture;
+#[cfg(feature = "gateway")]
+pub mod variants;
 
 #[cfg(feature = "gateway")]
 pub use self::backend::*;
