@@ -748,7 +748,7 @@ fn class2_method_case(variant: Variant) {
     let gw = gateways.stale();
     let body = delete_body(&["obj"]);
     for method in ["post", "Post", "pOST", "delete", "put", "Get", "FROBNICATE"] {
-        let resp = fenced(&gw, method, "/bkt?delete", 33, &[], body.as_bytes());
+        let resp = fenced(gw, method, "/bkt?delete", 33, &[], body.as_bytes());
         let json = resp.assert_gateway_error(501, "unknown_method");
         assert!(
             json["detail"].as_str().is_some_and(|d| d.contains(method)),
