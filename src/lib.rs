@@ -22,7 +22,10 @@
 //!    or the `X-Fencing-Lock` header, so that no alias splits a fence; and
 //!    [`reach`]: every other object a write changes (a WebDAV `MOVE`'s
 //!    destination, what a collection `DELETE` removes, the keys an S3
-//!    `DeleteObjects` lists), or a refusal when they cannot be told.
+//!    `DeleteObjects` lists), or a refusal when they cannot be told; what
+//!    a request does (its method, its query's operation, `Depth`,
+//!    `Overwrite`, `Destination`) is read once, in `reach/operation.rs`,
+//!    and nowhere else in `reach`.
 //! 3. [`fences`]: admission. Refuse below the highest, raise the highest, wait
 //!    until no lower token is in flight on the key, let the request through
 //!    holding an [`InFlight`] guard; on several keys at once, all or none. A token that would raise a fence is

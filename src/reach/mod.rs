@@ -47,12 +47,16 @@
 //! assert_eq!(reached.keys, ["/dav/report", "/dav/report/", "/dav/tmp", "/dav/tmp/"]);
 //! ```
 
-use http::header::{HeaderName, CONTENT_TYPE, HOST};
-use http::{Method, Uri};
+use http::header::HeaderName;
+use http::Uri;
 
-use crate::head::{visible_str, HeaderFields, RequestView};
+use crate::head::RequestView;
+use crate::key::{normalize_path, subtree_key, HostError, PathError, Scope};
 
-use crate::key::{normalize_path, request_host, subtree_key, HostError, PathError, Scope};
+mod operation;
+
+pub use operation::{destination_path, is_plain, lists_objects_in_body};
+use operation::{Kind, Operation};
 
 /// The header naming the target of a WebDAV `COPY` or `MOVE`.
 pub const DESTINATION: HeaderName = HeaderName::from_static("destination");
@@ -113,40 +117,6 @@ pub struct Reached {
     pub keys: Vec<String>,
 }
 
-/// Whether `request` is certainly a write (or fenced read) of the one
-/// object its path names, which is most requests: then [`reach`] would
-/// find nothing more, and need not be asked. Reads the method, the start of
-/// the path, and for `POST` the query and `Content-Type`.
-pub fn is_plain<R: RequestView + ?Sized>(request: &R) -> bool {
-    let path = request.uri().path();
-    if might_name_gcs_objects(path) {
-        return false;
-    }
-    match request.method().as_str() {
-        "DELETE" | "COPY" | "MOVE" | "PROPPATCH" | "LOCK" => false,
-        "POST" => {
-            !lists_objects(request.uri()) && !is_form(request.fields()) && !is_batch(request.uri())
-        }
-        _ => true,
-    }
-}
-
-/// Whether the request renames an object in place (S3's RenameObject,
-/// Azure Data Lake's rename): its source is deleted, named in a field the
-/// gateway does not fence.
-fn renames<H: HeaderFields + ?Sized>(fields: &H) -> bool {
-    fields.contains(&HeaderName::from_static("x-amz-rename-source"))
-        || fields.contains(&HeaderName::from_static("x-ms-rename-source"))
-}
-
-/// Whether the request is an Azure Blob batch (`comp=batch`), which names
-/// its objects in sub-requests in its body.
-fn is_batch(uri: &Uri) -> bool {
-    uri.query().is_some_and(|query| {
-        query_values(query, "comp").is_some_and(|values| values.iter().any(|v| v == "batch"))
-    })
-}
-
 /// Every fence key a write (or fenced read) of `request` changes or reads,
 /// in path and `prefix:N` scope (in `header` scope the lock name is the
 /// only key: do not ask). `listed` holds the keys of an S3 `DeleteObjects` read from
@@ -156,34 +126,10 @@ pub fn reach<R: RequestView + ?Sized>(
     rules: &Rules,
     listed: Option<&ListedObjects>,
 ) -> Result<Reached, ReachError> {
-    let mut keys = Vec::new();
-    let method = request.method();
+    let Operation { kind, writes, host } = Operation::read(request, rules.scope.has_host())?;
     let uri = request.uri();
-    let headers = request.fields();
-    if renames(headers) {
-        return Err(Unfenceable(
-            "a rename (x-amz-rename-source, x-ms-rename-source) deletes its source, which the gateway does not fence: copy, then delete".into(),
-        )
-        .into());
-    }
-    if method == Method::POST && is_batch(uri) {
-        return Err(Unfenceable(
-            "an Azure Blob batch names its objects in sub-requests in its body, which the gateway does not read: send each request alone".into(),
-        )
-        .into());
-    }
-    let write = !matches!(
-        method.as_str(),
-        "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PROPFIND"
-    );
-    // In the `host+` scopes every key below is made in path space, then
-    // given the request's host: a `Destination` on another authority is
-    // refused (`destination`), so every key of a request shares its host.
-    let host = match rules.scope.has_host() {
-        true => Some(request_host(uri, headers)?),
-        false => None,
-    };
-    let own = match gcs_objects(uri, write, rules.flat_keys)? {
+    let mut keys = Vec::new();
+    let own = match gcs_objects(uri, writes, rules.flat_keys)? {
         Some(GcsObjects {
             object,
             copy_to,
@@ -215,8 +161,9 @@ pub fn reach<R: RequestView + ?Sized>(
             };
         applies.then(|| subtree_key(path))
     };
-    match method.as_str() {
-        "DELETE" => {
+    match kind {
+        Kind::Plain => {}
+        Kind::Delete => {
             // A store without collections still removes many objects at
             // once when it deletes a bucket or container (SPEC: fenced on
             // every fenced object under it).
@@ -228,32 +175,19 @@ pub fn reach<R: RequestView + ?Sized>(
             });
             keys.extend(whole);
         }
-        "COPY" | "MOVE" => {
-            let depth = depth(headers)?;
-            let overwrite = overwrite(headers)?;
-            let destination = destination(request)?;
+        Kind::Copy { destination, deep } => {
             keys.push(rules.scope.key_for_path(&destination));
-            // RFC 4918: a MOVE of a collection acts as `Depth: infinity`,
-            // and a COPY without Depth too; and with `Overwrite: T` (the
-            // default) the store deletes the destination first, members
-            // and all, whatever the depth (§9.8.4, §9.9.3).
-            if method == "MOVE" {
-                keys.extend(subtree(&own));
-                keys.extend(subtree(&destination));
-            } else if overwrite || depth != Some(Depth::Zero) {
+            if deep {
                 keys.extend(subtree(&destination));
             }
         }
-        // A lock without Depth is `Depth: infinity` (RFC 4918 §9.10.3): on
-        // a collection it locks every member.
-        "LOCK" if depth(headers)?.is_none_or(|depth| depth == Depth::Infinity) => {
+        Kind::Move { destination } => {
+            keys.push(rules.scope.key_for_path(&destination));
             keys.extend(subtree(&own));
+            keys.extend(subtree(&destination));
         }
-        "PROPPATCH" => {
-            let deep = depth(headers)?.is_some_and(|depth| depth != Depth::Zero);
-            keys.extend(subtree(&own).filter(|_| deep));
-        }
-        "POST" if lists_objects(uri) => {
+        Kind::Deep => keys.extend(subtree(&own)),
+        Kind::DeleteObjects => {
             let Some(ListedObjects(listed)) = listed else {
                 return Err(Unfenceable(
                     "an S3 DeleteObjects names its keys in its body, which the fencing layer was not given".into(),
@@ -273,18 +207,15 @@ pub fn reach<R: RequestView + ?Sized>(
                 },
             ));
         }
-        "POST" if is_form_upload(headers, &own) => {
+        // An S3 POST-policy upload: a form posted to a bucket (or,
+        // virtual-hosted, to the root).
+        Kind::Form if own.matches('/').count() <= 1 => {
             return Err(Unfenceable(
                 "an S3 POST-policy form upload names its key in the form body, which the gateway does not read: upload with PUT".into(),
             )
             .into());
         }
-        _ => {}
-    }
-    if method == "DELETE" {
-        // Validated for every WebDAV method that takes one, so that a
-        // value the store would read differently is never forwarded.
-        depth(headers)?;
+        Kind::Form => {}
     }
     let key = rules.scope.key_for_path(&own);
     keys.push(key.clone());
@@ -317,18 +248,6 @@ fn removes_container(uri: &Uri, own: &str) -> bool {
                 && query.split('&').count() == 1
         }
     }
-}
-
-/// Whether `request` is an S3 `DeleteObjects` (`POST /bucket?delete`),
-/// whose keys are in its body: read them with [`listed_objects`] and put a
-/// [`ListedObjects`] in the request's extensions before the fencing layer.
-pub fn lists_objects_in_body<R: RequestView + ?Sized>(request: &R) -> bool {
-    request.method() == Method::POST && lists_objects(request.uri())
-}
-
-fn lists_objects(uri: &Uri) -> bool {
-    uri.query()
-        .is_some_and(|query| query_values(query, "delete").is_some_and(|values| !values.is_empty()))
 }
 
 /// The object keys of an S3 `DeleteObjects` body
@@ -411,20 +330,6 @@ fn whole_text(element: roxmltree::Node<'_, '_>) -> Result<String, String> {
     Ok(text)
 }
 
-/// An S3 POST-policy upload: a form posted to a bucket (or, virtual-hosted,
-/// to the root).
-fn is_form_upload<H: HeaderFields + ?Sized>(headers: &H, path: &str) -> bool {
-    is_form(headers) && path.matches('/').count() <= 1
-}
-
-fn is_form<H: HeaderFields + ?Sized>(headers: &H) -> bool {
-    headers.first(&CONTENT_TYPE).is_some_and(|value| {
-        value
-            .get(..19)
-            .is_some_and(|start| start.eq_ignore_ascii_case(b"multipart/form-data"))
-    })
-}
-
 /// Whether `path` is in one of the JSON API's trees (checked before
 /// anything else is done with it: most paths fail at the first bytes).
 fn is_gcs_api(path: &str) -> bool {
@@ -437,134 +342,6 @@ fn is_gcs_api(path: &str) -> bool {
         ]
         .iter()
         .any(|tree| path.starts_with(tree))
-}
-
-/// A `Depth` value (RFC 4918 §10.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Depth {
-    Zero,
-    One,
-    Infinity,
-}
-
-fn depth<H: HeaderFields + ?Sized>(headers: &H) -> Result<Option<Depth>, Unfenceable> {
-    let name = DEPTH;
-    let mut values = headers.values_of(&name);
-    let Some(value) = values.next() else {
-        return Ok(None);
-    };
-    if values.next().is_some() {
-        return Err(Unfenceable("Depth appears more than once".into()));
-    }
-    let value = visible_str(value).unwrap_or_default().trim();
-    match value {
-        "0" => Ok(Some(Depth::Zero)),
-        "1" => Ok(Some(Depth::One)),
-        _ if value.eq_ignore_ascii_case("infinity") => Ok(Some(Depth::Infinity)),
-        _ => Err(Unfenceable(format!(
-            "Depth must be 0, 1 or infinity, not {value:?}"
-        ))),
-    }
-}
-
-/// Whether a `COPY` or `MOVE` overwrites its destination (`Overwrite: T`,
-/// the default; RFC 4918 §10.6), refusing any other value than `T` or `F`.
-fn overwrite<H: HeaderFields + ?Sized>(headers: &H) -> Result<bool, Unfenceable> {
-    let name = HeaderName::from_static("overwrite");
-    let mut values = headers.values_of(&name);
-    let Some(value) = values.next() else {
-        return Ok(true);
-    };
-    if values.next().is_some() {
-        return Err(Unfenceable("Overwrite appears more than once".into()));
-    }
-    match visible_str(value).unwrap_or_default().trim() {
-        "T" => Ok(true),
-        "F" => Ok(false),
-        other => Err(Unfenceable(format!(
-            "Overwrite must be T or F, not {other:?}"
-        ))),
-    }
-}
-
-/// The normalised path of a WebDAV `COPY`'s or `MOVE`'s `Destination`
-/// (`None` for other methods), refused as [`reach`] refuses it: what
-/// credential custody authorises as a write beside the request's own path.
-pub fn destination_path<R: RequestView + ?Sized>(
-    request: &R,
-) -> Result<Option<String>, ReachError> {
-    match request.method().as_str() {
-        "COPY" | "MOVE" => destination(request).map(Some),
-        _ => Ok(None),
-    }
-}
-
-fn destination<R: RequestView + ?Sized>(request: &R) -> Result<String, ReachError> {
-    let name = DESTINATION;
-    let mut values = request.fields().values_of(&name);
-    let Some(value) = values.next() else {
-        return Err(Unfenceable(format!("{} without Destination", request.method())).into());
-    };
-    if values.next().is_some() {
-        return Err(Unfenceable("Destination appears more than once".into()).into());
-    }
-    let value = visible_str(value).ok_or_else(|| Unfenceable("Destination is not ASCII".into()))?;
-    if value.contains('#') {
-        return Err(Unfenceable("Destination holds a fragment".into()).into());
-    }
-    let uri: Uri = value
-        .parse()
-        .map_err(|_| Unfenceable(format!("Destination {value:?} is not a URI")))?;
-    if let Some(authority) = uri.authority() {
-        let default_port = match uri.scheme_str() {
-            Some(scheme) if scheme.eq_ignore_ascii_case("http") => 80,
-            Some(scheme) if scheme.eq_ignore_ascii_case("https") => 443,
-            _ => {
-                return Err(
-                    Unfenceable(format!("Destination {value:?} is neither http nor https")).into(),
-                )
-            }
-        };
-        let own = own_authority(request)
-            .ok_or_else(|| Unfenceable("a Destination URI, and the request has no host".into()))?;
-        if !same_authority(authority.as_str(), default_port, own) {
-            return Err(Unfenceable(format!(
-                "Destination {value:?} names another authority than the request's ({own}): the gateway fences only its own"
-            ))
-            .into());
-        }
-    } else if !value.starts_with('/') {
-        return Err(Unfenceable(format!(
-            "Destination {value:?} is not an absolute URI or path"
-        ))
-        .into());
-    }
-    Ok(normalize_path(uri.path())?)
-}
-
-/// The authority the client addressed: the URI's (absolute form), else `Host`.
-fn own_authority<R: RequestView + ?Sized>(request: &R) -> Option<&str> {
-    match request.uri().authority() {
-        Some(authority) => Some(authority.as_str()),
-        None => visible_str(request.fields().first(&HOST)?),
-    }
-}
-
-/// Whether `destination` (with its scheme's `default_port`) and the
-/// request's `own` authority name one server: host names compared without
-/// case or a trailing dot, an absent port equal to the default one.
-fn same_authority(destination: &str, default_port: u16, own: &str) -> bool {
-    let split = |authority: &str| -> (String, Option<u16>) {
-        let authority = authority.rsplit('@').next().unwrap_or(authority);
-        let (host, port) = match authority.rsplit_once(':') {
-            Some((host, port)) if !port.contains(']') => (host, port.parse().ok()),
-            _ => (authority, None),
-        };
-        (host.trim_end_matches('.').to_ascii_lowercase(), port)
-    };
-    let (dest_host, dest_port) = split(destination);
-    let (own_host, own_port) = split(own);
-    dest_host == own_host && dest_port.unwrap_or(default_port) == own_port.unwrap_or(default_port)
 }
 
 /// What a Google Cloud Storage JSON API request names.
