@@ -130,7 +130,7 @@ impl Operation {
 }
 
 /// Whether `request` is certainly a write (or fenced read) of the one
-/// object its path names, which is most requests: then [`reach`] would
+/// object its path names, which is most requests: then [`reach`](super::reach) would
 /// find nothing more, and need not be asked. Reads the method, the start of
 /// the path, and for `POST` the query and `Content-Type`.
 pub fn is_plain<R: RequestView + ?Sized>(request: &R) -> bool {
@@ -163,8 +163,8 @@ fn is_batch(uri: &Uri) -> bool {
 }
 
 /// Whether `request` is an S3 `DeleteObjects` (`POST /bucket?delete`),
-/// whose keys are in its body: read them with [`listed_objects`] and put a
-/// [`ListedObjects`] in the request's extensions before the fencing layer.
+/// whose keys are in its body: read them with [`listed_objects`](super::listed_objects) and put a
+/// [`ListedObjects`](super::ListedObjects) in the request's extensions before the fencing layer.
 pub fn lists_objects_in_body<R: RequestView + ?Sized>(request: &R) -> bool {
     request.method() == Method::POST && lists_objects(request.uri())
 }
@@ -231,7 +231,7 @@ fn overwrite<H: HeaderFields + ?Sized>(headers: &H) -> Result<bool, Unfenceable>
 }
 
 /// The normalised path of a WebDAV `COPY`'s or `MOVE`'s `Destination`
-/// (`None` for other methods), refused as [`reach`] refuses it: what
+/// (`None` for other methods), refused as [`reach`](super::reach) refuses it: what
 /// credential custody authorises as a write beside the request's own path.
 pub fn destination_path<R: RequestView + ?Sized>(
     request: &R,
