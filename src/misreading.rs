@@ -177,6 +177,13 @@ pub enum Misreading {
         /// What is wrong with it.
         detail: &'static str,
     },
+    /// 400 `invalid_path`: under `--s3-domain`, a host that is neither the
+    /// domain nor `BUCKET.` the domain: which bucket the store reads is not
+    /// known.
+    NotTheStoresHost {
+        /// The host and the domain, in words.
+        detail: String,
+    },
     /// 400 `bad_request`: a deciding field given twice or named in
     /// `Connection`.
     AmbiguousField {
@@ -199,7 +206,8 @@ impl Misreading {
             | Misreading::Separator
             | Misreading::DestinationUnderBase
             | Misreading::Rename
-            | Misreading::BadHost { .. } => StatusCode::BAD_REQUEST,
+            | Misreading::BadHost { .. }
+            | Misreading::NotTheStoresHost { .. } => StatusCode::BAD_REQUEST,
             Misreading::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Misreading::UnknownMethod { .. } => StatusCode::NOT_IMPLEMENTED,
         }
@@ -214,7 +222,8 @@ impl Misreading {
             | Misreading::ClimbingPath
             | Misreading::S3Key
             | Misreading::Separator
-            | Misreading::BadHost { .. } => "invalid_path",
+            | Misreading::BadHost { .. }
+            | Misreading::NotTheStoresHost { .. } => "invalid_path",
             Misreading::UnknownMethod { .. } => "unknown_method",
             Misreading::AmbiguousField { .. } => "bad_request",
             Misreading::DestinationUnderBase | Misreading::Rename => "unfenceable_write",
@@ -240,6 +249,9 @@ impl Misreading {
                     .to_owned()
             }
             Misreading::BadHost { detail } => (*detail).to_owned(),
+            Misreading::NotTheStoresHost { detail } => format!(
+                "{detail} (--s3-domain): the gateway cannot tell which bucket the store reads"
+            ),
             Misreading::Rename => "a rename (x-amz-rename-source, x-ms-rename-source) deletes its \
                 source, which the gateway does not fence: copy, then delete"
                 .to_owned(),

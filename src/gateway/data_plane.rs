@@ -38,6 +38,7 @@ use super::inbound::Inbound;
 use super::metrics::{Metrics, RouteCounters};
 use super::outcome::Outcome;
 use super::proxy::{close_after, gateway_error, refuse_unproxyable, Client as ProxyClient, Proxy};
+use super::s3_hosts::S3Reading;
 use crate::custody::answer::{restyle, AnswerStyle};
 use crate::fencing::{refusal_response, Fencing, FencingLayer, ResponseBody, WouldRefuse};
 use crate::head::{HeaderFields, RequestView};
@@ -71,6 +72,8 @@ pub(crate) struct RoutePlane {
     /// Credential custody: every request authenticated and authorised
     /// before it is fenced.
     pub(crate) custody: Option<Arc<Custody>>,
+    /// An S3 route without custody: how its requests' hosts name buckets.
+    pub(crate) s3_reading: Option<S3Reading>,
     /// With `[[route]]` tables: its requests counted by outcome.
     pub(crate) counters: Option<RouteCounters>,
 }
@@ -136,6 +139,7 @@ fn routes_for(
                 .with_client(peer),
             answers: route.answers,
             custody: route.custody.clone(),
+            s3_reading: route.s3_reading.clone(),
             name: Arc::clone(&route.name),
             counters: route.counters.clone(),
             own_token_header: {
@@ -172,6 +176,7 @@ struct RouteConnection {
     inner: Fencing<Proxy>,
     answers: AnswerStyle,
     custody: Option<Arc<Custody>>,
+    s3_reading: Option<S3Reading>,
     name: Arc<str>,
     counters: Option<RouteCounters>,
     /// The route's token header has a name of its own (not a default one,
@@ -281,6 +286,15 @@ impl Connection {
         };
         if let Some(found) = misread_on_route(route, &request) {
             return self.misread(Some(route), route.answers, &request, &found);
+        }
+        // An S3 store reads the bucket from a virtual-hosted request's
+        // host: so does everything after this (keys, reach, the chain).
+        if let Some(reading) = &route.s3_reading {
+            match reading.read_as(&request) {
+                Ok(Some(target)) => request.read_as(target),
+                Ok(None) => {}
+                Err(found) => return self.misread(Some(route), route.answers, &request, &found),
+            }
         }
         let custody = route.custody.as_deref();
         let mut exchange = Exchange::begin(&connection.client, &request, || match custody {

@@ -31,6 +31,9 @@ pub(crate) struct Inbound<B> {
     /// The names of the fields set on the way (a chained write's
     /// condition), which the gateway's signature must cover.
     pub(crate) set_names: Vec<HeaderName>,
+    /// The target as the client sent it, when the gateway reads the request
+    /// under another one ([`Inbound::read_as`]); forwarded as sent.
+    sent_target: Option<Box<Uri>>,
 }
 
 /// A request's head, as its server gave it.
@@ -62,6 +65,7 @@ impl<B> Inbound<B> {
             listed: None,
             custody: None,
             set_names: Vec::new(),
+            sent_target: None,
         }
     }
 
@@ -82,6 +86,7 @@ impl<B> Inbound<B> {
             listed: self.listed,
             custody: self.custody,
             set_names: self.set_names,
+            sent_target: self.sent_target,
         }
     }
 
@@ -95,6 +100,7 @@ impl<B> Inbound<B> {
                 listed: self.listed,
                 custody: self.custody,
                 set_names: self.set_names,
+                sent_target: self.sent_target,
             },
             self.body,
         )
@@ -106,6 +112,29 @@ impl<B> Inbound<B> {
         match &mut self.head {
             Head::Parts(parts) => parts.uri = uri,
             Head::Lines(read) => read.head.uri = uri,
+        }
+    }
+
+    /// Reads the request as addressed to `uri` from here on (routing,
+    /// fencing, the chain), while it is forwarded with the target the
+    /// client sent: an S3 virtual-hosted request read as its path-style
+    /// twin without custody, whose client signed the target it sent.
+    pub(crate) fn read_as(&mut self, uri: Uri) {
+        let sent = std::mem::replace(
+            match &mut self.head {
+                Head::Parts(parts) => &mut parts.uri,
+                Head::Lines(read) => &mut read.head.uri,
+            },
+            uri,
+        );
+        self.sent_target.get_or_insert_with(|| Box::new(sent));
+    }
+
+    /// The target to forward: as the client sent it.
+    pub(crate) fn sent_uri(&self) -> &Uri {
+        match &self.sent_target {
+            Some(sent) => sent,
+            None => self.uri(),
         }
     }
 
@@ -125,6 +154,7 @@ impl<B> From<Request<B>> for Inbound<B> {
             listed: None,
             custody: None,
             set_names: Vec::new(),
+            sent_target: None,
         }
     }
 }

@@ -22,7 +22,9 @@
 //!    head, body stalls both ways).
 //!    `custody` (credential custody, when configured): the client
 //!    authenticated and every object it reaches authorised, before
-//!    anything else; the store's signature added in `proxy`.
+//!    anything else; the store's signature added in `proxy`. `s3_hosts`:
+//!    the bucket an S3 store reads out of a host (`--s3-domain`), with
+//!    custody or without.
 //! 3. The fencing layer ([`crate::fencing`]): token, key, admission.
 //! 4. `proxy`, with `engine` (HTTP/1.1 to the backend, in the request's own
 //!    task; a head written from the client's lines with the gateway's
@@ -51,6 +53,8 @@ mod inbound;
 mod exchange;
 
 mod custody;
+
+mod s3_hosts;
 
 mod body;
 

@@ -168,7 +168,7 @@ impl Proxy {
     async fn send_on(self, request: Inbound<Body>) -> Response<FromProxy> {
         let shared = &self.shared;
         // The target in origin form, under the upstream's base path.
-        let target = match shared.upstream.origin_form(request.uri().clone()) {
+        let target = match shared.upstream.origin_form(request.sent_uri().clone()) {
             Ok(target) => target,
             Err(e) => {
                 return gateway_error(
@@ -342,7 +342,7 @@ impl Shared {
                 host: match signed.as_ref().and_then(|s| s.host.as_ref()) {
                     Some(host) => Some(host.as_bytes()),
                     None => head
-                        .uri()
+                        .sent_uri()
                         .authority()
                         .map(|authority| authority.as_str().as_bytes()),
                 },

@@ -16,6 +16,7 @@ use super::data_plane::RoutePlane;
 use super::metrics::{Metrics, RouteCounters};
 use super::proxy::Proxy;
 use super::routes::RouteTable;
+use super::s3_hosts::S3Reading;
 use super::server::StartError;
 use super::tls;
 use super::upstream::Upstream;
@@ -43,6 +44,9 @@ pub(super) fn custody_from(
     config: &Config,
     allowed: Option<&Vec<String>>,
 ) -> Result<Option<(Arc<Custody>, UpstreamCredentials)>, StartError> {
+    if config.s3_domain.is_some() && config.store != StoreKind::S3 {
+        return Err(StartError::Custody("--s3-domain needs --store s3".into()));
+    }
     let Some(source) = &config.upstream_credentials else {
         if config.identities.is_some() || config.anonymous_clients != Anonymous::Off {
             return Err(StartError::Custody(
@@ -55,9 +59,6 @@ pub(super) fn custody_from(
         return Err(StartError::Custody(
             "--upstream-credentials needs --identities or --anonymous-clients: without them anyone who reaches the gateway would write as the store's owner".into(),
         ));
-    }
-    if config.s3_domain.is_some() && config.store != StoreKind::S3 {
-        return Err(StartError::Custody("--s3-domain needs --store s3".into()));
     }
     if config.anonymous_clients == Anonymous::Write {
         tracing::warn!(
@@ -527,6 +528,10 @@ pub(super) async fn build_route(
             fencing,
             proxy,
             answers: config.store.answers(),
+            // Custody reads the bucket from the host itself (and forwards
+            // path-style).
+            s3_reading: (config.store == StoreKind::S3 && custody.is_none())
+                .then(|| S3Reading::new(config.s3_domain.as_deref(), config.scope.has_host())),
             custody,
             counters,
         },
