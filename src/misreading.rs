@@ -184,6 +184,13 @@ pub enum Misreading {
         /// The host and the domain, in words.
         detail: String,
     },
+    /// 400 `unfenceable_write`: without custody, a write of a dialect's
+    /// store that its operation table does not list: what it changes is
+    /// not known.
+    UnknownWrite {
+        /// What was not understood.
+        detail: String,
+    },
     /// 400 `bad_request`: a deciding field given twice or named in
     /// `Connection`.
     AmbiguousField {
@@ -207,7 +214,8 @@ impl Misreading {
             | Misreading::DestinationUnderBase
             | Misreading::Rename
             | Misreading::BadHost { .. }
-            | Misreading::NotTheStoresHost { .. } => StatusCode::BAD_REQUEST,
+            | Misreading::NotTheStoresHost { .. }
+            | Misreading::UnknownWrite { .. } => StatusCode::BAD_REQUEST,
             Misreading::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Misreading::UnknownMethod { .. } => StatusCode::NOT_IMPLEMENTED,
         }
@@ -226,7 +234,9 @@ impl Misreading {
             | Misreading::NotTheStoresHost { .. } => "invalid_path",
             Misreading::UnknownMethod { .. } => "unknown_method",
             Misreading::AmbiguousField { .. } => "bad_request",
-            Misreading::DestinationUnderBase | Misreading::Rename => "unfenceable_write",
+            Misreading::DestinationUnderBase
+            | Misreading::Rename
+            | Misreading::UnknownWrite { .. } => "unfenceable_write",
         }
     }
 
@@ -249,6 +259,10 @@ impl Misreading {
                     .to_owned()
             }
             Misreading::BadHost { detail } => (*detail).to_owned(),
+            Misreading::UnknownWrite { detail } => format!(
+                "{detail}: the gateway cannot tell what this write changes, so it cannot fence \
+                 it (--allow-unfenced-writes forwards it unfenced)"
+            ),
             Misreading::NotTheStoresHost { detail } => format!(
                 "{detail} (--s3-domain): the gateway cannot tell which bucket the store reads"
             ),

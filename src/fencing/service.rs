@@ -302,6 +302,12 @@ impl<S> Fencing<S> {
         self.config.flat_keys
     }
 
+    /// Whether writes without a token go through (`--allow-unfenced-writes`).
+    #[cfg(feature = "gateway")]
+    pub(crate) fn allows_unfenced_writes(&self) -> bool {
+        self.config.allow_unfenced_writes
+    }
+
     /// The highest admitted on `key`, as this instance knows it.
     #[cfg(feature = "gateway")]
     pub(crate) fn highest(&self, key: &str) -> Option<u64> {

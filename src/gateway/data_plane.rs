@@ -295,6 +295,12 @@ impl Connection {
                 Ok(None) => {}
                 Err(found) => return self.misread(Some(route), route.answers, &request, &found),
             }
+            if route.inner.enforces() && !route.inner.allows_unfenced_writes() {
+                let read_fields = [route.inner.token_header().clone()];
+                if let Some(found) = reading.unknown_write(&request, &read_fields) {
+                    return self.misread(Some(route), route.answers, &request, &found);
+                }
+            }
         }
         let custody = route.custody.as_deref();
         let mut exchange = Exchange::begin(&connection.client, &request, || match custody {

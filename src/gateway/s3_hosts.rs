@@ -12,9 +12,11 @@
 
 use std::sync::Arc;
 
-use http::Uri;
+use http::{HeaderName, Method, Uri};
 
+use super::custody::s3::{is_presigned, operation_of};
 use super::inbound::Inbound;
+use crate::custody::s3_operations::Level;
 use crate::head::{visible_str, HeaderFields, RequestView};
 use crate::misreading::Misreading;
 
@@ -80,6 +82,50 @@ impl S3Reading {
         S3Reading {
             domain: domain.map(Arc::from),
             host_scoped,
+        }
+    }
+
+    /// Without custody, a write the S3 table does not list (or whose
+    /// sub-resources or `x-amz-*` fields its row does not take): the
+    /// gateway cannot tell what it changes, so it cannot fence it (400
+    /// `unfenceable_write`, unless `--allow-unfenced-writes`). Reads
+    /// change nothing fenced and go on: the client signed them with its
+    /// own keys. Call it once the request is read path-style.
+    ///
+    /// Without `--s3-domain` a request's host may name its bucket (a
+    /// client using the gateway as its HTTP proxy in virtual-hosted style,
+    /// under a `host+` scope): a write is then taken if it is a row at its
+    /// path's level or one below it.
+    pub(crate) fn unknown_write<B>(
+        &self,
+        request: &Inbound<B>,
+        read_fields: &[HeaderName],
+    ) -> Option<Misreading> {
+        if matches!(
+            *request.method(),
+            Method::GET | Method::HEAD | Method::OPTIONS
+        ) {
+            return None;
+        }
+        let path = request.uri().path().trim_start_matches('/');
+        let level = match path.split_once('/') {
+            _ if path.is_empty() => Level::Service,
+            None | Some((_, "")) => Level::Bucket,
+            Some(_) => Level::Object,
+        };
+        let presigned = is_presigned(request);
+        let refused = match operation_of(request, level, presigned, read_fields) {
+            Ok(_) => return None,
+            Err(refused) => refused,
+        };
+        let below = match level {
+            Level::Service => Some(Level::Bucket),
+            Level::Bucket => Some(Level::Object),
+            Level::Object => None,
+        };
+        match below.filter(|_| self.domain.is_none()) {
+            Some(below) if operation_of(request, below, presigned, read_fields).is_ok() => None,
+            _ => Some(Misreading::UnknownWrite { detail: refused.0 }),
         }
     }
 

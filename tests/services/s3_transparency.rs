@@ -146,3 +146,52 @@ fn a_virtual_hosted_object_and_its_path_style_twin_share_one_fence() {
         assert_eq!(stored(&key).as_deref(), Some(&b"path-style at 36"[..]));
     }
 }
+
+/// S3 deny-by-default issue, item 1, without custody: a write the
+/// operation table does not list (a sub-resource, a parameter or an
+/// `x-amz-*` field its row does not take) cannot be fenced for what it
+/// changes: 400 `unfenceable_write` in S3's dialect, nothing forwarded.
+/// Reads go on; `--allow-unfenced-writes` forwards such a write unfenced.
+#[test]
+fn without_custody_a_write_no_row_lists_is_refused_unforwarded() {
+    use support::http;
+    use support::moto::S3_AUTH;
+    let moto = moto();
+    let bucket = "no-row";
+    let made = http(moto.addr, "PUT", &format!("/{bucket}"), &[S3_AUTH], b"");
+    assert_eq!(made.status, 200, "CreateBucket at moto: {}", made.text());
+    let gw = GatewayProcess::start(&["--upstream", &moto.url(), "--store", "s3"]);
+    let object = format!("/{bucket}/ledger");
+    let token = [("X-Fencing-Token", "7"), S3_AUTH];
+    let resp = gw.req("PUT", &object, &token, b"row");
+    assert_eq!(resp.status, 200, "PutObject: {}", resp.text());
+    let mut odd_field = token.to_vec();
+    odd_field.push(("x-amz-frobnicate", "1"));
+    for (method, target, headers) in [
+        ("PUT", format!("{object}?torrent"), &token[..]),
+        ("DELETE", format!("/{bucket}?frobnicate"), &token[..]),
+        ("PUT", object.clone(), &odd_field[..]),
+        ("POST", format!("/{bucket}?unknown-post"), &token[..]),
+    ] {
+        let resp = gw.req(method, &target, headers, b"other");
+        assert_eq!(resp.status, 400, "{method} {target}: {}", resp.text());
+        let text = resp.text();
+        assert!(text.contains("<Code>unfenceable_write</Code>"), "{text}");
+    }
+    let stored = http(moto.addr, "GET", &object, &[S3_AUTH], b"");
+    assert_eq!(stored.body, b"row", "{}", stored.text());
+    // A read no row lists goes on: it changes nothing fenced.
+    let read = gw.req("GET", &format!("{object}?frobnicate"), &token, b"");
+    assert_eq!(read.status, 200, "{}", read.text());
+    // With --allow-unfenced-writes the gateway forwards what it cannot
+    // fence, as before.
+    let open = GatewayProcess::start(&[
+        "--upstream",
+        &moto.url(),
+        "--store",
+        "s3",
+        "--allow-unfenced-writes",
+    ]);
+    let resp = open.req("PUT", &object, &odd_field, b"unfenced");
+    assert_eq!(resp.status, 200, "{}", resp.text());
+}

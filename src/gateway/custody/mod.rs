@@ -36,7 +36,7 @@ pub(crate) mod denied;
 pub(crate) mod files;
 pub(crate) mod fingerprint;
 pub(crate) mod identities;
-mod s3;
+pub(crate) mod s3;
 pub(crate) mod sign;
 pub(crate) mod stream;
 

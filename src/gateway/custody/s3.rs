@@ -657,6 +657,21 @@ fn recognised<B>(
             ..
         })
     );
+    operation_of(request, level, presigned, read_fields)
+        .map_err(|refused| Denied::new(DeniedKind::NotImplemented, refused.0))
+}
+
+/// The row of the table `request` is at `level`: its method, its query
+/// parameters' names (percent-decoded; a presigned URL's authentication
+/// parameters left out, and its other `x-amz-*` parameters read as the
+/// fields they become) and its `x-amz-*` fields but `read_fields`. With
+/// custody and without alike.
+pub(crate) fn operation_of<B>(
+    request: &Inbound<B>,
+    level: s3_operations::Level,
+    presigned: bool,
+    read_fields: &[HeaderName],
+) -> Result<&'static s3_operations::Operation, s3_operations::NotRecognised> {
     let mut params: Vec<std::borrow::Cow<'_, str>> = Vec::new();
     let mut fields: Vec<String> = Vec::new();
     for pair in query_of(request).split('&').filter(|pair| !pair.is_empty()) {
@@ -682,7 +697,15 @@ fn recognised<B>(
     let params: Vec<&str> = params.iter().map(|param| &**param).collect();
     let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
     s3_operations::recognise(request.method().as_str(), level, &params, &fields)
-        .map_err(|refused| Denied::new(DeniedKind::NotImplemented, refused.0))
+}
+
+/// Whether a request's query holds a presigned URL's authentication
+/// parameters (SigV4, in any case).
+pub(crate) fn is_presigned<B>(request: &Inbound<B>) -> bool {
+    query_of(request).split('&').any(|pair| {
+        let raw = pair.split('=').next().unwrap_or("");
+        is_presign_param_in_any_case(&percent_encoding::percent_decode_str(raw).decode_utf8_lossy())
+    })
 }
 
 fn invalid_copy_source() -> Denied {
