@@ -417,3 +417,62 @@ fn the_access_log_names_the_identity() {
         );
     }
 }
+
+/// Azure/WebDAV issue, class 8: behind Apache with `AllowEncodedSlashes
+/// NoDecode`, an encoded slash is no separator to Apache. A path the
+/// gateway would decode and normalise across it (`/dav/other/..%2Fteam`
+/// read as `/dav/team`, inside team-writer's prefix) is a directory
+/// named `..%2Fteam` inside `/dav/other` to Apache. Under custody an
+/// encoded slash is refused 400 `invalid_path`, nothing forwarded.
+#[test]
+fn class8_an_encoded_slash_apache_keeps_literal_is_refused_under_custody() {
+    let apache = ApacheBasic::start_configured("AllowEncodedSlashes NoDecode\n");
+    apache.mkcol("/dav/team");
+    apache.mkcol("/dav/other");
+    let auth = apache.authorization();
+    let store_auth = [(auth.0, auth.1.as_str())];
+    // At Apache, with the store's password: the name is literal, inside
+    // /dav/other.
+    let proof = support::http(
+        apache.addr(),
+        "MKCOL",
+        "/dav/other/..%2Fproof",
+        &store_auth,
+        b"",
+    );
+    assert_eq!(proof.status, 201, "MKCOL at Apache: {}", proof.text());
+    let entries: Vec<String> = std::fs::read_dir(apache.on_disk("/dav/other"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert!(entries[0].contains("proof"), "{entries:?}");
+
+    let (_dir, gw) = gateway(&apache, &[]);
+    let writer = basic("writer", WRITER_PASSWORD);
+    let as_writer = [("Authorization", writer.as_str()), ("X-Fencing-Token", "5")];
+    for (method, target) in [
+        ("MKCOL", "/dav/other/..%2Fteam"),
+        ("PUT", "/dav/other/..%2Fteam/x"),
+        ("PUT", "/dav/other/..%2fteam/x"),
+        ("PUT", "/dav/team/a%2Fb"),
+    ] {
+        let resp = gw.req(method, target, &as_writer, b"escaped");
+        let json = resp.assert_gateway_error(400, "invalid_path");
+        assert!(json["detail"].is_string(), "{method} {target}: {json}");
+    }
+    let after: Vec<String> = std::fs::read_dir(apache.on_disk("/dav/other"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(after, entries, "something reached /dav/other");
+    // Apache's log: the proof, and nothing through the gateway.
+    let reached = apache.requests("MKCOL", "/dav/other/..%2Fproof");
+    assert_eq!(reached.len(), 1, "{:?}", apache.access_log());
+    assert!(
+        apache.requests("PUT", "/dav").is_empty(),
+        "{:?}",
+        apache.access_log()
+    );
+    assert!(apache.requests("MKCOL", "/dav/other/..%2Fteam").is_empty());
+}

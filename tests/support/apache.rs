@@ -67,13 +67,19 @@ impl Apache {
     /// [`Apache::start`], `/dav` behind `AuthType Basic` for `basic` (user,
     /// password) when given.
     pub fn start_with(basic: Option<(&str, &str)>) -> Apache {
+        Self::start_configured(basic, "")
+    }
+
+    /// [`Apache::start_with`], with `directives` added to the server's
+    /// configuration (`AllowEncodedSlashes NoDecode`).
+    pub fn start_configured(basic: Option<(&str, &str)>, directives: &str) -> Apache {
         assert!(
             Path::new(APACHE2).exists(),
             "{APACHE2} is missing: run scripts/install-deps.sh (it installs apache2)"
         );
         let mut failures = String::new();
         for attempt in 1..=3 {
-            match Self::try_start(basic) {
+            match Self::try_start(basic, directives) {
                 Ok(apache) => return apache,
                 Err(why) => failures.push_str(&format!("attempt {attempt}: {why}\n")),
             }
@@ -81,7 +87,7 @@ impl Apache {
         panic!("Apache did not start:\n{failures}");
     }
 
-    fn try_start(basic: Option<(&str, &str)>) -> Result<Apache, String> {
+    fn try_start(basic: Option<(&str, &str)>, directives: &str) -> Result<Apache, String> {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         for sub in ["dav", "lock", "htdocs", "run"] {
@@ -108,7 +114,7 @@ impl Apache {
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         std::fs::write(
             root.join("httpd.conf"),
-            config(root, addr, as_root, basic.is_some()),
+            config(root, addr, as_root, basic.is_some()) + directives,
         )
         .unwrap();
         let child = Command::new(APACHE2)

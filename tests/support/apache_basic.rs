@@ -48,8 +48,14 @@ impl ApacheBasic {
 
     /// Starts Apache with `/dav` behind Basic authentication.
     pub fn start() -> ApacheBasic {
+        Self::start_configured("")
+    }
+
+    /// [`ApacheBasic::start`] with `directives` added to the server's
+    /// configuration.
+    pub fn start_configured(directives: &str) -> ApacheBasic {
         ApacheBasic {
-            apache: Apache::start_with(Some((USER, PASSWORD))),
+            apache: Apache::start_configured(Some((USER, PASSWORD)), directives),
             user: USER.to_owned(),
             password: PASSWORD.to_owned(),
         }
