@@ -1,0 +1,128 @@
+//! One key's fence as the table holds it: its state in a few integers,
+//! and the table of them.
+
+use super::*;
+
+pub(super) struct Table {
+    /// A sharded map so that admissions on different keys rarely contend.
+    /// Guards are only ever held to clone an `Arc<Fence>` out, never across an
+    /// `.await` (dashmap issues #79 and #369 show the deadlocks that follow).
+    pub(super) fences: DashMap<Box<str>, Arc<Fence>>,
+    pub(super) store: Box<dyn FenceStore>,
+    pub(super) durable: bool,
+    /// Other holders share the store: every new request is claimed in it.
+    pub(super) shared: bool,
+    /// Admin writes, one at a time: they are rare, and serializing them
+    /// means no fence is ever frozen by two of them at once.
+    pub(super) admin: tokio::sync::Mutex<()>,
+    /// Set (never cleared) once a subtree fence exists: from then on every
+    /// admission also looks at the subtrees above its key (`many.rs`).
+    /// Until then the plain path pays one load of it, under the fence's
+    /// lock, and nothing else.
+    pub(super) has_subtrees: AtomicBool,
+    /// The store held keys that look like subtree keys when the table was
+    /// loaded: what they mean depends on the scope, which the layer knows
+    /// ([`Fences::enable_stored_subtrees`]).
+    pub(super) stored_subtrees: bool,
+    /// Every key in order, for the writes that act on a whole subtree
+    /// (`many.rs`): built at the first of them, then kept up to date as
+    /// keys come and go. `None` until then, so that a gateway that never
+    /// sees such a write keeps no second copy of its keys.
+    pub(super) index: Mutex<Option<BTreeSet<Box<str>>>>,
+    /// Admin lowerings and deletions so far: a chained write's version
+    /// learned before one of them may no longer stand (`crate::chain`).
+    pub(super) lowerings: AtomicU64,
+    /// A fencing layer in `path` or `prefix:N` scope said keys shaped like
+    /// subtree keys are subtrees here (`Fences::enable_stored_subtrees`).
+    pub(super) subtree_scope: AtomicBool,
+}
+
+/// One key's fence.
+pub(super) struct Fence {
+    /// A std mutex, not tokio's: it guards a few integers for a few
+    /// instructions and is never held across an `.await`.
+    pub(super) state: Mutex<FenceState>,
+    /// Woken when `highest` rises (waiters may be overtaken) and when the last
+    /// request in flight finishes (waiters may go).
+    pub(super) changed: Notify,
+}
+
+/// Kept small on purpose: a table holds one per key, a million keys is a
+/// normal size (docs/BENCHMARKS.md: bytes per fence). Two `Option<u64>`
+/// would take 16 bytes each; the two "is set" bits share a byte instead.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct FenceState {
+    /// See [`FenceState::highest`].
+    pub(super) highest: u64,
+    /// See [`FenceState::durable`].
+    pub(super) durable: u64,
+    /// The token shared by every request in flight (meaningful when
+    /// `in_flight > 0`).
+    pub(super) in_flight_token: u64,
+    pub(super) in_flight: u32,
+    /// [`HAS_HIGHEST`], [`HAS_DURABLE`], [`FROZEN`], [`RETIRED`].
+    pub(super) set: u8,
+}
+
+pub(super) const HAS_HIGHEST: u8 = 1;
+pub(super) const HAS_DURABLE: u8 = 2;
+/// An admin write is making a lowering or a deletion durable: admissions
+/// wait. Set only while no request holds the fence (see `admin.rs`).
+pub(super) const FROZEN: u8 = 4;
+/// Deleted by an admin write and already out of the map: whoever still
+/// holds it (a request that waited on it while frozen) must look the key up
+/// again.
+pub(super) const RETIRED: u8 = 8;
+
+impl FenceState {
+    pub(super) fn new(highest: Option<u64>) -> Self {
+        let mut state = FenceState::default();
+        state.set_highest(highest);
+        state.set_durable(highest);
+        state
+    }
+
+    /// The highest token admitted on the key; none yet: anything is admitted.
+    pub(super) fn highest(&self) -> Option<u64> {
+        (self.set & HAS_HIGHEST != 0).then_some(self.highest)
+    }
+
+    pub(super) fn set_highest(&mut self, highest: Option<u64>) {
+        self.highest = highest.unwrap_or(0);
+        self.set = (self.set & !HAS_HIGHEST) | if highest.is_some() { HAS_HIGHEST } else { 0 };
+    }
+
+    /// The highest value the store has confirmed durable. A request with
+    /// token `t <= durable` need not wait for the store.
+    pub(super) fn durable(&self) -> Option<u64> {
+        (self.set & HAS_DURABLE != 0).then_some(self.durable)
+    }
+
+    pub(super) fn set_durable(&mut self, durable: Option<u64>) {
+        self.durable = durable.unwrap_or(0);
+        self.set = (self.set & !HAS_DURABLE) | if durable.is_some() { HAS_DURABLE } else { 0 };
+    }
+
+    pub(super) fn is(&self, flag: u8) -> bool {
+        self.set & flag != 0
+    }
+
+    pub(super) fn mark(&mut self, flag: u8, on: bool) {
+        self.set = (self.set & !flag) | if on { flag } else { 0 };
+    }
+}
+
+impl Fence {
+    pub(super) fn new(highest: Option<u64>) -> Self {
+        Fence {
+            state: Mutex::new(FenceState::new(highest)),
+            changed: Notify::new(),
+        }
+    }
+
+    pub(super) fn lock(&self) -> MutexGuard<'_, FenceState> {
+        // Nothing panics while the lock is held, but if something ever did,
+        // the integers inside are still consistent: keep serving.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
