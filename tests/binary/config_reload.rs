@@ -669,3 +669,69 @@ fn reloads_that_would_strand_fences_are_refused_by_coverage() {
     sighup_until(&gw, "configuration reloaded", 1);
     assert_eq!(generation(&gw), 2);
 }
+
+/// A route with a host in front of a prefix's space takes the space's
+/// requests for that host whatever its own prefix (an exact host wins over
+/// no host before prefixes are compared): a host alone, or a host with a
+/// prefix shorter than the space's, hands them to its namespace as surely
+/// as a host with the same prefix. Refused at a reload and at a restart,
+/// with no catch-all in the configuration (a catch-all's space caught the
+/// shorter prefix before; the host alone was taken either way).
+#[test]
+fn a_host_in_front_of_a_prefix_is_refused_whatever_its_own_prefix() {
+    let backend = Backend::start();
+    let route = |name: &str, matches: &str| {
+        format!("[[route]]\nname = \"{name}\"\nmatch = {{ {matches} }}\n\n")
+    };
+    let base = format!(
+        "upstream = \"{}\"\n\n{}",
+        backend.url(),
+        route("billing", "path_prefix = \"/billing/\"")
+    );
+    let file = ConfigFile::new(&base);
+    let data = file.dir().join("data");
+    let data = data.to_str().unwrap();
+    let mut gw = GatewayProcess::start(&["--config", file.arg(), "--data-dir", data]);
+    assert_eq!(gw.put("/billing/q", 10).status, 200);
+    let hosts = [
+        "host = \"127.0.0.1\"",
+        "host = \"127.0.0.1\", path_prefix = \"/\"",
+        "host = \"127.0.0.1\", path_prefix = \"/bil\"",
+    ];
+    for (n, matches) in hosts.iter().enumerate() {
+        file.rewrite(&format!("{base}{}", route("hosted", matches)));
+        sighup_until(&gw, "not reloaded", n + 1);
+        let line = gw
+            .stderr()
+            .lines()
+            .rfind(|l| l.contains("not reloaded"))
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            line.contains("route \"hosted\"")
+                && line.contains("namespace \"billing\"")
+                && line.contains("would be left behind"),
+            "{matches}: {line}"
+        );
+        assert_eq!(generation(&gw), 1, "{matches}");
+        let stale = gw.put("/billing/q", 9);
+        assert_eq!(stale.status, 409, "{matches}: {}", stale.text());
+    }
+    gw.sigterm();
+    assert!(gw.wait_exit(HANG_GUARD).success());
+    for matches in hosts {
+        file.rewrite(&format!("{base}{}", route("hosted", matches)));
+        let finished = support::run_on_free_ports(&["--config", file.arg(), "--data-dir", data]);
+        let line = finished.start_error(matches);
+        assert!(
+            line.contains("route \"hosted\"") && line.contains("namespace \"billing\""),
+            "{matches}: {line}"
+        );
+    }
+    assert_eq!(
+        backend.records_for("/billing/q").len(),
+        1,
+        "{:#?}",
+        backend.records()
+    );
+}
