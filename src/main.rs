@@ -48,6 +48,10 @@ async fn serve(
             .config_reloader()
             .watch_credential_files(CREDENTIAL_FILES_LOOK_EVERY),
     );
+    // Registered before the addresses are printed, as SIGHUP's handler
+    // is: a SIGTERM sent as soon as they are must drain, not take
+    // SIGTERM's default action (which ends the process without a drain).
+    let shutdown = shutdown_signal();
     // After the start: a start that fails says so in one line, alone.
     raise_file_limit(max_connections);
     let data = gateway.data_addr();
@@ -65,7 +69,7 @@ async fn serve(
         );
     }
     let _ = std::io::stdout().flush();
-    shutdown_signal().await;
+    shutdown.await;
     reloads.abort();
     watcher.abort();
     tracing::info!("shutting down: draining requests in flight");
@@ -148,26 +152,34 @@ async fn reload_config(reloader: &fencegate::gateway::ConfigReloader, args: &[st
     }
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// Completes at the first `SIGTERM` or `SIGINT` (Ctrl-C). Both handlers
+/// are registered when this is called, not when it is first polled.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    {
+    let signals = {
         use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
+        (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        )
+    };
+    async move {
+        #[cfg(unix)]
+        match signals {
+            (Ok(mut term), Ok(mut interrupt)) => {
                 tokio::select! {
-                    _ = ctrl_c => {}
                     _ = term.recv() => {}
+                    _ = interrupt.recv() => {}
                 }
             }
-            Err(_) => {
-                let _ = ctrl_c.await;
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
             }
         }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 

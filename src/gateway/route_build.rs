@@ -260,42 +260,40 @@ pub(super) async fn check_namespaces(
 /// `(namespace, match)` of `covered`: requests its routes took) to a
 /// route of another namespace, or to one that does not fence: the sentence
 /// that says so, naming both. By coverage, not equality (SPEC "What a
-/// namespace covers is recorded and guarded"): a more specific route
-/// inside the space (a longer prefix, a host), and the route that now wins
-/// the space itself (a rename, a catch-all, a prefix's trailing slash), are
-/// both found.
+/// namespace covers is recorded and guarded"): the route that now wins
+/// the space itself (a rename, a catch-all, a prefix's trailing slash), and
+/// a route that wins any part of it (a longer prefix inside it, a host in
+/// front of it whatever its own prefix), are both found.
 pub(super) fn displaced(specs: &[RouteSpec], covered: &[(String, RouteMatch)]) -> Option<String> {
     let matches: Vec<RouteMatch> = specs.iter().map(|spec| spec.matches.clone()).collect();
     let table = RouteTable::new(&matches);
     let other = |spec: &RouteSpec, namespace: &str| {
         spec.namespace != namespace || spec.options.enforce == Enforce::Off
     };
-    for (namespace, space) in covered {
-        // A request of the space: who takes it now?
-        let host = space
-            .host
-            .as_deref()
-            .map(|host| match host.strip_prefix('*') {
-                Some(suffix) => format!("fencegate-sample{suffix}"),
-                None => host.to_owned(),
-            });
-        let path = space
-            .path_prefix
-            .as_deref()
-            .map_or_else(|| "/".to_owned(), |prefix| prefix.to_owned());
-        let taker = table
+    let taker = |request: Option<(Option<String>, String)>| {
+        let (host, path) = request?;
+        table
             .owner(host.as_deref(), &path)
-            .and_then(|i| specs.get(i));
-        // A route inside the space is new there unless its own namespace
-        // already covered exactly its match (a carve-out that was there).
-        let inside = specs.iter().find(|spec| {
-            other(spec, namespace)
-                && match_inside(&spec.matches, space)
-                && !covered
-                    .iter()
-                    .any(|(name, known)| *name == spec.namespace && *known == spec.matches)
-        });
-        if let Some(spec) = taker.filter(|spec| other(spec, namespace)).or(inside) {
+            .and_then(|i| specs.get(i))
+    };
+    for (namespace, space) in covered {
+        // The space's own request: who takes it now?
+        let own = taker(shared_request(space, &RouteMatch::default()))
+            .filter(|spec| other(spec, namespace));
+        // The first request of the space each route also matches: who
+        // takes it now? Another namespace's route there is new unless its
+        // own namespace already covered exactly its match (a carve-out
+        // that was there).
+        let part = specs
+            .iter()
+            .filter_map(|spec| taker(shared_request(space, &spec.matches)))
+            .find(|spec| {
+                other(spec, namespace)
+                    && !covered
+                        .iter()
+                        .any(|(name, known)| *name == spec.namespace && *known == spec.matches)
+            });
+        if let Some(spec) = own.or(part) {
             return Some(format!(
                 "route {:?} would take requests that fence namespace {namespace:?} covered ({}) into {}",
                 spec.name,
@@ -311,24 +309,40 @@ pub(super) fn displaced(specs: &[RouteSpec], covered: &[(String, RouteMatch)]) -
     None
 }
 
-/// Whether every request `inner` matches is one `outer` matches.
-fn match_inside(inner: &RouteMatch, outer: &RouteMatch) -> bool {
-    let host = match (inner.host.as_deref(), outer.host.as_deref()) {
-        (_, None) => true,
-        (None, Some(_)) => false,
-        (Some(inner), Some(outer)) => match (inner.strip_prefix('*'), outer.strip_prefix('*')) {
-            (None, None) => inner == outer,
-            (None, Some(suffix)) => inner.len() > suffix.len() && inner.ends_with(suffix),
-            (Some(inner), Some(suffix)) => inner.ends_with(suffix),
-            (Some(_), None) => false,
-        },
+/// The first request both `a` and `b` match, if any: the narrower host
+/// pattern of the two (a name for a `*.` one), the longer path prefix. A
+/// route wins that request wherever it wins any request both match: its
+/// host and prefix are as short as theirs allow.
+fn shared_request(a: &RouteMatch, b: &RouteMatch) -> Option<(Option<String>, String)> {
+    let host = match (a.host.as_deref(), b.host.as_deref()) {
+        (None, None) => None,
+        (Some(host), None) | (None, Some(host)) => Some(host),
+        (Some(x), Some(y)) if host_inside(x, y) => Some(x),
+        (Some(x), Some(y)) if host_inside(y, x) => Some(y),
+        (Some(_), Some(_)) => return None,
     };
-    let path = match (inner.path_prefix.as_deref(), outer.path_prefix.as_deref()) {
-        (_, None) => true,
-        (None, Some(_)) => false,
-        (Some(inner), Some(outer)) => inner.starts_with(outer),
+    let path = match (a.path_prefix.as_deref(), b.path_prefix.as_deref()) {
+        (None, None) => "/",
+        (Some(prefix), None) | (None, Some(prefix)) => prefix,
+        (Some(x), Some(y)) if x.starts_with(y) => x,
+        (Some(x), Some(y)) if y.starts_with(x) => y,
+        (Some(_), Some(_)) => return None,
     };
-    host && path
+    let host = host.map(|host| match host.strip_prefix('*') {
+        Some(suffix) => format!("fencegate-sample{suffix}"),
+        None => host.to_owned(),
+    });
+    Some((host, path.to_owned()))
+}
+
+/// Whether every host the pattern `inner` matches, `outer` matches.
+fn host_inside(inner: &str, outer: &str) -> bool {
+    match (inner.strip_prefix('*'), outer.strip_prefix('*')) {
+        (None, None) => inner == outer,
+        (None, Some(suffix)) => inner.len() > suffix.len() && inner.ends_with(suffix),
+        (Some(inner), Some(suffix)) => inner.ends_with(suffix),
+        (Some(_), None) => false,
+    }
 }
 
 /// `space` for a message.

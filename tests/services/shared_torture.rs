@@ -20,10 +20,16 @@
 //! `--upstream-timeout` and deliver it late: with `--conditional-writes
 //! http` no write is applied out of order; without, some are.
 //!
+//! A third runs the shared-fences run, shorter, with the instances started
+//! from a configuration file whose `[[route]]` tables put the directories
+//! in two named namespaces (`support::torture::ROUTES`): the same checker,
+//! every fence found in its route's namespace and none in the default one.
+//!
 //! Size: `TORTURE_HANDOVERS` (default 300, the short form CI runs) and
 //! `TORTURE_SECONDS` (a cap,
-//! default 150); `FENCEGATE_SEED` replays a run's random choices (not its
-//! timing). `scripts/torture-shared.sh` runs it long.
+//! default 150); for the routed run `TORTURE_ROUTED_HANDOVERS` (150) and
+//! `TORTURE_ROUTED_SECONDS` (90); `FENCEGATE_SEED` replays a run's random
+//! choices (not its timing). `scripts/torture-shared.sh` runs it long.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -150,14 +156,24 @@ impl Nemesis<'_> {
     }
 }
 
-#[test]
-fn shared_fences_hold_under_the_nemesis_and_independent_fences_do_not() {
-    let want_handovers = env_or("TORTURE_HANDOVERS", 300) as usize;
-    let limit = Duration::from_secs(env_or("TORTURE_SECONDS", 150));
-    let mut rng = Rng::from_env_or_clock();
-    let seed = rng.next();
-
-    // --- Shared fences, with the nemesis.
+/// One run of shared fences under the nemesis: a 3-member etcd cluster,
+/// one recording backend, 3 instances that `start` makes (given the
+/// backend, the etcd endpoints of the instance's relays and its name), the
+/// clients until every move was made, `want_handovers` handovers were
+/// applied and the backend shows what `more` asks for (or `limit`). Asserts that no write was applied out of order and
+/// that every applied token is at most the shared highest, read with
+/// `fence` (the fence of a key, as an instance's admin plane shows it);
+/// `what` names the run in its summary line. Returns the verdict and the
+/// backend (its records).
+fn shared_fences_under_the_nemesis(
+    what: &str,
+    seed: u64,
+    want_handovers: usize,
+    limit: Duration,
+    start: &dyn Fn(&Backend, &str, &str) -> GatewayProcess,
+    fence: &dyn Fn(&GatewayProcess, &str) -> Option<u64>,
+    more: &dyn Fn(&Backend) -> bool,
+) -> (Verdict, Backend) {
     let mut etcd = EtcdCluster::start(3);
     let backend = Backend::start();
     let relays: Vec<Vec<Relay>> = (0..3)
@@ -172,24 +188,7 @@ fn shared_fences_hold_under_the_nemesis_and_independent_fences_do_not() {
         .enumerate()
         .map(|(i, relays)| {
             let endpoints = relays.iter().map(Relay::url).collect::<Vec<_>>().join(",");
-            let name = format!("gw{i}");
-            GatewayProcess::in_front_of(
-                &backend,
-                &[
-                    "--state",
-                    "etcd",
-                    "--etcd-endpoints",
-                    &endpoints,
-                    "--etcd-prefix",
-                    "/torture/",
-                    "--etcd-lease-ttl",
-                    TTL,
-                    "--instance-name",
-                    &name,
-                    "--upstream-timeout",
-                    "5",
-                ],
-            )
+            start(&backend, &endpoints, &format!("gw{i}"))
         })
         .collect();
     let (routing, tokens, tally) = clients_for(&gateways);
@@ -216,6 +215,7 @@ fn shared_fences_hold_under_the_nemesis_and_independent_fences_do_not() {
             nemesis.play(round);
             MOVES.iter().all(|m| nemesis.done.contains_key(m))
                 && check(&backend, &tally.acked_seqs).handovers >= want_handovers
+                && more(&backend)
         },
     );
     let moves = nemesis.done;
@@ -228,17 +228,17 @@ fn shared_fences_hold_under_the_nemesis_and_independent_fences_do_not() {
     let mut below_final = Vec::new();
     for (key, top) in &highest {
         let caught_up = wait_until(HANG_GUARD, || {
-            gateways[0].fence(key).is_some_and(|h| h >= *top)
+            fence(&gateways[0], key).is_some_and(|h| h >= *top)
         });
         if !caught_up {
             below_final.push(format!(
                 "{key}: applied {top}, highest {:?}",
-                gateways[0].fence(key)
+                fence(&gateways[0], key)
             ));
         }
     }
     eprintln!(
-        "shared (etcd {}): {:.0?}, {} applied writes ({} collection deletes), {} handovers, acked {}, refused stale {}, \
+        "{what} (etcd {}): {:.0?}, {} applied writes ({} collection deletes), {} handovers, acked {}, refused stale {}, \
          503 {}, failed or cut {}, straggler writes {}, nemesis {:?}; violations: {} decreases \
          ({} below an acknowledged token), {} above the final highest",
         etcd_version(),
@@ -258,26 +258,64 @@ fn shared_fences_hold_under_the_nemesis_and_independent_fences_do_not() {
     );
     assert!(
         verdict.decreases.is_empty(),
-        "shared fences let writes through out of order:\n{}",
+        "{what}: shared fences let writes through out of order:\n{}",
         verdict.decreases.join("\n")
     );
-    assert!(below_final.is_empty(), "{below_final:?}");
+    assert!(below_final.is_empty(), "{what}: {below_final:?}");
     assert!(
         MOVES.iter().all(|m| moves.contains_key(m)),
-        "inconclusive: not every nemesis move was made: {moves:?}"
+        "{what}: inconclusive: not every nemesis move was made: {moves:?}"
     );
     assert!(
         verdict.handovers >= want_handovers,
-        "inconclusive: {} handovers, {want_handovers} wanted (raise TORTURE_SECONDS)",
+        "{what}: inconclusive: {} handovers, {want_handovers} wanted (raise the run's seconds)",
         verdict.handovers
     );
     assert!(
         verdict.collections > 0,
-        "inconclusive: no collection DELETE was applied"
+        "{what}: inconclusive: no collection DELETE was applied"
     );
-    drop(gateways);
-    drop(relays);
-    drop(etcd);
+    (verdict, backend)
+}
+
+/// The options of a torture instance on shared fences: etcd through
+/// `endpoints` (its relays), a 2 s lease, named `name`.
+fn etcd_options<'a>(endpoints: &'a str, prefix: &'a str, name: &'a str) -> [&'a str; 12] {
+    [
+        "--state",
+        "etcd",
+        "--etcd-endpoints",
+        endpoints,
+        "--etcd-prefix",
+        prefix,
+        "--etcd-lease-ttl",
+        TTL,
+        "--instance-name",
+        name,
+        "--upstream-timeout",
+        "5",
+    ]
+}
+
+#[test]
+fn shared_fences_hold_under_the_nemesis_and_independent_fences_do_not() {
+    let want_handovers = env_or("TORTURE_HANDOVERS", 300) as usize;
+    let limit = Duration::from_secs(env_or("TORTURE_SECONDS", 150));
+    let mut rng = Rng::from_env_or_clock();
+    let seed = rng.next();
+
+    // --- Shared fences, with the nemesis.
+    shared_fences_under_the_nemesis(
+        "shared",
+        seed,
+        want_handovers,
+        limit,
+        &|backend, endpoints, name| {
+            GatewayProcess::in_front_of(backend, &etcd_options(endpoints, "/torture/", name))
+        },
+        &|gateway, key| gateway.fence(key),
+        &|_| true,
+    );
 
     // --- Independent fences (`--state disk` on each instance).
     let backend = Backend::start();
@@ -446,4 +484,69 @@ fn late_deliveries_land_out_of_order_unless_writes_are_chained() {
         !verdict.decreases.is_empty(),
         "no late write landed out of order without chaining: the nemesis does not open the window"
     );
+}
+
+/// The same run of shared fences under the nemesis, with each instance
+/// started from a configuration file whose `[[route]]` tables put the lock
+/// directories in two named namespaces (routes issue, "Done when"): the
+/// admission runs on keys qualified with a namespace, collection `DELETE`s
+/// raise subtree fences in both, restarted instances check the coverage
+/// etcd records; it runs until collection `DELETE`s were applied in both
+/// namespaces too. Shorter than the run above (`TORTURE_ROUTED_HANDOVERS`,
+/// default 150; `TORTURE_ROUTED_SECONDS`, a cap, default 90).
+#[test]
+fn shared_fences_hold_with_routes_in_named_namespaces() {
+    let want_handovers = env_or("TORTURE_ROUTED_HANDOVERS", 150) as usize;
+    let limit = Duration::from_secs(env_or("TORTURE_ROUTED_SECONDS", 90));
+    let seed = Rng::from_env_or_clock().next();
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let config = dir.path().join("fencegate.toml");
+    let config = config.to_str().expect("a UTF-8 path").to_owned();
+
+    let (_, backend) = shared_fences_under_the_nemesis(
+        "shared, routes in named namespaces",
+        seed,
+        want_handovers,
+        limit,
+        &|backend, endpoints, name| {
+            // Written by each instance's start, the same text each time.
+            std::fs::write(
+                &config,
+                format!("upstream = \"{}\"\n{ROUTES}", backend.url()),
+            )
+            .expect("the configuration file");
+            let mut args = vec!["--config", config.as_str()];
+            args.extend(etcd_options(endpoints, "/torture-routes/", name));
+            GatewayProcess::start(&args)
+        },
+        &|gateway, key| {
+            // Nothing in the default namespace: the route's alone.
+            assert_eq!(
+                gateway.fence(key),
+                None,
+                "{key}: a fence in the default namespace"
+            );
+            fence_in_namespace(gateway, key)
+        },
+        &|backend| collection_namespaces(backend).len() == 2,
+    );
+    let namespaces = collection_namespaces(&backend);
+    assert_eq!(
+        namespaces,
+        ["inner", "outer"],
+        "inconclusive: collection DELETEs applied in {namespaces:?} only (raise TORTURE_ROUTED_SECONDS)"
+    );
+}
+
+/// The namespaces in which the backend applied a collection `DELETE`.
+fn collection_namespaces(backend: &Backend) -> Vec<&'static str> {
+    let mut namespaces: Vec<&str> = backend
+        .records()
+        .iter()
+        .filter(|r| r.method == "DELETE" && r.body_len.is_some())
+        .map(|r| namespace_of(&r.target))
+        .collect();
+    namespaces.sort_unstable();
+    namespaces.dedup();
+    namespaces
 }

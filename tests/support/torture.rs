@@ -1,9 +1,11 @@
 //! The lock-holder clients and the checker of the torture runs
-//! (`tests/services/shared_torture.rs`, `tests/services/network_faults.rs`):
+//! (`tests/services/shared_torture.rs`, `tests/services/network_faults.rs`,
+//! and the `kill -9` run of `tests/binary/gateway_restart.rs`):
 //! clients that take tokens from a shared counter per directory (the lock
 //! service's grants) and write through random gateway instances, some slow,
-//! some stragglers past a pause; and a checker that reads the backend's own
-//! log for writes applied out of token order.
+//! some stragglers past a pause; a checker that reads the backend's own
+//! log for writes applied out of token order; and the routes that put the
+//! directories in two named namespaces, for the routed runs.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufReader, Write};
@@ -352,4 +354,44 @@ pub fn outcome_line(backend: &Backend, verdict: &Verdict, tally: &Tally) -> Stri
         verdict.below_acked,
         verdict.decreases.first(),
     )
+}
+
+/// The routes of the routed runs (`[[route]]` tables, for a configuration
+/// file whose top level names the upstream), in front of one backend,
+/// each in a namespace of its own (a route's default namespace is its
+/// name): `outer` takes `/torture/` (directories d0 and d2), `inner` the
+/// carve-out `/torture/d1/` (directory d1, and the collection `DELETE` of
+/// `/torture/d1`, which a prefix ending in `/` takes).
+pub const ROUTES: &str = r#"
+[[route]]
+name = "outer"
+match = { path_prefix = "/torture/" }
+
+[[route]]
+name = "inner"
+match = { path_prefix = "/torture/d1/" }
+"#;
+
+/// The namespace of a key of the routed run: its route's name.
+pub fn namespace_of(key: &str) -> &'static str {
+    if key == "/torture/d1" || key.starts_with("/torture/d1/") {
+        "inner"
+    } else {
+        "outer"
+    }
+}
+
+/// The highest token of `key`'s fence in its route's namespace, from the
+/// admin plane (`None` on 404).
+pub fn fence_in_namespace(gateway: &GatewayProcess, key: &str) -> Option<u64> {
+    let namespace = namespace_of(key);
+    let resp = gateway.admin_get(&format!("/fences/{}?namespace={namespace}", pct(key)));
+    match resp.status {
+        200 => resp.json()["highest"].as_u64(),
+        404 => None,
+        other => panic!(
+            "GET /fences/{key}?namespace={namespace}: unexpected {other}: {}",
+            resp.text()
+        ),
+    }
 }
