@@ -217,7 +217,8 @@ pub(super) fn namespace_shapings(specs: &[RouteSpec]) -> Result<Vec<(String, Str
 /// taking, in another namespace, requests a recorded namespace's routes
 /// took (a rename without `fence_namespace`, a first route in front of the
 /// route-less gateway), which would leave its fences behind. Then records
-/// which requests each namespace's routes take now.
+/// which requests each namespace's routes take now, beside those they took
+/// before (coverage only grows).
 pub(super) async fn check_namespaces(
     specs: &[RouteSpec],
     fences: &Fences,
@@ -244,11 +245,20 @@ pub(super) async fn check_namespaces(
     }
     for (name, shaping) in shapings {
         fences.check_namespace(&name, &shaping).await?;
-        let matches: Vec<serde_json::Value> = specs
+        // What the namespace ever covered, not only what it covers now: a
+        // space its routes left (a prefix moved) keeps its fences, which
+        // no other namespace may take in a later step either.
+        let mut matches: Vec<serde_json::Value> = recorded
             .iter()
-            .filter(|s| s.namespace == name)
-            .map(|s| match_json(&s.matches))
+            .filter(|(recorded_name, _)| *recorded_name == name)
+            .map(|(_, m)| match_json(m))
             .collect();
+        for spec in specs.iter().filter(|s| s.namespace == name) {
+            let current = match_json(&spec.matches);
+            if !matches.contains(&current) {
+                matches.push(current);
+            }
+        }
         fences
             .record_matches(&name, &serde_json::Value::from(matches).to_string())
             .await?;

@@ -738,6 +738,69 @@ fn a_host_in_front_of_a_prefix_is_refused_whatever_its_own_prefix() {
     );
 }
 
+/// What a namespace covered is never forgotten: moving `billing` off
+/// `/billing/` is taken (its requests then have no route), but a later
+/// route of another namespace on `/billing/` is refused, by reload and by
+/// restart, as it would be in one step; the space goes back only to a
+/// route in `billing`'s namespace, where the fence still counts.
+#[test]
+fn a_space_left_by_its_namespace_is_not_handed_over_in_a_second_step() {
+    let backend = Backend::start();
+    let route = |name: &str, prefix: &str, extra: &str| {
+        format!("[[route]]\nname = \"{name}\"\nmatch = {{ path_prefix = \"{prefix}\" }}\n{extra}\n")
+    };
+    let top = format!("upstream = \"{}\"\n\n", backend.url());
+    let file = ConfigFile::new(&format!("{top}{}", route("billing", "/billing/", "")));
+    let data = file.dir().join("data");
+    let data = data.to_str().unwrap();
+    let mut gw = GatewayProcess::start(&["--config", file.arg(), "--data-dir", data]);
+    assert_eq!(gw.put("/billing/q", 10).status, 200);
+    // Step 1: billing moves away; /billing/ has no route.
+    let moved = format!("{top}{}", route("billing", "/bill/", ""));
+    file.rewrite(&moved);
+    sighup_until(&gw, "reloaded", 1);
+    assert_eq!(generation(&gw), 2);
+    gw.put("/billing/q", 9)
+        .assert_gateway_error(404, "no_route");
+    // Step 2: another namespace on /billing/: refused.
+    let taken = format!("{moved}{}", route("ledger", "/billing/", ""));
+    file.rewrite(&taken);
+    sighup_until(&gw, "not reloaded", 1);
+    let line = gw
+        .stderr()
+        .lines()
+        .rfind(|l| l.contains("not reloaded"))
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        line.contains("route \"ledger\"") && line.contains("namespace \"billing\""),
+        "{line}"
+    );
+    assert_eq!(generation(&gw), 2);
+    gw.put("/billing/q", 9)
+        .assert_gateway_error(404, "no_route");
+    gw.sigterm();
+    assert!(gw.wait_exit(HANG_GUARD).success());
+    // The same at a restart.
+    let finished = support::run_on_free_ports(&["--config", file.arg(), "--data-dir", data]);
+    let line = finished.start_error("a second step by restart");
+    assert!(line.contains("route \"ledger\""), "{line}");
+    // In billing's namespace the space is taken back, fence and all.
+    file.rewrite(&format!(
+        "{moved}{}",
+        route("ledger", "/billing/", "fence_namespace = \"billing\"")
+    ));
+    let gw = GatewayProcess::start(&["--config", file.arg(), "--data-dir", data]);
+    let stale = gw.put("/billing/q", 9);
+    stale.assert_gateway_error(409, "stale_token");
+    assert_eq!(
+        backend.records_for("/billing/q").len(),
+        1,
+        "{:#?}",
+        backend.records()
+    );
+}
+
 /// A route table of the reload-under-load test.
 fn route(name: &str, matches: &str, extra: &str) -> String {
     format!("[[route]]\nname = \"{name}\"\nmatch = {{ {matches} }}\n{extra}\n")
