@@ -326,6 +326,30 @@ pub fn operations() -> impl Iterator<Item = &'static Operation> {
         .filter(|op| !NOT_OPERATIONS.contains(&op.name))
 }
 
+/// The rows of `method` at `level`, in the table's order: grouped once,
+/// so that a request looks at a handful of rows, not the whole table.
+fn candidates(method: &str, level: Level) -> &'static [&'static Operation] {
+    type Groups = Vec<(&'static str, Level, Vec<&'static Operation>)>;
+    static GROUPS: std::sync::OnceLock<Groups> = std::sync::OnceLock::new();
+    let groups = GROUPS.get_or_init(|| {
+        let mut groups: Groups = Vec::new();
+        for op in operations() {
+            match groups
+                .iter_mut()
+                .find(|(m, l, _)| *m == op.method && *l == op.level)
+            {
+                Some((_, _, rows)) => rows.push(op),
+                None => groups.push((op.method, op.level, vec![op])),
+            }
+        }
+        groups
+    });
+    groups
+        .iter()
+        .find(|(m, l, _)| *l == level && *m == method)
+        .map_or(&[][..], |(_, _, rows)| rows.as_slice())
+}
+
 /// Rows the configuration macro makes that S3 has no operation for.
 const NOT_OPERATIONS: [&str; 7] = [
     "DeleteBucketNotification",
@@ -359,8 +383,9 @@ pub fn recognise(
         .copied()
         .filter(|param| SUBRESOURCES.contains(param))
         .collect();
-    let operation = operations()
-        .filter(|op| op.method == method && op.level == level)
+    let operation = candidates(method, level)
+        .iter()
+        .copied()
         .filter(|op| op.subresources.iter().all(|sub| subresources.contains(sub)))
         .filter(|op| {
             subresources

@@ -161,9 +161,16 @@ pub(crate) fn operation_of<B>(
         params.push(name);
     }
     for name in request.fields().names() {
+        // Most names are no x-amz-* field: looked at in place, no copy.
+        if !name
+            .get(..6)
+            .is_some_and(|start| start.eq_ignore_ascii_case(b"x-amz-"))
+        {
+            continue;
+        }
         let name = String::from_utf8_lossy(name).to_ascii_lowercase();
         let own = read_fields.iter().any(|read| read.as_str() == name);
-        if name.starts_with("x-amz-") && !own {
+        if !own {
             fields.push(name);
         }
     }
