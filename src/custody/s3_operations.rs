@@ -329,25 +329,64 @@ pub fn operations() -> impl Iterator<Item = &'static Operation> {
 /// The rows of `method` at `level`, in the table's order: grouped once,
 /// so that a request looks at a handful of rows, not the whole table.
 fn candidates(method: &str, level: Level) -> &'static [&'static Operation] {
-    type Groups = Vec<(&'static str, Level, Vec<&'static Operation>)>;
-    static GROUPS: std::sync::OnceLock<Groups> = std::sync::OnceLock::new();
+    group(method, level).map_or(&[][..], |group| group.rows.as_slice())
+}
+
+/// The operation a request of `method` at `level` with no query parameter
+/// and no `x-amz-*` field is, if any: [`recognise`] of it, known in
+/// advance.
+///
+/// ```
+/// use fencegate::custody::s3_operations::{plain_row, Level};
+/// assert_eq!(plain_row("PUT", Level::Object).map(|op| op.name), Some("PutObject"));
+/// assert_eq!(plain_row("POST", Level::Bucket), None);
+/// ```
+pub fn plain_row(method: &str, level: Level) -> Option<&'static Operation> {
+    group(method, level).and_then(|group| group.plain)
+}
+
+/// The rows of one method at one level.
+struct Group {
+    method: &'static str,
+    level: Level,
+    rows: Vec<&'static Operation>,
+    /// What a request with no parameter and no `x-amz-*` field is.
+    plain: Option<&'static Operation>,
+}
+
+fn group(method: &str, level: Level) -> Option<&'static Group> {
+    static GROUPS: std::sync::OnceLock<Vec<Group>> = std::sync::OnceLock::new();
     let groups = GROUPS.get_or_init(|| {
-        let mut groups: Groups = Vec::new();
+        let mut groups: Vec<Group> = Vec::new();
         for op in operations() {
             match groups
                 .iter_mut()
-                .find(|(m, l, _)| *m == op.method && *l == op.level)
+                .find(|g| g.method == op.method && g.level == op.level)
             {
-                Some((_, _, rows)) => rows.push(op),
-                None => groups.push((op.method, op.level, vec![op])),
+                Some(group) => group.rows.push(op),
+                None => groups.push(Group {
+                    method: op.method,
+                    level: op.level,
+                    rows: vec![op],
+                    plain: None,
+                }),
             }
+        }
+        for group in &mut groups {
+            // As `recognise` picks among rows that take no sub-resource
+            // and need no field: the last of them.
+            group.plain = group
+                .rows
+                .iter()
+                .copied()
+                .filter(|op| op.subresources.is_empty() && op.requires.is_none())
+                .next_back();
         }
         groups
     });
     groups
         .iter()
-        .find(|(m, l, _)| *l == level && *m == method)
-        .map_or(&[][..], |(_, _, rows)| rows.as_slice())
+        .find(|g| g.level == level && g.method == method)
 }
 
 /// Rows the configuration macro makes that S3 has no operation for.
@@ -490,6 +529,21 @@ pub fn markdown() -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_plain_row_is_what_recognise_finds_with_nothing_to_weigh() {
+        for op in operations() {
+            assert_eq!(
+                plain_row(op.method, op.level).map(|row| row.name),
+                recognise(op.method, op.level, &[], &[])
+                    .ok()
+                    .map(|row| row.name),
+                "{} {:?}",
+                op.method,
+                op.level
+            );
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -16,7 +16,7 @@ use http::{HeaderName, Method, Uri};
 
 use super::custody::s3::{is_presigned, operation_of};
 use super::inbound::Inbound;
-use crate::custody::s3_operations::Level;
+use crate::custody::s3_operations::{plain_row, Level};
 use crate::head::{visible_str, HeaderFields, RequestView};
 use crate::misreading::Misreading;
 
@@ -107,12 +107,24 @@ impl S3Reading {
         ) {
             return None;
         }
-        let path = request.uri().path().trim_start_matches('/');
-        let level = match path.split_once('/') {
-            _ if path.is_empty() => Level::Service,
-            None | Some((_, "")) => Level::Bucket,
+        let path = request.uri().path().as_bytes();
+        let rest = path.strip_prefix(b"/").unwrap_or(path);
+        let level = match memchr::memchr(b'/', rest) {
+            _ if rest.is_empty() => Level::Service,
+            None => Level::Bucket,
+            Some(slash) if slash + 1 == rest.len() => Level::Bucket,
             Some(_) => Level::Object,
         };
+        // Most writes are a plain row (PutObject, DeleteObject): no query
+        // and no x-amz-* field to weigh.
+        let plain = request.uri().query().is_none_or(str::is_empty)
+            && !request.fields().names().any(|name| {
+                name.get(..6)
+                    .is_some_and(|start| start.eq_ignore_ascii_case(b"x-amz-"))
+            });
+        if plain && plain_row(request.method().as_str(), level).is_some() {
+            return None;
+        }
         let presigned = is_presigned(request);
         let refused = match operation_of(request, level, presigned, read_fields) {
             Ok(_) => return None,
