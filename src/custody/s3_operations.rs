@@ -379,8 +379,7 @@ fn group(method: &str, level: Level) -> Option<&'static Group> {
                 .rows
                 .iter()
                 .copied()
-                .filter(|op| op.subresources.is_empty() && op.requires.is_none())
-                .next_back();
+                .rfind(|op| op.subresources.is_empty() && op.requires.is_none());
         }
         groups
     });
