@@ -141,6 +141,10 @@ async fn reload_config(reloader: &fencegate::gateway::ConfigReloader, args: &[st
         Ok(generation) => {
             reloader.show(shown);
             tracing::info!(generation, routes, "SIGHUP: configuration reloaded");
+            // As at start: what is legal but probably not meant.
+            for warning in &loaded.effective.warnings {
+                tracing::warn!("{warning}");
+            }
         }
         Err(error) => {
             tracing::error!("SIGHUP: configuration not reloaded, the one in force stays: {error}")

@@ -40,6 +40,8 @@ use toml::Spanned;
 use super::cli::Cli;
 use super::config::{Config, RouteConfig, RouteMatch, TableSource};
 use super::custody::files::{self, line_of};
+use super::upstream::Upstream;
+use crate::custody::StoreKind;
 
 /// The options a `[[route]]` may set: those that shape a request's path
 /// through the gateway. The listener, TLS, state, etcd, client limits and
@@ -465,6 +467,9 @@ where
         });
     }
     effective.warnings = unreachable_routes(&config.routes);
+    effective
+        .warnings
+        .extend(overlapping_upstreams(&config.routes));
     Ok(Loaded {
         cli,
         config,
@@ -1089,6 +1094,69 @@ fn unreachable_routes(routes: &[RouteConfig]) -> Vec<String> {
     warnings
 }
 
+/// Routes of different fence namespaces whose upstreams are one store
+/// (SPEC "Configuration file and routes": a warning, not an error): an
+/// object that requests reach through both is fenced twice, under two
+/// keys, and a stale token on one route is not refused by the other's
+/// fence. One store: the same scheme, host (lowercased, without a
+/// trailing dot) and port, and base paths one of which is the other or
+/// under it (`http://h/a` and `http://h/a/b`); every route without an
+/// upstream shares the embedded backend. Not warned: two such routes that
+/// the router alone keeps apart, with the same base path and the same
+/// host match (each request goes to one of them, and its path names the
+/// same object under either), unless one is S3, whose virtual-hosted and
+/// path-style requests name one object by two paths.
+fn overlapping_upstreams(routes: &[RouteConfig]) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for (i, a) in routes.iter().enumerate() {
+        for b in &routes[i + 1..] {
+            if a.fence_namespace == b.fence_namespace {
+                continue;
+            }
+            let (upstream_a, upstream_b) = (&a.options.upstream, &b.options.upstream);
+            let same_base = match (upstream_a, upstream_b) {
+                (None, None) => true,
+                (Some(x), Some(y)) if one_store(x, y) => x.base() == y.base(),
+                _ => continue,
+            };
+            let s3 = a.options.store == StoreKind::S3 || b.options.store == StoreKind::S3;
+            if same_base && a.matches.host == b.matches.host && !s3 {
+                continue;
+            }
+            let upstreams = match (upstream_a, upstream_b) {
+                (Some(x), Some(y)) if x.base() != y.base() => format!(
+                    "upstreams {} and {}",
+                    mask(&x.to_string()),
+                    mask(&y.to_string())
+                ),
+                (Some(x), _) => format!("upstream {}", mask(&x.to_string())),
+                _ => "the embedded backend".to_owned(),
+            };
+            warnings.push(format!(
+                "routes {:?} and {:?} reach one store ({upstreams}) under different fence namespaces ({:?} and {:?}): an object written through both is fenced twice, under two keys (give them one fence_namespace if they reach the same objects)",
+                a.name, b.name, a.fence_namespace, b.fence_namespace
+            ));
+        }
+    }
+    warnings
+}
+
+/// Whether two upstreams are one store: the same scheme, host and port,
+/// and base paths one of which is the other or under it.
+fn one_store(x: &Upstream, y: &Upstream) -> bool {
+    let host = |u: &Upstream| u.host().trim_end_matches('.').to_ascii_lowercase();
+    let under = |inner: &str, outer: &str| {
+        inner == outer
+            || inner
+                .strip_prefix(outer)
+                .is_some_and(|rest| rest.starts_with('/'))
+    };
+    x.is_tls() == y.is_tls()
+        && x.port() == y.port()
+        && host(x) == host(y)
+        && (under(x.base(), y.base()) || under(y.base(), x.base()))
+}
+
 fn first_line(error: &clap::Error) -> String {
     let text = error.to_string();
     let line = text.lines().next().unwrap_or("invalid value");
@@ -1171,6 +1239,91 @@ mod tests {
         assert_eq!(routes[1].options.store.to_string(), "s3");
         assert!(routes[1].options.flat_keys);
         assert_eq!(loaded.effective.warnings.len(), 1);
+    }
+
+    /// The overlap warnings of a file of `[[route]]` tables, each given
+    /// as `(name, its lines)`, with a prefix of its own unless its lines
+    /// give a match.
+    fn overlap_warnings(routes: &[(&str, &str)]) -> Vec<String> {
+        let mut text = String::from("state = \"memory\"\n");
+        for (name, lines) in routes {
+            text.push_str(&format!("[[route]]\nname = \"{name}\"\n{lines}\n"));
+            if !lines.contains("match =") {
+                text.push_str(&format!("match = {{ path_prefix = \"/{name}/\" }}\n"));
+            }
+        }
+        let (_dir, path) = write(&text);
+        let loaded = load_file(&path, &[]).unwrap();
+        loaded
+            .effective
+            .warnings
+            .into_iter()
+            .filter(|w| w.contains("fenced twice"))
+            .collect()
+    }
+
+    #[test]
+    fn routes_of_one_store_under_two_namespaces_are_warned_about() {
+        let host = "match = { host = \"a.example\" }\n";
+        // One store whatever the spelling: the scheme's port, the host's
+        // case and trailing dot, a base path under the other's.
+        for (a, b) in [
+            ("http://h:80/x", "http://H./x/y"),
+            ("https://h/a", "https://h:443/a/b/"),
+            ("http://10.0.0.5:8080", "http://10.0.0.5:8080/dav"),
+        ] {
+            let warnings = overlap_warnings(&[
+                ("a", &format!("upstream = \"{a}\"")),
+                ("b", &format!("upstream = \"{b}\"")),
+            ]);
+            assert_eq!(warnings.len(), 1, "{a} {b}: {warnings:?}");
+            assert!(warnings[0].contains("\"a\" and \"b\""), "{}", warnings[0]);
+        }
+        // The same base path: apart by the router alone, unless the host
+        // matches differ, or the store is S3.
+        let same = "upstream = \"http://h:9000/base\"";
+        assert_eq!(
+            overlap_warnings(&[("a", same), ("b", same)]),
+            Vec::<String>::new()
+        );
+        let hosted = format!("{same}\n{host}");
+        assert_eq!(overlap_warnings(&[("a", same), ("b", &hosted)]).len(), 1);
+        let s3 = format!("{same}\nstore = \"s3\"");
+        assert_eq!(overlap_warnings(&[("a", &s3), ("b", &s3)]).len(), 1);
+        // Every route without an upstream is the embedded backend's.
+        let warnings = overlap_warnings(&[("a", host), ("b", "")]);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("the embedded backend"), "{warnings:?}");
+    }
+
+    #[test]
+    fn routes_of_one_namespace_or_of_different_stores_are_not_warned_about() {
+        let one_namespace = "upstream = \"http://h/x\"\nfence_namespace = \"shared\"";
+        let under = "upstream = \"http://h/x/y\"\nfence_namespace = \"shared\"";
+        assert_eq!(
+            overlap_warnings(&[("a", one_namespace), ("b", under)]),
+            Vec::<String>::new()
+        );
+        for (a, b) in [
+            ("http://h/x", "http://h/xy"),
+            ("http://h/x", "https://h/x"),
+            ("http://h:8080", "http://h:8081"),
+            ("http://h", "http://g"),
+        ] {
+            let warnings = overlap_warnings(&[
+                ("a", &format!("upstream = \"{a}\"\nstore = \"s3\"")),
+                ("b", &format!("upstream = \"{b}\"\nstore = \"s3\"")),
+            ]);
+            assert_eq!(warnings, Vec::<String>::new(), "{a} {b}");
+        }
+        // One route on the embedded backend, one on an upstream.
+        assert_eq!(
+            overlap_warnings(&[
+                ("a", "upstream = \"http://h\""),
+                ("b", "match = { host = \"b\" }")
+            ]),
+            Vec::<String>::new()
+        );
     }
 
     #[test]
