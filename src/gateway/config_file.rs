@@ -645,13 +645,17 @@ impl Reader<'_> {
             // What may be secret in a URL is masked here too, and a long
             // value cut.
             let shown = shorten(&mask(&raw));
-            let message = first_line(&error).replace(&raw, &shown);
-            // "invalid value 'V' for '[name]': why" -> "why".
-            let why = message
-                .split_once("]': ")
-                .map_or(message.as_str(), |(_, why)| why);
-            let why = why.replace(&mask(&raw), &shown);
-            problems.push(self.problem(at, format!("{name}: invalid value {shown:?}: {why}")));
+            let what = match masked_message(&first_line(&error), &raw, arg.get_value_delimiter()) {
+                Some(message) => {
+                    // "invalid value 'V' for '[name]': why" -> "why".
+                    let why = message
+                        .split_once("]': ")
+                        .map_or(message.as_str(), |(_, why)| why);
+                    format!("{name}: invalid value {shown:?}: {why}")
+                }
+                None => format!("{name}: invalid value {shown:?}"),
+            };
+            problems.push(self.problem(at, what));
             return None;
         }
         args.push(format!("--{long}={raw}").into());
@@ -1060,6 +1064,72 @@ pub(crate) fn mask(value: &str) -> String {
     format!("{scheme}{authority}{tail}")
 }
 
+/// A parser's `message` about the option value `raw` (which `delimiter`,
+/// if any, splits into the values the parser reads one by one), with each
+/// of those values masked and cut wherever the message quotes it: as is,
+/// or escaped as Rust's `{:?}` escapes it (a parser that quotes a value
+/// with a control character or a quote in it escapes them, and the
+/// spelling in the file is then nowhere in the message). `None` if a
+/// user-info or query of them is in the message still, however spelled:
+/// the message is then not shown at all.
+fn masked_message(message: &str, raw: &str, delimiter: Option<char>) -> Option<String> {
+    let mut values = vec![raw];
+    if let Some(delimiter) = delimiter {
+        values.extend(raw.split(delimiter));
+    }
+    // The longest first: the pieces are inside the whole.
+    values.sort_by_key(|value| std::cmp::Reverse(value.len()));
+    let escaped = |text: &str| {
+        let quoted = format!("{text:?}");
+        quoted[1..quoted.len() - 1].to_owned()
+    };
+    let mut message = message.to_owned();
+    for value in &values {
+        let masked = mask(value);
+        let shown = shorten(&masked);
+        if value.is_empty() || shown == *value {
+            continue;
+        }
+        message = message
+            .replace(&format!("{value:?}"), &format!("{shown:?}"))
+            .replace(*value, &shown)
+            .replace(&escaped(value), &escaped(&shown))
+            .replace(&masked, &shown);
+    }
+    let secret_left = values
+        .iter()
+        .flat_map(|value| secret_parts(value))
+        .any(|part| {
+            !part.is_empty() && (message.contains(part) || message.contains(&escaped(part)))
+        });
+    (!secret_left).then_some(message)
+}
+
+/// What [`mask`] hides of `value`: its user-info (and the password in
+/// it) and its query.
+fn secret_parts(value: &str) -> Vec<&str> {
+    let Some((_, rest)) = value.split_once("://") else {
+        return Vec::new();
+    };
+    let mut parts = Vec::new();
+    let rest = match rest.rfind('@') {
+        Some(at) => {
+            let user_info = &rest[..at];
+            parts.push(user_info);
+            if let Some((_, password)) = user_info.split_once(':') {
+                parts.push(password);
+            }
+            &rest[at + 1..]
+        }
+        None => rest,
+    };
+    let tail = &rest[rest.find(['/', '?', '#']).unwrap_or(rest.len())..];
+    if let Some((_, query)) = tail.split_once('?') {
+        parts.push(query);
+    }
+    parts
+}
+
 /// Whether `value` is a URL whose user-info holds a `/`, `?` or `#`: one
 /// reader ends the authority there, another at the last `@`, so the host
 /// (and what is secret) cannot be read one way only.
@@ -1323,6 +1393,45 @@ mod tests {
                 ("b", "match = { host = \"b\" }")
             ]),
             Vec::<String>::new()
+        );
+    }
+
+    /// Found by the config_file fuzz target: a parser that quotes the
+    /// value escaped (`"{raw:?}" is not a URL`) showed the password of a
+    /// value with a control character or a quote in it.
+    #[test]
+    fn a_refused_value_is_masked_however_its_parser_quotes_it() {
+        for (text, secret) in [
+            (
+                "upstream = \"http://user:hunter2@127.0.0.1:\\u0019/\"\n",
+                "hunter2",
+            ),
+            (
+                "upstream = \"http://user:hun\\\"ter2@127.0.0.1:9/\"\n",
+                "ter2",
+            ),
+        ] {
+            let (_dir, path) = write(text);
+            let Err(error) = load_file(&path, &[]) else {
+                panic!("loaded: {text}");
+            };
+            let shown = error.to_string();
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+            assert!(shown.contains("***@127.0.0.1"), "{shown}");
+        }
+        // A message that names the value only partly is not shown.
+        assert_eq!(
+            masked_message("bad password 'pw-1'", "http://u:pw-1@h", None),
+            None
+        );
+        assert_eq!(
+            masked_message(
+                "invalid value 'http://u:pw-1@h' for '[x]': no",
+                "http://u:pw-1@h",
+                None
+            )
+            .as_deref(),
+            Some("invalid value 'http://***@h' for '[x]': no")
         );
     }
 
