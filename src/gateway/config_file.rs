@@ -618,12 +618,18 @@ impl Reader<'_> {
             }
         };
         let raw = self.relative_path(arg, raw);
-        if ambiguous_user_info(&raw) {
+        // Each value of a list on its own: joined, the next value's `://`
+        // would read as the user-info of the one before an `@`.
+        let ambiguous = match arg.get_value_delimiter() {
+            Some(delimiter) => raw.split(delimiter).find(|v| ambiguous_user_info(v)),
+            None => Some(raw.as_str()).filter(|v| ambiguous_user_info(v)),
+        };
+        if let Some(value) = ambiguous {
             problems.push(self.problem(
                 at,
                 format!(
                     "{name}: the user-info of {:?} holds a '/', '?' or '#', which ends it for one reader and not for another: percent-encode the password (%2F, %3F, %23)",
-                    shorten(&mask(&raw))
+                    shorten(&mask(value))
                 ),
             ));
             return None;
@@ -1394,6 +1400,35 @@ mod tests {
             ]),
             Vec::<String>::new()
         );
+    }
+
+    /// A list's values are read one by one for an ambiguous user-info: a
+    /// password in a later etcd endpoint was refused as ambiguous, with
+    /// the list shown as one masked URL, when only the joined text was.
+    #[test]
+    fn each_value_of_a_list_is_checked_for_ambiguous_user_info_alone() {
+        let (_dir, path) = write(
+            "etcd_endpoints = [\"http://127.0.0.1:2379\", \"http://root:etcd-pw-2@127.0.0.1:2380\"]\n",
+        );
+        let loaded = load_file(&path, &[]).unwrap();
+        assert_eq!(loaded.config.etcd.endpoints.len(), 2);
+        let shown = loaded.effective.to_string();
+        assert!(
+            shown.contains("[\"http://127.0.0.1:2379\", \"http://***@127.0.0.1:2380\"]"),
+            "{shown}"
+        );
+        assert!(!shown.contains("etcd-pw-2"), "{shown}");
+        let (_dir, path) = write(
+            "etcd_endpoints = [\"http://127.0.0.1:2379\", \"http://root:etcd/pw@127.0.0.1:2380\"]\n",
+        );
+        let Err(LoadError::File { problems, .. }) = load_file(&path, &[]) else {
+            panic!("loaded");
+        };
+        assert!(
+            problems[0].what.contains("\"http://***@127.0.0.1:2380\""),
+            "{problems:?}"
+        );
+        assert!(!problems[0].what.contains("etcd/pw"), "{problems:?}");
     }
 
     /// Found by the config_file fuzz target: a parser that quotes the
