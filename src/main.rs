@@ -5,7 +5,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use fencegate::gateway::cli::LogFormat;
-use fencegate::gateway::config_file::{self, LoadError};
+use fencegate::gateway::config_file::{self, CheckError, LoadError};
 use fencegate::gateway::{Config, Gateway};
 
 fn main() -> ExitCode {
@@ -249,20 +249,12 @@ fn check_config(args: &[std::ffi::OsString]) -> ExitCode {
     };
     let mut argv = vec![program.clone(), "--config".into(), file.clone()];
     argv.extend(options.iter().cloned());
-    match config_file::load(argv) {
+    match config_file::check(argv) {
         Ok(loaded) => {
-            let problems = Gateway::check(&loaded.config);
-            if problems.is_empty() {
-                print!("{}", loaded.effective);
-                ExitCode::SUCCESS
-            } else {
-                for problem in problems {
-                    eprintln!("{}: {problem}", file.to_string_lossy());
-                }
-                ExitCode::FAILURE
-            }
+            print!("{}", loaded.effective);
+            ExitCode::SUCCESS
         }
-        Err(LoadError::Usage(error)) => usage_error(error),
+        Err(CheckError::Load(LoadError::Usage(error))) => usage_error(error),
         Err(error) => {
             eprintln!("{error}");
             ExitCode::FAILURE

@@ -477,6 +477,75 @@ where
     })
 }
 
+/// Why `fencegate check-config` refuses a configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// The command line or the file does not load.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// It loads, but a gateway would not start with it (a certificate, a
+    /// custody table, routes' options together): each problem on a line
+    /// of its own (`FILE: what`).
+    #[error("{}", Unstartable(path, problems))]
+    Start {
+        /// The configuration file.
+        path: PathBuf,
+        /// Everything that would stop a start.
+        problems: Vec<String>,
+    },
+}
+
+struct Unstartable<'a>(&'a Path, &'a [String]);
+
+impl fmt::Display for Unstartable<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, problem) in self.1.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{}: {problem}", self.0.display())?;
+        }
+        Ok(())
+    }
+}
+
+/// `fencegate check-config FILE [OPTIONS]` without its printing: `args`
+/// as [`load`] reads them (the program name, `--config FILE`, the
+/// options), loaded, then checked as a start would check them
+/// ([`Gateway::check`](super::Gateway::check): files read, URLs parsed,
+/// nothing bound or connected to). On success, `check-config` prints the
+/// [`Effective`] configuration, its warnings last; otherwise the error,
+/// whose `Display` is what it prints on stderr. Never panics, whatever
+/// the file holds (the `config_file` fuzz target's oracle, which also
+/// checks that no secret of the file is in either).
+///
+/// ```
+/// use fencegate::gateway::config_file::{check, CheckError};
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// let file = dir.path().join("fencegate.toml");
+/// std::fs::write(&file, "token_issuer = \"redis://:hunter2@127.0.0.1:6379/lock\"\n").unwrap();
+/// let Err(error @ CheckError::Start { .. }) = check(["fencegate", "--config", file.to_str().unwrap()]) else {
+///     panic!("a password in the issuer's URL is refused");
+/// };
+/// assert!(!error.to_string().contains("hunter2"));
+/// ```
+pub fn check<I, T>(args: I) -> Result<Loaded, CheckError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let loaded = load(args)?;
+    let problems = super::Gateway::check(&loaded.config);
+    if problems.is_empty() {
+        return Ok(loaded);
+    }
+    Err(CheckError::Start {
+        path: loaded.config.file.clone().unwrap_or_default(),
+        problems,
+    })
+}
+
 /// What the top level of the file holds.
 #[derive(Debug, Default)]
 struct FileTop {
