@@ -5,7 +5,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use fencegate::gateway::cli::LogFormat;
-use fencegate::gateway::config_file::{self, LoadError};
+use fencegate::gateway::config_file::{self, CheckError, LoadError};
 use fencegate::gateway::{Config, Gateway};
 
 fn main() -> ExitCode {
@@ -145,6 +145,10 @@ async fn reload_config(reloader: &fencegate::gateway::ConfigReloader, args: &[st
         Ok(generation) => {
             reloader.show(shown);
             tracing::info!(generation, routes, "SIGHUP: configuration reloaded");
+            // As at start: what is legal but probably not meant.
+            for warning in &loaded.effective.warnings {
+                tracing::warn!("{warning}");
+            }
         }
         Err(error) => {
             tracing::error!("SIGHUP: configuration not reloaded, the one in force stays: {error}")
@@ -257,20 +261,12 @@ fn check_config(args: &[std::ffi::OsString]) -> ExitCode {
     };
     let mut argv = vec![program.clone(), "--config".into(), file.clone()];
     argv.extend(options.iter().cloned());
-    match config_file::load(argv) {
+    match config_file::check(argv) {
         Ok(loaded) => {
-            let problems = Gateway::check(&loaded.config);
-            if problems.is_empty() {
-                print!("{}", loaded.effective);
-                ExitCode::SUCCESS
-            } else {
-                for problem in problems {
-                    eprintln!("{}: {problem}", file.to_string_lossy());
-                }
-                ExitCode::FAILURE
-            }
+            print!("{}", loaded.effective);
+            ExitCode::SUCCESS
         }
-        Err(LoadError::Usage(error)) => usage_error(error),
+        Err(CheckError::Load(LoadError::Usage(error))) => usage_error(error),
         Err(error) => {
             eprintln!("{error}");
             ExitCode::FAILURE

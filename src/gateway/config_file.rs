@@ -40,6 +40,8 @@ use toml::Spanned;
 use super::cli::Cli;
 use super::config::{Config, RouteConfig, RouteMatch, TableSource};
 use super::custody::files::{self, line_of};
+use super::upstream::Upstream;
+use crate::custody::StoreKind;
 
 /// The options a `[[route]]` may set: those that shape a request's path
 /// through the gateway. The listener, TLS, state, etcd, client limits and
@@ -465,10 +467,82 @@ where
         });
     }
     effective.warnings = unreachable_routes(&config.routes);
+    effective
+        .warnings
+        .extend(overlapping_upstreams(&config.routes));
     Ok(Loaded {
         cli,
         config,
         effective,
+    })
+}
+
+/// Why `fencegate check-config` refuses a configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// The command line or the file does not load.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// It loads, but a gateway would not start with it (a certificate, a
+    /// custody table, routes' options together): each problem on a line
+    /// of its own (`FILE: what`).
+    #[error("{}", Unstartable(path, problems))]
+    Start {
+        /// The configuration file.
+        path: PathBuf,
+        /// Everything that would stop a start.
+        problems: Vec<String>,
+    },
+}
+
+struct Unstartable<'a>(&'a Path, &'a [String]);
+
+impl fmt::Display for Unstartable<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, problem) in self.1.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{}: {problem}", self.0.display())?;
+        }
+        Ok(())
+    }
+}
+
+/// `fencegate check-config FILE [OPTIONS]` without its printing: `args`
+/// as [`load`] reads them (the program name, `--config FILE`, the
+/// options), loaded, then checked as a start would check them
+/// ([`Gateway::check`](super::Gateway::check): files read, URLs parsed,
+/// nothing bound or connected to). On success, `check-config` prints the
+/// [`Effective`] configuration, its warnings last; otherwise the error,
+/// whose `Display` is what it prints on stderr. Never panics, whatever
+/// the file holds (the `config_file` fuzz target's oracle, which also
+/// checks that no secret of the file is in either).
+///
+/// ```
+/// use fencegate::gateway::config_file::{check, CheckError};
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// let file = dir.path().join("fencegate.toml");
+/// std::fs::write(&file, "token_issuer = \"redis://:hunter2@127.0.0.1:6379/lock\"\n").unwrap();
+/// let Err(error @ CheckError::Start { .. }) = check(["fencegate", "--config", file.to_str().unwrap()]) else {
+///     panic!("a password in the issuer's URL is refused");
+/// };
+/// assert!(!error.to_string().contains("hunter2"));
+/// ```
+pub fn check<I, T>(args: I) -> Result<Loaded, CheckError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let loaded = load(args)?;
+    let problems = super::Gateway::check(&loaded.config);
+    if problems.is_empty() {
+        return Ok(loaded);
+    }
+    Err(CheckError::Start {
+        path: loaded.config.file.clone().unwrap_or_default(),
+        problems,
     })
 }
 
@@ -613,12 +687,18 @@ impl Reader<'_> {
             }
         };
         let raw = self.relative_path(arg, raw);
-        if ambiguous_user_info(&raw) {
+        // Each value of a list on its own: joined, the next value's `://`
+        // would read as the user-info of the one before an `@`.
+        let ambiguous = match arg.get_value_delimiter() {
+            Some(delimiter) => raw.split(delimiter).find(|v| ambiguous_user_info(v)),
+            None => Some(raw.as_str()).filter(|v| ambiguous_user_info(v)),
+        };
+        if let Some(value) = ambiguous {
             problems.push(self.problem(
                 at,
                 format!(
                     "{name}: the user-info of {:?} holds a '/', '?' or '#', which ends it for one reader and not for another: percent-encode the password (%2F, %3F, %23)",
-                    shorten(&mask(&raw))
+                    shorten(&mask(value))
                 ),
             ));
             return None;
@@ -640,13 +720,17 @@ impl Reader<'_> {
             // What may be secret in a URL is masked here too, and a long
             // value cut.
             let shown = shorten(&mask(&raw));
-            let message = first_line(&error).replace(&raw, &shown);
-            // "invalid value 'V' for '[name]': why" -> "why".
-            let why = message
-                .split_once("]': ")
-                .map_or(message.as_str(), |(_, why)| why);
-            let why = why.replace(&mask(&raw), &shown);
-            problems.push(self.problem(at, format!("{name}: invalid value {shown:?}: {why}")));
+            let what = match masked_message(&first_line(&error), &raw, arg.get_value_delimiter()) {
+                Some(message) => {
+                    // "invalid value 'V' for '[name]': why" -> "why".
+                    let why = message
+                        .split_once("]': ")
+                        .map_or(message.as_str(), |(_, why)| why);
+                    format!("{name}: invalid value {shown:?}: {why}")
+                }
+                None => format!("{name}: invalid value {shown:?}"),
+            };
+            problems.push(self.problem(at, what));
             return None;
         }
         args.push(format!("--{long}={raw}").into());
@@ -1055,6 +1139,72 @@ pub(crate) fn mask(value: &str) -> String {
     format!("{scheme}{authority}{tail}")
 }
 
+/// A parser's `message` about the option value `raw` (which `delimiter`,
+/// if any, splits into the values the parser reads one by one), with each
+/// of those values masked and cut wherever the message quotes it: as is,
+/// or escaped as Rust's `{:?}` escapes it (a parser that quotes a value
+/// with a control character or a quote in it escapes them, and the
+/// spelling in the file is then nowhere in the message). `None` if a
+/// user-info or query of them is in the message still, however spelled:
+/// the message is then not shown at all.
+fn masked_message(message: &str, raw: &str, delimiter: Option<char>) -> Option<String> {
+    let mut values = vec![raw];
+    if let Some(delimiter) = delimiter {
+        values.extend(raw.split(delimiter));
+    }
+    // The longest first: the pieces are inside the whole.
+    values.sort_by_key(|value| std::cmp::Reverse(value.len()));
+    let escaped = |text: &str| {
+        let quoted = format!("{text:?}");
+        quoted[1..quoted.len() - 1].to_owned()
+    };
+    let mut message = message.to_owned();
+    for value in &values {
+        let masked = mask(value);
+        let shown = shorten(&masked);
+        if value.is_empty() || shown == *value {
+            continue;
+        }
+        message = message
+            .replace(&format!("{value:?}"), &format!("{shown:?}"))
+            .replace(*value, &shown)
+            .replace(&escaped(value), &escaped(&shown))
+            .replace(&masked, &shown);
+    }
+    let secret_left = values
+        .iter()
+        .flat_map(|value| secret_parts(value))
+        .any(|part| {
+            !part.is_empty() && (message.contains(part) || message.contains(&escaped(part)))
+        });
+    (!secret_left).then_some(message)
+}
+
+/// What [`mask`] hides of `value`: its user-info (and the password in
+/// it) and its query.
+fn secret_parts(value: &str) -> Vec<&str> {
+    let Some((_, rest)) = value.split_once("://") else {
+        return Vec::new();
+    };
+    let mut parts = Vec::new();
+    let rest = match rest.rfind('@') {
+        Some(at) => {
+            let user_info = &rest[..at];
+            parts.push(user_info);
+            if let Some((_, password)) = user_info.split_once(':') {
+                parts.push(password);
+            }
+            &rest[at + 1..]
+        }
+        None => rest,
+    };
+    let tail = &rest[rest.find(['/', '?', '#']).unwrap_or(rest.len())..];
+    if let Some((_, query)) = tail.split_once('?') {
+        parts.push(query);
+    }
+    parts
+}
+
 /// Whether `value` is a URL whose user-info holds a `/`, `?` or `#`: one
 /// reader ends the authority there, another at the last `@`, so the host
 /// (and what is secret) cannot be read one way only.
@@ -1087,6 +1237,69 @@ fn unreachable_routes(routes: &[RouteConfig]) -> Vec<String> {
         }
     }
     warnings
+}
+
+/// Routes of different fence namespaces whose upstreams are one store
+/// (SPEC "Configuration file and routes": a warning, not an error): an
+/// object that requests reach through both is fenced twice, under two
+/// keys, and a stale token on one route is not refused by the other's
+/// fence. One store: the same scheme, host (lowercased, without a
+/// trailing dot) and port, and base paths one of which is the other or
+/// under it (`http://h/a` and `http://h/a/b`); every route without an
+/// upstream shares the embedded backend. Not warned: two such routes that
+/// the router alone keeps apart, with the same base path and the same
+/// host match (each request goes to one of them, and its path names the
+/// same object under either), unless one is S3, whose virtual-hosted and
+/// path-style requests name one object by two paths.
+fn overlapping_upstreams(routes: &[RouteConfig]) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for (i, a) in routes.iter().enumerate() {
+        for b in &routes[i + 1..] {
+            if a.fence_namespace == b.fence_namespace {
+                continue;
+            }
+            let (upstream_a, upstream_b) = (&a.options.upstream, &b.options.upstream);
+            let same_base = match (upstream_a, upstream_b) {
+                (None, None) => true,
+                (Some(x), Some(y)) if one_store(x, y) => x.base() == y.base(),
+                _ => continue,
+            };
+            let s3 = a.options.store == StoreKind::S3 || b.options.store == StoreKind::S3;
+            if same_base && a.matches.host == b.matches.host && !s3 {
+                continue;
+            }
+            let upstreams = match (upstream_a, upstream_b) {
+                (Some(x), Some(y)) if x.base() != y.base() => format!(
+                    "upstreams {} and {}",
+                    mask(&x.to_string()),
+                    mask(&y.to_string())
+                ),
+                (Some(x), _) => format!("upstream {}", mask(&x.to_string())),
+                _ => "the embedded backend".to_owned(),
+            };
+            warnings.push(format!(
+                "routes {:?} and {:?} reach one store ({upstreams}) under different fence namespaces ({:?} and {:?}): an object written through both is fenced twice, under two keys (give them one fence_namespace if they reach the same objects)",
+                a.name, b.name, a.fence_namespace, b.fence_namespace
+            ));
+        }
+    }
+    warnings
+}
+
+/// Whether two upstreams are one store: the same scheme, host and port,
+/// and base paths one of which is the other or under it.
+fn one_store(x: &Upstream, y: &Upstream) -> bool {
+    let host = |u: &Upstream| u.host().trim_end_matches('.').to_ascii_lowercase();
+    let under = |inner: &str, outer: &str| {
+        inner == outer
+            || inner
+                .strip_prefix(outer)
+                .is_some_and(|rest| rest.starts_with('/'))
+    };
+    x.is_tls() == y.is_tls()
+        && x.port() == y.port()
+        && host(x) == host(y)
+        && (under(x.base(), y.base()) || under(y.base(), x.base()))
 }
 
 fn first_line(error: &clap::Error) -> String {
@@ -1171,6 +1384,159 @@ mod tests {
         assert_eq!(routes[1].options.store.to_string(), "s3");
         assert!(routes[1].options.flat_keys);
         assert_eq!(loaded.effective.warnings.len(), 1);
+    }
+
+    /// The overlap warnings of a file of `[[route]]` tables, each given
+    /// as `(name, its lines)`, with a prefix of its own unless its lines
+    /// give a match.
+    fn overlap_warnings(routes: &[(&str, &str)]) -> Vec<String> {
+        let mut text = String::from("state = \"memory\"\n");
+        for (name, lines) in routes {
+            text.push_str(&format!("[[route]]\nname = \"{name}\"\n{lines}\n"));
+            if !lines.contains("match =") {
+                text.push_str(&format!("match = {{ path_prefix = \"/{name}/\" }}\n"));
+            }
+        }
+        let (_dir, path) = write(&text);
+        let loaded = load_file(&path, &[]).unwrap();
+        loaded
+            .effective
+            .warnings
+            .into_iter()
+            .filter(|w| w.contains("fenced twice"))
+            .collect()
+    }
+
+    #[test]
+    fn routes_of_one_store_under_two_namespaces_are_warned_about() {
+        let host = "match = { host = \"a.example\" }\n";
+        // One store whatever the spelling: the scheme's port, the host's
+        // case and trailing dot, a base path under the other's.
+        for (a, b) in [
+            ("http://h:80/x", "http://H./x/y"),
+            ("https://h/a", "https://h:443/a/b/"),
+            ("http://10.0.0.5:8080", "http://10.0.0.5:8080/dav"),
+        ] {
+            let warnings = overlap_warnings(&[
+                ("a", &format!("upstream = \"{a}\"")),
+                ("b", &format!("upstream = \"{b}\"")),
+            ]);
+            assert_eq!(warnings.len(), 1, "{a} {b}: {warnings:?}");
+            assert!(warnings[0].contains("\"a\" and \"b\""), "{}", warnings[0]);
+        }
+        // The same base path: apart by the router alone, unless the host
+        // matches differ, or the store is S3.
+        let same = "upstream = \"http://h:9000/base\"";
+        assert_eq!(
+            overlap_warnings(&[("a", same), ("b", same)]),
+            Vec::<String>::new()
+        );
+        let hosted = format!("{same}\n{host}");
+        assert_eq!(overlap_warnings(&[("a", same), ("b", &hosted)]).len(), 1);
+        let s3 = format!("{same}\nstore = \"s3\"");
+        assert_eq!(overlap_warnings(&[("a", &s3), ("b", &s3)]).len(), 1);
+        // Every route without an upstream is the embedded backend's.
+        let warnings = overlap_warnings(&[("a", host), ("b", "")]);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("the embedded backend"), "{warnings:?}");
+    }
+
+    #[test]
+    fn routes_of_one_namespace_or_of_different_stores_are_not_warned_about() {
+        let one_namespace = "upstream = \"http://h/x\"\nfence_namespace = \"shared\"";
+        let under = "upstream = \"http://h/x/y\"\nfence_namespace = \"shared\"";
+        assert_eq!(
+            overlap_warnings(&[("a", one_namespace), ("b", under)]),
+            Vec::<String>::new()
+        );
+        for (a, b) in [
+            ("http://h/x", "http://h/xy"),
+            ("http://h/x", "https://h/x"),
+            ("http://h:8080", "http://h:8081"),
+            ("http://h", "http://g"),
+        ] {
+            let warnings = overlap_warnings(&[
+                ("a", &format!("upstream = \"{a}\"\nstore = \"s3\"")),
+                ("b", &format!("upstream = \"{b}\"\nstore = \"s3\"")),
+            ]);
+            assert_eq!(warnings, Vec::<String>::new(), "{a} {b}");
+        }
+        // One route on the embedded backend, one on an upstream.
+        assert_eq!(
+            overlap_warnings(&[
+                ("a", "upstream = \"http://h\""),
+                ("b", "match = { host = \"b\" }")
+            ]),
+            Vec::<String>::new()
+        );
+    }
+
+    /// A list's values are read one by one for an ambiguous user-info: a
+    /// password in a later etcd endpoint was refused as ambiguous, with
+    /// the list shown as one masked URL, when only the joined text was.
+    #[test]
+    fn each_value_of_a_list_is_checked_for_ambiguous_user_info_alone() {
+        let (_dir, path) = write(
+            "etcd_endpoints = [\"http://127.0.0.1:2379\", \"http://root:etcd-pw-2@127.0.0.1:2380\"]\n",
+        );
+        let loaded = load_file(&path, &[]).unwrap();
+        assert_eq!(loaded.config.etcd.endpoints.len(), 2);
+        let shown = loaded.effective.to_string();
+        assert!(
+            shown.contains("[\"http://127.0.0.1:2379\", \"http://***@127.0.0.1:2380\"]"),
+            "{shown}"
+        );
+        assert!(!shown.contains("etcd-pw-2"), "{shown}");
+        let (_dir, path) = write(
+            "etcd_endpoints = [\"http://127.0.0.1:2379\", \"http://root:etcd/pw@127.0.0.1:2380\"]\n",
+        );
+        let Err(LoadError::File { problems, .. }) = load_file(&path, &[]) else {
+            panic!("loaded");
+        };
+        assert!(
+            problems[0].what.contains("\"http://***@127.0.0.1:2380\""),
+            "{problems:?}"
+        );
+        assert!(!problems[0].what.contains("etcd/pw"), "{problems:?}");
+    }
+
+    /// Found by the config_file fuzz target: a parser that quotes the
+    /// value escaped (`"{raw:?}" is not a URL`) showed the password of a
+    /// value with a control character or a quote in it.
+    #[test]
+    fn a_refused_value_is_masked_however_its_parser_quotes_it() {
+        for (text, secret) in [
+            (
+                "upstream = \"http://user:hunter2@127.0.0.1:\\u0019/\"\n",
+                "hunter2",
+            ),
+            (
+                "upstream = \"http://user:hun\\\"ter2@127.0.0.1:9/\"\n",
+                "ter2",
+            ),
+        ] {
+            let (_dir, path) = write(text);
+            let Err(error) = load_file(&path, &[]) else {
+                panic!("loaded: {text}");
+            };
+            let shown = error.to_string();
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+            assert!(shown.contains("***@127.0.0.1"), "{shown}");
+        }
+        // A message that names the value only partly is not shown.
+        assert_eq!(
+            masked_message("bad password 'pw-1'", "http://u:pw-1@h", None),
+            None
+        );
+        assert_eq!(
+            masked_message(
+                "invalid value 'http://u:pw-1@h' for '[x]': no",
+                "http://u:pw-1@h",
+                None
+            )
+            .as_deref(),
+            Some("invalid value 'http://***@h' for '[x]': no")
+        );
     }
 
     #[test]

@@ -100,6 +100,11 @@ impl Upstream {
         &self.authority
     }
 
+    /// The base path without its trailing `/` (empty for none).
+    pub(crate) fn base(&self) -> &str {
+        &self.base
+    }
+
     /// The backend URI for a request whose path and query are `original`,
     /// kept as the client sent them.
     pub fn uri_for(&self, original: Option<&PathAndQuery>) -> Result<Uri, http::Error> {

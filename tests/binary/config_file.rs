@@ -574,3 +574,102 @@ fn check_config_refuses_ambiguous_user_info_and_prefixes_that_never_match() {
         finished.stderr.len()
     );
 }
+
+/// Two `[[route]]` tables: `a` under `/a/` on `upstream_a`, `b` under
+/// `/b/` on `upstream_b`, each `extra` line appended to both.
+fn two_routes(upstream_a: &str, upstream_b: &str, extra: &str) -> String {
+    format!(
+        "state = \"memory\"\n\n[[route]]\nname = \"a\"\nmatch = {{ path_prefix = \"/a/\" }}\nupstream = \"{upstream_a}\"\n{extra}\n\n[[route]]\nname = \"b\"\nmatch = {{ path_prefix = \"/b/\" }}\nupstream = \"{upstream_b}\"\n{extra}\n"
+    )
+}
+
+/// Configuration hygiene (routes issue, item 5): routes whose upstreams
+/// are one store under different fence namespaces are a warning in
+/// `check-config`'s output (exit 0), naming both routes and the upstream;
+/// none for the same store in one namespace, or for different stores.
+#[test]
+fn check_config_warns_about_one_store_under_two_namespaces() {
+    // One store: the same host and port, one base path under the other.
+    let (_dir, path) = config_file(&two_routes(
+        "http://10.0.0.5:8080",
+        "http://10.0.0.5:8080/b-base",
+        "",
+    ));
+    let run = check_config(&path, &[]);
+    assert_eq!(run.status.code(), Some(0), "{run:?}");
+    let warning = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("# warning: ") && l.contains("fenced twice"))
+        .unwrap_or_else(|| panic!("no warning:\n{}", run.stdout));
+    for word in [
+        "\"a\" and \"b\"",
+        "http://10.0.0.5:8080",
+        "http://10.0.0.5:8080/b-base",
+    ] {
+        assert!(warning.contains(word), "{word} not in {warning}");
+    }
+
+    // The same, in one namespace: no warning.
+    let (_dir, path) = config_file(&two_routes(
+        "http://10.0.0.5:8080",
+        "http://10.0.0.5:8080/b-base",
+        "fence_namespace = \"shared\"",
+    ));
+    let run = check_config(&path, &[]);
+    assert_eq!(run.status.code(), Some(0), "{run:?}");
+    assert!(!run.stdout.contains("warning"), "{}", run.stdout);
+
+    // Different stores: another port, another host, a sibling base path.
+    for (a, b) in [
+        ("http://10.0.0.5:8080", "http://10.0.0.5:8081"),
+        ("http://10.0.0.5:8080", "http://10.0.0.6:8080"),
+        ("http://10.0.0.5:8080/x", "http://10.0.0.5:8080/xy"),
+    ] {
+        let (_dir, path) = config_file(&two_routes(a, b, ""));
+        let run = check_config(&path, &[]);
+        assert_eq!(run.status.code(), Some(0), "{run:?}");
+        assert!(!run.stdout.contains("warning"), "{a} {b}:\n{}", run.stdout);
+    }
+}
+
+/// An upstream's password is refused at load, masked: with routes that
+/// would overlap, neither the refusal nor anything else shows it.
+#[test]
+fn the_overlap_check_never_shows_an_upstreams_password() {
+    let (_dir, path) = config_file(&two_routes(
+        "http://fencegate:Pa55-overlap@10.0.0.5:8080",
+        "http://10.0.0.5:8080/b-base",
+        "",
+    ));
+    let run = check_config(&path, &[]);
+    assert_eq!(run.status.code(), Some(1), "{run:?}");
+    let text = format!("{}{}", run.stdout, run.stderr);
+    assert!(!text.contains("Pa55-overlap"), "{text}");
+    assert!(text.contains("***@10.0.0.5:8080"), "{text}");
+}
+
+/// The gateway logs the warning at start, and again at each reload that
+/// puts the configuration in force.
+#[test]
+fn the_gateway_logs_the_overlap_warning_at_start_and_reload() {
+    let backend = Backend::start();
+    let url = backend.url();
+    let (_dir, path) = config_file(&two_routes(&url, &format!("{url}/b-base"), ""));
+    let gw = GatewayProcess::start(&["--config", path.to_str().unwrap()]);
+    let warned = |n: usize| {
+        support::wait_until(HANG_GUARD, || {
+            gw.stderr()
+                .lines()
+                .filter(|l| l.contains("fenced twice") && l.contains("\"a\" and \"b\""))
+                .count()
+                >= n
+        })
+    };
+    assert!(warned(1), "no warning at start:\n{}", gw.stderr());
+    assert!(gw.stderr().contains(&url), "{}", gw.stderr());
+    gw.sighup();
+    assert!(warned(2), "no warning at reload:\n{}", gw.stderr());
+    // A warning, not a refusal: the routes serve.
+    assert_eq!(gw.put("/a/x", 1).status, 200);
+}
