@@ -49,18 +49,39 @@ pub struct IssuerAccess {
 }
 
 /// `url` with the password of its user info, if any, replaced by `***`.
+///
+/// The user info is taken to end at the last `@`, not at the first `/` or
+/// `?`: a password written with a raw `/` (which a URL should escape) is
+/// still masked. A path that holds an `@` is masked with it: too much is
+/// masked rather than too little.
 pub(crate) fn redacted(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    match authority.rsplit_once('@') {
+    match rest.rsplit_once('@') {
         Some((userinfo, hosts)) if userinfo.contains(':') => {
-            let user = userinfo.split(':').next().unwrap_or_default();
-            format!("{scheme}://{user}:***@{hosts}{tail}")
+            let user = userinfo.split([':', '/', '?']).next().unwrap_or_default();
+            format!("{scheme}://{user}:***@{hosts}")
         }
         _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redacted;
+
+    #[test]
+    fn a_password_is_masked_whatever_it_holds() {
+        assert_eq!(redacted("redis://u:pw@h:6379/k"), "redis://u:***@h:6379/k");
+        assert_eq!(
+            redacted("redis://u:pa/ss@h:6379/k"),
+            "redis://u:***@h:6379/k"
+        );
+        assert_eq!(redacted("redis://u:p?w@h/k"), "redis://u:***@h/k");
+        assert_eq!(redacted("etcd://h:2379,g:2379"), "etcd://h:2379,g:2379");
+        assert_eq!(redacted("redis://u@h/k"), "redis://u@h/k");
+        assert!(!redacted("postgres://u:a@b/c@h/db").contains("a@b/c"));
     }
 }
 
