@@ -66,6 +66,35 @@ pub(crate) fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// The most bytes read from a secret or configuration file: far above any
+/// real one, so that a path such as `/dev/zero` given by mistake ends in an
+/// error rather than in all of the machine's memory.
+pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The text of the file at `path`, refused past [`MAX_FILE_BYTES`].
+///
+/// ```
+/// let dir = std::env::temp_dir().join(format!("fencegate-doc-{}", std::process::id()));
+/// std::fs::write(&dir, "secret\n").unwrap();
+/// assert_eq!(fencegate::client_tls::read_text_bounded(&dir).unwrap(), "secret\n");
+/// assert!(fencegate::client_tls::read_text_bounded(std::path::Path::new("/dev/zero")).is_err());
+/// # std::fs::remove_file(&dir).unwrap();
+/// ```
+pub fn read_text_bounded(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    let read = std::fs::File::open(path)?
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_string(&mut text)?;
+    if read as u64 > MAX_FILE_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {} MiB", MAX_FILE_BYTES / (1024 * 1024)),
+        ));
+    }
+    Ok(text)
+}
+
 /// Every certificate in a PEM file; none is an error.
 pub(crate) fn read_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let file_error = |detail: String| TlsError::File {
@@ -292,7 +321,7 @@ impl Secret {
     /// Reads a secret from a file: its content with the trailing line end
     /// removed. An empty file is an error.
     pub fn from_file(path: &Path) -> Result<Self, TlsError> {
-        let text = std::fs::read_to_string(path).map_err(|e| TlsError::File {
+        let text = read_text_bounded(path).map_err(|e| TlsError::File {
             path: path.to_owned(),
             detail: format!("cannot read: {e}"),
         })?;

@@ -288,7 +288,7 @@ where
         path: path.clone(),
         problems,
     };
-    let text = std::fs::read_to_string(&path).map_err(|e| {
+    let text = crate::client_tls::read_text_bounded(&path).map_err(|e| {
         fail(vec![Problem {
             line: None,
             what: format!("cannot read: {e}"),

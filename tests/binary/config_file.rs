@@ -673,3 +673,15 @@ fn the_gateway_logs_the_overlap_warning_at_start_and_reload() {
     // A warning, not a refusal: the routes serve.
     assert_eq!(gw.put("/a/x", 1).status, 200);
 }
+
+/// A secret file that never ends (`/dev/zero` given by mistake) is an
+/// error, not a check-config that reads until the machine's memory is
+/// gone (run_to_exit's bound catches a hang).
+#[test]
+fn a_secret_file_that_never_ends_is_refused_not_read_forever() {
+    let (_dir, path) = config_file("state = \"memory\"\nadmin_token_file = \"/dev/zero\"\n");
+    let finished = check_config(&path, &[]);
+    assert_eq!(finished.status.code(), Some(1), "{finished:?}");
+    let all = format!("{}{}", finished.stdout, finished.stderr);
+    assert!(all.contains("larger than 16 MiB"), "{all}");
+}

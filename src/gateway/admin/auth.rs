@@ -47,9 +47,11 @@ impl AdminToken {
     /// trimmed.
     pub(crate) fn read(path: &Path) -> Result<Self, AdminTokenError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| AdminTokenError::Unreadable {
-            path: shown.clone(),
-            source,
+        let text = crate::client_tls::read_text_bounded(path).map_err(|source| {
+            AdminTokenError::Unreadable {
+                path: shown.clone(),
+                source,
+            }
         })?;
         let token = text.trim();
         if token.is_empty() {

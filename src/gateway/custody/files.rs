@@ -73,7 +73,7 @@ struct Document {
 
 impl Document {
     fn read(path: &Path) -> Result<Self, FileError> {
-        let text = std::fs::read_to_string(path)
+        let text = crate::client_tls::read_text_bounded(path)
             .map_err(|e| FileError::new(path, format!("cannot read: {e}")))?;
         Ok(Document {
             path: path.to_owned(),
