@@ -143,36 +143,36 @@ const OBJECT_READ_PARAMS: &[&str] = &[
     "response-expires",
 ];
 const OBJECT_READ_FIELDS: &[&str] = &[SSE_C, "x-amz-checksum-mode"];
+/// `&[NAMES..., then every field an object write that creates the object
+/// honours]`: one list of those, for PutObject's rows and CopyObject's.
+macro_rules! with_create_fields {
+    ($($name:expr),* $(,)?) => {
+        &[
+            $($name,)*
+            "x-amz-meta-*",
+            "x-amz-server-side-encryption",
+            "x-amz-server-side-encryption-*",
+            "x-amz-storage-class",
+            "x-amz-tagging",
+            "x-amz-website-redirect-location",
+            "x-amz-acl",
+            "x-amz-grant-*",
+            "x-amz-object-lock-*",
+        ]
+    };
+}
+
 /// What an object write that creates the object honours (PutObject,
 /// CopyObject, CreateMultipartUpload); the lock, ACL and grant fields make
 /// the request need `admin` ([`admin_field`]).
-const OBJECT_CREATE_FIELDS: &[&str] = &[
-    "x-amz-meta-*",
-    "x-amz-server-side-encryption",
-    "x-amz-server-side-encryption-*",
-    "x-amz-storage-class",
-    "x-amz-tagging",
-    "x-amz-website-redirect-location",
-    "x-amz-acl",
-    "x-amz-grant-*",
-    "x-amz-object-lock-*",
-];
-const COPY_FIELDS: &[&str] = &[
+const OBJECT_CREATE_FIELDS: &[&str] = with_create_fields!();
+const COPY_FIELDS: &[&str] = with_create_fields!(
     "x-amz-copy-source",
     "x-amz-copy-source-if-*",
     "x-amz-copy-source-server-side-encryption-customer-*",
     "x-amz-metadata-directive",
     "x-amz-tagging-directive",
-    "x-amz-meta-*",
-    "x-amz-server-side-encryption",
-    "x-amz-server-side-encryption-*",
-    "x-amz-storage-class",
-    "x-amz-tagging",
-    "x-amz-website-redirect-location",
-    "x-amz-acl",
-    "x-amz-grant-*",
-    "x-amz-object-lock-*",
-];
+);
 const LISTING_PARAMS: &[&str] = &[
     "list-type",
     "prefix",
