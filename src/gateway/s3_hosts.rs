@@ -164,6 +164,17 @@ impl S3Reading {
                 .map_err(|detail| Misreading::NotTheStoresHost { detail })?,
             None => None,
         };
+        // Stores disagree on a dotted bucket in a host: AWS reads all of
+        // `a.b.<domain>` as bucket `a.b`, moto its first label `a`. The
+        // request is forwarded as sent, so the gateway cannot tell which
+        // object it writes (custody forwards path-style, and may take it).
+        if let Some(dotted) = bucket.as_ref().filter(|bucket| bucket.contains('.')) {
+            return Err(Misreading::NotTheStoresHost {
+                detail: format!(
+                    "the virtual-hosted bucket {dotted:?} has a dot, which stores read differently; address it path-style"
+                ),
+            });
+        }
         if bucket.is_none() && (!self.host_scoped || (host == bare && uri.authority().is_none())) {
             return Ok(None);
         }
@@ -254,6 +265,10 @@ mod tests {
         );
         assert!(matches!(
             read(&domain, "/k", Some("127.0.0.1:8080")),
+            Err(Misreading::NotTheStoresHost { .. })
+        ));
+        assert!(matches!(
+            read(&domain, "/k", Some("www.bkt.s3.local")),
             Err(Misreading::NotTheStoresHost { .. })
         ));
         let hosts = S3Reading::new(None, true);

@@ -143,6 +143,16 @@ fn a_virtual_hosted_object_and_its_path_style_twin_share_one_fence() {
             "{}",
             resp.text()
         );
+        // A dotted bucket in the host: moto reads its first label (this
+        // bucket), AWS the whole; refused, as the gateway cannot tell.
+        let dotted = format!("{bucket}.x.localhost:{port}");
+        let resp = send(&dotted, &format!("/{key}"), 33, b"dotted at 33");
+        assert_eq!(resp.status, 400, "{scope}: {}", resp.text());
+        assert!(
+            resp.text().contains("<Code>invalid_path</Code>"),
+            "{}",
+            resp.text()
+        );
         assert_eq!(stored(&key).as_deref(), Some(&b"path-style at 36"[..]));
     }
 }
