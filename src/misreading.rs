@@ -177,9 +177,10 @@ pub enum Misreading {
         /// What is wrong with it.
         detail: &'static str,
     },
-    /// 400 `invalid_path`: under `--s3-domain`, a host that is neither the
-    /// domain nor `BUCKET.` the domain: which bucket the store reads is not
-    /// known.
+    /// 400 `invalid_path`: under `--store s3` without custody, a host the
+    /// store may read another bucket from than the gateway would (neither
+    /// `--s3-domain` nor `BUCKET.` it, nor a host that names no bucket):
+    /// which bucket the store reads is not known.
     NotTheStoresHost {
         /// The host and the domain, in words.
         detail: String,
@@ -264,7 +265,7 @@ impl Misreading {
                  it (--allow-unfenced-writes forwards it unfenced)"
             ),
             Misreading::NotTheStoresHost { detail } => format!(
-                "{detail} (--s3-domain): the gateway cannot tell which bucket the store reads"
+                "{detail}: the gateway cannot tell which bucket the store reads"
             ),
             Misreading::Rename => "a rename (x-amz-rename-source, x-ms-rename-source) deletes its \
                 source, which the gateway does not fence: copy, then delete"

@@ -3,9 +3,10 @@
 //! changes a key, and a virtual-hosted object and its path-style spelling
 //! share one key).
 //!
-//! `BUCKET.<--s3-domain>` names a bucket, `<--s3-domain>` none, and under
-//! `--s3-domain` any other host is refused: the gateway could not tell
-//! which bucket the store reads. Credential custody forwards such a request
+//! `BUCKET.<--s3-domain>` names a bucket; `<--s3-domain>`, an IP literal
+//! and a name of one label name none; any other host is refused, with or
+//! without `--s3-domain`: the gateway could not tell which bucket the store
+//! reads. Credential custody forwards such a request
 //! path-style ([`super::custody`]); without custody the client signed the
 //! target it sent, so the request is forwarded as sent and only read as its
 //! path-style twin ([`S3Reading`]).
@@ -59,6 +60,43 @@ pub(crate) fn bucket_of(domain: &str, host: &str) -> Result<Option<String>, Stri
     }
 }
 
+/// Whether every store reads `bare` (a host without port, trailing dot or
+/// case) path-style whatever its domain: an IP literal, or a name of one
+/// label (a virtual-hosted host is `BUCKET.domain`, two labels at least).
+pub(crate) fn names_no_bucket(bare: &str) -> bool {
+    !bare.contains('.') || bare.starts_with('[') || bare.parse::<std::net::Ipv4Addr>().is_ok()
+}
+
+/// `bucket`, the bucket `host` (as sent) names under `--s3-domain`, if
+/// the stores we know read it as that bucket too. Without custody the
+/// request goes to the store with the host as sent, so where one store
+/// reads it otherwise the gateway cannot tell which object it reaches:
+/// moto reads a host that starts with `localhost` or `localstack`
+/// path-style, drops a leading `www.`, and takes a bucket in the case it
+/// was sent in, where the gateway lowercases it (as DNS, and AWS, do).
+fn read_alike(host: &str, bucket: Option<String>) -> Result<Option<String>, String> {
+    let Some(bucket) = bucket else {
+        return Ok(None);
+    };
+    let sent = host.get(..bucket.len()).unwrap_or_default();
+    let differs = if sent != bucket {
+        Some("is not lowercase as sent")
+    } else if bucket.starts_with("localhost") || bucket.starts_with("localstack") {
+        Some("starts with a name stores read as their own host")
+    } else if bucket == "www" {
+        Some("is 'www', which stores drop from a host")
+    } else {
+        None
+    };
+    match differs {
+        Some(why) => Err(format!(
+            "the virtual-hosted bucket {bucket:?} {why}, so stores read this host differently; \
+             address it path-style"
+        )),
+        None => Ok(Some(bucket)),
+    }
+}
+
 /// `host` as the store reads it: without port, trailing dot or case.
 pub(crate) fn bare_host(host: &str) -> String {
     host_without_port(host)
@@ -92,10 +130,9 @@ impl S3Reading {
     /// change nothing fenced and go on: the client signed them with its
     /// own keys. Call it once the request is read path-style.
     ///
-    /// Without `--s3-domain` a request's host may name its bucket (a
-    /// client using the gateway as its HTTP proxy in virtual-hosted style,
-    /// under a `host+` scope): a write is then taken if it is a row at its
-    /// path's level or one below it.
+    /// The host never names a bucket here: [`S3Reading::read_as`] has
+    /// read a virtual-hosted request as its path-style twin, or refused a
+    /// host that could name one.
     pub(crate) fn unknown_write<B>(
         &self,
         request: &Inbound<B>,
@@ -125,20 +162,9 @@ impl S3Reading {
         if plain && plain_row(request.method().as_str(), level).is_some() {
             return None;
         }
-        let presigned = is_presigned(request);
-        let refused = match operation_of(request, level, presigned, read_fields) {
-            Ok(_) => return None,
-            Err(refused) => refused,
-        };
-        let below = match level {
-            Level::Service => Some(Level::Bucket),
-            Level::Bucket => Some(Level::Object),
-            Level::Object => None,
-        };
-        match below.filter(|_| self.domain.is_none()) {
-            Some(below) if operation_of(request, below, presigned, read_fields).is_ok() => None,
-            _ => Some(Misreading::UnknownWrite { detail: refused.0 }),
-        }
+        operation_of(request, level, is_presigned(request), read_fields)
+            .err()
+            .map(|refused| Misreading::UnknownWrite { detail: refused.0 })
     }
 
     /// The target `request` is to be read under (`None`: its own): its
@@ -146,9 +172,6 @@ impl S3Reading {
     /// scopes the host without its port. A host `--s3-domain` does not
     /// cover is refused.
     pub(crate) fn read_as<B>(&self, request: &Inbound<B>) -> Result<Option<Uri>, Misreading> {
-        if self.domain.is_none() && !self.host_scoped {
-            return Ok(None);
-        }
         let uri = request.uri();
         let host = match uri.authority() {
             Some(authority) => authority.as_str(),
@@ -160,9 +183,22 @@ impl S3Reading {
         };
         let bare = bare_host(host);
         let bucket = match &self.domain {
+            // A name no store reads a bucket from is path-style here too
+            // (clients may reach the gateway by its address).
+            Some(domain) if names_no_bucket(&bare) && bare != **domain => None,
             Some(domain) => bucket_of(domain, &bare)
+                .and_then(|bucket| read_alike(host, bucket))
                 .map_err(|detail| Misreading::NotTheStoresHost { detail })?,
-            None => None,
+            None if names_no_bucket(&bare) => None,
+            None => {
+                return Err(Misreading::NotTheStoresHost {
+                    detail: format!(
+                        "Host {bare:?} could name a bucket (virtual-hosted) and the store's \
+                         domain is not known (--s3-domain names it; an IP address or a \
+                         one-label name never names a bucket)"
+                    ),
+                })
+            }
         };
         // Stores disagree on a dotted bucket in a host: AWS reads all of
         // `a.b.<domain>` as bucket `a.b`, moto its first label `a`. The
@@ -175,14 +211,19 @@ impl S3Reading {
                 ),
             });
         }
-        if bucket.is_none() && (!self.host_scoped || (host == bare && uri.authority().is_none())) {
+        // The host scopes key on the domain (or the bare host), whichever
+        // host spelled the request.
+        let key_host = self.domain.as_deref().unwrap_or(&bare);
+        if bucket.is_none()
+            && (!self.host_scoped || (host == key_host && uri.authority().is_none()))
+        {
             return Ok(None);
         }
         let path = uri.path();
         let mut target = String::with_capacity(host.len() + path.len() + 16);
         if self.host_scoped {
             target.push_str("http://");
-            target.push_str(self.domain.as_deref().unwrap_or(&bare));
+            target.push_str(key_host);
         }
         if let Some(bucket) = &bucket {
             target.push('/');
@@ -263,8 +304,12 @@ mod tests {
                 .as_deref(),
             Some("/bkt/k")
         );
+        assert_eq!(
+            read(&domain, "/bkt/k", Some("127.0.0.1:8080")).unwrap(),
+            None
+        );
         assert!(matches!(
-            read(&domain, "/k", Some("127.0.0.1:8080")),
+            read(&domain, "/k", Some("elsewhere.example")),
             Err(Misreading::NotTheStoresHost { .. })
         ));
         assert!(matches!(
@@ -284,10 +329,43 @@ mod tests {
                 .as_deref(),
             Some("http://s3.local/bkt/k")
         );
-        let neither = S3Reading::new(None, false);
         assert_eq!(
-            read(&neither, "/k", Some("bkt.s3.local:9000")).unwrap(),
-            None
+            read(&both, "/bkt/k", Some("10.0.0.1")).unwrap().as_deref(),
+            Some("http://s3.local/bkt/k")
+        );
+        let neither = S3Reading::new(None, false);
+        assert!(matches!(
+            read(&neither, "/k", Some("bkt.s3.local:9000")),
+            Err(Misreading::NotTheStoresHost { .. })
+        ));
+        for path_style in ["127.0.0.1:9000", "[::1]:9000", "gateway", "LOCALHOST:80"] {
+            assert_eq!(read(&neither, "/bkt/k", Some(path_style)).unwrap(), None);
+        }
+        assert!(read(&neither, "http://bkt.s3.local/k", None).is_err());
+    }
+
+    #[test]
+    fn a_bucket_stores_read_otherwise_is_refused() {
+        let domain = S3Reading::new(Some("s3.local"), false);
+        for host in [
+            "BKT.s3.local",
+            "localhost-x.s3.local",
+            "localstack1.s3.local",
+            "www.s3.local",
+        ] {
+            assert!(
+                matches!(
+                    read(&domain, "/k", Some(host)),
+                    Err(Misreading::NotTheStoresHost { .. })
+                ),
+                "{host}"
+            );
+        }
+        assert_eq!(
+            read(&domain, "/k", Some("bkt.S3.Local"))
+                .unwrap()
+                .as_deref(),
+            Some("/bkt/k")
         );
     }
 }

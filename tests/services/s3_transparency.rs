@@ -115,8 +115,9 @@ fn a_virtual_hosted_object_and_its_path_style_twin_share_one_fence() {
         let resp = send(&virtual_host, &format!("/{key}"), 34, b"virtual at 34");
         assert_eq!(resp.status, 200, "{scope}: {}", resp.text());
         assert_eq!(stored(&key).as_deref(), Some(&b"virtual at 34"[..]));
-        // Its path-style twin at 33, with or without the port: stale.
-        for host in [service.as_str(), "localhost", "LOCALHOST."] {
+        // Its path-style twin at 33, with or without the port, or by the
+        // gateway's address: stale.
+        for host in [service.as_str(), "localhost", "LOCALHOST.", "127.0.0.1"] {
             let resp = send(host, &format!("/{bucket}/{key}"), 33, b"path-style at 33");
             assert_eq!(resp.status, 409, "{scope} {host}: {}", resp.text());
             assert!(resp.text().contains("stale_token"), "{}", resp.text());
@@ -136,7 +137,12 @@ fn a_virtual_hosted_object_and_its_path_style_twin_share_one_fence() {
         assert_eq!(stored(&key).as_deref(), Some(&b"path-style at 36"[..]));
         // A host the domain does not cover: which bucket moto reads is
         // not known; refused in S3's dialect, never forwarded.
-        let resp = send("127.0.0.1", &format!("/{bucket}/{key}"), 40, b"elsewhere");
+        let resp = send(
+            "elsewhere.example",
+            &format!("/{bucket}/{key}"),
+            40,
+            b"elsewhere",
+        );
         assert_eq!(resp.status, 400, "{scope}: {}", resp.text());
         assert!(
             resp.text().contains("<Code>invalid_path</Code>"),
@@ -154,7 +160,56 @@ fn a_virtual_hosted_object_and_its_path_style_twin_share_one_fence() {
             resp.text()
         );
         assert_eq!(stored(&key).as_deref(), Some(&b"path-style at 36"[..]));
+        // Hosts moto reads other than as BUCKET.domain (path-style for a
+        // name starting with 'localhost', a bucket in the case sent, 'www.'
+        // dropped): refused, never forwarded.
+        for odd in [
+            format!("localhost-{bucket}.localhost:{port}"),
+            format!("{}.localhost:{port}", bucket.to_uppercase()),
+            format!("www.localhost:{port}"),
+        ] {
+            let resp = send(&odd, &format!("/{bucket}/{key}"), 33, b"odd at 33");
+            assert_eq!(resp.status, 400, "{scope} {odd}: {}", resp.text());
+        }
+        assert_eq!(stored(&key).as_deref(), Some(&b"path-style at 36"[..]));
     }
+    // Without --s3-domain, a host that could name a bucket is refused: moto
+    // reads 'BUCKET.localhost' virtual-hosted, and the gateway, not told
+    // the store's domain, would fence the path's key (a stale token wrote
+    // another object under the fence of '/KEY'). An IP literal or a name
+    // of one label is path-style at every store.
+    let gw = GatewayProcess::start(&["--upstream", &moto.url(), "--store", "s3"]);
+    let port = gw.data_addr().port();
+    let key = "ledger-no-domain";
+    let put = |host: &str, target: &str, token: u64, body: &[u8]| -> Resp {
+        let token = token.to_string();
+        gw.req(
+            "PUT",
+            target,
+            &[("Host", host), ("X-Fencing-Token", &token), S3_AUTH],
+            body,
+        )
+    };
+    let target = format!("/{bucket}/{key}");
+    for (host, token) in [
+        (format!("127.0.0.1:{port}"), 50),
+        (format!("localhost:{port}"), 51),
+    ] {
+        let resp = put(&host, &target, token, b"path-style");
+        assert_eq!(resp.status, 200, "{host}: {}", resp.text());
+    }
+    let resp = put(&format!("localhost:{port}"), &target, 49, b"stale");
+    assert_eq!(resp.status, 409, "{}", resp.text());
+    // '/KEY' never fenced: the gateway would have admitted token 1 there.
+    let resp = put(
+        &format!("{bucket}.localhost:{port}"),
+        &format!("/{key}"),
+        1,
+        b"stale",
+    );
+    assert_eq!(resp.status, 400, "{}", resp.text());
+    assert!(resp.text().contains("--s3-domain"), "{}", resp.text());
+    assert_eq!(stored(key).as_deref(), Some(&b"path-style"[..]));
 }
 
 /// S3 deny-by-default issue, item 1, without custody: a write the
