@@ -154,7 +154,7 @@ impl Fences {
                     }
                 }
             })
-            .await;
+            .await?;
         let previous = match raise {
             Ok(previous) => previous,
             Err(highest) => {
@@ -230,6 +230,11 @@ impl Fences {
         actor: String,
         reason: Option<String>,
     ) -> Result<FenceWritten, AdminWriteError> {
+        if self.reads_on_demand() {
+            // In memory for the look below (the evictor spares a fence
+            // just read once).
+            drop(self.fence(key)?);
+        }
         let (fence, previous) = {
             // The shard's write lock: nobody can take a new reference to the
             // fence while we look at who holds one.
@@ -293,10 +298,13 @@ impl Fences {
                 state.mark(FROZEN, false);
             }
             None => {
-                self.inner
+                let removed = self
+                    .inner
                     .fences
                     .remove_if(key, |_, held| Arc::ptr_eq(held, &fence));
-                self.unindex(key);
+                if removed.is_some() {
+                    self.left(key);
+                }
                 let mut state = fence.lock();
                 state.mark(RETIRED, true);
                 state.mark(FROZEN, false);

@@ -180,6 +180,7 @@ pub(super) fn leave(fence: &Fence) {
     let last = {
         let mut state = fence.lock();
         state.in_flight = state.in_flight.saturating_sub(1);
+        state.mark(USED, true);
         state.in_flight == 0
     };
     if last {

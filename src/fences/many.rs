@@ -216,14 +216,27 @@ impl Fences {
             // Before the first look at the index: see the module docs.
             self.enable_subtrees();
         }
+        // Over a store that reads on demand, the keys under a subtree
+        // target that are only in the store come into memory and stay there
+        // (held) while this request decides and waits: the look at the
+        // index below then sees every one (`cache.rs`, rule 3).
+        let _held_under = self
+            .hold_stored_under(&keys)
+            .map_err(|(key, error)| AdmitAllError::on(&key, error))?;
         let mut confirmed: Vec<Box<str>> = Vec::new();
         let (targets, raised, to_claim) = loop {
             // Looked up again each time: an admin write may have retired a
             // fence meanwhile (it cannot once this request holds it).
-            let targets: Vec<(Box<str>, Arc<Fence>)> = keys
-                .iter()
-                .map(|key| ((*key).into(), self.fence(key)))
-                .collect();
+            let mut targets: Vec<(Box<str>, Arc<Fence>)> = Vec::with_capacity(keys.len());
+            for key in &keys {
+                match self.fence(key) {
+                    Ok(fence) => targets.push(((*key).into(), fence)),
+                    Err(error) => {
+                        self.forget_unraised(targets);
+                        return Err(AdmitAllError::on(key, error));
+                    }
+                }
+            }
             match self.decide_all(&targets, token, issuer, &confirmed) {
                 Decided::Again => {}
                 Decided::Frozen(fence) => thawed(&fence).await,
@@ -574,6 +587,29 @@ impl Fences {
         Look::Stands
     }
 
+    /// Over a store that reads on demand: the fences of every stored key
+    /// under each subtree key of `keys`, in memory and held.
+    fn hold_stored_under(&self, keys: &[&str]) -> Result<Vec<Arc<Fence>>, (String, StoreError)> {
+        let mut held = Vec::new();
+        if !self.reads_on_demand() {
+            return Ok(held);
+        }
+        for subtree in keys.iter().filter(|key| subtree_path(key).is_some()) {
+            let mut stored = Vec::new();
+            self.inner
+                .store
+                .read_stored_under(under_prefix(subtree), &mut |key, _| {
+                    stored.push(Box::<str>::from(key));
+                    true
+                })
+                .map_err(|error| ((*subtree).to_owned(), error))?;
+            for key in stored.iter().filter(|key| &***key != *subtree) {
+                held.push(self.fence(key).map_err(|error| (key.to_string(), error))?);
+            }
+        }
+        Ok(held)
+    }
+
     /// The keys under subtree key `subtree` (not itself), from the index,
     /// which is built here the first time.
     fn keys_under(&self, subtree: &str) -> Vec<Box<str>> {
@@ -680,14 +716,23 @@ impl Fences {
 
 /// The keys of `index` strictly under subtree key `subtree`.
 fn under(index: &BTreeSet<Box<str>>, subtree: &str) -> Vec<Box<str>> {
-    // The root subtree `//` covers every key but the root object `/`.
-    let prefix = if subtree == "//" { "/" } else { subtree };
+    let prefix = under_prefix(subtree);
     index
         .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
         .take_while(|key| key.starts_with(prefix))
         .filter(|key| &***key != subtree && &***key != "/")
         .cloned()
         .collect()
+}
+
+/// What every key under subtree key `subtree` starts with (the root
+/// subtree `//` covers every key but the root object `/`).
+fn under_prefix(subtree: &str) -> &str {
+    if subtree == "//" {
+        "/"
+    } else {
+        subtree
+    }
 }
 
 /// Waits until a store's change may let a request held back by another

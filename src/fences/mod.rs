@@ -59,13 +59,16 @@ use crate::store::{
 
 mod admin;
 mod admission;
+mod cache;
 mod many;
 mod state;
 mod view;
 
 use self::admission::is_namespaced;
 pub use self::admission::{Admission, AdmitError, InFlight, Stale, StaleReason};
-use self::state::{Fence, FenceState, Table, FROZEN, RETIRED};
+use self::state::{Fence, FenceState, Table, FROZEN, RETIRED, USED};
+
+pub use self::cache::{CacheStats, FenceCache};
 
 pub use self::many::AdmitAllError;
 pub use self::view::FenceView;
@@ -126,11 +129,20 @@ impl std::fmt::Debug for Fences {
 impl Fences {
     /// A table whose fences live in memory only and are forgotten on restart.
     pub fn in_memory() -> Self {
-        Self::from_parts(DashMap::new(), MemoryStore::default(), false)
+        Self::from_parts(DashMap::new(), MemoryStore::default(), false, None)
+    }
+
+    /// [`Fences::in_memory`] with at most `cache` of fences: at the bound a
+    /// new key is refused ([`StoreError::Full`]), never an old fence
+    /// forgotten (that would admit a stale token).
+    pub fn in_memory_bounded(cache: FenceCache) -> Self {
+        Self::from_parts(DashMap::new(), MemoryStore::default(), false, Some(cache))
     }
 
     /// Opens the durable table in directory `dir` (created if missing),
-    /// restoring every fence recorded there.
+    /// with the default bound on the fences kept in memory
+    /// ([`FenceCache::default`]): the others stay in the file and are read
+    /// when a request names them (see [`Fences::open_with_cache`]).
     ///
     /// ```
     /// let dir = tempfile::tempdir().unwrap();
@@ -139,7 +151,47 @@ impl Fences {
     /// ```
     #[cfg(feature = "disk")]
     pub fn open(dir: impl AsRef<std::path::Path>) -> Result<Self, StoreError> {
-        Self::with_store(crate::store::RedbStore::open(dir)?)
+        Self::open_with_cache(dir, FenceCache::default())
+    }
+
+    /// Opens the durable table in directory `dir` keeping at most `cache`
+    /// of fences in memory: nothing is loaded at start but the subtree
+    /// fences, a key not in memory is read from the file when a request
+    /// names it, and a fence leaves memory only once it is idle and
+    /// durable (the rules: `src/fences/cache.rs`).
+    ///
+    /// ```
+    /// use fencegate::fences::FenceCache;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let fences = fencegate::Fences::open_with_cache(dir.path(), FenceCache::bytes(1 << 20))?;
+    /// # Ok::<(), fencegate::store::StoreError>(())
+    /// ```
+    #[cfg(feature = "disk")]
+    pub fn open_with_cache(
+        dir: impl AsRef<std::path::Path>,
+        cache: FenceCache,
+    ) -> Result<Self, StoreError> {
+        Self::with_store_and_cache(crate::store::RedbStore::open(dir)?, cache)
+    }
+
+    /// A table over `store` bounded by `cache`: over a store that reads on
+    /// demand ([`FenceStore::reads_on_demand`]) fences leave memory at the
+    /// bound; over any other, the whole store is loaded and new keys are
+    /// refused at the bound.
+    pub fn with_store_and_cache(
+        store: impl FenceStore,
+        cache: FenceCache,
+    ) -> Result<Self, StoreError> {
+        if !store.reads_on_demand() {
+            return Self::load(store, Some(cache));
+        }
+        let fences = DashMap::new();
+        let mut subtrees = false;
+        store.load_subtrees(&mut |key, highest| {
+            subtrees = true;
+            fences.insert(key.into(), Arc::new(Fence::new(Some(highest))));
+        })?;
+        Ok(Self::from_parts(fences, store, subtrees, Some(cache)))
     }
 
     /// A table shared by every holder of an etcd prefix (feature `etcd`):
@@ -149,24 +201,42 @@ impl Fences {
         Self::with_store(crate::store::EtcdStore::connect(options).await?)
     }
 
-    /// A table over any [`FenceStore`], loaded from it.
+    /// A table over any [`FenceStore`], loaded from it whole, every fence
+    /// kept in memory.
     pub fn with_store(store: impl FenceStore) -> Result<Self, StoreError> {
+        Self::load(store, None)
+    }
+
+    fn load(store: impl FenceStore, cache: Option<FenceCache>) -> Result<Self, StoreError> {
         let fences = DashMap::new();
         let mut subtrees = false;
         store.load(&mut |key, highest| {
             subtrees |= crate::key::subtree_path(key).is_some();
             fences.insert(key.into(), Arc::new(Fence::new(Some(highest))));
         })?;
-        Ok(Self::from_parts(fences, store, subtrees))
+        Ok(Self::from_parts(fences, store, subtrees, cache))
     }
 
     fn from_parts(
         fences: DashMap<Box<str>, Arc<Fence>>,
         store: impl FenceStore,
         stored_subtrees: bool,
+        cache: Option<FenceCache>,
     ) -> Self {
         let durable = store.is_durable();
         let shared = store.is_shared();
+        let (bounded, woken) = match cache {
+            Some(cache) => {
+                let (bounded, woken) = cache::Bounded::new(cache, store.reads_on_demand());
+                let loaded: usize = fences
+                    .iter()
+                    .map(|entry| FenceCache::cost(entry.key()))
+                    .sum();
+                bounded.used.store(loaded, Ordering::Relaxed);
+                (Some(bounded), woken)
+            }
+            None => (None, None),
+        };
         let table = Arc::new(Table {
             fences,
             store: Box::new(store),
@@ -178,7 +248,14 @@ impl Fences {
             lowerings: AtomicU64::new(0),
             subtree_scope: AtomicBool::new(false),
             index: Mutex::new(None),
+            bounded,
         });
+        if let Some(woken) = woken {
+            if let Err(error) = cache::spawn_evictor(Arc::downgrade(&table), woken) {
+                // Memory then grows past the bound; fences stay correct.
+                tracing::error!(%error, "cannot start the fence evictor thread");
+            }
+        }
         table
             .store
             .attach(Arc::new(FenceView::new(Arc::downgrade(&table))));
@@ -371,7 +448,7 @@ impl Fences {
                         }
                     }
                 })
-                .await;
+                .await?;
             match step {
                 Step::Divert => {
                     drop(fence);
@@ -524,19 +601,20 @@ impl Fences {
         &self,
         key: &str,
         mut decide: impl FnMut(&Fence, &mut FenceState) -> R,
-    ) -> (Arc<Fence>, R) {
+    ) -> Result<(Arc<Fence>, R), StoreError> {
         loop {
-            let fence = self.fence(key);
+            let fence = self.fence(key)?;
             let decided = {
                 let mut state = fence.lock();
                 if state.is(RETIRED) {
                     // Already out of the map: the next look finds its successor.
                     continue;
                 }
+                state.mark(USED, true);
                 (!state.is(FROZEN)).then(|| decide(&fence, &mut state))
             };
             if let Some(decided) = decided {
-                return (fence, decided);
+                return Ok((fence, decided));
             }
             // Frozen: register for the thaw, then look again, so that a thaw
             // between the look above and the registration is not missed.
@@ -635,18 +713,31 @@ impl Fences {
         Enter::Wait
     }
 
-    /// The highest token admitted on `key`, if any.
+    /// The highest token admitted on `key`, if any: from memory, or from
+    /// the store for a fence that is not in memory (a read that fails
+    /// answers `None`, and is logged).
     pub fn highest(&self, key: &str) -> Option<u64> {
+        let key = &*self.qualify(key);
         // Read in place, not through a clone of the fence: a clone would
         // count as a holder, and make an admin write see the key as busy.
-        let fence = self.inner.fences.get(&*self.qualify(key))?;
-        let highest = fence.value().lock().highest();
-        highest
+        if let Some(fence) = self.inner.fences.get(key) {
+            let highest = fence.value().lock().highest();
+            return highest;
+        }
+        if !self.reads_on_demand() {
+            return None;
+        }
+        self.inner.store.read_stored(key).unwrap_or_else(|error| {
+            tracing::warn!(key, %error, "cannot read a fence from the store");
+            None
+        })
     }
 
-    /// Up to `limit` fences whose key starts with `prefix`, sorted by key.
+    /// Up to `limit` fences whose key starts with `prefix`, sorted by key:
+    /// those in memory and, over a store that reads on demand, those in
+    /// the store (memory's value first: it may be ahead of the store's).
     pub fn list(&self, prefix: &str, limit: usize) -> Vec<(String, u64)> {
-        let mut found: Vec<(String, u64)> = self
+        let mut found: std::collections::BTreeMap<String, u64> = self
             .inner
             .fences
             .iter()
@@ -659,19 +750,64 @@ impl Fences {
                 Some((key.to_owned(), highest))
             })
             .collect();
-        found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        found.truncate(limit);
-        found
+        if self.reads_on_demand() {
+            let qualified = &*self.qualify(prefix);
+            let mut stored = Vec::new();
+            let read = self
+                .inner
+                .store
+                .read_stored_under(qualified, &mut |key, highest| {
+                    stored.push((key.to_owned(), highest));
+                    stored.len() < limit.saturating_add(found.len())
+                });
+            if let Err(error) = read {
+                tracing::warn!(prefix, %error, "cannot list fences from the store");
+            }
+            for (key, highest) in stored {
+                if let Some(key) = self.unqualify(&key) {
+                    found.entry(key.to_owned()).or_insert(highest);
+                }
+            }
+        }
+        found.into_iter().take(limit).collect()
     }
 
-    /// How many fences the table holds.
+    /// How many fences the table holds in memory (over a store that reads
+    /// on demand, [`Fences::stored_len`] counts those in the store).
     pub fn len(&self) -> usize {
         self.inner.fences.len()
     }
 
-    /// Whether the table holds no fence.
+    /// Whether the table holds no fence in memory.
     pub fn is_empty(&self) -> bool {
         self.inner.fences.is_empty()
+    }
+
+    /// How many fences the store holds, when it can tell at once.
+    pub fn stored_len(&self) -> Option<u64> {
+        self.inner.store.stored_count()
+    }
+
+    /// The bound on the fences in memory and what it has done; `None` for
+    /// a table without one.
+    pub fn cache_stats(&self) -> Option<CacheStats> {
+        let bounded = self.inner.bounded.as_ref()?;
+        Some(CacheStats {
+            bound: bounded.bound,
+            used: bounded.used.load(Ordering::Relaxed),
+            in_memory: self.inner.fences.len(),
+            cold_reads: bounded.counters.cold_reads.load(Ordering::Relaxed),
+            evictions: bounded.counters.evictions.load(Ordering::Relaxed),
+            refusals: bounded.counters.refusals.load(Ordering::Relaxed),
+        })
+    }
+
+    /// Whether fences may be out of memory, in the store only.
+    pub(super) fn reads_on_demand(&self) -> bool {
+        self.inner
+            .bounded
+            .as_ref()
+            .is_some_and(|bounded| bounded.evicts)
     }
 
     /// Closes the store once pending raises are written: later admissions
@@ -703,18 +839,34 @@ impl Fences {
                 && held.lock().highest().is_none()
         });
         if removed.is_some() {
-            self.unindex(key);
+            self.left(key);
         }
     }
 
-    fn fence(&self, key: &str) -> Arc<Fence> {
+    /// A key is out of the map: out of the index and the bound's count.
+    pub(super) fn left(&self, key: &str) {
+        self.unindex(key);
+        if let Some(bounded) = &self.inner.bounded {
+            bounded.left(key);
+        }
+    }
+
+    /// The fence of `key`, from memory, else made: with the store's highest
+    /// over a store that reads on demand, read under the map's lock for the
+    /// key (`cache.rs`, rule 1). Fails if that read fails, or if the table
+    /// is full and cannot evict.
+    fn fence(&self, key: &str) -> Result<Arc<Fence>, StoreError> {
         if let Some(fence) = self.inner.fences.get(key) {
-            return Arc::clone(fence.value());
+            return Ok(Arc::clone(fence.value()));
         }
         let (fence, created) = match self.inner.fences.entry(key.into()) {
             dashmap::Entry::Occupied(entry) => (Arc::clone(entry.get()), false),
             dashmap::Entry::Vacant(entry) => {
-                let fence = Arc::new(Fence::new(None));
+                let stored = match &self.inner.bounded {
+                    Some(bounded) => bounded.enter(key, &*self.inner.store)?,
+                    None => None,
+                };
+                let fence = Arc::new(Fence::new(stored));
                 entry.insert(Arc::clone(&fence));
                 (fence, true)
             }
@@ -723,8 +875,11 @@ impl Fences {
         // (see `many.rs`).
         if created {
             self.index(key);
+            if let Some(bounded) = &self.inner.bounded {
+                bounded.entered(key);
+            }
         }
-        fence
+        Ok(fence)
     }
 }
 

@@ -29,6 +29,9 @@ pub(super) struct Table {
     /// keys come and go. `None` until then, so that a gateway that never
     /// sees such a write keeps no second copy of its keys.
     pub(super) index: Mutex<Option<BTreeSet<Box<str>>>>,
+    /// The bound on the fences in memory (`cache.rs`); `None`: every
+    /// fence stays in memory.
+    pub(super) bounded: Option<super::cache::Bounded>,
     /// Admin lowerings and deletions so far: a chained write's version
     /// learned before one of them may no longer stand (`crate::chain`).
     pub(super) lowerings: AtomicU64,
@@ -60,7 +63,7 @@ pub(super) struct FenceState {
     /// `in_flight > 0`).
     pub(super) in_flight_token: u64,
     pub(super) in_flight: u32,
-    /// [`HAS_HIGHEST`], [`HAS_DURABLE`], [`FROZEN`], [`RETIRED`].
+    /// [`HAS_HIGHEST`], [`HAS_DURABLE`], [`FROZEN`], [`RETIRED`], [`USED`].
     pub(super) set: u8,
 }
 
@@ -73,10 +76,15 @@ pub(super) const FROZEN: u8 = 4;
 /// holds it (a request that waited on it while frozen) must look the key up
 /// again.
 pub(super) const RETIRED: u8 = 8;
+/// Used since the evictor last looked (`cache.rs`): spared once.
+pub(super) const USED: u8 = 16;
 
 impl FenceState {
     pub(super) fn new(highest: Option<u64>) -> Self {
-        let mut state = FenceState::default();
+        let mut state = FenceState {
+            set: USED,
+            ..FenceState::default()
+        };
         state.set_highest(highest);
         state.set_durable(highest);
         state

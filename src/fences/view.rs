@@ -42,7 +42,8 @@ impl FenceView {
             // admission here looks at the subtrees above its key.
             fences.enable_subtrees();
         }
-        let fence = fences.fence(key);
+        // A shared store's table is never bounded: the look-up cannot fail.
+        let Ok(fence) = fences.fence(key) else { return };
         let mut state = fence.lock();
         let durable = state.durable().max(Some(highest));
         state.set_durable(durable);
@@ -60,7 +61,7 @@ impl FenceView {
         let Some(fences) = self.fences() else { return };
         // A version a chained write learned before may no longer stand.
         fences.inner.lowerings.fetch_add(1, Ordering::SeqCst);
-        let fence = fences.fence(key);
+        let Ok(fence) = fences.fence(key) else { return };
         {
             let mut state = fence.lock();
             state.set_highest(highest);

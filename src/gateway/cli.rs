@@ -79,6 +79,12 @@ pub struct Cli {
     )]
     pub state: StateArg,
 
+    /// How much memory fences may take (bytes; K, M, G for KiB, MiB, GiB). With --state disk
+    /// (default 64M) the others stay in the file and are read when a request names them; with
+    /// --state memory (default: no bound) a new key is refused at the bound (503).
+    #[arg(long, env = "FENCEGATE_FENCE_CACHE", value_name = "SIZE", value_parser = parse_size)]
+    pub fence_cache: Option<usize>,
+
     /// With --state etcd: the cluster's members, comma-separated http://host:port (or all https://).
     #[arg(
         long,
@@ -455,6 +461,7 @@ impl Cli {
                 StateArg::Memory => StateKind::Memory,
                 StateArg::Etcd => StateKind::Etcd,
             },
+            fence_cache: self.fence_cache,
             etcd: EtcdConfig {
                 endpoints: self.etcd_endpoints.clone(),
                 prefix: self.etcd_prefix.clone(),
@@ -540,6 +547,30 @@ fn parse_seconds(raw: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// A size in bytes: digits, then nothing or `K`, `M`, `G` (with an
+/// optional `iB` or `B`: every unit is binary), at least 1 KiB.
+fn parse_size(text: &str) -> Result<usize, String> {
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, unit) = text.split_at(digits);
+    let number: usize = number
+        .parse()
+        .map_err(|_| format!("{text:?} is no size: digits, then K, M or G"))?;
+    let shift = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        _ => return Err(format!("{text:?}: the unit is K, M or G (binary)")),
+    };
+    let bytes = number
+        .checked_mul(1 << shift)
+        .ok_or_else(|| format!("{text:?} is too large"))?;
+    if bytes < 1024 {
+        return Err(format!("{text:?}: at least 1K"));
+    }
+    Ok(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -605,6 +636,17 @@ mod tests {
             &["fencegate", "--client-idle-timeout", "0"],
         ] {
             assert!(Cli::parse_args(args.iter().copied()).is_err(), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn sizes_are_binary_and_at_least_a_kibibyte() {
+        assert_eq!(super::parse_size("64M"), Ok(64 << 20));
+        assert_eq!(super::parse_size("4KiB"), Ok(4096));
+        assert_eq!(super::parse_size("2g"), Ok(2 << 30));
+        assert_eq!(super::parse_size("1024"), Ok(1024));
+        for bad in ["", "1000", "M", "12T", "-1K", "99999999999999999999G"] {
+            assert!(super::parse_size(bad).is_err(), "{bad}");
         }
     }
 }

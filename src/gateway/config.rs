@@ -45,6 +45,10 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// Where fences live.
     pub state: StateKind,
+    /// The bound on the fences kept in memory, in bytes (`--fence-cache`):
+    /// `None` is 64 MiB under [`StateKind::Disk`] and no bound under
+    /// [`StateKind::Memory`].
+    pub fence_cache: Option<usize>,
     /// With [`StateKind::Etcd`]: the cluster and how to share it.
     pub etcd: EtcdConfig,
     /// The header carrying the fencing token.
@@ -216,6 +220,7 @@ impl Default for Config {
             upstream: None,
             data_dir: PathBuf::from("./fencegate-data"),
             state: StateKind::Disk,
+            fence_cache: None,
             etcd: EtcdConfig::default(),
             token_header: TOKEN_HEADER,
             scope: Scope::Path,

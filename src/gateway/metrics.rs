@@ -127,12 +127,61 @@ fn encode_gauge(
 
 impl Collector for FenceCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let stored = self
+            .0
+            .stored_len()
+            .map(|stored| stored.try_into().unwrap_or(usize::MAX));
         encode_gauge(
             &mut encoder,
             "fencegate_fences",
-            "Fences (keys with a highest token) in the table",
-            i64::try_from(self.0.len()).unwrap_or(i64::MAX),
+            "Fences (keys with a highest token): in the store when it can tell, else in memory",
+            i64::try_from(stored.unwrap_or_else(|| self.0.len())).unwrap_or(i64::MAX),
         )?;
+        if let Some(cache) = self.0.cache_stats() {
+            for (name, help, value) in [
+                (
+                    "fencegate_fences_in_memory",
+                    "Fences in memory (--fence-cache bounds them)",
+                    cache.in_memory,
+                ),
+                (
+                    "fencegate_fence_cache_bytes",
+                    "Bytes counted for the fences in memory",
+                    cache.used,
+                ),
+                (
+                    "fencegate_fence_cache_bound_bytes",
+                    "The bound on them (--fence-cache)",
+                    cache.bound,
+                ),
+            ] {
+                encode_gauge(
+                    &mut encoder,
+                    name,
+                    help,
+                    i64::try_from(value).unwrap_or(i64::MAX),
+                )?;
+            }
+            for (name, help, value) in [
+                (
+                    "fencegate_fence_cold_reads",
+                    "Fences read from the store because they were not in memory",
+                    cache.cold_reads,
+                ),
+                (
+                    "fencegate_fence_evictions",
+                    "Fences that left memory (idle and durable; still in the store)",
+                    cache.evictions,
+                ),
+                (
+                    "fencegate_fence_cache_refusals",
+                    "New keys refused at the bound (--state memory)",
+                    cache.refusals,
+                ),
+            ] {
+                encode_counter(&mut encoder, name, help, value)?;
+            }
+        }
         let stats = self.0.store_stats();
         encode_counter(
             &mut encoder,

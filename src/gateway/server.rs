@@ -44,6 +44,7 @@ use super::routes::RouteTable;
 use super::tls::{ServerCert, TlsError};
 use super::upstream::Upstream;
 use crate::client_tls::{ClientTls, Credentials};
+use crate::fences::FenceCache;
 use crate::store::StoreError;
 use crate::Fences;
 
@@ -239,12 +240,20 @@ impl Gateway {
 
         let mut etcd_tls = None;
         let fences = match config.state {
-            StateKind::Disk => Fences::open(&config.data_dir)?,
+            StateKind::Disk => Fences::open_with_cache(
+                &config.data_dir,
+                config
+                    .fence_cache
+                    .map_or_else(FenceCache::default, FenceCache::bytes),
+            )?,
             StateKind::Memory => {
                 tracing::warn!(
                     "--state memory: every fence is forgotten on restart, and stale tokens are accepted again after one"
                 );
-                Fences::in_memory()
+                match config.fence_cache {
+                    Some(bytes) => Fences::in_memory_bounded(FenceCache::bytes(bytes)),
+                    None => Fences::in_memory(),
+                }
             }
             StateKind::Etcd => {
                 let options = etcd_options(&config)?;
@@ -506,6 +515,12 @@ const ADMIN_MAX_CONNECTIONS: usize = 1024;
 /// lands on and which token it carries.
 fn etcd_options(config: &Config) -> Result<crate::store::EtcdOptions, StartError> {
     let etcd = &config.etcd;
+    if config.fence_cache.is_some() {
+        return Err(StartError::Etcd(
+            "--fence-cache applies to --state disk and memory: an instance on etcd holds its whole prefix in memory (not bounded yet; docs/CONFIGURATION.md)"
+                .into(),
+        ));
+    }
     if etcd.endpoints.is_empty() {
         return Err(StartError::Etcd(
             "--etcd-endpoints is required (comma-separated http://host:port or https://host:port)"

@@ -173,6 +173,53 @@ pub trait FenceStore: Send + Sync + 'static {
     /// when the table is built.
     fn load(&self, each: &mut dyn FnMut(&str, u64)) -> Result<(), StoreError>;
 
+    /// Whether the store answers [`read_stored`](FenceStore::read_stored)
+    /// (and [`load_subtrees`](FenceStore::load_subtrees),
+    /// [`read_stored_under`](FenceStore::read_stored_under)): a table over
+    /// it may then keep only the fences in use in memory and read the
+    /// others when a request names them. Only for a store with a single
+    /// holder, whose stored values change through this table alone.
+    fn reads_on_demand(&self) -> bool {
+        false
+    }
+
+    /// Calls `each(key, highest)` for every stored subtree-shaped key
+    /// ([`crate::key::subtree_path`]): what a table that reads on demand
+    /// loads when it is built.
+    fn load_subtrees(&self, each: &mut dyn FnMut(&str, u64)) -> Result<(), StoreError> {
+        let _ = each;
+        Err(StoreError::Unsupported(
+            "this fence store does not read on demand",
+        ))
+    }
+
+    /// The highest stored for `key` as committed now (every claim and
+    /// record that has answered is in it).
+    fn read_stored(&self, key: &str) -> Result<Option<u64>, StoreError> {
+        let _ = key;
+        Err(StoreError::Unsupported(
+            "this fence store does not read on demand",
+        ))
+    }
+
+    /// Calls `each(key, highest)` for the stored keys that start with
+    /// `prefix`, in key order, as committed now, until it answers `false`.
+    fn read_stored_under(
+        &self,
+        prefix: &str,
+        each: &mut dyn FnMut(&str, u64) -> bool,
+    ) -> Result<(), StoreError> {
+        let _ = (prefix, each);
+        Err(StoreError::Unsupported(
+            "this fence store does not read on demand",
+        ))
+    }
+
+    /// How many fences the store holds, when it can tell at once.
+    fn stored_count(&self) -> Option<u64> {
+        None
+    }
+
     /// Claims `token` on `key` for a request about to be let through: makes
     /// `highest(key) >= token` hold in the store and, for a shared store,
     /// registers the claim with the other holders (see [`Claim`]).
@@ -381,6 +428,11 @@ pub enum StoreError {
     /// may go on.
     #[error("shared fences unavailable: {0}")]
     Unavailable(Arc<str>),
+    /// A table bounded in memory over a store that cannot read on demand
+    /// (`--state memory` with `--fence-cache`) is full: a new key is
+    /// refused rather than an old fence forgotten.
+    #[error("{0}")]
+    Full(Arc<str>),
     /// The store cannot do what was asked (an admin write on a store
     /// without support for it).
     #[error("{0}")]

@@ -1,10 +1,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 use tokio::sync::oneshot;
 
 use super::{
@@ -28,6 +28,21 @@ const NAMESPACES: TableDefinition<'static, &str, &str> = TableDefinition::new("n
 /// [`FenceStore::record_matches`].
 const NAMESPACE_MATCHES: TableDefinition<'static, &str, &str> =
     TableDefinition::new("namespace_matches");
+
+/// Every subtree-shaped key of [`FENCES`] ([`crate::key::subtree_path`]),
+/// kept with it in each transaction: a table that reads fences on demand
+/// keeps these in memory, and finds them here without reading every fence.
+const SUBTREES: TableDefinition<'static, &str, ()> = TableDefinition::new("subtrees");
+
+/// What the file holds besides fences: `subtrees_indexed` once
+/// [`SUBTREES`] lists every subtree key (files written before it existed
+/// are indexed once, when first opened).
+const META: TableDefinition<'static, &str, u64> = TableDefinition::new("meta");
+
+/// redb's own cache of file pages: the fences read on demand come from
+/// it, or from the kernel's page cache below it. Small, so that a gateway
+/// at rest stays small whatever the file's size (redb's default is 1 GiB).
+const PAGE_CACHE_BYTES: usize = 16 << 20;
 
 /// One row, rewritten by the health probe: a write with an fsync, like a raise.
 const PROBE: TableDefinition<'static, &str, u64> = TableDefinition::new("probe");
@@ -58,10 +73,11 @@ const MAX_BATCH: usize = 4096;
 /// A thread rather than a tokio task because redb's API blocks; keeping it off
 /// the runtime means a slow disk never stalls request handling.
 pub struct RedbStore {
-    /// Shared with the writer thread until `load` has read it once, then
-    /// dropped here, so that the writer holds the only handle and can close
-    /// and reopen the database after an I/O error.
-    db_for_load: Mutex<Option<Arc<Database>>>,
+    /// The database as the writer thread has it open, for reads (`load`,
+    /// fences read on demand); `None` while the writer reopens it after an
+    /// I/O error (redb locks the file per handle, so readers let go of it
+    /// at once: each read clones the handle for one read transaction).
+    readable: Readable,
     /// `None` once closed. A std mutex: it is held only to clone-send.
     queue: Mutex<Option<mpsc::Sender<Op>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
@@ -126,6 +142,14 @@ impl Op {
     }
 }
 
+/// See [`RedbStore::readable`].
+type Readable = Arc<RwLock<Option<Arc<Database>>>>;
+
+/// Publishes the writer's handle (or its absence) to readers.
+fn publish(readable: &Readable, db: Option<&Arc<Database>>) {
+    *readable.write().unwrap_or_else(PoisonError::into_inner) = db.cloned();
+}
+
 #[derive(Default)]
 struct Counters {
     raises: AtomicU64,
@@ -163,19 +187,20 @@ impl RedbStore {
             detail: detail.into(),
         };
         std::fs::create_dir_all(dir).map_err(|e| open_error(e.to_string()))?;
-        let db = Database::create(&path).map_err(|e| open_error(e.to_string()))?;
-        // Create the table up front so that readers never see "no such table"
-        // and so that a database we cannot write to fails now, not on the
-        // first request.
+        let db = create(&path).map_err(|e| open_error(e.to_string()))?;
+        // Create the tables up front so that readers never see "no such
+        // table" and so that a database we cannot write to fails now, not
+        // on the first request.
         let txn = db.begin_write().map_err(|e| open_error(e.to_string()))?;
         txn.open_table(FENCES)
             .map_err(|e| open_error(e.to_string()))?;
         txn.open_table(AUDIT)
             .map_err(|e| open_error(e.to_string()))?;
+        index_subtrees(&txn).map_err(|e| open_error(e.to_string()))?;
         txn.commit().map_err(|e| open_error(e.to_string()))?;
 
         let db = Arc::new(db);
-        let writer_db = Arc::clone(&db);
+        let readable: Readable = Arc::new(RwLock::new(Some(Arc::clone(&db))));
         let (queue, raises) = mpsc::channel();
         let stats = Arc::new(Counters::default());
         let writer_stats = Arc::clone(&stats);
@@ -183,11 +208,12 @@ impl RedbStore {
             .name("fencegate-store".into())
             .spawn({
                 let path = path.clone();
-                move || write_loop(writer_db, &path, raises, writer_stats)
+                let readable = Arc::clone(&readable);
+                move || write_loop(db, &path, raises, writer_stats, &readable)
             })
             .map_err(|e| open_error(e.to_string()))?;
         Ok(RedbStore {
-            db_for_load: Mutex::new(Some(db)),
+            readable,
             queue: Mutex::new(Some(queue)),
             writer: Mutex::new(Some(writer)),
             stats,
@@ -219,6 +245,20 @@ impl RedbStore {
 }
 
 impl RedbStore {
+    /// A read transaction on the database as committed now.
+    fn begin_read(&self) -> Result<redb::ReadTransaction, StoreError> {
+        let db = self
+            .readable
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .ok_or_else(|| {
+                StoreError::Write("the fence store is being reopened after an I/O error".into())
+            })?;
+        db.begin_read()
+            .map_err(|e| StoreError::Write(format!("cannot read the fence store: {e}").into()))
+    }
+
     /// Queues `op` for the writer thread.
     fn submit(&self, op: Op) -> Result<(), StoreError> {
         match &*self.queue.lock().unwrap_or_else(PoisonError::into_inner) {
@@ -275,19 +315,69 @@ impl FenceStore for RedbStore {
             path: self.path.clone(),
             detail: e.to_string().into(),
         };
-        let db = self
-            .db_for_load
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-            .ok_or_else(|| open_error(&"the store was already loaded"))?;
-        let txn = db.begin_read().map_err(|e| open_error(&e))?;
+        let txn = self.begin_read()?;
         let table = txn.open_table(FENCES).map_err(|e| open_error(&e))?;
         for row in table.iter().map_err(|e| open_error(&e))? {
             let (key, token) = row.map_err(|e| open_error(&e))?;
             each(key.value(), token.value());
         }
         Ok(())
+    }
+
+    fn reads_on_demand(&self) -> bool {
+        true
+    }
+
+    fn load_subtrees(&self, each: &mut dyn FnMut(&str, u64)) -> Result<(), StoreError> {
+        let read = |e: &dyn std::fmt::Display| StoreError::Open {
+            path: self.path.clone(),
+            detail: e.to_string().into(),
+        };
+        let txn = self.begin_read()?;
+        let subtrees = txn.open_table(SUBTREES).map_err(|e| read(&e))?;
+        let fences = txn.open_table(FENCES).map_err(|e| read(&e))?;
+        for row in subtrees.iter().map_err(|e| read(&e))? {
+            let (key, _) = row.map_err(|e| read(&e))?;
+            if let Some(highest) = fences.get(key.value()).map_err(|e| read(&e))? {
+                each(key.value(), highest.value());
+            }
+        }
+        Ok(())
+    }
+
+    fn read_stored(&self, key: &str) -> Result<Option<u64>, StoreError> {
+        let read = |e: &dyn std::fmt::Display| {
+            StoreError::Write(format!("cannot read the fence store: {e}").into())
+        };
+        let txn = self.begin_read()?;
+        let table = txn.open_table(FENCES).map_err(|e| read(&e))?;
+        let highest = table.get(key).map_err(|e| read(&e))?;
+        Ok(highest.map(|highest| highest.value()))
+    }
+
+    fn read_stored_under(
+        &self,
+        prefix: &str,
+        each: &mut dyn FnMut(&str, u64) -> bool,
+    ) -> Result<(), StoreError> {
+        let read = |e: &dyn std::fmt::Display| {
+            StoreError::Write(format!("cannot read the fence store: {e}").into())
+        };
+        let txn = self.begin_read()?;
+        let table = txn.open_table(FENCES).map_err(|e| read(&e))?;
+        for row in table.range(prefix..).map_err(|e| read(&e))? {
+            let (key, highest) = row.map_err(|e| read(&e))?;
+            if !key.value().starts_with(prefix) || !each(key.value(), highest.value()) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn stored_count(&self) -> Option<u64> {
+        let txn = self.begin_read().ok()?;
+        let table = txn.open_table(FENCES).ok()?;
+        table.len().ok()
     }
 
     fn claim(&self, key: &str, token: u64) -> ClaimFuture {
@@ -365,7 +455,39 @@ impl FenceStore for RedbStore {
     }
 }
 
-fn write_loop(db: Arc<Database>, path: &Path, ops: mpsc::Receiver<Op>, stats: Arc<Counters>) {
+/// Opens (or creates) the database with the store's settings.
+fn create(path: &Path) -> Result<Database, redb::DatabaseError> {
+    Database::builder()
+        .set_cache_size(PAGE_CACHE_BYTES)
+        .create(path)
+}
+
+/// Makes sure [`SUBTREES`] lists every subtree key of [`FENCES`]: once per
+/// file, reading every fence (a file written before the table existed).
+fn index_subtrees(txn: &redb::WriteTransaction) -> Result<(), redb::Error> {
+    let mut meta = txn.open_table(META)?;
+    let mut subtrees = txn.open_table(SUBTREES)?;
+    if meta.get("subtrees_indexed")?.is_some() {
+        return Ok(());
+    }
+    let fences = txn.open_table(FENCES)?;
+    for row in fences.iter()? {
+        let (key, _) = row?;
+        if crate::key::subtree_path(key.value()).is_some() {
+            subtrees.insert(key.value(), ())?;
+        }
+    }
+    meta.insert("subtrees_indexed", 1)?;
+    Ok(())
+}
+
+fn write_loop(
+    db: Arc<Database>,
+    path: &Path,
+    ops: mpsc::Receiver<Op>,
+    stats: Arc<Counters>,
+    readable: &Readable,
+) {
     // `None` after a failed commit: redb refuses every transaction after an
     // I/O error ("close and re-open"), so the next batch reopens it. A disk
     // that was full and got space back then recovers without a restart;
@@ -384,6 +506,7 @@ fn write_loop(db: Arc<Database>, path: &Path, ops: mpsc::Receiver<Op>, stats: Ar
                 Ok(op) => op,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     db = probe(path, &stats);
+                    publish(readable, db.as_ref());
                     continue;
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
@@ -398,6 +521,7 @@ fn write_loop(db: Arc<Database>, path: &Path, ops: mpsc::Receiver<Op>, stats: Ar
         }
         if db.is_none() {
             db = reopen(path);
+            publish(readable, db.as_ref());
         }
         let writes = batch.iter().filter(|op| !op.is_aside()).count();
         let result = match &db {
@@ -423,6 +547,9 @@ fn write_loop(db: Arc<Database>, path: &Path, ops: mpsc::Receiver<Op>, stats: Ar
                 Err(error) => {
                     tracing::error!(error = error.as_str(), writes, "fence store commit failed");
                     stats.set_failure(Some(error.as_str().into()));
+                    // Readers first: the file stays locked while any
+                    // handle is left.
+                    publish(readable, None);
                     db = None;
                 }
             }
@@ -575,9 +702,10 @@ fn probe(path: &Path, stats: &Counters) -> Option<Arc<Database>> {
 }
 
 /// Reopens the database after a failed commit. The old handle must be gone
-/// (redb locks the file per handle); `load` released the only other one.
+/// (redb locks the file per handle): readers were told to let go of it
+/// ([`publish`]) and hold it for one read at most.
 fn reopen(path: &Path) -> Option<Arc<Database>> {
-    match Database::create(path) {
+    match create(path) {
         Ok(db) => Some(Arc::new(db)),
         Err(error) => {
             tracing::error!(error = %error, path = %path.display(), "cannot reopen the fence store");
@@ -601,6 +729,7 @@ fn commit(db: &Database, batch: &[Op]) -> Result<(), String> {
     txn.set_two_phase_commit(true);
     {
         let mut fences = txn.open_table(FENCES).map_err(|e| e.to_string())?;
+        let mut subtrees = txn.open_table(SUBTREES).map_err(|e| e.to_string())?;
         let mut audit = txn.open_table(AUDIT).map_err(|e| e.to_string())?;
         for op in batch {
             let (keys, set) = match op {
@@ -619,13 +748,20 @@ fn commit(db: &Database, batch: &[Op]) -> Result<(), String> {
                     .get(&**key)
                     .map_err(|e| e.to_string())?
                     .map(|v| v.value());
+                let subtree = crate::key::subtree_path(key).is_some();
                 match set {
                     Setting::AtLeast(token) if stored.is_some_and(|stored| stored >= token) => {}
                     Setting::AtLeast(token) | Setting::Exactly(token) => {
                         fences.insert(&**key, token).map_err(|e| e.to_string())?;
+                        if subtree && stored.is_none() {
+                            subtrees.insert(&**key, ()).map_err(|e| e.to_string())?;
+                        }
                     }
                     Setting::Forget => {
                         fences.remove(&**key).map_err(|e| e.to_string())?;
+                        if subtree {
+                            subtrees.remove(&**key).map_err(|e| e.to_string())?;
+                        }
                     }
                 }
             }
