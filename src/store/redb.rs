@@ -121,6 +121,10 @@ enum Op {
     ReadMatches {
         done: oneshot::Sender<Result<Vec<(String, String)>, StoreError>>,
     },
+    /// Answered once the writer has the database open (it reopens it at
+    /// the start of each batch after an I/O error): a read that found it
+    /// closed tries again then, rather than wait for the next probe.
+    Reopen { done: mpsc::SyncSender<()> },
     /// A read of the audit log, answered once the writes queued before it
     /// are committed, so that it sees them.
     ReadAudit {
@@ -138,6 +142,7 @@ impl Op {
                 | Op::Namespace { .. }
                 | Op::RecordMatches { .. }
                 | Op::ReadMatches { .. }
+                | Op::Reopen { .. }
         )
     }
 }
@@ -245,16 +250,29 @@ impl RedbStore {
 }
 
 impl RedbStore {
-    /// A read transaction on the database as committed now.
+    /// A read transaction on the database as committed now. After an I/O
+    /// error closed it, the writer is asked to reopen it first (it blocks
+    /// this thread for one batch of the writer at most, and only then).
     fn begin_read(&self) -> Result<redb::ReadTransaction, StoreError> {
-        let db = self
-            .readable
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-            .ok_or_else(|| {
-                StoreError::Write("the fence store is being reopened after an I/O error".into())
-            })?;
+        let readable = || {
+            self.readable
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone()
+        };
+        let db = match readable() {
+            Some(db) => db,
+            None => {
+                let (done, reopened) = mpsc::sync_channel(1);
+                self.submit(Op::Reopen { done })?;
+                reopened.recv().map_err(|_| StoreError::Closed)?;
+                readable().ok_or_else(|| {
+                    StoreError::Write(
+                        "the fence store could not be reopened after an I/O error".into(),
+                    )
+                })?
+            }
+        };
         db.begin_read()
             .map_err(|e| StoreError::Write(format!("cannot read the fence store: {e}").into()))
     }
@@ -520,7 +538,9 @@ fn write_loop(
             }
         }
         if db.is_none() {
-            db = reopen(path);
+            // With a probe write: a batch of reads alone (a fence read on
+            // demand) must not make the store look healthy untested.
+            db = probe(path, &stats);
             publish(readable, db.as_ref());
         }
         let writes = batch.iter().filter(|op| !op.is_aside()).count();
@@ -596,6 +616,9 @@ fn write_loop(
                         )),
                     };
                     let _ = done.send(read);
+                }
+                Op::Reopen { done } => {
+                    let _ = done.send(());
                 }
                 Op::ReadAudit { limit, done } => {
                     let entries = match &db {
@@ -741,7 +764,8 @@ fn commit(db: &Database, batch: &[Op]) -> Result<(), String> {
                 Op::ReadAudit { .. }
                 | Op::Namespace { .. }
                 | Op::RecordMatches { .. }
-                | Op::ReadMatches { .. } => continue,
+                | Op::ReadMatches { .. }
+                | Op::Reopen { .. } => continue,
             };
             for key in keys {
                 let stored = fences
