@@ -214,8 +214,11 @@ fn second_gateway_on_the_same_data_dir_is_refused() {
 /// namespaces (`outer`, `inner`: `support::torture::ROUTES`), the torture's
 /// lock holders writing (one write in six a collection `DELETE`, stragglers
 /// writing with a token past its lock), killed and restarted
-/// `ROUTED_KILLS` times. After each restart the fences are loaded from disk
-/// under their namespaces: a stale `PUT` and a stale collection `DELETE`
+/// `ROUTED_KILLS` times, with a fence cache so small that fences leave
+/// memory and are read back from the file all along (fences issue). After
+/// each restart the fences are read from disk under their namespaces
+/// (nothing is loaded at start but subtree fences): a stale `PUT` and a
+/// stale collection `DELETE`
 /// are refused 409 and never forwarded, and the backend's log shows no
 /// write applied out of token order (a stale write accepted after a restart
 /// is one).
@@ -240,13 +243,24 @@ fn kill9_under_load_with_routes_in_named_namespaces_admits_no_stale_write() {
     .unwrap();
     let data = dir.path().join("data");
     let (config, data) = (config.display().to_string(), data.display().to_string());
-    let mut gw = GatewayProcess::start(&["--config", &config, "--data-dir", &data]);
+    // A fence cache of 1 KiB (about five fences, subtree fences apart):
+    // nearly every admission reads its key from the file, and eviction runs
+    // all along.
+    let mut gw = GatewayProcess::start(&[
+        "--config",
+        &config,
+        "--data-dir",
+        &data,
+        "--fence-cache",
+        "1K",
+    ]);
     let (routing, tokens, tally) = clients_for(std::slice::from_ref(&gw));
     let seed = Rng::from_env_or_clock().next();
     let mut rng = Rng(seed.rotate_left(23));
     let mut kills = 0;
     let mut probes = 0;
     let mut stale_admitted = Vec::new();
+    let mut evictions = 0;
     run_clients(
         seed,
         &routing,
@@ -257,6 +271,9 @@ fn kill9_under_load_with_routes_in_named_namespaces_admits_no_stale_write() {
         &|| {},
         |_| {
             std::thread::sleep(Duration::from_millis(400 + rng.below(800)));
+            let metrics = gw.metrics();
+            let evicted = support::metric(&metrics, "fencegate_fence_evictions_total");
+            evictions += evicted.unwrap_or(0.0) as u64;
             let status = gw.kill9();
             assert!(status.is_some_and(|s| !s.success()), "{status:?}");
             gw.restart();
@@ -291,7 +308,8 @@ fn kill9_under_load_with_routes_in_named_namespaces_admits_no_stale_write() {
     eprintln!(
         "kill -9 x{kills}, routes in named namespaces: {} applied writes ({} collection deletes), \
          {} handovers, acked {}, refused stale {}, failed or cut {}, straggler writes {}, \
-         stale probes {probes}; violations: {} decreases, {} stale probes admitted",
+         stale probes {probes}, evictions {evictions}; violations: {} decreases, {} stale \
+         probes admitted",
         verdict.applied,
         verdict.collections,
         verdict.handovers,
@@ -313,6 +331,7 @@ fn kill9_under_load_with_routes_in_named_namespaces_admits_no_stale_write() {
         "inconclusive: too few kills in the time"
     );
     assert!(probes > 0, "inconclusive: no fence to probe");
+    assert!(evictions > 0, "inconclusive: the fence cache never evicted");
     assert!(
         verdict.collections > 0,
         "inconclusive: no collection DELETE was applied"
