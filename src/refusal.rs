@@ -119,6 +119,15 @@ pub enum Refusal {
         /// Why.
         detail: String,
     },
+    /// 429 `new_fence_limit`: the key has no fence yet, and the client
+    /// (identity, or IP address) made new fences faster than
+    /// `--new-fence-rate` allows; `Retry-After` says when it may.
+    NewFenceLimit {
+        /// Who, the limit, and what was asked.
+        detail: String,
+        /// Seconds to wait.
+        retry_after: u64,
+    },
     /// 503 `version_unavailable`: the gateway's own `HEAD` of the object
     /// failed, so the write cannot be chained; nothing was forwarded.
     VersionUnavailable {
@@ -140,6 +149,7 @@ impl Refusal {
             | Refusal::PreconditionNotChainable { .. } => StatusCode::PRECONDITION_REQUIRED,
             Refusal::Stale { .. } | Refusal::VersionConflict { .. } => StatusCode::CONFLICT,
             Refusal::TokenNotIssued { .. } => StatusCode::FORBIDDEN,
+            Refusal::NewFenceLimit { .. } => StatusCode::TOO_MANY_REQUESTS,
             Refusal::StoreUnavailable { .. }
             | Refusal::IssuerUnavailable { .. }
             | Refusal::VersionUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
@@ -162,6 +172,7 @@ impl Refusal {
             Refusal::PreconditionNotChainable { .. } => "precondition_not_chainable",
             Refusal::VersionUnavailable { .. } => "version_unavailable",
             Refusal::Unchainable { .. } => "unchainable_write",
+            Refusal::NewFenceLimit { .. } => "new_fence_limit",
         }
     }
 
@@ -204,6 +215,10 @@ impl Refusal {
                 "highest": stale.highest,
                 "reason": stale.reason.as_str(),
             }),
+            Refusal::NewFenceLimit {
+                detail,
+                retry_after,
+            } => json!({ "error": error, "detail": detail, "retry_after": retry_after }),
             Refusal::TokenNotIssued {
                 resource,
                 token,
@@ -228,7 +243,8 @@ impl Refusal {
             | Refusal::IssuerUnavailable { detail }
             | Refusal::PreconditionNotChainable { detail }
             | Refusal::VersionUnavailable { detail }
-            | Refusal::Unchainable { detail } => detail.clone(),
+            | Refusal::Unchainable { detail }
+            | Refusal::NewFenceLimit { detail, .. } => detail.clone(),
             Refusal::MissingToken { resource } => {
                 format!("a write to {resource} must carry a fencing token")
             }
@@ -277,6 +293,11 @@ impl Refusal {
             response
                 .headers_mut()
                 .insert(HIGHEST_HEADER, HeaderValue::from(stale.highest));
+        }
+        if let Refusal::NewFenceLimit { retry_after, .. } = self {
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, HeaderValue::from(*retry_after));
         }
         response.extensions_mut().insert(self.clone());
         response.extensions_mut().insert(OwnAnswer {

@@ -44,6 +44,10 @@ pub enum AdmitError {
     /// The raise could not be made durable, so nothing may be forwarded (503).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The key has no fence yet, and the client made new fences faster
+    /// than its limit allows (429); nothing was raised.
+    #[error(transparent)]
+    Limited(crate::fences::Limited),
     /// The token would raise the fence, and its issuer did not confirm it
     /// (403 not issued, 503 issuer unavailable). The fence was not raised.
     #[error("token {token}: {error}")]
@@ -60,7 +64,7 @@ impl AdmitError {
     pub fn stale(&self) -> Option<&Stale> {
         match self {
             AdmitError::Stale(stale) => Some(stale),
-            AdmitError::Store(_) | AdmitError::Issuer { .. } => None,
+            AdmitError::Store(_) | AdmitError::Issuer { .. } | AdmitError::Limited(_) => None,
         }
     }
 }

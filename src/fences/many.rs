@@ -111,6 +111,9 @@ enum Decided {
     Above(Box<str>, u64),
     /// These targets would be raised: ask the issuer first.
     Ask(Vec<Box<str>>),
+    /// The client may not make this many new fences now (the first new
+    /// key's name, and why).
+    Limited(Box<str>, super::Limited),
     /// Every target raised to the token (`raised`: those it moved, with the
     /// highest before); `to_claim` must be made durable or registered.
     Raised {
@@ -237,7 +240,11 @@ impl Fences {
                     }
                 }
             }
-            match self.decide_all(&targets, token, issuer, &confirmed) {
+            match self.decide_all(&targets, token, issuer, &confirmed, (identity, client)) {
+                Decided::Limited(key, limited) => {
+                    self.forget_unraised(targets);
+                    return Err(AdmitAllError::on(&key, AdmitError::Limited(limited)));
+                }
                 Decided::Again => {}
                 Decided::Frozen(fence) => thawed(&fence).await,
                 Decided::Above(key, highest) => {
@@ -284,6 +291,7 @@ impl Fences {
         token: u64,
         issuer: Option<&dyn TokenIssuer>,
         confirmed: &[Box<str>],
+        (identity, client): (Option<&str>, Option<std::net::SocketAddr>),
     ) -> Decided {
         let (members, below) = self.members(targets);
         let mut guards = lock_all(&members);
@@ -310,6 +318,18 @@ impl Fences {
                 .collect();
             if !to_ask.is_empty() {
                 return Decided::Ask(to_ask);
+            }
+        }
+        if let Some(limit) = self.inner.new_fence_limit.get() {
+            let mut new = members
+                .iter()
+                .zip(&guards)
+                .filter(|(member, state)| member.target && state.highest().is_none());
+            if let Some((first, _)) = new.next() {
+                let wanted = u32::try_from(new.count() + 1).unwrap_or(u32::MAX);
+                if let Err(limited) = limit.take(identity, client, wanted) {
+                    return Decided::Limited(first.key.clone(), limited);
+                }
             }
         }
         let mut raised = Vec::new();

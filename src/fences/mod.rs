@@ -60,6 +60,7 @@ use crate::store::{
 mod admin;
 mod admission;
 mod cache;
+mod limit;
 mod many;
 mod state;
 mod view;
@@ -69,6 +70,7 @@ pub use self::admission::{Admission, AdmitError, InFlight, Stale, StaleReason};
 use self::state::{Fence, FenceState, Table, FROZEN, RETIRED, USED};
 
 pub use self::cache::{CacheStats, FenceCache};
+pub use self::limit::{Limited, NewFenceLimit};
 
 pub use self::many::AdmitAllError;
 pub use self::view::FenceView;
@@ -249,6 +251,7 @@ impl Fences {
             subtree_scope: AtomicBool::new(false),
             index: Mutex::new(None),
             bounded,
+            new_fence_limit: std::sync::OnceLock::new(),
         });
         if let Some(woken) = woken {
             if let Err(error) = cache::spawn_evictor(Arc::downgrade(&table), woken) {
@@ -422,6 +425,7 @@ impl Fences {
         let mut confirmed = issuer.is_none();
         let durable_store = self.inner.durable;
         let shared = self.inner.shared;
+        let new_fence_limit = self.inner.new_fence_limit.get();
         let (fence, raised_from, must_claim) = loop {
             let subtrees = &self.inner.has_subtrees;
             let (fence, step) = self
@@ -440,6 +444,11 @@ impl Fences {
                         Step::Ask
                     }
                     previous => {
+                        if let (None, Some(limit)) = (previous, new_fence_limit) {
+                            if let Err(limited) = limit.take(identity, client, 1) {
+                                return Step::Limited(Box::new(limited));
+                            }
+                        }
                         state.set_highest(Some(token));
                         fence.changed.notify_waiters();
                         Step::Go {
@@ -461,6 +470,10 @@ impl Fences {
                         identity,
                     };
                     return self.admit_diverted(key, admission).await;
+                }
+                Step::Limited(limited) => {
+                    self.forget_if_unused(key, &fence);
+                    return Err(AdmitError::Limited(*limited));
                 }
                 Step::Stale(highest) => {
                     return Err(Stale {
@@ -802,6 +815,12 @@ impl Fences {
         })
     }
 
+    /// Limits the new fences each client may make ([`NewFenceLimit`]): set
+    /// once, when the gateway starts; `false` if a limit was set already.
+    pub fn limit_new_fences(&self, limit: NewFenceLimit) -> bool {
+        self.inner.new_fence_limit.set(limit).is_ok()
+    }
+
     /// Whether fences may be out of memory, in the store only.
     pub(super) fn reads_on_demand(&self) -> bool {
         self.inner
@@ -898,6 +917,8 @@ enum Step {
     /// A subtree fence exists: decide with the subtrees above the key
     /// (`many.rs`).
     Divert,
+    /// A new fence the client may not make now.
+    Limited(Box<Limited>),
 }
 
 /// What one look at the wait condition decided.

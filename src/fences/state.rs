@@ -32,6 +32,9 @@ pub(super) struct Table {
     /// The bound on the fences in memory (`cache.rs`); `None`: every
     /// fence stays in memory.
     pub(super) bounded: Option<super::cache::Bounded>,
+    /// The limit on new fences per client, if the gateway set one
+    /// (`limit.rs`).
+    pub(super) new_fence_limit: std::sync::OnceLock<super::NewFenceLimit>,
     /// Admin lowerings and deletions so far: a chained write's version
     /// learned before one of them may no longer stand (`crate::chain`).
     pub(super) lowerings: AtomicU64,

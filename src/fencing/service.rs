@@ -493,6 +493,10 @@ fn refusal_of(resource: String, token: u64, error: AdmitError) -> Refusal {
         AdmitError::Store(error) => Refusal::StoreUnavailable {
             detail: error.to_string(),
         },
+        AdmitError::Limited(limited) => Refusal::NewFenceLimit {
+            detail: limited.to_string(),
+            retry_after: limited.retry_after.as_secs(),
+        },
         AdmitError::Issuer {
             error: IssuerError::NotIssued { issued },
             ..
@@ -696,6 +700,7 @@ fn log_refusal<R: RequestView + ?Sized>(refusal: &Refusal, request: &R) {
         | Refusal::InvalidPath { detail }
         | Refusal::Unfenceable { detail }
         | Refusal::Unchainable { detail }
+        | Refusal::NewFenceLimit { detail, .. }
         | Refusal::PreconditionNotChainable { detail } => {
             tracing::info!(
                 error = refusal.code(),

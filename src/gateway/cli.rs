@@ -85,6 +85,19 @@ pub struct Cli {
     #[arg(long, env = "FENCEGATE_FENCE_CACHE", value_name = "SIZE", value_parser = parse_size)]
     pub fence_cache: Option<usize>,
 
+    /// New fences (writes to keys that have none yet) each client may make per second: the
+    /// identity it authenticated as, else its IP address. Past it, 429 new_fence_limit with
+    /// Retry-After; writes to fenced keys never count. Off by default.
+    #[arg(long, env = "FENCEGATE_NEW_FENCE_RATE", value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub new_fence_rate: Option<u32>,
+
+    /// With --new-fence-rate: at most this many new fences at once (default: the larger of
+    /// 1000, one S3 DeleteObjects, and the rate); a request that would make more is refused.
+    #[arg(long, env = "FENCEGATE_NEW_FENCE_BURST", value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..), requires = "new_fence_rate")]
+    pub new_fence_burst: Option<u32>,
+
     /// With --state etcd: the cluster's members, comma-separated http://host:port (or all https://).
     #[arg(
         long,
@@ -462,6 +475,9 @@ impl Cli {
                 StateArg::Etcd => StateKind::Etcd,
             },
             fence_cache: self.fence_cache,
+            new_fence_limit: self
+                .new_fence_rate
+                .map(|rate| (rate, self.new_fence_burst.unwrap_or(rate.max(1000)))),
             etcd: EtcdConfig {
                 endpoints: self.etcd_endpoints.clone(),
                 prefix: self.etcd_prefix.clone(),

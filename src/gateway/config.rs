@@ -49,6 +49,9 @@ pub struct Config {
     /// `None` is 64 MiB under [`StateKind::Disk`] and no bound under
     /// [`StateKind::Memory`].
     pub fence_cache: Option<usize>,
+    /// New fences per second per client and at most at once
+    /// (`--new-fence-rate`, `--new-fence-burst`); `None`: no limit.
+    pub new_fence_limit: Option<(u32, u32)>,
     /// With [`StateKind::Etcd`]: the cluster and how to share it.
     pub etcd: EtcdConfig,
     /// The header carrying the fencing token.
@@ -221,6 +224,7 @@ impl Default for Config {
             data_dir: PathBuf::from("./fencegate-data"),
             state: StateKind::Disk,
             fence_cache: None,
+            new_fence_limit: None,
             etcd: EtcdConfig::default(),
             token_header: TOKEN_HEADER,
             scope: Scope::Path,

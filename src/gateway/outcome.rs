@@ -27,6 +27,8 @@ pub(crate) enum Outcome {
     FenceStoreUnavailable,
     /// 403: the token's issuer never handed it out.
     TokenNotIssued,
+    /// 429: the client made new fences faster than its limit.
+    NewFenceLimit,
     /// 503: the token's issuer could not be asked.
     TokenIssuerUnavailable,
     /// 409: the store refused a chained write's condition.
@@ -60,7 +62,7 @@ pub(crate) enum Outcome {
 
 impl Outcome {
     /// Every outcome, in the order `/metrics` lists them.
-    pub(crate) const ALL: [Outcome; 21] = [
+    pub(crate) const ALL: [Outcome; 22] = [
         Outcome::Forwarded,
         Outcome::StaleToken,
         Outcome::MissingToken,
@@ -69,6 +71,7 @@ impl Outcome {
         Outcome::UnfenceableWrite,
         Outcome::FenceStoreUnavailable,
         Outcome::TokenNotIssued,
+        Outcome::NewFenceLimit,
         Outcome::TokenIssuerUnavailable,
         Outcome::VersionConflict,
         Outcome::VersionUnknown,
@@ -95,6 +98,7 @@ impl Outcome {
             Outcome::UnfenceableWrite => "unfenceable_write",
             Outcome::FenceStoreUnavailable => "fence_store_unavailable",
             Outcome::TokenNotIssued => "token_not_issued",
+            Outcome::NewFenceLimit => "new_fence_limit",
             Outcome::TokenIssuerUnavailable => "token_issuer_unavailable",
             Outcome::VersionConflict => "version_conflict",
             Outcome::VersionUnknown => "version_unknown",
@@ -121,6 +125,7 @@ impl Outcome {
             Refusal::Stale { .. } => Outcome::StaleToken,
             Refusal::StoreUnavailable { .. } => Outcome::FenceStoreUnavailable,
             Refusal::TokenNotIssued { .. } => Outcome::TokenNotIssued,
+            Refusal::NewFenceLimit { .. } => Outcome::NewFenceLimit,
             Refusal::IssuerUnavailable { .. } => Outcome::TokenIssuerUnavailable,
             Refusal::VersionConflict { .. } => Outcome::VersionConflict,
             Refusal::VersionUnknown { .. } => Outcome::VersionUnknown,

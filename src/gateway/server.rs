@@ -44,7 +44,7 @@ use super::routes::RouteTable;
 use super::tls::{ServerCert, TlsError};
 use super::upstream::Upstream;
 use crate::client_tls::{ClientTls, Credentials};
-use crate::fences::FenceCache;
+use crate::fences::{FenceCache, NewFenceLimit};
 use crate::store::StoreError;
 use crate::Fences;
 
@@ -261,6 +261,9 @@ impl Gateway {
                 Fences::etcd(options).await?
             }
         };
+        if let Some((rate, burst)) = config.new_fence_limit {
+            fences.limit_new_fences(NewFenceLimit::new(f64::from(rate), burst));
+        }
         let (stop_data, data_stopped) = watch::channel(false);
         let (stop_rest, rest_stopped) = watch::channel(false);
         let mut rest = Vec::new();

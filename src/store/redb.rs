@@ -246,6 +246,9 @@ impl RedbStore {
             // only tells us so, and there is nothing left to clean up.
             let _ = writer.join();
         }
+        // The file's lock goes with the last handle: reads after this fail
+        // (and do not reopen: the writer is gone).
+        publish(&self.readable, None);
     }
 }
 

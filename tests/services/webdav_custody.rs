@@ -476,3 +476,62 @@ fn class8_an_encoded_slash_apache_keeps_literal_is_refused_under_custody() {
     );
     assert!(apache.requests("MKCOL", "/dav/other/..%2Fteam").is_empty());
 }
+
+/// Fences beyond memory: `--new-fence-rate` bounds the new fences each
+/// identity makes (writes to keys that have none yet), so that no client
+/// fills the table; past the burst, 429 `new_fence_limit` with
+/// `Retry-After`, nothing forwarded; writes to fenced keys and other
+/// identities never count; `/metrics` counts the refusals per identity.
+#[test]
+fn new_fences_are_limited_per_identity() {
+    let apache = ApacheBasic::shared();
+    team_collections(apache);
+    let (_dir, gw) = gateway(apache, &["--new-fence-rate", "1", "--new-fence-burst", "3"]);
+    let writer = basic("writer", WRITER_PASSWORD);
+    let robot = format!("Bearer {ROBOT_TOKEN}");
+    let put = |auth: &str, path: &str, token: u64| {
+        let token = token.to_string();
+        gw.req(
+            "PUT",
+            path,
+            &[("Authorization", auth), ("X-Fencing-Token", &token)],
+            b"limited",
+        )
+    };
+    for i in 0..3 {
+        let resp = put(&writer, &format!("/dav/team/limit-{i}"), 5);
+        assert!(
+            resp.status == 201 || resp.status == 204,
+            "{i}: {}",
+            resp.text()
+        );
+    }
+    let resp = put(&writer, "/dav/team/limit-3", 5);
+    let json = resp.assert_gateway_error(429, "new_fence_limit");
+    assert_eq!(resp.header("retry-after"), Some("1"), "{json}");
+    assert!(
+        json["detail"].as_str().unwrap().contains("team-writer"),
+        "{json}"
+    );
+    assert_eq!(
+        apache.read("/dav/team/limit-3"),
+        None,
+        "a refused write reached the store"
+    );
+    // A fenced key never counts; another identity has its own bucket.
+    let resp = put(&writer, "/dav/team/limit-0", 6);
+    assert!(resp.status == 201 || resp.status == 204, "{}", resp.text());
+    let resp = put(&robot, "/dav/other/limit-robot", 5);
+    assert!(resp.status == 201 || resp.status == 204, "{}", resp.text());
+    let metrics = gw.metrics();
+    assert_eq!(all_series(&metrics, "new_fence_limit"), 1.0, "{metrics}");
+    assert!(
+        metrics.contains("outcome=\"new_fence_limit\",identity=\"team-writer\"")
+            || metrics.contains("identity=\"team-writer\",outcome=\"new_fence_limit\""),
+        "{metrics}"
+    );
+    // A second later the bucket holds one more.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let resp = put(&writer, "/dav/team/limit-3", 5);
+    assert!(resp.status == 201 || resp.status == 204, "{}", resp.text());
+}
