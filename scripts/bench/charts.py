@@ -16,6 +16,9 @@ text as text, so a reader (and the test) finds every series by name.
     cpu.svg         CPU time per request (user + system) of each proxy
     bulk.svg        1 GiB PUT and GET, MiB/s: direct, nginx, fencegate
     costs.svg       each option's req/s over the same gateway without it
+    growth.svg      how cost grows with the fences on disk (growth.tsv, from
+                    scripts/bench/growth.sh): RSS at rest and under W1,
+                    time to the first answer, cold-key admission p99
 
 Run by `scripts/bench.sh` at its end and by hand:
 `target/venv/bin/python scripts/bench/charts.py target/bench docs/bench`.
@@ -186,6 +189,34 @@ def costs_chart(src, out, title, made):
     save(fig, out, "costs.svg", made)
 
 
+def growth_chart(src, out, title, made):
+    rows = [r for r in read(src, "growth.tsv") if float(r["fences"]) > 0]
+    if not rows:
+        print("charts: no growth.tsv: no growth chart", file=sys.stderr)
+        return
+    fences = [float(r["fences"]) for r in rows]
+    fig, (mem, time) = plt.subplots(1, 2, figsize=(10, 4))
+    for column, label in [("rss_rest", "RSS at rest"), ("rss_w1_max", "RSS under W1 (highest)")]:
+        mem.plot(fences, [float(r[column]) / 2**20 for r in rows], marker="o", label=label)
+    mem.set_ylabel("MiB")
+    mem.set_ylim(bottom=0)
+    for column, label in [
+        ("first_answer_ms", "first answer after start (ms)"),
+        ("cold_warm_p99_us", "cold-key admission p99, page cache warm (us)"),
+        ("cold_disk_p99_us", "cold-key admission p99, page cache dropped (us)"),
+    ]:
+        points = [(f, float(r[column])) for f, r in zip(fences, rows) if r.get(column) not in (None, "")]
+        if points:
+            time.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
+    time.set_yscale("log")
+    for ax in (mem, time):
+        ax.set_xscale("log")
+        ax.set_xlabel("fences on disk")
+        ax.legend(fontsize=8)
+    fig.suptitle(f"Fences beyond memory: --state disk, default --fence-cache{title}")
+    save(fig, out, "growth.svg", made)
+
+
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
@@ -197,6 +228,7 @@ def main():
     cpu_chart(src, out, title, made)
     bulk_chart(src, out, title, made)
     costs_chart(src, out, title, made)
+    growth_chart(src, out, title, made)
     for path in made:
         print(path)
 
