@@ -7,6 +7,8 @@
 # PROFILE_PARTS picks among the parts below (default "callgrind perf strace").
 # PROFILE_NGINX=0 leaves nginx out (scripts/bench/routes.sh compares
 # fencegate with itself).
+# PROFILE_STATE is fencegate's --state (default memory; disk keeps its
+# fences under the run's temporary directory).
 # PROFILE_GATEWAY_ARGS adds options to fencegate's command line (split on
 # spaces), e.g. "--token-issuer redis://127.0.0.1:6390/grants" with a Redis
 # started by hand, to compare the cost of an option in instructions.
@@ -41,6 +43,7 @@ top=${PROFILE_TOP:-20}
 parts=" ${PROFILE_PARTS:-callgrind perf strace} "
 # shellcheck disable=SC2206
 gateway_args=(${PROFILE_GATEWAY_ARGS:-})
+profile_state=${PROFILE_STATE:-memory}
 backend_port=$port
 proxy_port=$((port + 1))
 gateway_port=$((port + 2))
@@ -117,7 +120,7 @@ callgrind_run() { # callgrind_run NAME PORT HEALTH_URL COMMAND...
 }
 
 [[ $parts != *" callgrind "* ]] || callgrind_run fencegate "$gateway_port" "http://127.0.0.1:$admin_port/healthz" \
-  "$target_dir/release/fencegate" "${gateway_args[@]}" --upstream "http://127.0.0.1:$backend_port" --state memory \
+  "$target_dir/release/fencegate" "${gateway_args[@]}" --upstream "http://127.0.0.1:$backend_port" --state "$profile_state" --data-dir "$work/state" \
   --listen "127.0.0.1:$gateway_port" --admin-listen "127.0.0.1:$admin_port"
 [[ $parts != *" callgrind "* || ${PROFILE_NGINX:-1} == 0 ]] || callgrind_run nginx "$proxy_port" "http://127.0.0.1:$proxy_port/" \
   nginx -p "$work" -c "$work/proxy.conf"
@@ -145,7 +148,7 @@ elif command -v perf >/dev/null; then
     echo
   }
   perf_run fencegate "$gateway_port" "http://127.0.0.1:$admin_port/healthz" \
-    "$target_dir/release/fencegate" "${gateway_args[@]}" --upstream "http://127.0.0.1:$backend_port" --state memory \
+    "$target_dir/release/fencegate" "${gateway_args[@]}" --upstream "http://127.0.0.1:$backend_port" --state "$profile_state" --data-dir "$work/state" \
     --listen "127.0.0.1:$gateway_port" --admin-listen "127.0.0.1:$admin_port"
   perf_run nginx "$proxy_port" "http://127.0.0.1:$proxy_port/" \
     nginx -p "$work" -c "$work/proxy.conf"
@@ -187,7 +190,7 @@ elif command -v strace >/dev/null; then
     echo
   }
   strace_run fencegate "$gateway_port" "http://127.0.0.1:$admin_port/healthz" \
-    "$target_dir/release/fencegate" "${gateway_args[@]}" --upstream "http://127.0.0.1:$backend_port" --state memory \
+    "$target_dir/release/fencegate" "${gateway_args[@]}" --upstream "http://127.0.0.1:$backend_port" --state "$profile_state" --data-dir "$work/state" \
     --listen "127.0.0.1:$gateway_port" --admin-listen "127.0.0.1:$admin_port"
   strace_run nginx "$proxy_port" "http://127.0.0.1:$proxy_port/" \
     nginx -p "$work" -c "$work/proxy.conf"
