@@ -269,6 +269,14 @@ fn removes_container(uri: &Uri, own: &str) -> bool {
 pub fn listed_objects(body: &[u8]) -> Result<ListedObjects, Unfenceable> {
     let bad = |why: String| Unfenceable(format!("the DeleteObjects body cannot be read: {why}"));
     let text = std::str::from_utf8(body).map_err(|_| bad("not UTF-8".into()))?;
+    // XML readers normalise a raw CR (and CR LF) to LF, as the standard
+    // says, or keep it: a key with one names two objects, one per reader
+    // (`&#13;` is one character everywhere).
+    if memchr::memchr(b'\r', body).is_some() {
+        return Err(bad(
+            "a raw carriage return, which XML readers read differently (write it &#13;)".into(),
+        ));
+    }
     let document = roxmltree::Document::parse(text).map_err(|e| bad(e.to_string()))?;
     let root = document.root_element();
     if root.tag_name().name() != "Delete" {
@@ -833,6 +841,8 @@ mod tests {
             b"<Delete><Object><Key>a</Key></Object>",
             b"\xff",
             b"<Delete><Thing/></Delete>",
+            b"<Delete><Object><Key>a\r\nb</Key></Object></Delete>",
+            b"<Delete>\r\n<Object><Key>a</Key></Object></Delete>",
         ] {
             assert!(
                 listed_objects(bad).is_err(),
