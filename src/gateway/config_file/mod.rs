@@ -56,48 +56,10 @@ pub use effective::{Effective, Origin, Shown};
 pub(crate) use secrets::mask;
 
 use effective::{origin_of, resolved, shown_custody, shown_options, shown_value, toml_string};
-use reader::{given_by_user, Reader};
+pub use reader::{Problem, ROUTE_OPTIONS};
+
+use reader::{first_line, given_by_user, Reader};
 use warnings::{overlapping_upstreams, unreachable_routes};
-
-/// The options a `[[route]]` may set: those that shape a request's path
-/// through the gateway. The listener, TLS, state, etcd, client limits and
-/// admin options are the gateway's.
-pub const ROUTE_OPTIONS: &[&str] = &[
-    "upstream",
-    "store",
-    "scope",
-    "token_header",
-    "flat_keys",
-    "conditional_writes",
-    "chain_observe",
-    "conditional_probe",
-    "chain_cache_entries",
-    "enforce",
-    "allow_unfenced_writes",
-    "upstream_timeout",
-    "upstream_idle_timeout",
-    "upstream_ca",
-    "upstream_credentials",
-    "anonymous_clients",
-    "s3_domain",
-    "token_issuer",
-    "token_issuer_ca",
-    "token_issuer_cert",
-    "token_issuer_key",
-    "token_issuer_password_file",
-];
-
-/// A route's keys that are not options.
-const ROUTE_KEYS: &[&str] = &["name", "match", "fence_namespace", "identities"];
-
-/// One thing wrong with a configuration file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    /// The line it is on, where it has one.
-    pub line: Option<usize>,
-    /// What is wrong.
-    pub what: String,
-}
 
 /// Why a configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -434,10 +396,4 @@ where
         path: loaded.config.file.clone().unwrap_or_default(),
         problems,
     })
-}
-
-fn first_line(error: &clap::Error) -> String {
-    let text = error.to_string();
-    let line = text.lines().next().unwrap_or("invalid value");
-    line.strip_prefix("error: ").unwrap_or(line).to_owned()
 }

@@ -18,7 +18,46 @@ use super::super::config::{RouteMatch, TableSource};
 use super::super::custody::files::{self, line_of};
 use super::effective::toml_string;
 use super::secrets::{ambiguous_user_info, mask, masked_message, shorten};
-use super::{first_line, Problem, ROUTE_KEYS, ROUTE_OPTIONS};
+
+/// The options a `[[route]]` may set: those that shape a request's path
+/// through the gateway. The listener, TLS, state, etcd, client limits and
+/// admin options are the gateway's.
+pub const ROUTE_OPTIONS: &[&str] = &[
+    "upstream",
+    "store",
+    "scope",
+    "token_header",
+    "flat_keys",
+    "conditional_writes",
+    "chain_observe",
+    "conditional_probe",
+    "chain_cache_entries",
+    "enforce",
+    "allow_unfenced_writes",
+    "upstream_timeout",
+    "upstream_idle_timeout",
+    "upstream_ca",
+    "upstream_credentials",
+    "anonymous_clients",
+    "s3_domain",
+    "token_issuer",
+    "token_issuer_ca",
+    "token_issuer_cert",
+    "token_issuer_key",
+    "token_issuer_password_file",
+];
+
+/// A route's keys that are not options.
+pub(super) const ROUTE_KEYS: &[&str] = &["name", "match", "fence_namespace", "identities"];
+
+/// One thing wrong with a configuration file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The line it is on, where it has one.
+    pub line: Option<usize>,
+    /// What is wrong.
+    pub what: String,
+}
 
 /// What the top level of the file holds.
 #[derive(Debug, Default)]
@@ -470,4 +509,11 @@ pub(super) fn given_by_user(given: &ArgMatches, key: &str) -> bool {
             .and(given.value_source(key)),
         Some(ValueSource::CommandLine | ValueSource::EnvVariable)
     )
+}
+
+/// A clap error's first line, without its `error: `.
+pub(super) fn first_line(error: &clap::Error) -> String {
+    let text = error.to_string();
+    let line = text.lines().next().unwrap_or("invalid value");
+    line.strip_prefix("error: ").unwrap_or(line).to_owned()
 }
