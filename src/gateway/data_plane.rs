@@ -24,14 +24,14 @@ use tower_layer::Layer;
 use super::accept::ConnInfo;
 use super::access_log::AccessLog;
 use super::body::request::{Counted, DrainOnDrop, IncomingBody};
-use super::body::response::{FromProxy, Relayed};
+use super::body::response::FromProxy;
 use super::cross_route::{cross_route, Crossing};
 use super::custody::denied::Denied;
 use super::custody::stream::Resigned;
 use super::custody::{Custody, Forwarding};
 use super::deadlines::{Side, StallTimeout};
 use super::engine;
-use super::exchange::{ClientConnection, Exchange};
+use super::exchange::{ClientConnection, Exchange, Relayed};
 use super::generations::{Generation, Generations};
 use super::hop::end_to_end_map;
 use super::inbound::Inbound;
@@ -40,7 +40,7 @@ use super::outcome::Outcome;
 use super::proxy::{close_after, gateway_error, refuse_unproxyable, Client as ProxyClient, Proxy};
 use super::s3_hosts::S3Reading;
 use crate::custody::answer::{restyle, AnswerStyle};
-use crate::fencing::{refusal_response, Fencing, FencingLayer, ResponseBody, WouldRefuse};
+use crate::fencing::{refusal_response, Fencing, ResponseBody, WouldRefuse};
 use crate::head::{HeaderFields, RequestView};
 use crate::http1::head::RequestHead;
 use crate::key::climbs_above_root;
@@ -57,25 +57,6 @@ pub(crate) struct DataPlane {
     metrics: Metrics,
     body_timeout: Duration,
     access_log: Option<AccessLog>,
-}
-
-/// One route as the data plane serves it: its fencing layer, its proxy
-/// (upstream, pool, signer), the shape of its answers, its custody.
-#[derive(Debug, Clone)]
-pub(crate) struct RoutePlane {
-    /// Its name: the access log's `route`, the metrics' label.
-    pub(crate) name: Arc<str>,
-    pub(crate) fencing: FencingLayer,
-    pub(crate) proxy: Proxy,
-    /// The shape of the gateway's own answers (its `store`).
-    pub(crate) answers: AnswerStyle,
-    /// Credential custody: every request authenticated and authorised
-    /// before it is fenced.
-    pub(crate) custody: Option<Arc<Custody>>,
-    /// An S3 route without custody: how its requests' hosts name buckets.
-    pub(crate) s3_reading: Option<S3Reading>,
-    /// With `[[route]]` tables: its requests counted by outcome.
-    pub(crate) counters: Option<RouteCounters>,
 }
 
 impl DataPlane {

@@ -15,7 +15,7 @@ use prometheus_client::registry::Registry;
 
 use super::access_log::AccessLog;
 use super::outcome::Outcome;
-use crate::chain::Source;
+use crate::chain::{Chain, Source};
 use crate::issuer::UrlIssuer;
 use crate::Fences;
 
@@ -267,10 +267,14 @@ impl Collector for FenceCollector {
     }
 }
 
+/// The chains of the routes in force, read at each scrape: written by
+/// the start and by each reload, which swap in their routes' chains.
+pub(crate) type Chains = Arc<RwLock<Vec<Arc<Chain>>>>;
+
 /// Chained writes' counts (`crate::chain`), read at scrape time: the sum
 /// over every route's chain.
 #[derive(Debug)]
-struct ChainCollector(crate::gateway::reload::Chains);
+struct ChainCollector(Chains);
 
 /// One counter per label value of `label`.
 fn encode_labelled_counter(
@@ -346,7 +350,7 @@ impl Metrics {
         fences: Fences,
         access_log: Option<AccessLog>,
         issuer: Option<Arc<UrlIssuer>>,
-        chains: crate::gateway::reload::Chains,
+        chains: Chains,
     ) -> Self {
         let mut registry = Registry::default();
         let family = Family::<RequestLabels, Counter>::default();

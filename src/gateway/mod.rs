@@ -46,6 +46,8 @@ mod activity;
 
 mod clock;
 
+mod error;
+
 mod data_plane;
 
 mod inbound;

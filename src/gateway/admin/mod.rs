@@ -22,7 +22,7 @@ pub(crate) mod auth;
 mod writes;
 
 pub(crate) use self::auth::AdminToken;
-pub use self::auth::AdminTokenError;
+pub use super::error::AdminTokenError;
 
 #[derive(Clone)]
 struct Admin {

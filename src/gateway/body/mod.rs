@@ -14,9 +14,10 @@
 //!   server gives it, hyper's (HTTP/2) or the engine's (HTTP/1.x).
 //!
 //! Response bodies ([`response`]):
-//! - [`Relayed`](response::Relayed): what the client's server sends; counts
-//!   bytes and cuts, stops at the end of the lease, and carries the
-//!   request's [`Exchange`](super::exchange::Exchange) to its end;
+//! - [`Relayed`](super::exchange::Relayed) (in `exchange.rs`, beside the
+//!   record it carries): what the client's server sends; counts bytes and
+//!   cuts, stops at the end of the lease, and carries the request's
+//!   [`Exchange`](super::exchange::Exchange) to its end;
 //! - the fencing layer's `ResponseBody`: keeps the request in flight until
 //!   its response has been relayed;
 //! - [`FromProxy`](response::FromProxy): the proxy's answer, with the
