@@ -15,7 +15,7 @@ use crate::http1::head::{FieldLines, RequestHead};
 use crate::reach::ListedObjects;
 use crate::store::Lease;
 
-use super::custody::Verified;
+use super::custody::verified::Verified;
 
 /// A request in the data plane (see the module docs).
 pub(crate) struct Inbound<B> {

@@ -8,10 +8,11 @@ use std::sync::Arc;
 
 use http::HeaderValue;
 
+use super::config::Anonymous;
 use super::config::{Config, RouteMatch, TableSource};
 use super::custody::files::{self, UpstreamCredentials};
 use super::custody::sign::UpstreamSigner;
-use super::custody::{Anonymous, Custody, CustodyFiles, DialectOptions};
+use super::custody::{Custody, CustodyFiles, DialectOptions};
 use super::error::StartError;
 use super::generations::RoutePlane;
 use super::metrics::{Metrics, RouteCounters};

@@ -13,8 +13,9 @@ use base64::Engine as _;
 use http::{HeaderName, HeaderValue, Method};
 
 use super::files::UpstreamCredentials;
-use super::s3::{lookup, Filed, SignedFields, EMPTY_SHA256};
-use super::{stream, Forwarding};
+use super::s3::{lookup, SignedFields, EMPTY_SHA256};
+use super::stream;
+use super::verified::{Filed, Forwarding};
 use crate::custody::shared_key::{self, AccountKey};
 use crate::custody::sigv4::{self, SignedHeaders, SigningKey};
 use crate::gateway::hop::{connection_options, is_hop_by_hop};

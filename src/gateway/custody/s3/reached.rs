@@ -4,6 +4,17 @@
 
 use super::*;
 
+/// Where an S3 request's bucket and key are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Addressed {
+    /// `/bucket/key`, decoded, as S3 stores it (`/` alone for the service,
+    /// `/bucket` for a bucket).
+    pub(crate) object: String,
+    /// For a virtual-hosted request, its path-style target (`/bucket` in
+    /// front of the path as sent, query kept).
+    pub(crate) path_style: Option<String>,
+}
+
 impl Addressed {
     /// The bucket, if the request names one (not the service's `/`).
     pub(crate) fn bucket(&self) -> Option<&str> {
