@@ -82,7 +82,7 @@ pub(crate) async fn require_bearer(
     {
         return next.run(request).await;
     }
-    let mut response = super::json_error(
+    let mut response = super::answers::json_error(
         StatusCode::UNAUTHORIZED,
         &json!({ "error": "unauthorized" }),
     );
