@@ -55,28 +55,16 @@ use std::sync::{Mutex, PoisonError};
 use lru::LruCache;
 
 mod dialect;
+mod version;
 
 // Azure custody's (the gateway's) reading of a SAS query.
 #[cfg(feature = "gateway")]
 pub(crate) use self::dialect::is_sas_parameter;
 pub use self::dialect::{ClientCondition, Effect, Mode, Observer, Outcome, MODES};
+pub use self::version::Version;
 
 /// The default of `--chain-cache-entries`.
 pub const DEFAULT_CACHE_ENTRIES: usize = 100_000;
-
-/// An object's version, as the store names it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Version {
-    /// A strong entity tag, quotes included (`"9b2cf535f27731c9"`).
-    Tag(Box<str>),
-    /// There is no object.
-    Absent,
-    /// There is no object, and its current version is a delete marker (an
-    /// S3 versioned bucket): a `DELETE` of it adds another marker and
-    /// destroys nothing, and S3 has no condition a marker meets, so such a
-    /// delete goes on without one (docs/CHAINED.md).
-    DeleteMarker,
-}
 
 /// Where an observed version came from (the `source` label of
 /// `fencegate_chain_observations_total`).
