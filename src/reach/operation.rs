@@ -9,9 +9,16 @@
 use http::header::{HeaderName, CONTENT_TYPE, HOST};
 use http::{Method, Uri};
 
-use super::{query_values, ReachError, Unfenceable, DEPTH, DESTINATION};
+use super::error::{ReachError, Unfenceable};
+use super::gcs::{might_name_gcs_objects, query_values};
 use crate::head::{visible_str, HeaderFields, RequestView};
 use crate::key::{normalize_path, request_host};
+
+/// The header naming the target of a WebDAV `COPY` or `MOVE`.
+pub const DESTINATION: HeaderName = HeaderName::from_static("destination");
+
+/// The header saying how deep a WebDAV method acts on a collection.
+pub const DEPTH: HeaderName = HeaderName::from_static("depth");
 
 /// What a request does to the objects it reaches.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,7 +141,7 @@ impl Operation {
 /// find nothing more, and need not be asked. Reads the method, the start of
 /// the path, and for `POST` the query and `Content-Type`.
 pub fn is_plain<R: RequestView + ?Sized>(request: &R) -> bool {
-    if super::might_name_gcs_objects(request.uri().path()) {
+    if might_name_gcs_objects(request.uri().path()) {
         return false;
     }
     match request.method().as_str() {
