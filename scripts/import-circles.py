@@ -6,6 +6,7 @@ file-level import graph of src/ (issue #50: "no circle in the whole crate").
     python3 scripts/import-circles.py --why    # and the names that tie each edge
     python3 scripts/import-circles.py --src DIR           # another tree's src/
     python3 scripts/import-circles.py --children-may-use-parents
+    python3 scripts/import-circles.py --floors  # and the gateway's floors kept
 
 Exits 1 if it finds a circle, 0 if none.
 
@@ -37,6 +38,11 @@ How the graph is read (a small reader of the source text, not rustc):
   that allows a folder's files to share its mod.rs's private helpers, and
   finds only circles through siblings or other folders. Without it (the
   default, and the test of "no circle"), every edge counts.
+- With --floors, the floors listed at the top of src/gateway/mod.rs
+  (`//! - G<n>, what: `file.rs`, `folder/`, ...`) are read, and every import
+  from a gateway file to a gateway file on a higher floor is reported, as is
+  a gateway file on no floor. A folder's files are on its floor unless one
+  is named on a floor of its own.
 - Unknown last segments (enum variants, associated items, macro-made names)
   count as the file of the last module resolved. External crates are ignored.
 """
@@ -299,6 +305,53 @@ def circles(nodes, edges):
     return sorted(out, key=lambda c: (-len(c), c))
 
 
+def floors_of(gateway_mod):
+    """{path relative to src/gateway: floor} from the list in gateway/mod.rs."""
+    floors, current = {}, None
+    for line in open(gateway_mod, encoding="utf-8"):
+        if not line.startswith("//!"):
+            continue
+        m = re.match(r"//! - G(\d+)\b", line)
+        if m:
+            current = int(m.group(1))
+        elif not line.startswith("//!   "):
+            current = None
+        if current is not None:
+            for name in re.findall(r"`([a-z0-9_/]+(?:\.rs|/))`", line):
+                floors[name] = current
+    return floors
+
+
+def floor_check(modules, edges, rel):
+    gateway = os.path.join(ROOT, "gateway")
+    floors = floors_of(os.path.join(gateway, "mod.rs"))
+
+    def floor(file):
+        name = os.path.relpath(file, gateway)
+        if name in floors:
+            return floors[name]
+        parts = name.split("/")
+        for i in range(len(parts) - 1, 0, -1):
+            folder = "/".join(parts[:i]) + "/"
+            if folder in floors:
+                return floors[folder]
+        return None
+
+    files = sorted(m.file for m in modules.values() if m.file.startswith(gateway + os.sep))
+    problems = [f"no floor: {rel(f)}" for f in files if floor(f) is None]
+    for source in files:
+        for target in sorted(edges.get(source, {})):
+            if target in files and None not in (floor(source), floor(target)) and floor(target) > floor(source):
+                names = ", ".join(sorted(edges[source][target]))
+                problems.append(
+                    f"up a floor: {rel(source)} (G{floor(source)}) -> {rel(target)} (G{floor(target)}): {names}"
+                )
+    print(f"gateway floors: {len(files)} files on {len(set(floors.values()))} floors, {len(problems)} problem(s)")
+    for problem in problems:
+        print(f"  {problem}")
+    return problems
+
+
 def main():
     global ROOT
     why = "--why" in sys.argv
@@ -324,7 +377,8 @@ def main():
                 for t in sorted(edges[f]):
                     if t in comp:
                         print(f"      -> {rel(t)}: {', '.join(sorted(edges[f][t]))}")
-    return 1 if found else 0
+    problems = floor_check(modules, edges, rel) if "--floors" in sys.argv else []
+    return 1 if found or problems else 0
 
 
 if __name__ == "__main__":

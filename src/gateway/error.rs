@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use super::config::AccessLogTarget;
-use super::tls::TlsError;
+use crate::client_tls::TlsError;
 use crate::store::StoreError;
 
 /// Why the gateway could not start. Each is one clear line for the user.
