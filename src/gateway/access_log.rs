@@ -26,7 +26,7 @@ use serde::{Serialize, Serializer};
 
 use super::clock;
 use super::config::AccessLogTarget;
-use super::outcome::Outcome;
+use super::outcome::RequestOutcome;
 
 /// How long a line may wait in memory before it is written.
 const FLUSH_EVERY: Duration = Duration::from_millis(100);
@@ -180,9 +180,9 @@ pub(crate) struct Entry {
     pub(crate) identity: Option<String>,
     /// `--enforce report`: why `on` would have refused it.
     pub(crate) would_refuse: Option<&'static str>,
-    answered: Option<(Outcome, StatusCode)>,
+    answered: Option<(RequestOutcome, StatusCode)>,
     /// The response body failed after its head was out, and why.
-    cut: Option<Outcome>,
+    cut: Option<RequestOutcome>,
     pub(crate) bytes_in: Arc<AtomicU64>,
     pub(crate) bytes_out: u64,
 }
@@ -239,14 +239,14 @@ impl Entry {
     }
 
     /// The response headers are out.
-    pub(crate) fn answered(&mut self, outcome: Outcome, status: StatusCode) {
+    pub(crate) fn answered(&mut self, outcome: RequestOutcome, status: StatusCode) {
         self.answered = Some((outcome, status));
     }
 
     /// The response body failed after its head was out, for `why`
     /// (`upstream_error`, `fence_store_unavailable`): the line says so, with
     /// the status the client already had.
-    pub(crate) fn cut(&mut self, why: Outcome) {
+    pub(crate) fn cut(&mut self, why: RequestOutcome) {
         self.cut = Some(why);
     }
 }
@@ -257,9 +257,9 @@ impl Drop for Entry {
             Some((outcome, status)) => (
                 self.cut.unwrap_or(outcome),
                 status.as_u16(),
-                (outcome == Outcome::Forwarded).then_some(status.as_u16()),
+                (outcome == RequestOutcome::Forwarded).then_some(status.as_u16()),
             ),
-            None => (Outcome::ClientError, 499, None),
+            None => (RequestOutcome::ClientError, 499, None),
         };
         let line = Line {
             time: SystemTime::now(),

@@ -8,7 +8,7 @@
 //! (`inbound.rs`: the lease it was admitted under, an S3 `DeleteObjects`'
 //! listed keys), not in extensions. Only the answers keep one: the refusal
 //! or outcome of an answer the gateway made (read once, by
-//! [`Exchange::answered`]'s caller, with [`Outcome::of`]).
+//! [`Exchange::answered`]'s caller, with [`RequestOutcome::of`]).
 //!
 //! [`Relayed`], the response body that carries the record to its end,
 //! lives here with it (as tower-http's trace body lives in `trace/`).
@@ -37,7 +37,7 @@ use super::body::response::FromProxy;
 use super::clock;
 use super::engine::CarriesFields;
 use super::metrics::{IdentitySeries, Metrics};
-use super::outcome::Outcome;
+use super::outcome::RequestOutcome;
 
 /// What every request of one client connection shares, taken once per
 /// connection.
@@ -66,7 +66,7 @@ pub(crate) struct Exchange {
     entry: Option<Box<Entry>>,
     /// Set once the response head is out; `None` at the end means the
     /// client went away before an answer.
-    answered: Option<Outcome>,
+    answered: Option<RequestOutcome>,
     /// Credential custody: who the request authenticated as: its series
     /// of the metrics.
     identity: Option<IdentitySeries>,
@@ -105,7 +105,7 @@ impl Exchange {
     /// and logged like any request, with no method, path or fence.
     pub(crate) fn refused_head(
         connection: &Arc<ClientConnection>,
-        outcome: Outcome,
+        outcome: RequestOutcome,
         status: StatusCode,
     ) {
         let started = clock::now_std();
@@ -167,7 +167,7 @@ impl Exchange {
 
     /// The response head is out, with `status`, for `outcome`: counted, with
     /// its latency.
-    pub(crate) fn answered(&mut self, outcome: Outcome, status: StatusCode) {
+    pub(crate) fn answered(&mut self, outcome: RequestOutcome, status: StatusCode) {
         match &self.identity {
             Some(identity) => self
                 .connection
@@ -194,7 +194,7 @@ impl Exchange {
 
     /// The response body failed after its head was out, for `why`: the
     /// client sees a cut connection; the metrics and the log see the failure.
-    pub(crate) fn cut(&mut self, why: Outcome) {
+    pub(crate) fn cut(&mut self, why: RequestOutcome) {
         self.connection.metrics.response_cut();
         if let Some(entry) = &mut self.entry {
             entry.cut(why);
@@ -209,7 +209,7 @@ impl Drop for Exchange {
             // request waited (for admission, for the backend).
             self.connection
                 .metrics
-                .observe(Outcome::ClientError, self.elapsed());
+                .observe(RequestOutcome::ClientError, self.elapsed());
         }
         // The entry writes its line as it drops, after this.
     }
@@ -257,7 +257,7 @@ impl http_body::Body for Relayed {
                 if let Err(ended) = lease.check(LeaseStage::RelayingResponse) {
                     tracing::warn!("lease ended while a response was relayed: the response is cut");
                     if let Some(exchange) = this.exchange.as_mut() {
-                        exchange.cut(Outcome::FenceStoreUnavailable);
+                        exchange.cut(RequestOutcome::FenceStoreUnavailable);
                     }
                     return Poll::Ready(Some(Err(axum::Error::new(ended))));
                 }
@@ -272,7 +272,7 @@ impl http_body::Body for Relayed {
                 }
                 // The head (and its status) is already out: the client sees
                 // a cut connection; the metrics and the log see the failure.
-                Some(Err(_)) => exchange.cut(Outcome::UpstreamError),
+                Some(Err(_)) => exchange.cut(RequestOutcome::UpstreamError),
                 None => {}
             }
         }

@@ -28,10 +28,10 @@ use super::custody::{unix_now, Forwarding};
 use super::deadlines::{
     connect_by, find_cause, response_head_within, BodyStalled, SentAt, Side, StallTimeout,
 };
-use super::engine::{self, Connection, Edits, Failed, ResponseBody, SendError, Stream, WriteError};
+use super::engine::{self, BackendBody, Connection, Edits, Failed, SendError, Stream, WriteError};
 use super::hop::end_to_end_map;
 use super::inbound::Inbound;
-use super::outcome::Outcome;
+use super::outcome::RequestOutcome;
 use super::pool::Pool;
 use super::upstream::Upstream;
 use crate::custody::chunked::ChunkedError;
@@ -175,7 +175,7 @@ impl Proxy {
                     StatusCode::BAD_REQUEST,
                     "bad_request",
                     &format!("cannot build the upstream URI: {e}"),
-                    Outcome::OtherRefusal,
+                    RequestOutcome::OtherRefusal,
                 )
                 .map(FromProxy::from)
             }
@@ -189,7 +189,7 @@ impl Proxy {
                 StatusCode::SERVICE_UNAVAILABLE,
                 "fence_store_unavailable",
                 &ended.to_string(),
-                Outcome::FenceStoreUnavailable,
+                RequestOutcome::FenceStoreUnavailable,
             )
             .map(FromProxy::from);
         }
@@ -218,7 +218,7 @@ impl Proxy {
                 "no response headers from {} within {:?} of the request being sent; the request may still be applied by the backend",
                 shared.upstream, shared.timeout
             ),
-            Outcome::UpstreamError,
+            RequestOutcome::UpstreamError,
         )
         .map(FromProxy::from)
     }
@@ -245,7 +245,7 @@ impl Shared {
                         StatusCode::SERVICE_UNAVAILABLE,
                         "fence_store_unavailable",
                         &ended.to_string(),
-                        Outcome::FenceStoreUnavailable,
+                        RequestOutcome::FenceStoreUnavailable,
                     ));
                 }
                 if let Some(StreamError::Refused(refused)) = find_cause::<StreamError>(cause) {
@@ -265,7 +265,7 @@ impl Shared {
                         StatusCode::REQUEST_TIMEOUT,
                         "client_body_timeout",
                         &format!("the request body paused for longer than {:?}; the backend received it cut off", stalled.after),
-                        Outcome::ClientError,
+                        RequestOutcome::ClientError,
                     ));
                 }
                 return client_body_error(&self.upstream, &detail);
@@ -280,7 +280,7 @@ impl Shared {
             StatusCode::BAD_GATEWAY,
             "upstream_unavailable",
             &format!("{}: {detail}", self.upstream),
-            Outcome::UpstreamError,
+            RequestOutcome::UpstreamError,
         )
     }
 
@@ -374,7 +374,7 @@ impl Shared {
                 Ok((head, mut conn, whole)) => {
                     conn.keep_timer(timer);
                     let reuse = head.keep_alive && whole;
-                    let body = ResponseBody::new(conn, head.body, reuse, Arc::clone(&self.pool));
+                    let body = BackendBody::new(conn, head.body, reuse, Arc::clone(&self.pool));
                     // A response body that stalls fails, and its
                     // connection is not reused.
                     let body = StallTimeout::new(body, self.timeout, Side::Upstream);
@@ -483,7 +483,7 @@ async fn credentials_rejected(
             StatusCode::BAD_GATEWAY,
             "upstream_credentials_rejected",
             &format!("the store refused the gateway's own credentials ({detail}); check --upstream-credentials"),
-            Outcome::UpstreamError,
+            RequestOutcome::UpstreamError,
         )
         .map(FromProxy::from)
     };
@@ -546,7 +546,7 @@ fn chunk_signature_refused(upstream: &Upstream, error: &ChunkedError) -> Respons
         StatusCode::FORBIDDEN,
         "SignatureDoesNotMatch",
         &format!("{error}; the upload was cut off before the store could keep any of it"),
-        Outcome::Unauthenticated,
+        RequestOutcome::Unauthenticated,
     ))
 }
 
@@ -557,7 +557,7 @@ fn client_body_error(upstream: &Upstream, detail: &str) -> Response<Body> {
         StatusCode::BAD_REQUEST,
         "client_body_error",
         &format!("the request body could not be read: {detail}"),
-        Outcome::ClientError,
+        RequestOutcome::ClientError,
     ))
 }
 
@@ -603,7 +603,7 @@ pub(crate) fn refuse_unproxyable<R: RequestView>(request: &R) -> Option<Response
         StatusCode::NOT_IMPLEMENTED,
         "upgrade_not_supported",
         "protocol upgrades and CONNECT are not proxied",
-        Outcome::OtherRefusal,
+        RequestOutcome::OtherRefusal,
     ))
 }
 
@@ -624,7 +624,7 @@ pub(super) fn gateway_error(
     status: StatusCode,
     error: &str,
     detail: &str,
-    outcome: Outcome,
+    outcome: RequestOutcome,
 ) -> Response<Body> {
     let mut response = error_response(status, error, detail).map(Body::from);
     response.extensions_mut().insert(outcome);

@@ -24,7 +24,7 @@
 //!   backend's header lines when they are not in the response's map;
 //! - a [`StallTimeout`](super::deadlines::StallTimeout) on the backend's
 //!   side;
-//! - the engine's `ResponseBody`: read off a backend connection, which it
+//! - the engine's `BackendBody`: read off a backend connection, which it
 //!   returns to the pool at the end.
 //!
 //! Each is kept as small as it can be: bodies are moved several times per

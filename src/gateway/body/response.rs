@@ -22,13 +22,13 @@ pin_project! {
     /// made.
     pub struct FromProxy {
         #[pin]
-        source: Source,
+        source: ProxyBody,
     }
 }
 
 pin_project! {
-    #[project = SourceProj]
-    enum Source {
+    #[project = ProxyBodyProj]
+    enum ProxyBody {
         // Boxed, body and lines in one allocation: the response is moved
         // several times on its way to the client, and a pointer copies
         // cheaper than both.
@@ -41,7 +41,7 @@ pin_project! {
 struct Backend {
     /// Its body, which fails if it stalls (its connection is then not
     /// reused).
-    body: StallTimeout<engine::ResponseBody>,
+    body: StallTimeout<engine::BackendBody>,
     fields: Option<FieldLines>,
 }
 
@@ -49,11 +49,11 @@ impl FromProxy {
     /// The backend's `body`, and its head's lines unless they are in the
     /// response's map.
     pub(crate) fn backend(
-        body: StallTimeout<engine::ResponseBody>,
+        body: StallTimeout<engine::BackendBody>,
         fields: Option<FieldLines>,
     ) -> Self {
         FromProxy {
-            source: Source::Backend {
+            source: ProxyBody::Backend {
                 backend: Box::new(Backend { body, fields }),
             },
         }
@@ -62,16 +62,16 @@ impl FromProxy {
     /// The backend's header lines, if they travel here.
     pub(crate) fn fields(&self) -> Option<&FieldLines> {
         match &self.source {
-            Source::Backend { backend } => backend.fields.as_ref(),
-            Source::Made { .. } => None,
+            ProxyBody::Backend { backend } => backend.fields.as_ref(),
+            ProxyBody::Made { .. } => None,
         }
     }
 
     /// The backend's header lines, taken (to be put in a map).
     pub(crate) fn take_fields(&mut self) -> Option<FieldLines> {
         match &mut self.source {
-            Source::Backend { backend } => backend.fields.take(),
-            Source::Made { .. } => None,
+            ProxyBody::Backend { backend } => backend.fields.take(),
+            ProxyBody::Made { .. } => None,
         }
     }
 }
@@ -79,7 +79,7 @@ impl FromProxy {
 impl From<Body> for FromProxy {
     fn from(body: Body) -> Self {
         FromProxy {
-            source: Source::Made { body },
+            source: ProxyBody::Made { body },
         }
     }
 }
@@ -94,24 +94,24 @@ impl http_body::Body for FromProxy {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
         match self.project().source.project() {
-            SourceProj::Backend { backend } => Pin::new(&mut backend.body)
+            ProxyBodyProj::Backend { backend } => Pin::new(&mut backend.body)
                 .poll_frame(cx)
                 .map_err(axum::Error::new),
-            SourceProj::Made { body } => body.poll_frame(cx),
+            ProxyBodyProj::Made { body } => body.poll_frame(cx),
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match &self.source {
-            Source::Backend { backend } => backend.body.is_end_stream(),
-            Source::Made { body } => body.is_end_stream(),
+            ProxyBody::Backend { backend } => backend.body.is_end_stream(),
+            ProxyBody::Made { body } => body.is_end_stream(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.source {
-            Source::Backend { backend } => backend.body.size_hint(),
-            Source::Made { body } => body.size_hint(),
+            ProxyBody::Backend { backend } => backend.body.size_hint(),
+            ProxyBody::Made { body } => body.size_hint(),
         }
     }
 }

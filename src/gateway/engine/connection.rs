@@ -6,7 +6,7 @@
 //! [`Connection::send`] writes a request head and its body while watching
 //! for the response head, so that a backend that answers before it has read
 //! the whole body (a 413, a 401) is heard instead of waited on; the
-//! response's body is then read by a [`ResponseBody`](super::ResponseBody)
+//! response's body is then read by a [`BackendBody`](super::BackendBody)
 //! that owns the connection and gives it back to the pool at its end.
 
 use std::future::poll_fn;

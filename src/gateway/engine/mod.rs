@@ -27,5 +27,5 @@ mod server;
 pub(crate) use self::connection::{Connection, Failed, Request, SendError, Stream};
 pub(crate) use self::encode::{write_request_head, Edits, Fields, Outgoing};
 pub(crate) use self::outbound::WriteError;
-pub(crate) use self::response_body::ResponseBody;
+pub(crate) use self::response_body::BackendBody;
 pub(crate) use self::server::{serve, CarriesFields, Handler, Limits, RequestBody};
