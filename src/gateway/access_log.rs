@@ -38,10 +38,10 @@ const MAX_BUFFERED: usize = 16 * 1024 * 1024;
 /// The access log, shared by every connection. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct AccessLog {
-    shared: Arc<Shared>,
+    shared: Arc<LogShared>,
 }
 
-struct Shared {
+struct LogShared {
     /// Lines not yet written. A std mutex: held to append one line or to
     /// swap the buffer out, never across I/O.
     buffer: Mutex<Vec<u8>>,
@@ -71,7 +71,7 @@ impl AccessLog {
                 Box::new(OpenOptions::new().create(true).append(true).open(path)?)
             }
         };
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(LogShared {
             buffer: Mutex::new(Vec::with_capacity(FLUSH_SIZE)),
             wake: Condvar::new(),
             closed: AtomicBool::new(false),
@@ -135,7 +135,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// Takes the buffer every [`FLUSH_EVERY`] (sooner when it is full) and
 /// writes it, until closed; then writes what is left.
-fn write_loop(shared: &Shared, mut out: Box<dyn Write + Send>) {
+fn write_loop(shared: &LogShared, mut out: Box<dyn Write + Send>) {
     let mut spare = Vec::with_capacity(FLUSH_SIZE);
     loop {
         let closed = {
@@ -165,7 +165,7 @@ fn write_loop(shared: &Shared, mut out: Box<dyn Write + Send>) {
 /// is dropped: with the response body once relayed, or with the request if
 /// the client went away before an answer (status 499, as nginx logs it).
 #[derive(Debug)]
-pub(crate) struct Entry {
+pub(crate) struct LogEntry {
     log: AccessLog,
     started: Instant,
     client: SocketAddr,
@@ -208,15 +208,15 @@ struct Line<'a> {
     duration_ms: f64,
 }
 
-impl Entry {
+impl LogEntry {
     pub(crate) fn new(
         log: &AccessLog,
         started: Instant,
         client: SocketAddr,
         request: Option<(Method, Uri)>,
         fence: (Option<String>, Option<u64>),
-    ) -> Entry {
-        Entry {
+    ) -> LogEntry {
+        LogEntry {
             log: log.clone(),
             started,
             client,
@@ -251,7 +251,7 @@ impl Entry {
     }
 }
 
-impl Drop for Entry {
+impl Drop for LogEntry {
     fn drop(&mut self) {
         let (outcome, status, upstream_status) = match self.answered {
             Some((outcome, status)) => (

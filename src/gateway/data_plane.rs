@@ -37,7 +37,7 @@ use super::hop::end_to_end_map;
 use super::inbound::Inbound;
 use super::metrics::{Metrics, RouteCounters};
 use super::outcome::RequestOutcome;
-use super::proxy::{close_after, gateway_error, refuse_unproxyable, Client as ProxyClient, Proxy};
+use super::proxy::{close_after, gateway_error, refuse_unproxyable, ForwardedHeaders, Proxy};
 use super::s3_hosts::S3Reading;
 use crate::custody::answer::{restyle, AnswerStyle};
 use crate::fencing::{refusal_response, Fencing, ResponseBody, WouldRefuse};
@@ -107,7 +107,7 @@ impl DataPlane {
 /// Each route of `generation` for one client connection.
 fn routes_for(
     generation: &Generation,
-    proxy_client: &Arc<ProxyClient>,
+    proxy_client: &Arc<ForwardedHeaders>,
     peer: std::net::SocketAddr,
 ) -> Box<[RouteConnection]> {
     generation
@@ -145,7 +145,7 @@ struct PipelineShared {
     routes: Box<[RouteConnection]>,
     generations: Arc<Generations>,
     /// What the proxy says of this client.
-    proxy_client: Arc<ProxyClient>,
+    proxy_client: Arc<ForwardedHeaders>,
     /// The client's connection is TLS.
     tls: bool,
     client: Arc<ClientConnection>,

@@ -31,7 +31,7 @@ use crate::head::RequestView;
 use crate::http1::head::FieldLines;
 use crate::store::LeaseStage;
 
-use super::access_log::{AccessLog, Entry};
+use super::access_log::{AccessLog, LogEntry};
 use super::activity::{Activity, Busy};
 use super::body::response::FromProxy;
 use super::clock;
@@ -63,7 +63,7 @@ pub(crate) struct Exchange {
     // Boxed: the exchange is moved several times per request (into the
     // response future, into the response body), and an entry is a few
     // hundred bytes that most gateways (no access log) never fill.
-    entry: Option<Box<Entry>>,
+    entry: Option<Box<LogEntry>>,
     /// Set once the response head is out; `None` at the end means the
     /// client went away before an answer.
     answered: Option<RequestOutcome>,
@@ -82,7 +82,7 @@ impl Exchange {
     ) -> Self {
         let started = clock::now_std();
         let entry = connection.access_log.as_ref().map(|log| {
-            Box::new(Entry::new(
+            Box::new(LogEntry::new(
                 log,
                 started,
                 connection.peer,
@@ -110,7 +110,7 @@ impl Exchange {
     ) {
         let started = clock::now_std();
         let entry = connection.access_log.as_ref().map(|log| {
-            Box::new(Entry::new(
+            Box::new(LogEntry::new(
                 log,
                 started,
                 connection.peer,

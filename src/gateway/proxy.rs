@@ -44,16 +44,16 @@ use crate::store::{LeaseEnded, LeaseStage};
 /// over a pooled HTTP/1.1 connection.
 #[derive(Clone)]
 pub(crate) struct Proxy {
-    shared: Arc<Shared>,
+    shared: Arc<ProxyShared>,
     /// What one client connection adds, made once per connection by
     /// [`Proxy::for_client`]; behind an `Arc` so that the clone of the proxy
     /// each request takes is one reference count.
-    client: Arc<Client>,
+    client: Arc<ForwardedHeaders>,
 }
 
 /// The forwarding headers of one client connection.
 #[derive(Debug)]
-pub(crate) struct Client {
+pub(crate) struct ForwardedHeaders {
     /// The client's address as an `X-Forwarded-For` entry.
     peer: Option<HeaderValue>,
     /// `X-Forwarded-Proto`: `https` when the client connection is TLS.
@@ -61,7 +61,7 @@ pub(crate) struct Client {
 }
 
 /// What every clone of a [`Proxy`] shares.
-struct Shared {
+struct ProxyShared {
     upstream: Upstream,
     /// `Host` for a request that has none (an HTTP/1.0 client): the
     /// backend's authority, as hyper-util's client would set it.
@@ -106,7 +106,7 @@ impl Proxy {
         let default_host = HeaderValue::from_str(upstream.authority().as_str())
             .unwrap_or_else(|_| HeaderValue::from_static("localhost"));
         Proxy {
-            shared: Arc::new(Shared {
+            shared: Arc::new(ProxyShared {
                 upstream,
                 default_host,
                 timeout,
@@ -115,7 +115,7 @@ impl Proxy {
                 fields_in_map,
                 signer: None,
             }),
-            client: Arc::new(Client {
+            client: Arc::new(ForwardedHeaders {
                 peer: None,
                 proto: HeaderValue::from_static("http"),
             }),
@@ -141,8 +141,8 @@ impl Proxy {
     /// route of it: its address goes into `X-Forwarded-For`, formatted
     /// once instead of per request, and `X-Forwarded-Proto` says whether
     /// it is TLS.
-    pub(crate) fn client_of(peer: SocketAddr, tls: bool) -> Arc<Client> {
-        Arc::new(Client {
+    pub(crate) fn client_of(peer: SocketAddr, tls: bool) -> Arc<ForwardedHeaders> {
+        Arc::new(ForwardedHeaders {
             peer: HeaderValue::from_str(&peer.ip().to_string()).ok(),
             proto: HeaderValue::from_static(if tls { "https" } else { "http" }),
         })
@@ -156,7 +156,7 @@ impl Proxy {
     }
 
     /// This proxy for requests from `client` ([`Proxy::client_of`]).
-    pub(crate) fn with_client(&self, client: Arc<Client>) -> Self {
+    pub(crate) fn with_client(&self, client: Arc<ForwardedHeaders>) -> Self {
         Proxy {
             shared: Arc::clone(&self.shared),
             client,
@@ -224,8 +224,8 @@ impl Proxy {
     }
 }
 
-impl Shared {
-    /// The response to relay for the outcome of [`Shared::send`].
+impl ProxyShared {
+    /// The response to relay for the outcome of [`ProxyShared::send`].
     fn answer(&self, result: Result<Response<FromProxy>, UpstreamError>) -> Response<FromProxy> {
         match result {
             Ok(response) => response,
@@ -297,7 +297,7 @@ impl Shared {
         &self,
         request: Inbound<ToBackend<'_>>,
         target: &Uri,
-        client: &Client,
+        client: &ForwardedHeaders,
         started: Instant,
         sent: Option<&SentAt>,
     ) -> Result<Response<FromProxy>, UpstreamError> {
@@ -474,7 +474,7 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 /// other 403 (S3's `AccessDenied` of a bucket policy, say) is relayed as
 /// it came.
 async fn credentials_rejected(
-    shared: &Shared,
+    shared: &ProxyShared,
     response: Response<FromProxy>,
 ) -> Response<FromProxy> {
     let rejected = |detail: &str| {
@@ -567,7 +567,7 @@ enum UpstreamError {
     #[error("cannot connect")]
     Connect(#[source] std::io::Error),
     /// No connection, or no response head, within the timeout: answered
-    /// 504 by [`Proxy::send_on`] rather than through [`Shared::failure`].
+    /// 504 by [`Proxy::send_on`] rather than through [`ProxyShared::failure`].
     #[error("no response head within the timeout")]
     HeadTimeout,
     #[error("TLS handshake failed")]

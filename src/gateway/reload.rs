@@ -47,11 +47,11 @@ pub enum ReloadError {
 /// What a reload needs, shared with the signal handler that asks for it.
 #[derive(Debug, Clone)]
 pub struct ConfigReloader {
-    shared: Arc<Shared>,
+    shared: Arc<ReloaderShared>,
 }
 
 #[derive(Debug)]
-struct Shared {
+struct ReloaderShared {
     generations: Arc<Generations>,
     fences: Fences,
     embedded: Option<Upstream>,
@@ -86,7 +86,7 @@ impl ConfigReloader {
         in_force: InForce,
     ) -> Self {
         ConfigReloader {
-            shared: Arc::new(Shared {
+            shared: Arc::new(ReloaderShared {
                 generations,
                 fences,
                 embedded,

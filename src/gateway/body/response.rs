@@ -32,13 +32,13 @@ pin_project! {
         // Boxed, body and lines in one allocation: the response is moved
         // several times on its way to the client, and a pointer copies
         // cheaper than both.
-        Backend { backend: Box<Backend> },
+        Backend { backend: Box<BackendAnswer> },
         Made { #[pin] body: Body },
     }
 }
 
 /// The backend's answer past its head.
-struct Backend {
+struct BackendAnswer {
     /// Its body, which fails if it stalls (its connection is then not
     /// reused).
     body: StallTimeout<engine::BackendBody>,
@@ -54,7 +54,7 @@ impl FromProxy {
     ) -> Self {
         FromProxy {
             source: ProxyBody::Backend {
-                backend: Box::new(Backend { body, fields }),
+                backend: Box::new(BackendAnswer { body, fields }),
             },
         }
     }
