@@ -139,7 +139,7 @@ pub struct Chain {
     /// Bounded: an evicted version is observed again, never assumed. A
     /// std mutex held for one map operation, never across an `.await`.
     versions: Mutex<LruCache<Box<str>, Known>>,
-    stats: Counters,
+    stats: ChainCounters,
 }
 
 impl std::fmt::Debug for dyn VersionReader {
@@ -149,7 +149,7 @@ impl std::fmt::Debug for dyn VersionReader {
 }
 
 #[derive(Debug, Default)]
-struct Counters {
+struct ChainCounters {
     client_read: AtomicU64,
     client_condition: AtomicU64,
     gateway_head: AtomicU64,
@@ -182,7 +182,7 @@ impl Chain {
             mode,
             reader: None,
             versions: Mutex::new(LruCache::new(entries)),
-            stats: Counters::default(),
+            stats: ChainCounters::default(),
         }
     }
 

@@ -169,7 +169,7 @@ pub enum Event {
 /// The signature chain both sides keep: key, time, scope, the previous
 /// signature, and a buffer for strings to sign (reused: no allocation per
 /// chunk).
-struct Chain {
+struct SignatureChain {
     key: SigningKey,
     amz_date: String,
     scope: String,
@@ -177,9 +177,9 @@ struct Chain {
     to_sign: Vec<u8>,
 }
 
-impl Chain {
-    fn new(key: SigningKey, amz_date: &str, scope: &str, seed: [u8; 32]) -> Chain {
-        Chain {
+impl SignatureChain {
+    fn new(key: SigningKey, amz_date: &str, scope: &str, seed: [u8; 32]) -> SignatureChain {
+        SignatureChain {
             key,
             amz_date: amz_date.to_owned(),
             scope: scope.to_owned(),
@@ -269,7 +269,7 @@ impl State {
 /// chunk at most (its data is only handed on once verified), so memory is
 /// bounded by `max_chunk` and the size of the pieces fed.
 pub struct ChunkedVerifier {
-    chain: Chain,
+    chain: SignatureChain,
     trailer: bool,
     max_chunk: usize,
     buffer: BytesMut,
@@ -306,7 +306,7 @@ impl ChunkedVerifier {
         max_chunk: usize,
     ) -> ChunkedVerifier {
         ChunkedVerifier {
-            chain: Chain::new(key, amz_date, scope, seed),
+            chain: SignatureChain::new(key, amz_date, scope, seed),
             trailer,
             max_chunk,
             buffer: BytesMut::new(),
@@ -502,7 +502,7 @@ impl ChunkedVerifier {
 /// and [`Trailer::new`] for a body of the gateway's own) and send what it
 /// appends.
 pub struct ChunkResigner {
-    chain: Chain,
+    chain: SignatureChain,
 }
 
 impl std::fmt::Debug for ChunkResigner {
@@ -519,7 +519,7 @@ impl ChunkResigner {
     /// `seed`: the signature of the request it forwards the body with.
     pub fn new(key: SigningKey, amz_date: &str, scope: &str, seed: [u8; 32]) -> ChunkResigner {
         ChunkResigner {
-            chain: Chain::new(key, amz_date, scope, seed),
+            chain: SignatureChain::new(key, amz_date, scope, seed),
         }
     }
 
@@ -1218,7 +1218,7 @@ mod tests {
         // as width (the digits' case is not kept; the length is).
         let seed = [4u8; 32];
         let data = b"0123456789ABCDEFG";
-        let mut chain = Chain::new(aws_key(), AMZ_DATE, SCOPE, seed);
+        let mut chain = SignatureChain::new(aws_key(), AMZ_DATE, SCOPE, seed);
         chain.prepare_chunk(&sigv4::sha256(data));
         let first = sigv4::hex(&chain.sign());
         chain.prepare_chunk(&sigv4::sha256(b""));

@@ -28,7 +28,9 @@ use super::custody::{unix_now, Forwarding};
 use super::deadlines::{
     connect_by, find_cause, response_head_within, BodyStalled, SentAt, Side, StallTimeout,
 };
-use super::engine::{self, BackendBody, Connection, Edits, Failed, SendError, Stream, WriteError};
+use super::engine::{
+    self, BackendBody, BackendSendError, Connection, Edits, Failed, Stream, WriteError,
+};
 use super::hop::end_to_end_map;
 use super::inbound::Inbound;
 use super::outcome::RequestOutcome;
@@ -237,7 +239,7 @@ impl ProxyShared {
     fn failure(&self, error: &UpstreamError) -> Response<Body> {
         let detail = error_chain(error);
         match error {
-            UpstreamError::Send(SendError::Write(WriteError::Body(cause))) => {
+            UpstreamError::Send(BackendSendError::Write(WriteError::Body(cause))) => {
                 let cause: &(dyn std::error::Error + 'static) = cause.as_ref();
                 if let Some(ended) = find_cause::<LeaseEnded>(cause) {
                     tracing::error!(upstream = %self.upstream, "lease ended during the request body; aborted towards the backend");
@@ -270,7 +272,7 @@ impl ProxyShared {
                 }
                 return client_body_error(&self.upstream, &detail);
             }
-            UpstreamError::Send(SendError::Write(WriteError::BodyLength)) => {
+            UpstreamError::Send(BackendSendError::Write(WriteError::BodyLength)) => {
                 return client_body_error(&self.upstream, &detail);
             }
             _ => {}
@@ -331,7 +333,7 @@ impl ProxyShared {
         let (mut conn, mut reused) = self.checkout(connect_by).await?;
         let mut timer = conn.take_timer();
         let out = conn.take_buffer();
-        let mut request = engine::Request::new(out, body, to_head, |out, has_body, size| {
+        let mut request = engine::BackendRequest::new(out, body, to_head, |out, has_body, size| {
             let edits = Edits {
                 // A request in absolute form (a client using the gateway as
                 // its HTTP proxy) names its host in the target, which
@@ -573,7 +575,7 @@ enum UpstreamError {
     #[error("TLS handshake failed")]
     Tls(#[source] std::io::Error),
     #[error("request failed")]
-    Send(#[source] SendError),
+    Send(#[source] BackendSendError),
     /// Credential custody could not sign it.
     #[error(transparent)]
     Sign(SignError),

@@ -59,7 +59,7 @@ mod operation;
 pub use error::{ReachError, Unfenceable};
 use gcs::{gcs_objects, normalize_decoded, query_values, GcsObjects};
 pub use operation::{destination_path, is_plain, lists_objects_in_body, DEPTH, DESTINATION};
-use operation::{Kind, Operation};
+use operation::{Kind, RequestOperation};
 
 /// The most keys an S3 `DeleteObjects` may list.
 pub const MAX_LISTED_OBJECTS: usize = 1000;
@@ -101,7 +101,8 @@ pub fn reach<R: RequestView + ?Sized>(
     rules: &Rules,
     listed: Option<&ListedObjects>,
 ) -> Result<Reached, ReachError> {
-    let Operation { kind, writes, host } = Operation::read(request, rules.scope.has_host())?;
+    let RequestOperation { kind, writes, host } =
+        RequestOperation::read(request, rules.scope.has_host())?;
     let uri = request.uri();
     let mut keys = Vec::new();
     let own = match gcs_objects(uri, writes, rules.flat_keys)? {

@@ -114,11 +114,11 @@ pub(crate) struct RequestBody {
     /// polls move it while the request is served, and the proxy asks
     /// whether it is over several times per request, each of which would
     /// otherwise take the connection's lock (two atomic read-modify-writes).
-    seen: Seen,
+    seen: BodyProgress,
 }
 
 #[derive(Debug, Clone, Copy)]
-struct Seen {
+struct BodyProgress {
     over: bool,
     size: Option<u64>,
 }
@@ -128,14 +128,14 @@ impl RequestBody {
     fn new(conn: &SharedConn, decoding: &Decoding) -> Self {
         RequestBody {
             conn: (!matches!(decoding, Decoding::Done)).then(|| Arc::clone(conn)),
-            seen: Seen::of(decoding),
+            seen: BodyProgress::of(decoding),
         }
     }
 }
 
-impl Seen {
-    fn of(decoding: &Decoding) -> Seen {
-        Seen {
+impl BodyProgress {
+    fn of(decoding: &Decoding) -> BodyProgress {
+        BodyProgress {
             over: decoding.is_over(),
             size: decoding.size_hint().exact(),
         }
@@ -156,7 +156,7 @@ impl Body for RequestBody {
         };
         let mut guard = lock(conn);
         let frame = poll_body(&mut guard, cx);
-        this.seen = Seen::of(&guard.body);
+        this.seen = BodyProgress::of(&guard.body);
         frame
     }
 
