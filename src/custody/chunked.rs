@@ -230,7 +230,7 @@ impl SignatureChain {
     }
 }
 
-enum ChunkState {
+enum AwsChunkState {
     /// Awaiting a chunk header line.
     Header,
     /// Awaiting a chunk's data and its CRLF.
@@ -251,15 +251,15 @@ enum ChunkState {
     Done,
 }
 
-impl ChunkState {
+impl AwsChunkState {
     /// What `Debug` shows of the state (a digest context has no `Debug`).
     fn name(&self) -> &'static str {
         match self {
-            ChunkState::Header => "header",
-            ChunkState::Data { .. } => "data",
-            ChunkState::Trailers { .. } => "trailers",
-            ChunkState::End => "end",
-            ChunkState::Done => "done",
+            AwsChunkState::Header => "header",
+            AwsChunkState::Data { .. } => "data",
+            AwsChunkState::Trailers { .. } => "trailers",
+            AwsChunkState::End => "end",
+            AwsChunkState::Done => "done",
         }
     }
 }
@@ -273,7 +273,7 @@ pub struct ChunkedVerifier {
     trailer: bool,
     max_chunk: usize,
     buffer: BytesMut,
-    state: ChunkState,
+    state: AwsChunkState,
     decoded: u64,
     failed: Option<ChunkedError>,
 }
@@ -310,7 +310,7 @@ impl ChunkedVerifier {
             trailer,
             max_chunk,
             buffer: BytesMut::new(),
-            state: ChunkState::Header,
+            state: AwsChunkState::Header,
             decoded: 0,
             failed: None,
         }
@@ -340,14 +340,14 @@ impl ChunkedVerifier {
             return Err(error.clone());
         }
         match self.state {
-            ChunkState::Done => Ok(()),
+            AwsChunkState::Done => Ok(()),
             _ => Err(ChunkedError::Truncated),
         }
     }
 
     /// Whether the body is complete (its final `\r\n` read).
     pub fn is_done(&self) -> bool {
-        matches!(self.state, ChunkState::Done)
+        matches!(self.state, AwsChunkState::Done)
     }
 
     /// The data bytes verified so far: at the end, what
@@ -365,7 +365,7 @@ impl ChunkedVerifier {
     fn advance(&mut self, events: &mut Vec<Event>) -> Result<(), ChunkedError> {
         loop {
             match &mut self.state {
-                ChunkState::Header => {
+                AwsChunkState::Header => {
                     let Some(line_len) = line_length(&self.buffer, 0)? else {
                         return Ok(());
                     };
@@ -384,22 +384,22 @@ impl ChunkedVerifier {
                             size_digits,
                         }));
                         self.state = if self.trailer {
-                            ChunkState::Trailers {
+                            AwsChunkState::Trailers {
                                 kept: 0,
                                 canonical: digest::Context::new(&digest::SHA256),
                             }
                         } else {
-                            ChunkState::End
+                            AwsChunkState::End
                         };
                     } else {
-                        self.state = ChunkState::Data {
+                        self.state = AwsChunkState::Data {
                             size,
                             size_digits,
                             claimed,
                         };
                     }
                 }
-                ChunkState::Data {
+                AwsChunkState::Data {
                     size,
                     size_digits,
                     claimed,
@@ -429,9 +429,9 @@ impl ChunkedVerifier {
                         sha256,
                         size_digits,
                     }));
-                    self.state = ChunkState::Header;
+                    self.state = AwsChunkState::Header;
                 }
-                ChunkState::Trailers { kept, canonical } => {
+                AwsChunkState::Trailers { kept, canonical } => {
                     let Some(line_len) = line_length(&self.buffer, *kept)? else {
                         return Ok(());
                     };
@@ -455,7 +455,7 @@ impl ChunkedVerifier {
                         let lines = self.buffer.split_to(*kept).freeze();
                         self.buffer.advance(line_len + 2);
                         events.push(Event::Trailer(Trailer { lines, sha256 }));
-                        self.state = ChunkState::End;
+                        self.state = AwsChunkState::End;
                     } else {
                         if *kept + line_len + 2 > MAX_TRAILERS {
                             return Err(ChunkedError::TrailersTooLarge(MAX_TRAILERS));
@@ -464,7 +464,7 @@ impl ChunkedVerifier {
                         *kept += line_len + 2;
                     }
                 }
-                ChunkState::End => {
+                AwsChunkState::End => {
                     if self.buffer.len() < 2 {
                         if self.buffer.first().is_some_and(|&b| b != b'\r') {
                             return Err(self.end_error());
@@ -476,9 +476,9 @@ impl ChunkedVerifier {
                     }
                     self.buffer.advance(2);
                     events.push(Event::End);
-                    self.state = ChunkState::Done;
+                    self.state = AwsChunkState::Done;
                 }
-                ChunkState::Done => {
+                AwsChunkState::Done => {
                     if self.buffer.is_empty() {
                         return Ok(());
                     }

@@ -33,14 +33,14 @@ pub(crate) fn reached<'a, B>(
     request: &Inbound<B>,
     addressed: &'a Addressed,
     read_fields: &[HeaderName],
-) -> Result<Reached<'a>, Denied> {
+) -> Result<ReachedObjects<'a>, Denied> {
     let method = request.method();
     let query = query_of(request);
     let write = !matches!(method.as_str(), "GET" | "HEAD" | "OPTIONS");
     // The table's reading decides the access: one reading of the
     // request, for what it is and what it needs.
     let operation = recognised(request, addressed, read_fields)?;
-    let mut reached = Reached::new();
+    let mut reached = ReachedObjects::new();
     let Some(bucket) = addressed.bucket() else {
         // The service: ListBuckets, or nothing a client may do.
         reached.push((
@@ -217,7 +217,7 @@ pub(super) fn is_admin_field(name: &[u8]) -> bool {
 /// Every object a request reaches, with the access each needs: its own
 /// (borrowed from where it is addressed) and at most a copy's source, on
 /// the stack.
-pub(crate) type Reached<'a> = smallvec::SmallVec<[(Cow<'a, str>, Access); 2]>;
+pub(crate) type ReachedObjects<'a> = smallvec::SmallVec<[(Cow<'a, str>, Access); 2]>;
 
 /// `x-amz-copy-source` (`bucket/key` or `/bucket/key`, percent-encoded,
 /// maybe `?versionId=`) as the object path it reads.
