@@ -9,7 +9,7 @@ use crate::key::{HostError, PathError};
 #[error("{0}")]
 pub struct Unfenceable(pub String);
 
-/// Why [`reach`] found no keys.
+/// Why [`reach`](super::reach) found no keys.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReachError {
     /// A path (the request's, a `Destination`'s, an object name's) does not

@@ -191,7 +191,7 @@ impl Custody {
     /// Authenticates `request` and authorises every object it reaches
     /// (but the keys of an S3 `DeleteObjects`, which come with its body:
     /// [`Custody::authorise_listed`]); a verified request carries its
-    /// [`Verified`] on. `tls`: the client's connection is TLS; `peer`: its
+    /// [`Verified`](verified::Verified) on. `tls`: the client's connection is TLS; `peer`: its
     /// address.
     pub(crate) fn admit<B>(
         &self,
