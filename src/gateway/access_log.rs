@@ -4,10 +4,10 @@
 //! A line is serialized straight into a shared buffer (a lock held for the
 //! few hundred nanoseconds that takes, no allocation of its own); one writer
 //! thread takes the buffer every [`FLUSH_EVERY`], or as soon as it holds
-//! [`FLUSH_SIZE`] bytes, and writes it with one system call. A first version
-//! handed each line to the writer through a channel, which woke the writer
-//! (a futex and a `write` per request) and halved the throughput of the core
-//! the gateway runs on (docs/BENCHMARKS.md). If the disk falls so far behind
+//! [`FLUSH_SIZE`] bytes, and writes it with one system call. Not a channel
+//! per line: that wakes the writer on every request (a futex and a `write`
+//! each), which halved the throughput of the core the gateway runs on
+//! (docs/BENCHMARKS.md). If the disk falls so far behind
 //! that [`MAX_BUFFERED`] bytes wait, lines are dropped and counted
 //! (`fencegate_access_log_dropped_total`) rather than slowing requests or
 //! growing memory without bound. With the log off, none of this exists: the

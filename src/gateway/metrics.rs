@@ -41,8 +41,8 @@ pub(crate) type RouteCounters = Arc<[Counter; RequestOutcome::ALL.len()]>;
 
 /// The labels of `fencegate_requests_total`: the outcome, and under
 /// credential custody the identity (bounded by the identities file), left
-/// out for requests of no identity so that a gateway without custody keeps
-/// its series as they were.
+/// out for requests of no identity so that a gateway without custody has
+/// one series per outcome, with no identity label.
 #[derive(Debug, Clone, Hash, PartialEq, Eq)]
 struct RequestLabels {
     outcome: &'static str,
