@@ -11,7 +11,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
 
 use crate::head::{visible_str, HeaderFields, SetHeader};
 
-use super::Version;
+use super::version::Version;
 
 /// A store's dialect of conditional writes (`--conditional-writes`).
 ///

@@ -55,28 +55,16 @@ use std::sync::{Mutex, PoisonError};
 use lru::LruCache;
 
 mod dialect;
+mod version;
 
 // Azure custody's (the gateway's) reading of a SAS query.
 #[cfg(feature = "gateway")]
 pub(crate) use self::dialect::is_sas_parameter;
 pub use self::dialect::{ClientCondition, Effect, Mode, Observer, Outcome, MODES};
+pub use self::version::Version;
 
 /// The default of `--chain-cache-entries`.
 pub const DEFAULT_CACHE_ENTRIES: usize = 100_000;
-
-/// An object's version, as the store names it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Version {
-    /// A strong entity tag, quotes included (`"9b2cf535f27731c9"`).
-    Tag(Box<str>),
-    /// There is no object.
-    Absent,
-    /// There is no object, and its current version is a delete marker (an
-    /// S3 versioned bucket): a `DELETE` of it adds another marker and
-    /// destroys nothing, and S3 has no condition a marker meets, so such a
-    /// delete goes on without one (docs/CHAINED.md).
-    DeleteMarker,
-}
 
 /// Where an observed version came from (the `source` label of
 /// `fencegate_chain_observations_total`).
@@ -151,7 +139,7 @@ pub struct Chain {
     /// Bounded: an evicted version is observed again, never assumed. A
     /// std mutex held for one map operation, never across an `.await`.
     versions: Mutex<LruCache<Box<str>, Known>>,
-    stats: Counters,
+    stats: ChainCounters,
 }
 
 impl std::fmt::Debug for dyn VersionReader {
@@ -161,7 +149,7 @@ impl std::fmt::Debug for dyn VersionReader {
 }
 
 #[derive(Debug, Default)]
-struct Counters {
+struct ChainCounters {
     client_read: AtomicU64,
     client_condition: AtomicU64,
     gateway_head: AtomicU64,
@@ -194,7 +182,7 @@ impl Chain {
             mode,
             reader: None,
             versions: Mutex::new(LruCache::new(entries)),
-            stats: Counters::default(),
+            stats: ChainCounters::default(),
         }
     }
 

@@ -118,9 +118,9 @@ impl FencingError {
         if !status.is_client_error() && !status.is_server_error() {
             return None;
         }
-        let fields = Fields::json(body)
-            .or_else(|| Fields::xml(body))
-            .or_else(|| Fields::azure_header(headers));
+        let fields = AnswerFields::json(body)
+            .or_else(|| AnswerFields::xml(body))
+            .or_else(|| AnswerFields::azure_header(headers));
         match fields {
             Some(fields) if is_gateway_code(&fields.code) => Some(fields.into_error(status)),
             Some(_) => None,
@@ -146,20 +146,20 @@ fn is_gateway_code(code: &str) -> bool {
 /// An answer's code and fields, whatever its shape; field names as the JSON
 /// spells them (`highest`), XML's CamelCase elements lowered to match.
 #[derive(Debug, Default)]
-struct Fields {
+struct AnswerFields {
     code: String,
     message: String,
     values: Vec<(String, String)>,
 }
 
-impl Fields {
-    fn json(body: &[u8]) -> Option<Fields> {
+impl AnswerFields {
+    fn json(body: &[u8]) -> Option<AnswerFields> {
         let value: serde_json::Value = serde_json::from_slice(body).ok()?;
         let object = value.as_object()?;
         let code = object.get("error")?.as_str()?.to_owned();
-        let mut fields = Fields {
+        let mut fields = AnswerFields {
             code,
-            ..Fields::default()
+            ..AnswerFields::default()
         };
         for (name, value) in object {
             let text = match value {
@@ -175,14 +175,14 @@ impl Fields {
         Some(fields)
     }
 
-    fn xml(body: &[u8]) -> Option<Fields> {
+    fn xml(body: &[u8]) -> Option<AnswerFields> {
         let text = std::str::from_utf8(body).ok()?;
         let document = roxmltree::Document::parse(text).ok()?;
         let root = document.root_element();
         if root.tag_name().name() != "Error" {
             return None;
         }
-        let mut fields = Fields::default();
+        let mut fields = AnswerFields::default();
         for element in root.children().filter(roxmltree::Node::is_element) {
             let value = element.text().unwrap_or_default().to_owned();
             match element.tag_name().name() {
@@ -195,11 +195,11 @@ impl Fields {
     }
 
     /// A `HEAD` answer has no body: Azure's code header still names it.
-    fn azure_header(headers: &HeaderMap) -> Option<Fields> {
+    fn azure_header(headers: &HeaderMap) -> Option<AnswerFields> {
         let code = headers.get(MS_ERROR_CODE)?.to_str().ok()?;
-        Some(Fields {
+        Some(AnswerFields {
             code: code.to_owned(),
-            ..Fields::default()
+            ..AnswerFields::default()
         })
     }
 

@@ -94,13 +94,13 @@ where
                     .headers_mut()
                     .insert(self.header.clone(), HeaderValue::from(token));
                 FenceFuture {
-                    state: State::Sending {
+                    state: SendState::Sending {
                         inner: self.inner.call(request),
                     },
                 }
             }
             Err(lost) => FenceFuture {
-                state: State::Refused { lost: Some(lost) },
+                state: SendState::Refused { lost: Some(lost) },
             },
         }
     }
@@ -110,13 +110,13 @@ pin_project_lite::pin_project! {
     /// The answer of a [`FencingToken`] service.
     pub struct FenceFuture<F> {
         #[pin]
-        state: State<F>,
+        state: SendState<F>,
     }
 }
 
 pin_project_lite::pin_project! {
     #[project = StateProjection]
-    enum State<F> {
+    enum SendState<F> {
         Sending { #[pin] inner: F },
         Refused { lost: Option<LockLost> },
     }

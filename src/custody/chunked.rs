@@ -169,7 +169,7 @@ pub enum Event {
 /// The signature chain both sides keep: key, time, scope, the previous
 /// signature, and a buffer for strings to sign (reused: no allocation per
 /// chunk).
-struct Chain {
+struct SignatureChain {
     key: SigningKey,
     amz_date: String,
     scope: String,
@@ -177,9 +177,9 @@ struct Chain {
     to_sign: Vec<u8>,
 }
 
-impl Chain {
-    fn new(key: SigningKey, amz_date: &str, scope: &str, seed: [u8; 32]) -> Chain {
-        Chain {
+impl SignatureChain {
+    fn new(key: SigningKey, amz_date: &str, scope: &str, seed: [u8; 32]) -> SignatureChain {
+        SignatureChain {
             key,
             amz_date: amz_date.to_owned(),
             scope: scope.to_owned(),
@@ -230,7 +230,7 @@ impl Chain {
     }
 }
 
-enum State {
+enum AwsChunkState {
     /// Awaiting a chunk header line.
     Header,
     /// Awaiting a chunk's data and its CRLF.
@@ -251,15 +251,15 @@ enum State {
     Done,
 }
 
-impl State {
+impl AwsChunkState {
     /// What `Debug` shows of the state (a digest context has no `Debug`).
     fn name(&self) -> &'static str {
         match self {
-            State::Header => "header",
-            State::Data { .. } => "data",
-            State::Trailers { .. } => "trailers",
-            State::End => "end",
-            State::Done => "done",
+            AwsChunkState::Header => "header",
+            AwsChunkState::Data { .. } => "data",
+            AwsChunkState::Trailers { .. } => "trailers",
+            AwsChunkState::End => "end",
+            AwsChunkState::Done => "done",
         }
     }
 }
@@ -269,11 +269,11 @@ impl State {
 /// chunk at most (its data is only handed on once verified), so memory is
 /// bounded by `max_chunk` and the size of the pieces fed.
 pub struct ChunkedVerifier {
-    chain: Chain,
+    chain: SignatureChain,
     trailer: bool,
     max_chunk: usize,
     buffer: BytesMut,
-    state: State,
+    state: AwsChunkState,
     decoded: u64,
     failed: Option<ChunkedError>,
 }
@@ -306,11 +306,11 @@ impl ChunkedVerifier {
         max_chunk: usize,
     ) -> ChunkedVerifier {
         ChunkedVerifier {
-            chain: Chain::new(key, amz_date, scope, seed),
+            chain: SignatureChain::new(key, amz_date, scope, seed),
             trailer,
             max_chunk,
             buffer: BytesMut::new(),
-            state: State::Header,
+            state: AwsChunkState::Header,
             decoded: 0,
             failed: None,
         }
@@ -340,14 +340,14 @@ impl ChunkedVerifier {
             return Err(error.clone());
         }
         match self.state {
-            State::Done => Ok(()),
+            AwsChunkState::Done => Ok(()),
             _ => Err(ChunkedError::Truncated),
         }
     }
 
     /// Whether the body is complete (its final `\r\n` read).
     pub fn is_done(&self) -> bool {
-        matches!(self.state, State::Done)
+        matches!(self.state, AwsChunkState::Done)
     }
 
     /// The data bytes verified so far: at the end, what
@@ -365,7 +365,7 @@ impl ChunkedVerifier {
     fn advance(&mut self, events: &mut Vec<Event>) -> Result<(), ChunkedError> {
         loop {
             match &mut self.state {
-                State::Header => {
+                AwsChunkState::Header => {
                     let Some(line_len) = line_length(&self.buffer, 0)? else {
                         return Ok(());
                     };
@@ -384,22 +384,22 @@ impl ChunkedVerifier {
                             size_digits,
                         }));
                         self.state = if self.trailer {
-                            State::Trailers {
+                            AwsChunkState::Trailers {
                                 kept: 0,
                                 canonical: digest::Context::new(&digest::SHA256),
                             }
                         } else {
-                            State::End
+                            AwsChunkState::End
                         };
                     } else {
-                        self.state = State::Data {
+                        self.state = AwsChunkState::Data {
                             size,
                             size_digits,
                             claimed,
                         };
                     }
                 }
-                State::Data {
+                AwsChunkState::Data {
                     size,
                     size_digits,
                     claimed,
@@ -429,9 +429,9 @@ impl ChunkedVerifier {
                         sha256,
                         size_digits,
                     }));
-                    self.state = State::Header;
+                    self.state = AwsChunkState::Header;
                 }
-                State::Trailers { kept, canonical } => {
+                AwsChunkState::Trailers { kept, canonical } => {
                     let Some(line_len) = line_length(&self.buffer, *kept)? else {
                         return Ok(());
                     };
@@ -455,7 +455,7 @@ impl ChunkedVerifier {
                         let lines = self.buffer.split_to(*kept).freeze();
                         self.buffer.advance(line_len + 2);
                         events.push(Event::Trailer(Trailer { lines, sha256 }));
-                        self.state = State::End;
+                        self.state = AwsChunkState::End;
                     } else {
                         if *kept + line_len + 2 > MAX_TRAILERS {
                             return Err(ChunkedError::TrailersTooLarge(MAX_TRAILERS));
@@ -464,7 +464,7 @@ impl ChunkedVerifier {
                         *kept += line_len + 2;
                     }
                 }
-                State::End => {
+                AwsChunkState::End => {
                     if self.buffer.len() < 2 {
                         if self.buffer.first().is_some_and(|&b| b != b'\r') {
                             return Err(self.end_error());
@@ -476,9 +476,9 @@ impl ChunkedVerifier {
                     }
                     self.buffer.advance(2);
                     events.push(Event::End);
-                    self.state = State::Done;
+                    self.state = AwsChunkState::Done;
                 }
-                State::Done => {
+                AwsChunkState::Done => {
                     if self.buffer.is_empty() {
                         return Ok(());
                     }
@@ -502,7 +502,7 @@ impl ChunkedVerifier {
 /// and [`Trailer::new`] for a body of the gateway's own) and send what it
 /// appends.
 pub struct ChunkResigner {
-    chain: Chain,
+    chain: SignatureChain,
 }
 
 impl std::fmt::Debug for ChunkResigner {
@@ -519,7 +519,7 @@ impl ChunkResigner {
     /// `seed`: the signature of the request it forwards the body with.
     pub fn new(key: SigningKey, amz_date: &str, scope: &str, seed: [u8; 32]) -> ChunkResigner {
         ChunkResigner {
-            chain: Chain::new(key, amz_date, scope, seed),
+            chain: SignatureChain::new(key, amz_date, scope, seed),
         }
     }
 
@@ -1218,7 +1218,7 @@ mod tests {
         // as width (the digits' case is not kept; the length is).
         let seed = [4u8; 32];
         let data = b"0123456789ABCDEFG";
-        let mut chain = Chain::new(aws_key(), AMZ_DATE, SCOPE, seed);
+        let mut chain = SignatureChain::new(aws_key(), AMZ_DATE, SCOPE, seed);
         chain.prepare_chunk(&sigv4::sha256(data));
         let first = sigv4::hex(&chain.sign());
         chain.prepare_chunk(&sigv4::sha256(b""));

@@ -13,13 +13,13 @@ pin_project! {
     /// read to the end (or dropped), or the JSON of a refusal.
     pub struct ResponseBody<B> {
         #[pin]
-        kind: Kind<B>,
+        kind: BodyKind<B>,
     }
 }
 
 pin_project! {
-    #[project = KindProj]
-    enum Kind<B> {
+    #[project = BodyKindProj]
+    enum BodyKind<B> {
         Refusal { json: Option<Bytes> },
         Inner {
             #[pin]
@@ -35,13 +35,13 @@ pin_project! {
 impl<B> ResponseBody<B> {
     pub(crate) fn refusal(json: Bytes) -> Self {
         ResponseBody {
-            kind: Kind::Refusal { json: Some(json) },
+            kind: BodyKind::Refusal { json: Some(json) },
         }
     }
 
     pub(crate) fn inner(body: B, in_flight: Option<InFlight>) -> Self {
         ResponseBody {
-            kind: Kind::Inner { body, in_flight },
+            kind: BodyKind::Inner { body, in_flight },
         }
     }
 
@@ -49,8 +49,8 @@ impl<B> ResponseBody<B> {
     #[cfg(feature = "gateway")]
     pub(crate) fn inner_ref(&self) -> Option<&B> {
         match &self.kind {
-            Kind::Inner { body, .. } => Some(body),
-            Kind::Refusal { .. } => None,
+            BodyKind::Inner { body, .. } => Some(body),
+            BodyKind::Refusal { .. } => None,
         }
     }
 
@@ -59,8 +59,8 @@ impl<B> ResponseBody<B> {
     #[cfg(feature = "gateway")]
     pub(crate) fn inner_mut(&mut self) -> Option<&mut B> {
         match &mut self.kind {
-            Kind::Inner { body, .. } => Some(body),
-            Kind::Refusal { .. } => None,
+            BodyKind::Inner { body, .. } => Some(body),
+            BodyKind::Refusal { .. } => None,
         }
     }
 
@@ -70,7 +70,7 @@ impl<B> ResponseBody<B> {
     #[cfg(feature = "gateway")]
     pub(crate) fn lease(&self) -> Option<&crate::store::Lease> {
         match &self.kind {
-            Kind::Inner {
+            BodyKind::Inner {
                 in_flight: Some(in_flight),
                 ..
             } => in_flight.lease(),
@@ -91,8 +91,8 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         match self.project().kind.project() {
-            KindProj::Refusal { json } => Poll::Ready(json.take().map(|j| Ok(Frame::data(j)))),
-            KindProj::Inner { body, in_flight } => {
+            BodyKindProj::Refusal { json } => Poll::Ready(json.take().map(|j| Ok(Frame::data(j)))),
+            BodyKindProj::Inner { body, in_flight } => {
                 let frame = std::task::ready!(body.poll_frame(cx));
                 if !matches!(frame, Some(Ok(_))) {
                     in_flight.take();
@@ -104,17 +104,17 @@ where
 
     fn is_end_stream(&self) -> bool {
         match &self.kind {
-            Kind::Refusal { json } => json.is_none(),
-            Kind::Inner { body, .. } => body.is_end_stream(),
+            BodyKind::Refusal { json } => json.is_none(),
+            BodyKind::Inner { body, .. } => body.is_end_stream(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
-            Kind::Refusal { json } => {
+            BodyKind::Refusal { json } => {
                 SizeHint::with_exact(json.as_ref().map_or(0, |j| j.len() as u64))
             }
-            Kind::Inner { body, .. } => body.size_hint(),
+            BodyKind::Inner { body, .. } => body.size_hint(),
         }
     }
 }

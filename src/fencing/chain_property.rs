@@ -110,7 +110,7 @@ impl Store {
 
 /// One step of the schedule.
 #[derive(Debug, Clone)]
-enum Step {
+enum ChainStep {
     /// The lock moves on: the next holder's token.
     NextHolder,
     /// The current holder sends a request (0 HEAD, 1 PUT, 2 DELETE), or a
@@ -125,20 +125,20 @@ enum Step {
     Late(usize),
 }
 
-fn step() -> impl Strategy<Value = Step> {
+fn step() -> impl Strategy<Value = ChainStep> {
     prop_oneof![
-        1 => Just(Step::NextHolder),
+        1 => Just(ChainStep::NextHolder),
         4 => (0..OBJECTS.len(), 0u8..3, prop::bool::weighted(0.2))
-            .prop_map(|(object, op, stale)| Step::Send { object, op, stale }),
-        3 => Just(Step::Deliver),
-        1 => Just(Step::GiveUp),
-        1 => (0usize..4).prop_map(Step::Late),
+            .prop_map(|(object, op, stale)| ChainStep::Send { object, op, stale }),
+        3 => Just(ChainStep::Deliver),
+        1 => Just(ChainStep::GiveUp),
+        1 => (0usize..4).prop_map(ChainStep::Late),
     ]
 }
 
 type Arrival = (Request<()>, oneshot::Sender<Response<Bytes>>);
 
-fn run(schedule: &[Step]) -> Result<(), TestCaseError> {
+fn run(schedule: &[ChainStep]) -> Result<(), TestCaseError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("a runtime");
@@ -166,8 +166,8 @@ fn run(schedule: &[Step]) -> Result<(), TestCaseError> {
         let mut late: Vec<Arrival> = Vec::new();
         for step in schedule {
             match step {
-                Step::NextHolder => token += 1,
-                Step::Send { object, op, stale } => {
+                ChainStep::NextHolder => token += 1,
+                ChainStep::Send { object, op, stale } => {
                     let method = ["HEAD", "PUT", "DELETE"][usize::from(*op)];
                     let sent = if *stale {
                         token.saturating_sub(1)
@@ -186,13 +186,13 @@ fn run(schedule: &[Step]) -> Result<(), TestCaseError> {
                         let _ = service.oneshot(request).await;
                     }));
                 }
-                Step::Deliver | Step::GiveUp => {
+                ChainStep::Deliver | ChainStep::GiveUp => {
                     let Some(((request, reply), task)) =
                         (!at_store.is_empty()).then(|| at_store.remove(0))
                     else {
                         continue;
                     };
-                    if matches!(step, Step::Deliver) {
+                    if matches!(step, ChainStep::Deliver) {
                         let response = store.lock().expect("store").handle(&request);
                         let _ = reply.send(response);
                     } else {
@@ -200,7 +200,7 @@ fn run(schedule: &[Step]) -> Result<(), TestCaseError> {
                         late.push((request, reply));
                     }
                 }
-                Step::Late(index) => {
+                ChainStep::Late(index) => {
                     if !late.is_empty() {
                         let (request, _reply) = late.remove(index % late.len());
                         store.lock().expect("store").handle(&request);

@@ -59,7 +59,7 @@ pub struct WouldRefuse {
 
 /// What the layer was built with; shared by every service it makes.
 #[derive(Debug, Clone)]
-pub(crate) struct Config {
+pub(crate) struct Settings {
     pub(crate) fences: Fences,
     pub(crate) token_header: HeaderName,
     pub(crate) scope: Scope,
@@ -74,7 +74,7 @@ pub(crate) struct Config {
     pub(crate) enforce: Enforce,
 }
 
-impl Config {
+impl Settings {
     /// The defaults over `fences`: `X-Fencing-Token`, `path` scope, the safe
     /// methods of [`DEFAULT_SAFE_METHODS`], writes without a token refused.
     pub(crate) fn new(fences: Fences) -> Self {
@@ -82,7 +82,7 @@ impl Config {
             .iter()
             .filter_map(|m| Method::from_bytes(m.as_bytes()).ok())
             .collect();
-        Config {
+        Settings {
             fences,
             token_header: TOKEN_HEADER,
             scope: Scope::Path,

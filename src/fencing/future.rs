@@ -26,13 +26,13 @@ pin_project! {
     /// When polled again after it resolved, like any future that says so.
     pub struct ResponseFuture<F, B, E> {
         #[pin]
-        kind: Kind<F, B, E>,
+        kind: FutureKind<F, B, E>,
     }
 }
 
 pin_project! {
-    #[project = KindProj]
-    enum Kind<F, B, E> {
+    #[project = FutureKindProj]
+    enum FutureKind<F, B, E> {
         Refused { refusal: Option<Refusal> },
         Passing { #[pin] future: F, mark: Option<WouldRefuse> },
         Admitting { future: AdmitAndCall<B, E> },
@@ -42,7 +42,7 @@ pin_project! {
 impl<F, B, E> ResponseFuture<F, B, E> {
     pub(crate) fn refused(refusal: Refusal) -> Self {
         ResponseFuture {
-            kind: Kind::Refused {
+            kind: FutureKind::Refused {
                 refusal: Some(refusal),
             },
         }
@@ -50,14 +50,14 @@ impl<F, B, E> ResponseFuture<F, B, E> {
 
     pub(crate) fn passing(future: F) -> Self {
         ResponseFuture {
-            kind: Kind::Passing { future, mark: None },
+            kind: FutureKind::Passing { future, mark: None },
         }
     }
 
     /// Passing, in report mode, a request `On` would have refused.
     pub(crate) fn reported(future: F, mark: WouldRefuse) -> Self {
         ResponseFuture {
-            kind: Kind::Passing {
+            kind: FutureKind::Passing {
                 future,
                 mark: Some(mark),
             },
@@ -66,7 +66,7 @@ impl<F, B, E> ResponseFuture<F, B, E> {
 
     pub(crate) fn admitting(future: AdmitAndCall<B, E>) -> Self {
         ResponseFuture {
-            kind: Kind::Admitting { future },
+            kind: FutureKind::Admitting { future },
         }
     }
 }
@@ -79,7 +79,7 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().kind.project() {
-            KindProj::Refused { refusal } => {
+            FutureKindProj::Refused { refusal } => {
                 // Polling after `Ready` is the caller's bug, never a request's:
                 // say so, as futures' own `Ready` does, rather than make up an
                 // answer that would be counted as something it is not.
@@ -88,7 +88,7 @@ where
                 };
                 Poll::Ready(Ok(refusal_response(&refusal)))
             }
-            KindProj::Passing { future, mark } => {
+            FutureKindProj::Passing { future, mark } => {
                 let mark = *mark;
                 future.poll(cx).map_ok(|response| {
                     let mut response = response.map(|body| ResponseBody::inner(body, None));
@@ -98,7 +98,7 @@ where
                     response
                 })
             }
-            KindProj::Admitting { future } => future.as_mut().poll(cx),
+            FutureKindProj::Admitting { future } => future.as_mut().poll(cx),
         }
     }
 }

@@ -3,7 +3,7 @@ use std::sync::Arc;
 use http::{HeaderName, Method};
 use tower_layer::Layer;
 
-use super::config::{Config, Enforce};
+use super::config::{Enforce, Settings};
 use super::service::Fencing;
 use crate::chain::Chain;
 use crate::fences::Fences;
@@ -26,7 +26,7 @@ use crate::key::Scope;
 /// ```
 #[derive(Debug, Clone)]
 pub struct FencingLayer {
-    config: Arc<Config>,
+    config: Arc<Settings>,
 }
 
 impl FencingLayer {
@@ -35,7 +35,7 @@ impl FencingLayer {
     /// write, and writes without a token are refused (428).
     pub fn new(fences: Fences) -> Self {
         FencingLayer {
-            config: Arc::new(Config::new(fences)),
+            config: Arc::new(Settings::new(fences)),
         }
     }
 

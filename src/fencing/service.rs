@@ -8,7 +8,7 @@ use tower_service::Service;
 
 use super::body::ResponseBody;
 use super::chained;
-use super::config::{Config, Enforce, WouldRefuse};
+use super::config::{Enforce, Settings, WouldRefuse};
 use super::forward::{Called, Forward};
 use super::future::{refusal_response, ResponseFuture};
 use crate::fences::{self, AdmitError, Fences};
@@ -26,7 +26,7 @@ use crate::InFlight;
 #[derive(Debug, Clone)]
 pub struct Fencing<S> {
     inner: S,
-    config: Arc<Config>,
+    config: Arc<Settings>,
     /// The client's address, named in the log line of each raise.
     client: Option<SocketAddr>,
 }
@@ -83,10 +83,10 @@ impl<S> Fencing<S> {
     /// [`FencingLayer::new`](super::FencingLayer::new); build a
     /// [`FencingLayer`](super::FencingLayer) to change them.
     pub fn new(inner: S, fences: Fences) -> Self {
-        Self::with_config(inner, Arc::new(Config::new(fences)))
+        Self::with_config(inner, Arc::new(Settings::new(fences)))
     }
 
-    pub(crate) fn with_config(inner: S, config: Arc<Config>) -> Self {
+    pub(crate) fn with_config(inner: S, config: Arc<Settings>) -> Self {
         Fencing {
             inner,
             config,
@@ -409,7 +409,7 @@ impl<S> Fencing<S> {
 /// Admits `request` as `admission` says (on behalf of `client`), then
 /// hands it to `inner`; a refused admission is answered here.
 async fn admit_and_forward<R, F>(
-    config: Arc<Config>,
+    config: Arc<Settings>,
     client: Option<SocketAddr>,
     admission: Admit,
     request: R,
@@ -537,7 +537,7 @@ where
 /// Chained writes ([`crate::chain`]): the version a request may carry
 /// before it is forwarded, and what the store's answer shows after.
 async fn call_chained<F, R>(
-    config: Arc<Config>,
+    config: Arc<Settings>,
     resource: String,
     token: u64,
     inner: F,

@@ -4,10 +4,10 @@
 //! A line is serialized straight into a shared buffer (a lock held for the
 //! few hundred nanoseconds that takes, no allocation of its own); one writer
 //! thread takes the buffer every [`FLUSH_EVERY`], or as soon as it holds
-//! [`FLUSH_SIZE`] bytes, and writes it with one system call. A first version
-//! handed each line to the writer through a channel, which woke the writer
-//! (a futex and a `write` per request) and halved the throughput of the core
-//! the gateway runs on (docs/BENCHMARKS.md). If the disk falls so far behind
+//! [`FLUSH_SIZE`] bytes, and writes it with one system call. Not a channel
+//! per line: that wakes the writer on every request (a futex and a `write`
+//! each), which halved the throughput of the core the gateway runs on
+//! (docs/BENCHMARKS.md). If the disk falls so far behind
 //! that [`MAX_BUFFERED`] bytes wait, lines are dropped and counted
 //! (`fencegate_access_log_dropped_total`) rather than slowing requests or
 //! growing memory without bound. With the log off, none of this exists: the
@@ -26,7 +26,7 @@ use serde::{Serialize, Serializer};
 
 use super::clock;
 use super::config::AccessLogTarget;
-use super::outcome::Outcome;
+use super::outcome::RequestOutcome;
 
 /// How long a line may wait in memory before it is written.
 const FLUSH_EVERY: Duration = Duration::from_millis(100);
@@ -38,10 +38,10 @@ const MAX_BUFFERED: usize = 16 * 1024 * 1024;
 /// The access log, shared by every connection. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct AccessLog {
-    shared: Arc<Shared>,
+    shared: Arc<LogShared>,
 }
 
-struct Shared {
+struct LogShared {
     /// Lines not yet written. A std mutex: held to append one line or to
     /// swap the buffer out, never across I/O.
     buffer: Mutex<Vec<u8>>,
@@ -71,7 +71,7 @@ impl AccessLog {
                 Box::new(OpenOptions::new().create(true).append(true).open(path)?)
             }
         };
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(LogShared {
             buffer: Mutex::new(Vec::with_capacity(FLUSH_SIZE)),
             wake: Condvar::new(),
             closed: AtomicBool::new(false),
@@ -135,7 +135,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// Takes the buffer every [`FLUSH_EVERY`] (sooner when it is full) and
 /// writes it, until closed; then writes what is left.
-fn write_loop(shared: &Shared, mut out: Box<dyn Write + Send>) {
+fn write_loop(shared: &LogShared, mut out: Box<dyn Write + Send>) {
     let mut spare = Vec::with_capacity(FLUSH_SIZE);
     loop {
         let closed = {
@@ -165,7 +165,7 @@ fn write_loop(shared: &Shared, mut out: Box<dyn Write + Send>) {
 /// is dropped: with the response body once relayed, or with the request if
 /// the client went away before an answer (status 499, as nginx logs it).
 #[derive(Debug)]
-pub(crate) struct Entry {
+pub(crate) struct LogEntry {
     log: AccessLog,
     started: Instant,
     client: SocketAddr,
@@ -180,9 +180,9 @@ pub(crate) struct Entry {
     pub(crate) identity: Option<String>,
     /// `--enforce report`: why `on` would have refused it.
     pub(crate) would_refuse: Option<&'static str>,
-    answered: Option<(Outcome, StatusCode)>,
+    answered: Option<(RequestOutcome, StatusCode)>,
     /// The response body failed after its head was out, and why.
-    cut: Option<Outcome>,
+    cut: Option<RequestOutcome>,
     pub(crate) bytes_in: Arc<AtomicU64>,
     pub(crate) bytes_out: u64,
 }
@@ -208,15 +208,15 @@ struct Line<'a> {
     duration_ms: f64,
 }
 
-impl Entry {
+impl LogEntry {
     pub(crate) fn new(
         log: &AccessLog,
         started: Instant,
         client: SocketAddr,
         request: Option<(Method, Uri)>,
         fence: (Option<String>, Option<u64>),
-    ) -> Entry {
-        Entry {
+    ) -> LogEntry {
+        LogEntry {
             log: log.clone(),
             started,
             client,
@@ -239,27 +239,27 @@ impl Entry {
     }
 
     /// The response headers are out.
-    pub(crate) fn answered(&mut self, outcome: Outcome, status: StatusCode) {
+    pub(crate) fn answered(&mut self, outcome: RequestOutcome, status: StatusCode) {
         self.answered = Some((outcome, status));
     }
 
     /// The response body failed after its head was out, for `why`
     /// (`upstream_error`, `fence_store_unavailable`): the line says so, with
     /// the status the client already had.
-    pub(crate) fn cut(&mut self, why: Outcome) {
+    pub(crate) fn cut(&mut self, why: RequestOutcome) {
         self.cut = Some(why);
     }
 }
 
-impl Drop for Entry {
+impl Drop for LogEntry {
     fn drop(&mut self) {
         let (outcome, status, upstream_status) = match self.answered {
             Some((outcome, status)) => (
                 self.cut.unwrap_or(outcome),
                 status.as_u16(),
-                (outcome == Outcome::Forwarded).then_some(status.as_u16()),
+                (outcome == RequestOutcome::Forwarded).then_some(status.as_u16()),
             ),
-            None => (Outcome::ClientError, 499, None),
+            None => (RequestOutcome::ClientError, 499, None),
         };
         let line = Line {
             time: SystemTime::now(),

@@ -24,10 +24,35 @@ use super::upstream::Upstream;
 use crate::chain::{Mode, Observer, DEFAULT_CACHE_ENTRIES};
 use crate::client_tls::{ClientTlsFiles, Secret, TlsError};
 use crate::custody::StoreKind;
-
-pub use super::custody::Anonymous;
 use crate::fencing::{Enforce, TOKEN_HEADER};
 use crate::key::Scope;
+
+/// `--anonymous-clients`: what a request with no credentials may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Anonymous {
+    /// Nothing: it is refused as unauthenticated.
+    #[default]
+    Off,
+    /// Read every object (or what the `anonymous` identity allows).
+    Read,
+    /// Read and write every object (or what `anonymous` allows).
+    Write,
+}
+
+impl std::str::FromStr for Anonymous {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "off" => Ok(Anonymous::Off),
+            "read" => Ok(Anonymous::Read),
+            "write" => Ok(Anonymous::Write),
+            other => Err(format!(
+                "unknown value {other:?}; expected off, read or write"
+            )),
+        }
+    }
+}
 
 /// Everything a [`Gateway`](super::Gateway) needs. `Default` gives the
 /// contract's defaults (embedded backend, durable fences under

@@ -1,5 +1,5 @@
 //! The data plane's service, made once per client connection: one
-//! request's pipeline (`Connection::serve`), the fencing layer around the
+//! request's pipeline (`Pipeline::serve`), the fencing layer around the
 //! proxy, with the request's [`Exchange`] recording it from arrival to the
 //! end of its response body.
 //!
@@ -24,23 +24,23 @@ use tower_layer::Layer;
 use super::accept::ConnInfo;
 use super::access_log::AccessLog;
 use super::body::request::{Counted, DrainOnDrop, IncomingBody};
-use super::body::response::{FromProxy, Relayed};
+use super::body::response::FromProxy;
 use super::cross_route::{cross_route, Crossing};
 use super::custody::denied::Denied;
 use super::custody::stream::Resigned;
 use super::custody::{Custody, Forwarding};
 use super::deadlines::{Side, StallTimeout};
 use super::engine;
-use super::exchange::{ClientConnection, Exchange};
+use super::exchange::{ClientConnection, Exchange, Relayed};
 use super::generations::{Generation, Generations};
 use super::hop::end_to_end_map;
 use super::inbound::Inbound;
 use super::metrics::{Metrics, RouteCounters};
-use super::outcome::Outcome;
-use super::proxy::{close_after, gateway_error, refuse_unproxyable, Client as ProxyClient, Proxy};
+use super::outcome::RequestOutcome;
+use super::proxy::{close_after, gateway_error, refuse_unproxyable, ForwardedHeaders, Proxy};
 use super::s3_hosts::S3Reading;
 use crate::custody::answer::{restyle, AnswerStyle};
-use crate::fencing::{refusal_response, Fencing, FencingLayer, ResponseBody, WouldRefuse};
+use crate::fencing::{refusal_response, Fencing, ResponseBody, WouldRefuse};
 use crate::head::{HeaderFields, RequestView};
 use crate::http1::head::RequestHead;
 use crate::key::climbs_above_root;
@@ -50,32 +50,13 @@ use crate::misreading::{
 use crate::reach;
 use crate::refusal::{OwnAnswer, Refusal};
 
-/// Makes one [`Connection`] service per accepted connection.
+/// Makes one [`Pipeline`] service per accepted connection.
 #[derive(Debug, Clone)]
 pub(crate) struct DataPlane {
     generations: Arc<Generations>,
     metrics: Metrics,
     body_timeout: Duration,
     access_log: Option<AccessLog>,
-}
-
-/// One route as the data plane serves it: its fencing layer, its proxy
-/// (upstream, pool, signer), the shape of its answers, its custody.
-#[derive(Debug, Clone)]
-pub(crate) struct RoutePlane {
-    /// Its name: the access log's `route`, the metrics' label.
-    pub(crate) name: Arc<str>,
-    pub(crate) fencing: FencingLayer,
-    pub(crate) proxy: Proxy,
-    /// The shape of the gateway's own answers (its `store`).
-    pub(crate) answers: AnswerStyle,
-    /// Credential custody: every request authenticated and authorised
-    /// before it is fenced.
-    pub(crate) custody: Option<Arc<Custody>>,
-    /// An S3 route without custody: how its requests' hosts name buckets.
-    pub(crate) s3_reading: Option<S3Reading>,
-    /// With `[[route]]` tables: its requests counted by outcome.
-    pub(crate) counters: Option<RouteCounters>,
 }
 
 impl DataPlane {
@@ -101,11 +82,11 @@ impl DataPlane {
         self
     }
 
-    pub(crate) fn connection(&self, info: &ConnInfo) -> Connection {
+    pub(crate) fn connection(&self, info: &ConnInfo) -> Pipeline {
         let proxy_client = Proxy::client_of(info.peer, info.tls);
         let generation = self.generations.current();
-        Connection {
-            shared: Arc::new(ConnectionShared {
+        Pipeline {
+            shared: Arc::new(PipelineShared {
                 routes: routes_for(&generation, &proxy_client, info.peer),
                 generation,
                 generations: Arc::clone(&self.generations),
@@ -126,7 +107,7 @@ impl DataPlane {
 /// Each route of `generation` for one client connection.
 fn routes_for(
     generation: &Generation,
-    proxy_client: &Arc<ProxyClient>,
+    proxy_client: &Arc<ForwardedHeaders>,
     peer: std::net::SocketAddr,
 ) -> Box<[RouteConnection]> {
     generation
@@ -152,19 +133,19 @@ fn routes_for(
 
 /// The service for one client connection.
 #[derive(Debug, Clone)]
-pub(crate) struct Connection {
-    shared: Arc<ConnectionShared>,
+pub(crate) struct Pipeline {
+    shared: Arc<PipelineShared>,
 }
 
 #[derive(Debug)]
-struct ConnectionShared {
+struct PipelineShared {
     /// The generation the connection was accepted under, and its routes
     /// (in the configuration's order) for this connection.
     generation: Arc<Generation>,
     routes: Box<[RouteConnection]>,
     generations: Arc<Generations>,
     /// What the proxy says of this client.
-    proxy_client: Arc<ProxyClient>,
+    proxy_client: Arc<ForwardedHeaders>,
     /// The client's connection is TLS.
     tls: bool,
     client: Arc<ClientConnection>,
@@ -184,7 +165,7 @@ struct RouteConnection {
     own_token_header: bool,
 }
 
-impl hyper::service::Service<Request<Incoming>> for Connection {
+impl hyper::service::Service<Request<Incoming>> for Pipeline {
     type Response = Response<Relayed>;
     type Error = Infallible;
     // HTTP/2 (hyper's server) names its futures: boxed, as the engine's
@@ -201,7 +182,7 @@ impl hyper::service::Service<Request<Incoming>> for Connection {
     }
 }
 
-impl engine::Handler for Connection {
+impl engine::Handler for Pipeline {
     type Body = Relayed;
 
     fn call(
@@ -213,25 +194,25 @@ impl engine::Handler for Connection {
     }
 
     fn refused(&self, status: http::StatusCode, error: &'static str) -> AnswerStyle {
-        let outcome = if error == Outcome::InvalidPath.as_str() {
-            Outcome::InvalidPath
+        let outcome = if error == RequestOutcome::InvalidPath.as_str() {
+            RequestOutcome::InvalidPath
         } else {
-            Outcome::OtherRefusal
+            RequestOutcome::OtherRefusal
         };
         Exchange::refused_head(&self.shared.client, outcome, status);
         self.shared.generation.answers
     }
 }
 
-impl super::accept::MaybeEngine for Connection {
-    type Engine = Connection;
+impl super::accept::MaybeEngine for Pipeline {
+    type Engine = Pipeline;
 
-    fn engine(&self) -> Option<Connection> {
+    fn engine(&self) -> Option<Pipeline> {
         Some(self.clone())
     }
 }
 
-impl Connection {
+impl Pipeline {
     /// One request's pipeline: its [`Exchange`] begun, its body bounded
     /// and counted, refused before fencing if it cannot be proxied, else
     /// fenced (after its listing is read, for an S3 `DeleteObjects`) and
@@ -421,14 +402,14 @@ impl Connection {
         if route.answers != AnswerStyle::Json {
             in_dialect(&mut response, route.answers);
         }
-        let outcome = Outcome::of(&response);
+        let outcome = RequestOutcome::of(&response);
         if let Some(counters) = &route.counters {
             counters[outcome as usize].inc();
         }
         if let Some(mark) = response.extensions().get::<WouldRefuse>() {
             exchange.would_refuse(&route.name, mark.reason);
         }
-        if close_if_refused && outcome != Outcome::Forwarded {
+        if close_if_refused && outcome != RequestOutcome::Forwarded {
             response
                 .headers_mut()
                 .insert(CONNECTION, HeaderValue::from_static("close"));
@@ -438,7 +419,7 @@ impl Connection {
     }
 }
 
-impl Connection {
+impl Pipeline {
     /// Credential custody's checks of `request`, before anything else:
     /// authenticated, every object it reaches authorised, a token that
     /// would raise a fence only from an identity that may write there.
@@ -509,7 +490,7 @@ fn misread_on_route(
     None
 }
 
-impl Connection {
+impl Pipeline {
     /// A request a store could read as another operation (`misreading`):
     /// refused in the route's dialect (the gateway's, with no route), in
     /// every mode; nothing is forwarded and no fence is touched.
@@ -523,9 +504,9 @@ impl Connection {
         let connection = &self.shared;
         let mut exchange = Exchange::begin(&connection.client, request, || (None, None));
         let outcome = match found.code() {
-            "invalid_path" => Outcome::InvalidPath,
-            "unfenceable_write" => Outcome::UnfenceableWrite,
-            _ => Outcome::OtherRefusal,
+            "invalid_path" => RequestOutcome::InvalidPath,
+            "unfenceable_write" => RequestOutcome::UnfenceableWrite,
+            _ => RequestOutcome::OtherRefusal,
         };
         let mut response = gateway_error(found.status(), found.code(), &found.detail(), outcome);
         if let Misreading::MethodNotAllowed { .. } = found {
@@ -560,10 +541,10 @@ impl Connection {
             http::StatusCode::NOT_FOUND,
             "no_route",
             "no route of the configuration takes this request's host and path",
-            Outcome::NoRoute,
+            RequestOutcome::NoRoute,
         );
         let response = response.map(|body| ResponseBody::inner(FromProxy::from(body), None));
-        exchange.answered(Outcome::NoRoute, response.status());
+        exchange.answered(RequestOutcome::NoRoute, response.status());
         response.map(|body| Relayed::new(body, Some(exchange)))
     }
 }
@@ -616,7 +597,7 @@ fn crossed(
         http::StatusCode::BAD_REQUEST,
         "cross_route",
         &detail,
-        Outcome::OtherRefusal,
+        RequestOutcome::OtherRefusal,
     );
     response.map(|body| ResponseBody::inner(FromProxy::from(body), None))
 }
@@ -648,7 +629,7 @@ async fn read_listing(
                     http::StatusCode::BAD_REQUEST,
                     "client_body_error",
                     &format!("the request body could not be read: {error}"),
-                    Outcome::ClientError,
+                    RequestOutcome::ClientError,
                 ));
                 response.map(|body| ResponseBody::inner(FromProxy::from(body), None))
             };

@@ -8,22 +8,36 @@
 //! (`inbound.rs`: the lease it was admitted under, an S3 `DeleteObjects`'
 //! listed keys), not in extensions. Only the answers keep one: the refusal
 //! or outcome of an answer the gateway made (read once, by
-//! [`Exchange::answered`]'s caller, with [`Outcome::of`]).
+//! [`Exchange::answered`]'s caller, with [`RequestOutcome::of`]).
+//!
+//! [`Relayed`], the response body that carries the record to its end,
+//! lives here with it (as tower-http's trace body lives in `trace/`).
 
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
 use http::StatusCode;
+use http_body::{Frame, SizeHint};
+use pin_project_lite::pin_project;
 
+use crate::fencing::ResponseBody;
 use crate::head::RequestView;
+use crate::http1::head::FieldLines;
+use crate::store::LeaseStage;
 
-use super::access_log::{AccessLog, Entry};
+use super::access_log::{AccessLog, LogEntry};
 use super::activity::{Activity, Busy};
+use super::body::response::FromProxy;
 use super::clock;
+use super::engine::CarriesFields;
 use super::metrics::{IdentitySeries, Metrics};
-use super::outcome::Outcome;
+use super::outcome::RequestOutcome;
 
 /// What every request of one client connection shares, taken once per
 /// connection.
@@ -49,10 +63,10 @@ pub(crate) struct Exchange {
     // Boxed: the exchange is moved several times per request (into the
     // response future, into the response body), and an entry is a few
     // hundred bytes that most gateways (no access log) never fill.
-    entry: Option<Box<Entry>>,
+    entry: Option<Box<LogEntry>>,
     /// Set once the response head is out; `None` at the end means the
     /// client went away before an answer.
-    answered: Option<Outcome>,
+    answered: Option<RequestOutcome>,
     /// Credential custody: who the request authenticated as: its series
     /// of the metrics.
     identity: Option<IdentitySeries>,
@@ -68,7 +82,7 @@ impl Exchange {
     ) -> Self {
         let started = clock::now_std();
         let entry = connection.access_log.as_ref().map(|log| {
-            Box::new(Entry::new(
+            Box::new(LogEntry::new(
                 log,
                 started,
                 connection.peer,
@@ -91,12 +105,12 @@ impl Exchange {
     /// and logged like any request, with no method, path or fence.
     pub(crate) fn refused_head(
         connection: &Arc<ClientConnection>,
-        outcome: Outcome,
+        outcome: RequestOutcome,
         status: StatusCode,
     ) {
         let started = clock::now_std();
         let entry = connection.access_log.as_ref().map(|log| {
-            Box::new(Entry::new(
+            Box::new(LogEntry::new(
                 log,
                 started,
                 connection.peer,
@@ -153,7 +167,7 @@ impl Exchange {
 
     /// The response head is out, with `status`, for `outcome`: counted, with
     /// its latency.
-    pub(crate) fn answered(&mut self, outcome: Outcome, status: StatusCode) {
+    pub(crate) fn answered(&mut self, outcome: RequestOutcome, status: StatusCode) {
         match &self.identity {
             Some(identity) => self
                 .connection
@@ -180,7 +194,7 @@ impl Exchange {
 
     /// The response body failed after its head was out, for `why`: the
     /// client sees a cut connection; the metrics and the log see the failure.
-    pub(crate) fn cut(&mut self, why: Outcome) {
+    pub(crate) fn cut(&mut self, why: RequestOutcome) {
         self.connection.metrics.response_cut();
         if let Some(entry) = &mut self.entry {
             entry.cut(why);
@@ -195,8 +209,81 @@ impl Drop for Exchange {
             // request waited (for admission, for the backend).
             self.connection
                 .metrics
-                .observe(Outcome::ClientError, self.elapsed());
+                .observe(RequestOutcome::ClientError, self.elapsed());
         }
         // The entry writes its line as it drops, after this.
+    }
+}
+
+pin_project! {
+    /// A response body on its way to the client, carrying its request's
+    /// [`Exchange`] to the end: the connection counts as busy (not idle),
+    /// and the access-log line waits, until it is dropped, which the
+    /// client's server does once it has been sent or the connection failed.
+    pub struct Relayed {
+        #[pin]
+        body: ResponseBody<FromProxy>,
+        exchange: Option<Exchange>,
+    }
+}
+
+impl Relayed {
+    pub(crate) fn new(body: ResponseBody<FromProxy>, exchange: Option<Exchange>) -> Self {
+        Relayed { body, exchange }
+    }
+}
+
+impl CarriesFields for Relayed {
+    fn fields(&self) -> Option<&FieldLines> {
+        self.body.inner_ref().and_then(FromProxy::fields)
+    }
+}
+
+impl http_body::Body for Relayed {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let mut this = self.project();
+        let frame = std::task::ready!(this.body.as_mut().poll_frame(cx));
+        // Shared fences: no byte of the response goes out once the lease its
+        // request was admitted under has ended (another instance may be
+        // serving a higher token by now).
+        if matches!(frame, Some(Ok(_))) {
+            if let Some(lease) = this.body.as_ref().get_ref().lease() {
+                if let Err(ended) = lease.check(LeaseStage::RelayingResponse) {
+                    tracing::warn!("lease ended while a response was relayed: the response is cut");
+                    if let Some(exchange) = this.exchange.as_mut() {
+                        exchange.cut(RequestOutcome::FenceStoreUnavailable);
+                    }
+                    return Poll::Ready(Some(Err(axum::Error::new(ended))));
+                }
+            }
+        }
+        if let Some(exchange) = this.exchange.as_mut() {
+            match &frame {
+                Some(Ok(frame)) => {
+                    if let Some(data) = frame.data_ref() {
+                        exchange.relayed(data.len());
+                    }
+                }
+                // The head (and its status) is already out: the client sees
+                // a cut connection; the metrics and the log see the failure.
+                Some(Err(_)) => exchange.cut(RequestOutcome::UpstreamError),
+                None => {}
+            }
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
     }
 }

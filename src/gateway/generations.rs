@@ -1,5 +1,6 @@
 //! Configuration generations: the routes new requests are served with,
-//! swapped whole by a reload (`SIGHUP`).
+//! swapped whole by a reload (`SIGHUP`), and [`RoutePlane`], one route as
+//! the data plane serves it.
 //!
 //! A connection takes the generation in force when it is accepted and
 //! builds its routes once. Each request compares the connection's
@@ -14,9 +15,32 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
-use super::data_plane::RoutePlane;
+use super::custody::Custody;
+use super::metrics::RouteCounters;
+use super::proxy::Proxy;
 use super::routes::RouteTable;
+use super::s3_hosts::S3Reading;
 use crate::custody::answer::AnswerStyle;
+use crate::fencing::FencingLayer;
+
+/// One route as the data plane serves it: its fencing layer, its proxy
+/// (upstream, pool, signer), the shape of its answers, its custody.
+#[derive(Debug, Clone)]
+pub(crate) struct RoutePlane {
+    /// Its name: the access log's `route`, the metrics' label.
+    pub(crate) name: Arc<str>,
+    pub(crate) fencing: FencingLayer,
+    pub(crate) proxy: Proxy,
+    /// The shape of the gateway's own answers (its `store`).
+    pub(crate) answers: AnswerStyle,
+    /// Credential custody: every request authenticated and authorised
+    /// before it is fenced.
+    pub(crate) custody: Option<Arc<Custody>>,
+    /// An S3 route without custody: how its requests' hosts name buckets.
+    pub(crate) s3_reading: Option<S3Reading>,
+    /// With `[[route]]` tables: its requests counted by outcome.
+    pub(crate) counters: Option<RouteCounters>,
+}
 
 /// One configuration's routes.
 #[derive(Debug)]

@@ -15,7 +15,7 @@ use crate::http1::head::{FieldLines, RequestHead};
 use crate::reach::ListedObjects;
 use crate::store::Lease;
 
-use super::custody::Verified;
+use super::custody::verified::Verified;
 
 /// A request in the data plane (see the module docs).
 pub(crate) struct Inbound<B> {
@@ -41,13 +41,13 @@ pub(crate) enum Head {
     /// `http` parts: from hyper (HTTP/2) or made by the gateway.
     Parts(Box<http::request::Parts>),
     /// Read by the HTTP/1.1 engine.
-    Lines(Box<Read>),
+    Lines(Box<ReadHead>),
 }
 
 /// A head the HTTP/1.1 engine read, and the fields the chain set since
 /// (each replaces every line of its name). Boxed with it, so that moving a
 /// request copies a pointer.
-pub(crate) struct Read {
+pub(crate) struct ReadHead {
     head: RequestHead,
     set: Vec<(HeaderName, HeaderValue)>,
 }
@@ -56,7 +56,7 @@ impl<B> Inbound<B> {
     /// A request read by the HTTP/1.1 engine.
     pub(crate) fn http1(head: RequestHead, body: B) -> Self {
         Inbound {
-            head: Head::Lines(Box::new(Read {
+            head: Head::Lines(Box::new(ReadHead {
                 head,
                 set: Vec::new(),
             })),

@@ -14,8 +14,8 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use super::access_log::AccessLog;
-use super::outcome::Outcome;
-use crate::chain::Source;
+use super::outcome::RequestOutcome;
+use crate::chain::{Chain, Source};
 use crate::issuer::UrlIssuer;
 use crate::Fences;
 
@@ -35,14 +35,14 @@ struct RouteLabels {
     outcome: &'static str,
 }
 
-/// One route's request counters, one per entry of [`Outcome::ALL`], taken
+/// One route's request counters, one per entry of [`RequestOutcome::ALL`], taken
 /// from the family once per route and configuration generation.
-pub(crate) type RouteCounters = Arc<[Counter; Outcome::ALL.len()]>;
+pub(crate) type RouteCounters = Arc<[Counter; RequestOutcome::ALL.len()]>;
 
 /// The labels of `fencegate_requests_total`: the outcome, and under
 /// credential custody the identity (bounded by the identities file), left
-/// out for requests of no identity so that a gateway without custody keeps
-/// its series as they were.
+/// out for requests of no identity so that a gateway without custody has
+/// one series per outcome, with no identity label.
 #[derive(Debug, Clone, Hash, PartialEq, Eq)]
 struct RequestLabels {
     outcome: &'static str,
@@ -67,9 +67,9 @@ impl EncodeLabelSet for RequestLabels {
 /// and the fence table's size and store activity (read at scrape time).
 #[derive(Clone)]
 pub(crate) struct Metrics {
-    /// One handle per entry of [`Outcome::ALL`], taken once, so that
+    /// One handle per entry of [`RequestOutcome::ALL`], taken once, so that
     /// counting a request takes no lock on the family.
-    requests: Arc<[Counter; Outcome::ALL.len()]>,
+    requests: Arc<[Counter; RequestOutcome::ALL.len()]>,
     /// The family, for the series of identified requests (custody).
     by_identity: Family<RequestLabels, Counter>,
     /// Each identity's handles on its series, taken once: the family's
@@ -88,9 +88,9 @@ pub(crate) struct Metrics {
 }
 
 /// An identity's request counters, one per entry of
-/// [`Outcome::ALL`] (see [`Metrics::identity_series`]).
+/// [`RequestOutcome::ALL`] (see [`Metrics::identity_series`]).
 #[derive(Clone, Debug)]
-pub(crate) struct IdentitySeries(Arc<[Counter; Outcome::ALL.len()]>);
+pub(crate) struct IdentitySeries(Arc<[Counter; RequestOutcome::ALL.len()]>);
 
 impl std::fmt::Debug for Metrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -316,10 +316,14 @@ impl Collector for FenceCollector {
     }
 }
 
+/// The chains of the routes in force, read at each scrape: written by
+/// the start and by each reload, which swap in their routes' chains.
+pub(crate) type Chains = Arc<RwLock<Vec<Arc<Chain>>>>;
+
 /// Chained writes' counts (`crate::chain`), read at scrape time: the sum
 /// over every route's chain.
 #[derive(Debug)]
-struct ChainCollector(crate::gateway::reload::Chains);
+struct ChainCollector(Chains);
 
 /// One counter per label value of `label`.
 fn encode_labelled_counter(
@@ -395,13 +399,13 @@ impl Metrics {
         fences: Fences,
         access_log: Option<AccessLog>,
         issuer: Option<Arc<UrlIssuer>>,
-        chains: crate::gateway::reload::Chains,
+        chains: Chains,
     ) -> Self {
         let mut registry = Registry::default();
         let family = Family::<RequestLabels, Counter>::default();
         // Every outcome is present from the start, so that a rate over them
         // never misses a series.
-        let requests = Outcome::ALL.map(|outcome| {
+        let requests = RequestOutcome::ALL.map(|outcome| {
             family
                 .get_or_create(&RequestLabels {
                     outcome: outcome.as_str(),
@@ -455,7 +459,7 @@ impl Metrics {
     }
 
     /// Records one request.
-    pub(crate) fn observe(&self, outcome: Outcome, elapsed: Duration) {
+    pub(crate) fn observe(&self, outcome: RequestOutcome, elapsed: Duration) {
         // `ALL` lists the variants in declaration order (a unit test checks).
         self.requests[outcome as usize].inc();
         self.latency.observe(elapsed.as_secs_f64());
@@ -465,7 +469,7 @@ impl Metrics {
     /// series present from the start); the same counters for the same
     /// name in every generation.
     pub(crate) fn route_counters(&self, route: &str) -> RouteCounters {
-        Arc::new(Outcome::ALL.map(|outcome| {
+        Arc::new(RequestOutcome::ALL.map(|outcome| {
             self.by_route
                 .get_or_create(&RouteLabels {
                     route: route.to_owned(),
@@ -495,7 +499,7 @@ impl Metrics {
             }
         }
         let name: Arc<str> = Arc::from(identity);
-        let counters = Outcome::ALL.map(|outcome| {
+        let counters = RequestOutcome::ALL.map(|outcome| {
             self.by_identity
                 .get_or_create(&RequestLabels {
                     outcome: outcome.as_str(),
@@ -512,7 +516,12 @@ impl Metrics {
 
     /// As [`Metrics::observe`], for a request that authenticated as the
     /// identity of `series` (credential custody): counted in its series.
-    pub(crate) fn observe_as(&self, outcome: Outcome, series: &IdentitySeries, elapsed: Duration) {
+    pub(crate) fn observe_as(
+        &self,
+        outcome: RequestOutcome,
+        series: &IdentitySeries,
+        elapsed: Duration,
+    ) {
         // `ALL` lists the variants in declaration order (a unit test checks).
         series.0[outcome as usize].inc();
         self.latency.observe(elapsed.as_secs_f64());

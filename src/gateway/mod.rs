@@ -1,106 +1,95 @@
 //! The gateway (feature `gateway`): the fencing layer in front of a reverse
 //! proxy, plus the admin plane and the embedded backend. The binary in
 //! `src/main.rs` only parses the command line, binds nothing itself, and
-//! calls [`Gateway::start`].
+//! calls [`Gateway::start`]. Only what the binary, the examples and tests
+//! need is public: [`config`], [`cli`], [`config_file`], [`server`],
+//! [`embedded`] and [`upstream`].
 //!
-//! A request's path through the gateway, file by file (the modules are
-//! declared in this order). Only what the binary, the examples and tests
-//! need is public: [`config`], [`cli`], [`server`], [`embedded`] and
-//! [`upstream`].
+//! # Floors
 //!
-//! 1. `accept`: the listener, the connection cap, the TLS handshake, HTTP/1.x
-//!    (the gateway's own `engine`, which refuses ambiguous framing before
-//!    anything else sees a request) or HTTP/2 (hyper); `activity`: the
-//!    header and idle timeouts of each connection.
-//! 2. `data_plane`: the per-connection service, one request's pipeline
-//!    (the fencing layer around the proxy); `inbound`: the request itself,
-//!    its head as its server gave it (the engine's fields where they were
-//!    read); `exchange`: one request's typed
-//!    record (start, connection, outcome, access-log entry), carried from
-//!    arrival to the response body's end; `body`: every body wrapper, by
-//!    direction; `deadlines`: every deadline of a request (connect, response
-//!    head, body stalls both ways).
-//!    `custody` (credential custody, when configured): the client
-//!    authenticated and every object it reaches authorised, before
-//!    anything else; the store's signature added in `proxy`. `s3_hosts`:
-//!    the bucket an S3 store reads out of a host (`--s3-domain`), with
-//!    custody or without.
-//! 3. The fencing layer ([`crate::fencing`]): token, key, admission.
-//! 4. `proxy`, with `engine` (HTTP/1.1 to the backend, in the request's own
-//!    task; a head written from the client's lines with the gateway's
-//!    edits), `hop` (hop-by-hop hygiene over field lines, both ways), `pool` (idle backend connections) and
-//!    `tls` (both sides' certificates); [`upstream`] is the backend URL,
-//!    parsed once.
-//! 5. `outcome` and `metrics`: what happened, counted; `access_log`: one
-//!    line per request, if asked for.
+//! Every file of the gateway is on one floor. A file imports only from
+//! its own floor or the floors below it, never from above, and nothing
+//! imports in a circle (`python3 scripts/import-circles.py --floors`
+//! checks both). A folder is on one floor unless one of its files is
+//! named on a lower one. docs/DEVELOPING.md has the rule for where new
+//! code goes, and one request's path through these files in order.
 //!
-//! Beside it: `admin` (`/fences`, admin writes, `/audit`, `/metrics`,
-//! `/healthz`, `/readyz`, bearer authentication), [`embedded`] (the object
-//! store used when no upstream is given), [`config`] (what a gateway runs
-//! with) and [`cli`] (the command line that builds it), and [`server`],
-//! which wires them and stops them.
+//! - G5, wiring, loading and operators: `server.rs` (builds and runs a
+//!   [`Gateway`], stops it), `config_file/` (the file and the command line
+//!   into a [`Config`], `check-config`), `cli.rs` (the one option table),
+//!   `admin/` (the admin plane), `embedded.rs` (the object store used
+//!   when no upstream is given).
+//! - G4, start and reload: `route_build.rs` (a route's stages from its
+//!   options: `RouteConfig` -> `RouteSpec` -> `Prepared` -> `BuiltRoute`,
+//!   whose `RoutePlane` the data plane serves), `reload.rs` (the
+//!   reloader, the credential-file watch).
+//! - G3, a connection and a request's pipeline: `accept.rs` (listener,
+//!   connection cap, TLS handshake, HTTP/1.x or HTTP/2), `data_plane.rs`
+//!   (the per-connection service: one request's steps in order),
+//!   `generations.rs` (the routes in force, `RoutePlane`, swapped whole by
+//!   a reload).
+//! - G2, a request's steps: `custody/` (credential custody: the client
+//!   verified and authorised, the store's signature), `s3_hosts.rs` (the
+//!   bucket an S3 store reads out of a host), `exchange.rs` (one
+//!   request's record and `Relayed`, the body that carries it to its
+//!   end), `proxy.rs` (forwarding), `version_head.rs` (the chain's
+//!   version reads through the proxy, and the conditional probe).
+//! - G1, the parts a request uses: `inbound.rs` (the request and its head
+//!   as read), `custody/verified.rs` and `custody/stream.rs` (what custody
+//!   hands on: who sent a request, how it goes on, the aws-chunked
+//!   streams), `body/` (body wrappers, by direction), `engine/` (the
+//!   gateway's HTTP/1.1, both sides), `hop.rs` (hop-by-hop hygiene),
+//!   `deadlines.rs`, `activity.rs` (a connection's header and idle
+//!   timeouts), `pool.rs` (idle backend connections), `tls.rs`,
+//!   `metrics.rs`, `access_log.rs`.
+//! - G0, plain values: `mod.rs` (`BoxError`), `config.rs` (what a gateway
+//!   runs with), `upstream.rs` (the backend URL, parsed once), `error.rs`
+//!   ([`StartError`], [`AdminTokenError`]), `outcome.rs` (what happened to
+//!   a request), `clock.rs`, `routes.rs` (the route table),
+//!   `cross_route.rs`, `custody/files.rs` (custody's tables, read),
+//!   `custody/fingerprint.rs`, `custody/denied.rs` (custody's refusals).
+//!
+//! The fencing layer itself ([`crate::fencing`]: token, key, admission) is
+//! the library's, below every floor here.
 
-// In the order above (not alphabetical).
-mod accept;
-mod activity;
-
+// By floor, bottom up (G0 first).
 mod clock;
-
-mod data_plane;
-
-mod inbound;
-
-mod exchange;
-
-mod custody;
-
-mod s3_hosts;
-
-mod body;
-
-mod deadlines;
-
-mod proxy;
-
-mod routes;
-
+pub mod config;
 mod cross_route;
-
-mod generations;
-
-mod version_head;
-
-mod hop;
-
-mod engine;
-
-mod pool;
-
-mod tls;
-
+mod error;
+mod outcome;
+mod routes;
 pub mod upstream;
 
-mod outcome;
-
-mod metrics;
-
 mod access_log;
+mod activity;
+mod body;
+mod deadlines;
+mod engine;
+mod hop;
+mod inbound;
+mod metrics;
+mod pool;
+mod tls;
 
-mod admin;
+mod custody;
+mod exchange;
+mod proxy;
+mod s3_hosts;
+mod version_head;
 
-pub mod embedded;
-
-pub mod config;
-
-pub mod cli;
-
-pub mod config_file;
-
-pub mod server;
-
-mod route_build;
+mod accept;
+mod data_plane;
+mod generations;
 
 mod reload;
+mod route_build;
+
+mod admin;
+pub mod cli;
+pub mod config_file;
+pub mod embedded;
+pub mod server;
 
 pub use self::admin::AdminTokenError;
 

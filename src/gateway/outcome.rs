@@ -10,7 +10,7 @@ use crate::refusal::Refusal;
 
 /// The outcome of one data plane request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Outcome {
+pub(crate) enum RequestOutcome {
     /// Admitted (or unfenced) and answered by the backend.
     Forwarded,
     /// 409: below the highest, or overtaken.
@@ -60,96 +60,96 @@ pub(crate) enum Outcome {
     OtherRefusal,
 }
 
-impl Outcome {
+impl RequestOutcome {
     /// Every outcome, in the order `/metrics` lists them.
-    pub(crate) const ALL: [Outcome; 22] = [
-        Outcome::Forwarded,
-        Outcome::StaleToken,
-        Outcome::MissingToken,
-        Outcome::InvalidToken,
-        Outcome::InvalidPath,
-        Outcome::UnfenceableWrite,
-        Outcome::FenceStoreUnavailable,
-        Outcome::TokenNotIssued,
-        Outcome::NewFenceLimit,
-        Outcome::TokenIssuerUnavailable,
-        Outcome::VersionConflict,
-        Outcome::VersionUnknown,
-        Outcome::PreconditionNotChainable,
-        Outcome::VersionUnavailable,
-        Outcome::UnchainableWrite,
-        Outcome::UpstreamError,
-        Outcome::ClientError,
-        Outcome::Unauthenticated,
-        Outcome::Forbidden,
-        Outcome::WouldRefuse,
-        Outcome::NoRoute,
-        Outcome::OtherRefusal,
+    pub(crate) const ALL: [RequestOutcome; 22] = [
+        RequestOutcome::Forwarded,
+        RequestOutcome::StaleToken,
+        RequestOutcome::MissingToken,
+        RequestOutcome::InvalidToken,
+        RequestOutcome::InvalidPath,
+        RequestOutcome::UnfenceableWrite,
+        RequestOutcome::FenceStoreUnavailable,
+        RequestOutcome::TokenNotIssued,
+        RequestOutcome::NewFenceLimit,
+        RequestOutcome::TokenIssuerUnavailable,
+        RequestOutcome::VersionConflict,
+        RequestOutcome::VersionUnknown,
+        RequestOutcome::PreconditionNotChainable,
+        RequestOutcome::VersionUnavailable,
+        RequestOutcome::UnchainableWrite,
+        RequestOutcome::UpstreamError,
+        RequestOutcome::ClientError,
+        RequestOutcome::Unauthenticated,
+        RequestOutcome::Forbidden,
+        RequestOutcome::WouldRefuse,
+        RequestOutcome::NoRoute,
+        RequestOutcome::OtherRefusal,
     ];
 
     /// The label.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
-            Outcome::Forwarded => "forwarded",
-            Outcome::StaleToken => "stale_token",
-            Outcome::MissingToken => "missing_token",
-            Outcome::InvalidToken => "invalid_token",
-            Outcome::InvalidPath => "invalid_path",
-            Outcome::UnfenceableWrite => "unfenceable_write",
-            Outcome::FenceStoreUnavailable => "fence_store_unavailable",
-            Outcome::TokenNotIssued => "token_not_issued",
-            Outcome::NewFenceLimit => "new_fence_limit",
-            Outcome::TokenIssuerUnavailable => "token_issuer_unavailable",
-            Outcome::VersionConflict => "version_conflict",
-            Outcome::VersionUnknown => "version_unknown",
-            Outcome::PreconditionNotChainable => "precondition_not_chainable",
-            Outcome::VersionUnavailable => "version_unavailable",
-            Outcome::UnchainableWrite => "unchainable_write",
-            Outcome::UpstreamError => "upstream_error",
-            Outcome::ClientError => "client_error",
-            Outcome::Unauthenticated => "unauthenticated",
-            Outcome::Forbidden => "forbidden",
-            Outcome::WouldRefuse => "would_refuse",
-            Outcome::NoRoute => "no_route",
-            Outcome::OtherRefusal => "other_refusal",
+            RequestOutcome::Forwarded => "forwarded",
+            RequestOutcome::StaleToken => "stale_token",
+            RequestOutcome::MissingToken => "missing_token",
+            RequestOutcome::InvalidToken => "invalid_token",
+            RequestOutcome::InvalidPath => "invalid_path",
+            RequestOutcome::UnfenceableWrite => "unfenceable_write",
+            RequestOutcome::FenceStoreUnavailable => "fence_store_unavailable",
+            RequestOutcome::TokenNotIssued => "token_not_issued",
+            RequestOutcome::NewFenceLimit => "new_fence_limit",
+            RequestOutcome::TokenIssuerUnavailable => "token_issuer_unavailable",
+            RequestOutcome::VersionConflict => "version_conflict",
+            RequestOutcome::VersionUnknown => "version_unknown",
+            RequestOutcome::PreconditionNotChainable => "precondition_not_chainable",
+            RequestOutcome::VersionUnavailable => "version_unavailable",
+            RequestOutcome::UnchainableWrite => "unchainable_write",
+            RequestOutcome::UpstreamError => "upstream_error",
+            RequestOutcome::ClientError => "client_error",
+            RequestOutcome::Unauthenticated => "unauthenticated",
+            RequestOutcome::Forbidden => "forbidden",
+            RequestOutcome::WouldRefuse => "would_refuse",
+            RequestOutcome::NoRoute => "no_route",
+            RequestOutcome::OtherRefusal => "other_refusal",
         }
     }
 
     /// The outcome a refusal of the fencing layer stands for.
-    pub(crate) fn of_refusal(refusal: &Refusal) -> Outcome {
+    pub(crate) fn of_refusal(refusal: &Refusal) -> RequestOutcome {
         match refusal {
-            Refusal::InvalidToken { .. } => Outcome::InvalidToken,
-            Refusal::InvalidPath { .. } => Outcome::InvalidPath,
-            Refusal::Unfenceable { .. } => Outcome::UnfenceableWrite,
-            Refusal::MissingToken { .. } => Outcome::MissingToken,
-            Refusal::Stale { .. } => Outcome::StaleToken,
-            Refusal::StoreUnavailable { .. } => Outcome::FenceStoreUnavailable,
-            Refusal::TokenNotIssued { .. } => Outcome::TokenNotIssued,
-            Refusal::NewFenceLimit { .. } => Outcome::NewFenceLimit,
-            Refusal::IssuerUnavailable { .. } => Outcome::TokenIssuerUnavailable,
-            Refusal::VersionConflict { .. } => Outcome::VersionConflict,
-            Refusal::VersionUnknown { .. } => Outcome::VersionUnknown,
-            Refusal::PreconditionNotChainable { .. } => Outcome::PreconditionNotChainable,
-            Refusal::VersionUnavailable { .. } => Outcome::VersionUnavailable,
-            Refusal::Unchainable { .. } => Outcome::UnchainableWrite,
+            Refusal::InvalidToken { .. } => RequestOutcome::InvalidToken,
+            Refusal::InvalidPath { .. } => RequestOutcome::InvalidPath,
+            Refusal::Unfenceable { .. } => RequestOutcome::UnfenceableWrite,
+            Refusal::MissingToken { .. } => RequestOutcome::MissingToken,
+            Refusal::Stale { .. } => RequestOutcome::StaleToken,
+            Refusal::StoreUnavailable { .. } => RequestOutcome::FenceStoreUnavailable,
+            Refusal::TokenNotIssued { .. } => RequestOutcome::TokenNotIssued,
+            Refusal::NewFenceLimit { .. } => RequestOutcome::NewFenceLimit,
+            Refusal::IssuerUnavailable { .. } => RequestOutcome::TokenIssuerUnavailable,
+            Refusal::VersionConflict { .. } => RequestOutcome::VersionConflict,
+            Refusal::VersionUnknown { .. } => RequestOutcome::VersionUnknown,
+            Refusal::PreconditionNotChainable { .. } => RequestOutcome::PreconditionNotChainable,
+            Refusal::VersionUnavailable { .. } => RequestOutcome::VersionUnavailable,
+            Refusal::Unchainable { .. } => RequestOutcome::UnchainableWrite,
         }
     }
 
     /// The outcome of the request answered by `response`: the fencing
-    /// layer's [`Refusal`] or the proxy's own [`Outcome`] in its
+    /// layer's [`Refusal`] or the proxy's own [`RequestOutcome`] in its
     /// extensions, or else forwarded.
-    pub(crate) fn of<B>(response: &Response<B>) -> Outcome {
+    pub(crate) fn of<B>(response: &Response<B>) -> RequestOutcome {
         let extensions = response.extensions();
         if let Some(refusal) = extensions.get::<Refusal>() {
-            return Outcome::of_refusal(refusal);
+            return RequestOutcome::of_refusal(refusal);
         }
         if extensions.get::<WouldRefuse>().is_some() {
-            return Outcome::WouldRefuse;
+            return RequestOutcome::WouldRefuse;
         }
         extensions
-            .get::<Outcome>()
+            .get::<RequestOutcome>()
             .copied()
-            .unwrap_or(Outcome::Forwarded)
+            .unwrap_or(RequestOutcome::Forwarded)
     }
 }
 
@@ -160,9 +160,9 @@ mod tests {
     #[test]
     fn labels_are_distinct_and_all_is_complete() {
         let labels: std::collections::HashSet<_> =
-            Outcome::ALL.iter().map(|o| o.as_str()).collect();
-        assert_eq!(labels.len(), Outcome::ALL.len());
-        for (index, outcome) in Outcome::ALL.iter().enumerate() {
+            RequestOutcome::ALL.iter().map(|o| o.as_str()).collect();
+        assert_eq!(labels.len(), RequestOutcome::ALL.len());
+        for (index, outcome) in RequestOutcome::ALL.iter().enumerate() {
             assert_eq!(*outcome as usize, index, "{outcome:?} out of order");
         }
     }

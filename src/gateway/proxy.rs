@@ -28,10 +28,12 @@ use super::custody::{unix_now, Forwarding};
 use super::deadlines::{
     connect_by, find_cause, response_head_within, BodyStalled, SentAt, Side, StallTimeout,
 };
-use super::engine::{self, Connection, Edits, Failed, ResponseBody, SendError, Stream, WriteError};
+use super::engine::{
+    self, BackendBody, BackendSendError, Connection, Edits, Failed, Stream, WriteError,
+};
 use super::hop::end_to_end_map;
 use super::inbound::Inbound;
-use super::outcome::Outcome;
+use super::outcome::RequestOutcome;
 use super::pool::Pool;
 use super::upstream::Upstream;
 use crate::custody::chunked::ChunkedError;
@@ -44,16 +46,16 @@ use crate::store::{LeaseEnded, LeaseStage};
 /// over a pooled HTTP/1.1 connection.
 #[derive(Clone)]
 pub(crate) struct Proxy {
-    shared: Arc<Shared>,
+    shared: Arc<ProxyShared>,
     /// What one client connection adds, made once per connection by
     /// [`Proxy::for_client`]; behind an `Arc` so that the clone of the proxy
     /// each request takes is one reference count.
-    client: Arc<Client>,
+    client: Arc<ForwardedHeaders>,
 }
 
 /// The forwarding headers of one client connection.
 #[derive(Debug)]
-pub(crate) struct Client {
+pub(crate) struct ForwardedHeaders {
     /// The client's address as an `X-Forwarded-For` entry.
     peer: Option<HeaderValue>,
     /// `X-Forwarded-Proto`: `https` when the client connection is TLS.
@@ -61,7 +63,7 @@ pub(crate) struct Client {
 }
 
 /// What every clone of a [`Proxy`] shares.
-struct Shared {
+struct ProxyShared {
     upstream: Upstream,
     /// `Host` for a request that has none (an HTTP/1.0 client): the
     /// backend's authority, as hyper-util's client would set it.
@@ -106,7 +108,7 @@ impl Proxy {
         let default_host = HeaderValue::from_str(upstream.authority().as_str())
             .unwrap_or_else(|_| HeaderValue::from_static("localhost"));
         Proxy {
-            shared: Arc::new(Shared {
+            shared: Arc::new(ProxyShared {
                 upstream,
                 default_host,
                 timeout,
@@ -115,7 +117,7 @@ impl Proxy {
                 fields_in_map,
                 signer: None,
             }),
-            client: Arc::new(Client {
+            client: Arc::new(ForwardedHeaders {
                 peer: None,
                 proto: HeaderValue::from_static("http"),
             }),
@@ -141,8 +143,8 @@ impl Proxy {
     /// route of it: its address goes into `X-Forwarded-For`, formatted
     /// once instead of per request, and `X-Forwarded-Proto` says whether
     /// it is TLS.
-    pub(crate) fn client_of(peer: SocketAddr, tls: bool) -> Arc<Client> {
-        Arc::new(Client {
+    pub(crate) fn client_of(peer: SocketAddr, tls: bool) -> Arc<ForwardedHeaders> {
+        Arc::new(ForwardedHeaders {
             peer: HeaderValue::from_str(&peer.ip().to_string()).ok(),
             proto: HeaderValue::from_static(if tls { "https" } else { "http" }),
         })
@@ -156,7 +158,7 @@ impl Proxy {
     }
 
     /// This proxy for requests from `client` ([`Proxy::client_of`]).
-    pub(crate) fn with_client(&self, client: Arc<Client>) -> Self {
+    pub(crate) fn with_client(&self, client: Arc<ForwardedHeaders>) -> Self {
         Proxy {
             shared: Arc::clone(&self.shared),
             client,
@@ -175,7 +177,7 @@ impl Proxy {
                     StatusCode::BAD_REQUEST,
                     "bad_request",
                     &format!("cannot build the upstream URI: {e}"),
-                    Outcome::OtherRefusal,
+                    RequestOutcome::OtherRefusal,
                 )
                 .map(FromProxy::from)
             }
@@ -189,7 +191,7 @@ impl Proxy {
                 StatusCode::SERVICE_UNAVAILABLE,
                 "fence_store_unavailable",
                 &ended.to_string(),
-                Outcome::FenceStoreUnavailable,
+                RequestOutcome::FenceStoreUnavailable,
             )
             .map(FromProxy::from);
         }
@@ -218,14 +220,14 @@ impl Proxy {
                 "no response headers from {} within {:?} of the request being sent; the request may still be applied by the backend",
                 shared.upstream, shared.timeout
             ),
-            Outcome::UpstreamError,
+            RequestOutcome::UpstreamError,
         )
         .map(FromProxy::from)
     }
 }
 
-impl Shared {
-    /// The response to relay for the outcome of [`Shared::send`].
+impl ProxyShared {
+    /// The response to relay for the outcome of [`ProxyShared::send`].
     fn answer(&self, result: Result<Response<FromProxy>, UpstreamError>) -> Response<FromProxy> {
         match result {
             Ok(response) => response,
@@ -237,7 +239,7 @@ impl Shared {
     fn failure(&self, error: &UpstreamError) -> Response<Body> {
         let detail = error_chain(error);
         match error {
-            UpstreamError::Send(SendError::Write(WriteError::Body(cause))) => {
+            UpstreamError::Send(BackendSendError::Write(WriteError::Body(cause))) => {
                 let cause: &(dyn std::error::Error + 'static) = cause.as_ref();
                 if let Some(ended) = find_cause::<LeaseEnded>(cause) {
                     tracing::error!(upstream = %self.upstream, "lease ended during the request body; aborted towards the backend");
@@ -245,7 +247,7 @@ impl Shared {
                         StatusCode::SERVICE_UNAVAILABLE,
                         "fence_store_unavailable",
                         &ended.to_string(),
-                        Outcome::FenceStoreUnavailable,
+                        RequestOutcome::FenceStoreUnavailable,
                     ));
                 }
                 if let Some(StreamError::Refused(refused)) = find_cause::<StreamError>(cause) {
@@ -265,12 +267,12 @@ impl Shared {
                         StatusCode::REQUEST_TIMEOUT,
                         "client_body_timeout",
                         &format!("the request body paused for longer than {:?}; the backend received it cut off", stalled.after),
-                        Outcome::ClientError,
+                        RequestOutcome::ClientError,
                     ));
                 }
                 return client_body_error(&self.upstream, &detail);
             }
-            UpstreamError::Send(SendError::Write(WriteError::BodyLength)) => {
+            UpstreamError::Send(BackendSendError::Write(WriteError::BodyLength)) => {
                 return client_body_error(&self.upstream, &detail);
             }
             _ => {}
@@ -280,7 +282,7 @@ impl Shared {
             StatusCode::BAD_GATEWAY,
             "upstream_unavailable",
             &format!("{}: {detail}", self.upstream),
-            Outcome::UpstreamError,
+            RequestOutcome::UpstreamError,
         )
     }
 
@@ -297,7 +299,7 @@ impl Shared {
         &self,
         request: Inbound<ToBackend<'_>>,
         target: &Uri,
-        client: &Client,
+        client: &ForwardedHeaders,
         started: Instant,
         sent: Option<&SentAt>,
     ) -> Result<Response<FromProxy>, UpstreamError> {
@@ -331,7 +333,7 @@ impl Shared {
         let (mut conn, mut reused) = self.checkout(connect_by).await?;
         let mut timer = conn.take_timer();
         let out = conn.take_buffer();
-        let mut request = engine::Request::new(out, body, to_head, |out, has_body, size| {
+        let mut request = engine::BackendRequest::new(out, body, to_head, |out, has_body, size| {
             let edits = Edits {
                 // A request in absolute form (a client using the gateway as
                 // its HTTP proxy) names its host in the target, which
@@ -374,7 +376,7 @@ impl Shared {
                 Ok((head, mut conn, whole)) => {
                     conn.keep_timer(timer);
                     let reuse = head.keep_alive && whole;
-                    let body = ResponseBody::new(conn, head.body, reuse, Arc::clone(&self.pool));
+                    let body = BackendBody::new(conn, head.body, reuse, Arc::clone(&self.pool));
                     // A response body that stalls fails, and its
                     // connection is not reused.
                     let body = StallTimeout::new(body, self.timeout, Side::Upstream);
@@ -474,7 +476,7 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 /// other 403 (S3's `AccessDenied` of a bucket policy, say) is relayed as
 /// it came.
 async fn credentials_rejected(
-    shared: &Shared,
+    shared: &ProxyShared,
     response: Response<FromProxy>,
 ) -> Response<FromProxy> {
     let rejected = |detail: &str| {
@@ -483,7 +485,7 @@ async fn credentials_rejected(
             StatusCode::BAD_GATEWAY,
             "upstream_credentials_rejected",
             &format!("the store refused the gateway's own credentials ({detail}); check --upstream-credentials"),
-            Outcome::UpstreamError,
+            RequestOutcome::UpstreamError,
         )
         .map(FromProxy::from)
     };
@@ -546,7 +548,7 @@ fn chunk_signature_refused(upstream: &Upstream, error: &ChunkedError) -> Respons
         StatusCode::FORBIDDEN,
         "SignatureDoesNotMatch",
         &format!("{error}; the upload was cut off before the store could keep any of it"),
-        Outcome::Unauthenticated,
+        RequestOutcome::Unauthenticated,
     ))
 }
 
@@ -557,7 +559,7 @@ fn client_body_error(upstream: &Upstream, detail: &str) -> Response<Body> {
         StatusCode::BAD_REQUEST,
         "client_body_error",
         &format!("the request body could not be read: {detail}"),
-        Outcome::ClientError,
+        RequestOutcome::ClientError,
     ))
 }
 
@@ -567,13 +569,13 @@ enum UpstreamError {
     #[error("cannot connect")]
     Connect(#[source] std::io::Error),
     /// No connection, or no response head, within the timeout: answered
-    /// 504 by [`Proxy::send_on`] rather than through [`Shared::failure`].
+    /// 504 by [`Proxy::send_on`] rather than through [`ProxyShared::failure`].
     #[error("no response head within the timeout")]
     HeadTimeout,
     #[error("TLS handshake failed")]
     Tls(#[source] std::io::Error),
     #[error("request failed")]
-    Send(#[source] SendError),
+    Send(#[source] BackendSendError),
     /// Credential custody could not sign it.
     #[error(transparent)]
     Sign(SignError),
@@ -603,7 +605,7 @@ pub(crate) fn refuse_unproxyable<R: RequestView>(request: &R) -> Option<Response
         StatusCode::NOT_IMPLEMENTED,
         "upgrade_not_supported",
         "protocol upgrades and CONNECT are not proxied",
-        Outcome::OtherRefusal,
+        RequestOutcome::OtherRefusal,
     ))
 }
 
@@ -624,7 +626,7 @@ pub(super) fn gateway_error(
     status: StatusCode,
     error: &str,
     detail: &str,
-    outcome: Outcome,
+    outcome: RequestOutcome,
 ) -> Response<Body> {
     let mut response = error_response(status, error, detail).map(Body::from);
     response.extensions_mut().insert(outcome);

@@ -22,15 +22,14 @@ use super::custody::fingerprint::Fingerprint;
 use super::custody::identities::Identities;
 use super::custody::sign::UpstreamSigner;
 use super::custody::Custody;
+use super::error::StartError;
 use super::generations::Generations;
-use super::metrics::Metrics;
+use super::metrics::{Chains, Metrics};
 use super::route_build::{
     self, build_route, displaced, namespace_shapings, BuiltRoute, Issuers, Prepared, RouteSpec,
 };
 use super::routes::RouteTable;
-use super::server::StartError;
 use super::upstream::Upstream;
-use crate::chain::Chain;
 use crate::fencing::Enforce;
 use crate::Fences;
 
@@ -45,17 +44,14 @@ pub enum ReloadError {
     Meaning(String),
 }
 
-/// The chains of the routes in force, read by the metrics at each scrape.
-pub(crate) type Chains = Arc<RwLock<Vec<Arc<Chain>>>>;
-
 /// What a reload needs, shared with the signal handler that asks for it.
 #[derive(Debug, Clone)]
 pub struct ConfigReloader {
-    shared: Arc<Shared>,
+    shared: Arc<ReloaderShared>,
 }
 
 #[derive(Debug)]
-struct Shared {
+struct ReloaderShared {
     generations: Arc<Generations>,
     fences: Fences,
     embedded: Option<Upstream>,
@@ -90,7 +86,7 @@ impl ConfigReloader {
         in_force: InForce,
     ) -> Self {
         ConfigReloader {
-            shared: Arc::new(Shared {
+            shared: Arc::new(ReloaderShared {
                 generations,
                 fences,
                 embedded,

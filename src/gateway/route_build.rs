@@ -8,16 +8,17 @@ use std::sync::Arc;
 
 use http::HeaderValue;
 
+use super::config::Anonymous;
 use super::config::{Config, RouteMatch, TableSource};
 use super::custody::files::{self, UpstreamCredentials};
 use super::custody::sign::UpstreamSigner;
-use super::custody::{Anonymous, Custody, CustodyFiles, DialectOptions};
-use super::data_plane::RoutePlane;
+use super::custody::{Custody, CustodyFiles, DialectOptions};
+use super::error::StartError;
+use super::generations::RoutePlane;
 use super::metrics::{Metrics, RouteCounters};
 use super::proxy::Proxy;
 use super::routes::RouteTable;
 use super::s3_hosts::S3Reading;
-use super::server::StartError;
 use super::tls;
 use super::upstream::Upstream;
 use super::version_head::{self, HeadThroughProxy, Probe};

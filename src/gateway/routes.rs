@@ -21,7 +21,7 @@ use super::config::RouteMatch;
 #[derive(Debug, Clone)]
 pub(crate) struct RouteTable {
     /// In the order they are tried.
-    entries: Vec<Entry>,
+    entries: Vec<RouteEntry>,
     /// Some entry looks at the host / the path.
     needs_host: bool,
     needs_path: bool,
@@ -32,7 +32,7 @@ pub(crate) struct RouteTable {
 }
 
 #[derive(Debug, Clone)]
-struct Entry {
+struct RouteEntry {
     host: HostPattern,
     prefix: Option<Prefix>,
     /// The route's index in the configuration.
@@ -106,10 +106,10 @@ impl RouteTable {
 
     /// The table of routes matching `matches`, in the file's order.
     pub(crate) fn new(matches: &[RouteMatch]) -> Self {
-        let mut entries: Vec<Entry> = matches
+        let mut entries: Vec<RouteEntry> = matches
             .iter()
             .enumerate()
-            .map(|(route, m)| Entry {
+            .map(|(route, m)| RouteEntry {
                 // Matched as the request's host is read: lowercased,
                 // without a trailing dot (or a port).
                 host: match m.host.as_deref().map(|host| {
@@ -219,7 +219,7 @@ impl RouteTable {
 
     /// The first entry that takes `host` and the normalised `path`.
     fn pick_in(&self, host: Option<&str>, path: Option<Cow<'_, str>>) -> Option<usize> {
-        let takes = |e: &Entry| {
+        let takes = |e: &RouteEntry| {
             e.host.matches(host)
                 && match &e.prefix {
                     None => true,

@@ -18,7 +18,6 @@
 
 use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,9 +32,10 @@ use super::admin::{self, Readiness};
 use super::config::{Config, StateKind};
 use super::data_plane::DataPlane;
 use super::embedded::{self, ObjectStore};
+pub use super::error::StartError;
 use super::generations::{Generation, Generations};
-use super::metrics::Metrics;
-use super::reload::{Chains, ConfigReloader, InForce};
+use super::metrics::{Chains, Metrics};
+use super::reload::{ConfigReloader, InForce};
 use super::route_build::{
     build_route, check_chain, check_namespaces, counters_for, namespace_shapings, route_specs,
     Issuers, Prepared,
@@ -45,68 +45,7 @@ use super::tls::{ServerCert, TlsError};
 use super::upstream::Upstream;
 use crate::client_tls::{ClientTls, Credentials};
 use crate::fences::{FenceCache, NewFenceLimit};
-use crate::store::StoreError;
 use crate::Fences;
-
-/// Why the gateway could not start. Each is one clear line for the user.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// The fence store could not be opened (unreadable, corrupt, locked by
-    /// another gateway).
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// The embedded backend's object directory could not be created.
-    #[error("cannot use data dir {}: {source}", path.display())]
-    DataDir {
-        /// The directory.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// A listener could not be bound.
-    #[error("cannot listen on {addr} ({plane}): {source}")]
-    Bind {
-        /// Which listener.
-        plane: &'static str,
-        /// The address asked for.
-        addr: SocketAddr,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The certificate, key or upstream CA bundle cannot be used.
-    #[error("TLS: {0}")]
-    Tls(#[from] TlsError),
-    /// The access log file could not be opened.
-    #[error("cannot open the access log {target:?}: {source}")]
-    AccessLog {
-        /// Where it was to go.
-        target: super::config::AccessLogTarget,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The admin token file cannot be used.
-    #[error(transparent)]
-    AdminToken(#[from] admin::AdminTokenError),
-    /// The `--token-issuer` URL cannot be used.
-    #[error(transparent)]
-    Issuer(#[from] crate::issuer::IssuerUrlError),
-    /// `--state etcd` without what it needs.
-    #[error("--state etcd: {0}")]
-    Etcd(String),
-    /// `--conditional-writes` cannot work with the rest of the
-    /// configuration.
-    #[error("--conditional-writes: {0}")]
-    Chain(String),
-    /// Routes that share a fence namespace key it differently.
-    #[error("fence namespaces: {0}")]
-    Namespace(String),
-    /// Credential custody's options or files are wrong.
-    #[error("credential custody: {0}")]
-    Custody(String),
-    /// The embedded backend's address did not form an upstream URL.
-    #[error("embedded backend: {0}")]
-    Embedded(String),
-}
 
 /// The certificate files a gateway re-reads on `SIGHUP`: the one it serves
 /// and the one it shows to etcd.

@@ -105,11 +105,11 @@ pub fn request_body(
     headers: &[httparse::Header<'_>],
 ) -> Result<BodyLength, FramingError> {
     match framing_fields(http10, headers)? {
-        Fields::None => Ok(BodyLength::Empty),
-        Fields::Length(n) => Ok(BodyLength::Length(n)),
-        Fields::Chunked => Ok(BodyLength::Chunked),
-        Fields::CodedChunked => Err(FramingError::UnsupportedCoding),
-        Fields::OtherCoding => Err(FramingError::NotChunked),
+        FramingFields::None => Ok(BodyLength::Empty),
+        FramingFields::Length(n) => Ok(BodyLength::Length(n)),
+        FramingFields::Chunked => Ok(BodyLength::Chunked),
+        FramingFields::CodedChunked => Err(FramingError::UnsupportedCoding),
+        FramingFields::OtherCoding => Err(FramingError::NotChunked),
     }
 }
 
@@ -125,16 +125,18 @@ pub fn response_body(
         return Ok(BodyLength::Empty);
     }
     match framing_fields(http10, headers)? {
-        Fields::None => Ok(BodyLength::UntilClose),
-        Fields::Length(n) => Ok(BodyLength::Length(n)),
-        Fields::Chunked => Ok(BodyLength::Chunked),
-        Fields::CodedChunked | Fields::OtherCoding => Err(FramingError::UnsupportedCoding),
+        FramingFields::None => Ok(BodyLength::UntilClose),
+        FramingFields::Length(n) => Ok(BodyLength::Length(n)),
+        FramingFields::Chunked => Ok(BodyLength::Chunked),
+        FramingFields::CodedChunked | FramingFields::OtherCoding => {
+            Err(FramingError::UnsupportedCoding)
+        }
     }
 }
 
 /// What the framing fields of a head say, before the request/response
 /// difference.
-enum Fields {
+enum FramingFields {
     None,
     Length(u64),
     /// `chunked` alone.
@@ -145,7 +147,10 @@ enum Fields {
     OtherCoding,
 }
 
-fn framing_fields(http10: bool, headers: &[httparse::Header<'_>]) -> Result<Fields, FramingError> {
+fn framing_fields(
+    http10: bool,
+    headers: &[httparse::Header<'_>],
+) -> Result<FramingFields, FramingError> {
     let mut length: Option<u64> = None;
     // Transfer-Encoding: present; chunked seen; chunked the last coding;
     // a coding other than chunked seen.
@@ -189,11 +194,11 @@ fn framing_fields(http10: bool, headers: &[httparse::Header<'_>]) -> Result<Fiel
     match (length, coded) {
         (Some(_), true) => Err(FramingError::LengthAndTransferEncoding),
         (_, true) if http10 => Err(FramingError::TransferEncodingInHttp10),
-        (Some(n), false) => Ok(Fields::Length(n)),
-        (None, true) if chunked_last && !other => Ok(Fields::Chunked),
-        (None, true) if chunked_last => Ok(Fields::CodedChunked),
-        (None, true) => Ok(Fields::OtherCoding),
-        (None, false) => Ok(Fields::None),
+        (Some(n), false) => Ok(FramingFields::Length(n)),
+        (None, true) if chunked_last && !other => Ok(FramingFields::Chunked),
+        (None, true) if chunked_last => Ok(FramingFields::CodedChunked),
+        (None, true) => Ok(FramingFields::OtherCoding),
+        (None, false) => Ok(FramingFields::None),
     }
 }
 

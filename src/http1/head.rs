@@ -321,7 +321,7 @@ fn length_bit(length: usize) -> u64 {
 }
 
 /// What both kinds of head need of their fields while httparse holds them.
-struct Fields {
+struct HeadFields {
     /// Where each line is, in order: the vector the [`FieldLines`] keeps,
     /// allocated once at its size.
     spans: Vec<Span>,
@@ -337,9 +337,9 @@ struct Fields {
     hosts: u8,
 }
 
-impl Fields {
-    fn new() -> Fields {
-        Fields {
+impl HeadFields {
+    fn new() -> HeadFields {
+        HeadFields {
             spans: Vec::new(),
             name_lengths: 0,
             close: false,
@@ -448,7 +448,7 @@ pub fn parse_request(
     buf: &mut BytesMut,
     max_head: usize,
 ) -> Result<Parsed<RequestHead>, HeadError> {
-    let mut fields = Fields::new();
+    let mut fields = HeadFields::new();
     let (len, method, target, http10, body) = {
         // Left uninitialised, as hyper does: filling 100 empty fields cost
         // more than parsing a small head.
@@ -518,7 +518,7 @@ pub fn parse_response(
     to_head: bool,
     max_head: usize,
 ) -> Result<Parsed<ResponseHead>, HeadError> {
-    let mut fields = Fields::new();
+    let mut fields = HeadFields::new();
     let (len, status, http10, body, reason) = {
         let mut headers = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
         let mut response = httparse::Response::new(&mut []);

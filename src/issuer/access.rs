@@ -114,12 +114,12 @@ pub(crate) fn split_user(url: &str) -> Result<(Option<String>, String), IssuerUr
 /// What a lock service's client needs besides its URL: TLS files, and the
 /// user with a password (the user from the URL).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Access {
+pub(crate) struct ServiceAccess {
     pub(crate) tls: ClientTlsFiles,
     pub(crate) credentials: Option<crate::client_tls::Credentials>,
 }
 
-impl Access {
+impl ServiceAccess {
     /// The user and password, refusing a user without a password.
     pub(crate) fn credentials(
         &self,

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::access::{Access, IssuerUrlError};
+use super::access::{IssuerUrlError, ServiceAccess};
 use super::cached::AskFuture;
 use super::BoundSource;
 use crate::client_tls::{ClientTls, TlsError};
@@ -37,7 +37,7 @@ impl std::fmt::Debug for EtcdRevision {
 impl EtcdRevision {
     /// Parses `etcd[s]://host:port[,host:port...][/KEY]` (the user already
     /// taken out into `access`).
-    pub(crate) fn from_url(url: &str, access: &Access) -> Result<Self, IssuerUrlError> {
+    pub(crate) fn from_url(url: &str, access: &ServiceAccess) -> Result<Self, IssuerUrlError> {
         let secure = url.starts_with("etcds://");
         let scheme = if secure { "https" } else { "http" };
         let endpoints: Vec<String> = super::access::hosts(url)?

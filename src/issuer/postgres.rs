@@ -7,7 +7,7 @@
 use tokio_postgres::config::SslMode;
 use tokio_postgres::{Client, NoTls};
 
-use super::access::{Access, IssuerUrlError};
+use super::access::{IssuerUrlError, ServiceAccess};
 use super::cached::AskFuture;
 use super::BoundSource;
 use crate::client_tls::ClientTlsFiles;
@@ -35,7 +35,7 @@ impl PostgresSequence {
     /// Parses the URL; `sequence=NAME`, `sslmode` and `sslrootcert` are
     /// taken out of its query, the rest is a libpq-style connection URL
     /// (the user already taken out into `access`).
-    pub(crate) fn from_url(url: &str, access: &Access) -> Result<Self, IssuerUrlError> {
+    pub(crate) fn from_url(url: &str, access: &ServiceAccess) -> Result<Self, IssuerUrlError> {
         let (base, query) = url.split_once('?').unwrap_or((url, ""));
         let mut sequence = None;
         let mut ssl_mode = None;

@@ -5,7 +5,7 @@
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, IntoConnectionInfo};
 
-use super::access::{Access, IssuerUrlError};
+use super::access::{IssuerUrlError, ServiceAccess};
 use super::cached::AskFuture;
 use super::BoundSource;
 use crate::client_tls::{ClientTlsFiles, TlsError};
@@ -35,7 +35,7 @@ impl std::fmt::Debug for RedisCounter {
 impl RedisCounter {
     /// Parses `redis[s]://host:port/KEY` (`KEY` percent-encoded; the user
     /// already taken out into `access`).
-    pub(crate) fn from_url(url: &str, access: &Access) -> Result<Self, IssuerUrlError> {
+    pub(crate) fn from_url(url: &str, access: &ServiceAccess) -> Result<Self, IssuerUrlError> {
         let (tls, rest) = match url.split_once("://") {
             Some(("redis", rest)) => (false, rest),
             Some(("rediss", rest)) => (true, rest),

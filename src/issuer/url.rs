@@ -1,6 +1,6 @@
 //! `--token-issuer URL`: which lock service, and where its counter is.
 
-use super::access::{split_user, Access, IssuerAccess, IssuerUrlError};
+use super::access::{split_user, IssuerAccess, IssuerUrlError, ServiceAccess};
 use super::{BoundSource, CachedIssuer};
 use crate::client_tls::Secret;
 
@@ -83,7 +83,7 @@ pub fn from_url_with(url: &str, access: &IssuerAccess) -> Result<UrlIssuer, Issu
         }
         (None, None) => None,
     };
-    let access = Access {
+    let access = ServiceAccess {
         tls: access.tls.clone(),
         credentials,
     };

@@ -6,7 +6,7 @@
 
 use zookeeper_client as zk;
 
-use super::access::{Access, IssuerUrlError};
+use super::access::{IssuerUrlError, ServiceAccess};
 use super::cached::AskFuture;
 use super::BoundSource;
 use crate::client_tls::Credentials;
@@ -41,7 +41,7 @@ impl std::fmt::Debug for ZookeeperZxid {
 impl ZookeeperZxid {
     /// Parses `zookeeper://host:port[,host:port...]` (the user already
     /// taken out into `access`).
-    pub(crate) fn from_url(url: &str, access: &Access) -> Result<Self, IssuerUrlError> {
+    pub(crate) fn from_url(url: &str, access: &ServiceAccess) -> Result<Self, IssuerUrlError> {
         let hosts = super::access::hosts(url)?;
         if !access.tls.is_default() {
             return Err(IssuerUrlError::new(

@@ -2,20 +2,27 @@
 //! its method (compared exactly, as registered), its query's operation
 //! names, and the header fields that change what a write reaches
 //! (`Depth`, `Overwrite`, `Destination`, `Content-Type` of a `POST`, the
-//! rename fields). [`Operation::read`] reads them once, refusing what the
+//! rename fields). [`RequestOperation::read`] reads them once, refusing what the
 //! store could read differently; the rest of [`reach`](super::reach) works
-//! from the [`Operation`] alone and compares no method name.
+//! from the [`RequestOperation`] alone and compares no method name.
 
 use http::header::{HeaderName, CONTENT_TYPE, HOST};
 use http::{Method, Uri};
 
-use super::{query_values, ReachError, Unfenceable, DEPTH, DESTINATION};
+use super::error::{ReachError, Unfenceable};
+use super::gcs::{might_name_gcs_objects, query_values};
 use crate::head::{visible_str, HeaderFields, RequestView};
 use crate::key::{normalize_path, request_host};
 
+/// The header naming the target of a WebDAV `COPY` or `MOVE`.
+pub const DESTINATION: HeaderName = HeaderName::from_static("destination");
+
+/// The header saying how deep a WebDAV method acts on a collection.
+pub const DEPTH: HeaderName = HeaderName::from_static("depth");
+
 /// What a request does to the objects it reaches.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Operation {
+pub(super) struct RequestOperation {
     /// The kind of operation.
     pub(super) kind: Kind,
     /// Whether it changes anything (not `GET`, `HEAD`, `OPTIONS`, `TRACE`,
@@ -49,12 +56,12 @@ pub(super) enum Kind {
     Form,
 }
 
-impl Operation {
+impl RequestOperation {
     /// Reads `request` once. `with_host`: the scope keys by host too.
     pub(super) fn read<R: RequestView + ?Sized>(
         request: &R,
         with_host: bool,
-    ) -> Result<Operation, ReachError> {
+    ) -> Result<RequestOperation, ReachError> {
         let method = request.method();
         let uri = request.uri();
         let fields = request.fields();
@@ -125,7 +132,7 @@ impl Operation {
             true => Some(request_host(uri, fields)?),
             false => None,
         };
-        Ok(Operation { kind, writes, host })
+        Ok(RequestOperation { kind, writes, host })
     }
 }
 
@@ -134,7 +141,7 @@ impl Operation {
 /// find nothing more, and need not be asked. Reads the method, the start of
 /// the path, and for `POST` the query and `Content-Type`.
 pub fn is_plain<R: RequestView + ?Sized>(request: &R) -> bool {
-    if super::might_name_gcs_objects(request.uri().path()) {
+    if might_name_gcs_objects(request.uri().path()) {
         return false;
     }
     match request.method().as_str() {

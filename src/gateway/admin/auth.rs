@@ -10,6 +10,8 @@ use axum::response::Response;
 use serde_json::json;
 use subtle::ConstantTimeEq;
 
+use super::super::error::AdminTokenError;
+
 /// The admin plane's bearer token, read once at start.
 #[derive(Clone)]
 pub(crate) struct AdminToken(Arc<[u8]>);
@@ -18,28 +20,6 @@ impl std::fmt::Debug for AdminToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("AdminToken(..)")
     }
-}
-
-/// Why the token file cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum AdminTokenError {
-    /// It cannot be read.
-    #[error("cannot read the admin token file {path}: {source}")]
-    Unreadable {
-        /// The file.
-        path: String,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// It holds nothing but whitespace, or what it holds cannot be a bearer
-    /// token.
-    #[error("the admin token file {path} {problem}")]
-    Unusable {
-        /// The file.
-        path: String,
-        /// What is wrong.
-        problem: &'static str,
-    },
 }
 
 impl AdminToken {
@@ -102,7 +82,7 @@ pub(crate) async fn require_bearer(
     {
         return next.run(request).await;
     }
-    let mut response = super::json_error(
+    let mut response = super::answers::json_error(
         StatusCode::UNAUTHORIZED,
         &json!({ "error": "unauthorized" }),
     );

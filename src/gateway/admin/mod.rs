@@ -1,9 +1,8 @@
 //! The admin plane, on its own listener: fence lookups, metrics, liveness
 //! and readiness; with `--admin-token-file`, bearer authentication
-//! ([`auth`]) and admin writes with their audit log (`writes`).
-
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+//! ([`auth`]) and admin writes with their audit log (`writes`). The
+//! handlers share `state.rs` (the plane's state, readiness) and
+//! `answers.rs` (its refusals); this file holds the router and the reads.
 
 use axum::extract::{RawQuery, State};
 use axum::http::{header, StatusCode, Uri};
@@ -14,65 +13,21 @@ use serde_json::json;
 
 use super::metrics::Metrics;
 use super::reload::ConfigReloader;
-use crate::admin::input::{fence_key, InvalidInput, ListQuery};
+use crate::admin::input::{fence_key, ListQuery};
 use crate::key::Scope;
 use crate::Fences;
 
+mod answers;
 pub(crate) mod auth;
+mod state;
 mod writes;
 
 pub(crate) use self::auth::AdminToken;
-pub use self::auth::AdminTokenError;
+pub(crate) use self::state::Readiness;
 
-#[derive(Clone)]
-struct Admin {
-    /// The default namespace's view; `?namespace=NAME` picks another.
-    fences: Fences,
-    /// The configuration in force: its generation, and what `GET /config`
-    /// shows.
-    config: ConfigReloader,
-    metrics: Metrics,
-    readiness: Readiness,
-    scope: Scope,
-    writes_enabled: bool,
-}
-
-/// Whether the gateway can admit requests (`GET /readyz`): it is not
-/// draining, and its fence store can be written.
-#[derive(Debug, Clone)]
-pub(crate) struct Readiness {
-    fences: Fences,
-    draining: Arc<AtomicBool>,
-    /// With shared fences, this instance's name, in every answer.
-    instance: Option<Arc<str>>,
-}
-
-impl Readiness {
-    /// Ready while the fence store of `fences` is healthy, until
-    /// [`Readiness::set_draining`].
-    pub(crate) fn new(fences: Fences, instance: Option<String>) -> Self {
-        Readiness {
-            fences,
-            draining: Arc::new(AtomicBool::new(false)),
-            instance: instance.map(Into::into),
-        }
-    }
-
-    /// The gateway is shutting down: not ready from now on.
-    pub(crate) fn set_draining(&self) {
-        self.draining.store(true, Ordering::Release);
-    }
-
-    /// `Ok` when ready, else why not.
-    pub(crate) fn check(&self) -> Result<(), String> {
-        if self.draining.load(Ordering::Acquire) {
-            return Err("draining: the gateway is shutting down".into());
-        }
-        self.fences
-            .store_health()
-            .map_err(|e| format!("fence store: {e}"))
-    }
-}
+use self::answers::{bad_namespace, encoded_key, error, invalid};
+use self::state::Admin;
+pub use super::error::AdminTokenError;
 
 /// The admin routes. With a `token`, every route but `/healthz` and
 /// `/readyz` needs it, and admin writes are enabled; without, the plane is
@@ -154,83 +109,6 @@ async fn show_config(State(admin): State<Admin>) -> Response {
         "configuration": admin.config.shown(),
     }))
     .into_response()
-}
-
-impl Admin {
-    /// The fences of the namespace `?namespace=NAME` of `query` names
-    /// (the default without it), and the query without that parameter.
-    /// `None` (answer [`bad_namespace`]) if the name is not one.
-    fn namespaced(&self, query: Option<&str>) -> Option<(Fences, Option<String>)> {
-        let Some(query) = query else {
-            return Some((self.fences.clone(), None));
-        };
-        let mut namespace = None;
-        let mut rest = Vec::new();
-        for pair in query.split('&') {
-            match pair.strip_prefix("namespace=") {
-                Some(name) => namespace = Some(name.to_owned()),
-                None => rest.push(pair),
-            }
-        }
-        let fences = match namespace {
-            None => self.fences.clone(),
-            Some(name) => {
-                let valid = name.len() <= 64
-                    && name
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
-                if !valid {
-                    return None;
-                }
-                self.fences.namespace(&name)
-            }
-        };
-        let rest = rest.join("&");
-        Some((fences, (!rest.is_empty()).then_some(rest)))
-    }
-}
-
-impl Admin {
-    /// The key scope of `fences`' namespace: its route's, else the
-    /// gateway's.
-    fn scope_of(&self, fences: &Fences) -> Scope {
-        self.config
-            .scope_of(fences.namespace_name())
-            .unwrap_or(self.scope)
-    }
-}
-
-/// 400 for a `?namespace=` that names none.
-fn bad_namespace() -> Response {
-    error(
-        StatusCode::BAD_REQUEST,
-        "invalid_query",
-        "namespace: a route's fence namespace, up to 64 of a-z, A-Z, 0-9, '-', '_', '.'",
-    )
-}
-
-/// What follows `/fences/` in `uri`'s path, still percent-encoded.
-fn encoded_key(uri: &Uri) -> &str {
-    uri.path().strip_prefix("/fences/").unwrap_or_default()
-}
-
-/// The 400 answer to an admin input refused.
-fn invalid(input: &InvalidInput) -> Response {
-    error(StatusCode::BAD_REQUEST, input.code(), &input.to_string())
-}
-
-/// An admin answer in the gateway's one error shape.
-fn error(status: StatusCode, code: &str, detail: &str) -> Response {
-    crate::refusal::error_response(status, code, detail)
-        .map(axum::body::Body::from)
-        .into_response()
-}
-
-/// An admin answer with a JSON body of its own (more fields than `detail`).
-fn json_error(status: StatusCode, body: &serde_json::Value) -> Response {
-    crate::refusal::json_response(status, body)
-        .map(axum::body::Body::from)
-        .into_response()
 }
 
 /// `GET /fences/{key}`, key percent-encoded. Read from the raw URI rather

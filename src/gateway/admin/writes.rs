@@ -10,7 +10,8 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde_json::json;
 
-use super::{encoded_key, error, invalid, json_error, Admin};
+use super::answers::{bad_namespace, encoded_key, error, invalid, json_error};
+use super::state::Admin;
 use crate::admin::audit::AuditEntry;
 use crate::admin::input::{self, audit_limit, DeleteFence, InvalidInput, PutFence};
 use crate::fences::{AdminWriteError, FenceWritten};
@@ -34,7 +35,7 @@ pub(super) async fn put_fence(
     // moment it is set: see `fences/many.rs`.
     let fences = match admin.namespaced(uri.query()) {
         Some((fences, _)) => fences,
-        None => return super::bad_namespace(),
+        None => return bad_namespace(),
     };
     let subtree = admin.scope_of(&fences) != crate::key::Scope::Header
         && crate::key::subtree_path(&key).is_some();
@@ -91,7 +92,7 @@ pub(super) async fn delete_fence(
     };
     let (fences, query) = match admin.namespaced(query.as_deref()) {
         Some(namespaced) => namespaced,
-        None => return super::bad_namespace(),
+        None => return bad_namespace(),
     };
     let DeleteFence { if_highest, reason } = match DeleteFence::parse(query.as_deref()) {
         Ok(delete) => delete,

@@ -14,16 +14,17 @@
 //!   server gives it, hyper's (HTTP/2) or the engine's (HTTP/1.x).
 //!
 //! Response bodies ([`response`]):
-//! - [`Relayed`](response::Relayed): what the client's server sends; counts
-//!   bytes and cuts, stops at the end of the lease, and carries the
-//!   request's [`Exchange`](super::exchange::Exchange) to its end;
+//! - [`Relayed`](super::exchange::Relayed) (in `exchange.rs`, beside the
+//!   record it carries): what the client's server sends; counts bytes and
+//!   cuts, stops at the end of the lease, and carries the request's
+//!   [`Exchange`](super::exchange::Exchange) to its end;
 //! - the fencing layer's `ResponseBody`: keeps the request in flight until
 //!   its response has been relayed;
 //! - [`FromProxy`](response::FromProxy): the proxy's answer, with the
 //!   backend's header lines when they are not in the response's map;
 //! - a [`StallTimeout`](super::deadlines::StallTimeout) on the backend's
 //!   side;
-//! - the engine's `ResponseBody`: read off a backend connection, which it
+//! - the engine's `BackendBody`: read off a backend connection, which it
 //!   returns to the pool at the end.
 //!
 //! Each is kept as small as it can be: bodies are moved several times per

@@ -1,4 +1,6 @@
-//! Response bodies, from the backend connection to the client's server.
+//! Response bodies, from the backend connection to the proxy's answer
+//! ([`FromProxy`]); the body the client's server sends, which carries the
+//! exchange, is [`Relayed`](crate::gateway::exchange::Relayed).
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -8,13 +10,9 @@ use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 use pin_project_lite::pin_project;
 
-use crate::fencing::ResponseBody;
 use crate::gateway::deadlines::StallTimeout;
-use crate::gateway::engine::{self, CarriesFields};
-use crate::gateway::exchange::Exchange;
-use crate::gateway::outcome::Outcome;
+use crate::gateway::engine;
 use crate::http1::head::FieldLines;
-use crate::store::LeaseStage;
 
 pin_project! {
     /// A response body as the proxy hands it up: the backend's, with the
@@ -24,26 +22,26 @@ pin_project! {
     /// made.
     pub struct FromProxy {
         #[pin]
-        source: Source,
+        source: ProxyBody,
     }
 }
 
 pin_project! {
-    #[project = SourceProj]
-    enum Source {
+    #[project = ProxyBodyProj]
+    enum ProxyBody {
         // Boxed, body and lines in one allocation: the response is moved
         // several times on its way to the client, and a pointer copies
         // cheaper than both.
-        Backend { backend: Box<Backend> },
+        Backend { backend: Box<BackendAnswer> },
         Made { #[pin] body: Body },
     }
 }
 
 /// The backend's answer past its head.
-struct Backend {
+struct BackendAnswer {
     /// Its body, which fails if it stalls (its connection is then not
     /// reused).
-    body: StallTimeout<engine::ResponseBody>,
+    body: StallTimeout<engine::BackendBody>,
     fields: Option<FieldLines>,
 }
 
@@ -51,12 +49,12 @@ impl FromProxy {
     /// The backend's `body`, and its head's lines unless they are in the
     /// response's map.
     pub(crate) fn backend(
-        body: StallTimeout<engine::ResponseBody>,
+        body: StallTimeout<engine::BackendBody>,
         fields: Option<FieldLines>,
     ) -> Self {
         FromProxy {
-            source: Source::Backend {
-                backend: Box::new(Backend { body, fields }),
+            source: ProxyBody::Backend {
+                backend: Box::new(BackendAnswer { body, fields }),
             },
         }
     }
@@ -64,16 +62,16 @@ impl FromProxy {
     /// The backend's header lines, if they travel here.
     pub(crate) fn fields(&self) -> Option<&FieldLines> {
         match &self.source {
-            Source::Backend { backend } => backend.fields.as_ref(),
-            Source::Made { .. } => None,
+            ProxyBody::Backend { backend } => backend.fields.as_ref(),
+            ProxyBody::Made { .. } => None,
         }
     }
 
     /// The backend's header lines, taken (to be put in a map).
     pub(crate) fn take_fields(&mut self) -> Option<FieldLines> {
         match &mut self.source {
-            Source::Backend { backend } => backend.fields.take(),
-            Source::Made { .. } => None,
+            ProxyBody::Backend { backend } => backend.fields.take(),
+            ProxyBody::Made { .. } => None,
         }
     }
 }
@@ -81,7 +79,7 @@ impl FromProxy {
 impl From<Body> for FromProxy {
     fn from(body: Body) -> Self {
         FromProxy {
-            source: Source::Made { body },
+            source: ProxyBody::Made { body },
         }
     }
 }
@@ -96,97 +94,24 @@ impl http_body::Body for FromProxy {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
         match self.project().source.project() {
-            SourceProj::Backend { backend } => Pin::new(&mut backend.body)
+            ProxyBodyProj::Backend { backend } => Pin::new(&mut backend.body)
                 .poll_frame(cx)
                 .map_err(axum::Error::new),
-            SourceProj::Made { body } => body.poll_frame(cx),
+            ProxyBodyProj::Made { body } => body.poll_frame(cx),
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match &self.source {
-            Source::Backend { backend } => backend.body.is_end_stream(),
-            Source::Made { body } => body.is_end_stream(),
+            ProxyBody::Backend { backend } => backend.body.is_end_stream(),
+            ProxyBody::Made { body } => body.is_end_stream(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.source {
-            Source::Backend { backend } => backend.body.size_hint(),
-            Source::Made { body } => body.size_hint(),
+            ProxyBody::Backend { backend } => backend.body.size_hint(),
+            ProxyBody::Made { body } => body.size_hint(),
         }
-    }
-}
-
-pin_project! {
-    /// A response body on its way to the client, carrying its request's
-    /// [`Exchange`] to the end: the connection counts as busy (not idle),
-    /// and the access-log line waits, until it is dropped, which the
-    /// client's server does once it has been sent or the connection failed.
-    pub struct Relayed {
-        #[pin]
-        body: ResponseBody<FromProxy>,
-        exchange: Option<Exchange>,
-    }
-}
-
-impl Relayed {
-    pub(crate) fn new(body: ResponseBody<FromProxy>, exchange: Option<Exchange>) -> Self {
-        Relayed { body, exchange }
-    }
-}
-
-impl CarriesFields for Relayed {
-    fn fields(&self) -> Option<&FieldLines> {
-        self.body.inner_ref().and_then(FromProxy::fields)
-    }
-}
-
-impl http_body::Body for Relayed {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        let mut this = self.project();
-        let frame = std::task::ready!(this.body.as_mut().poll_frame(cx));
-        // Shared fences: no byte of the response goes out once the lease its
-        // request was admitted under has ended (another instance may be
-        // serving a higher token by now).
-        if matches!(frame, Some(Ok(_))) {
-            if let Some(lease) = this.body.as_ref().get_ref().lease() {
-                if let Err(ended) = lease.check(LeaseStage::RelayingResponse) {
-                    tracing::warn!("lease ended while a response was relayed: the response is cut");
-                    if let Some(exchange) = this.exchange.as_mut() {
-                        exchange.cut(Outcome::FenceStoreUnavailable);
-                    }
-                    return Poll::Ready(Some(Err(axum::Error::new(ended))));
-                }
-            }
-        }
-        if let Some(exchange) = this.exchange.as_mut() {
-            match &frame {
-                Some(Ok(frame)) => {
-                    if let Some(data) = frame.data_ref() {
-                        exchange.relayed(data.len());
-                    }
-                }
-                // The head (and its status) is already out: the client sees
-                // a cut connection; the metrics and the log see the failure.
-                Some(Err(_)) => exchange.cut(Outcome::UpstreamError),
-                None => {}
-            }
-        }
-        Poll::Ready(frame)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
     }
 }

@@ -25,7 +25,7 @@ use http::{HeaderName, HeaderValue, Method};
 use super::denied::{Denied, DeniedKind};
 use super::files::{Access, Identity};
 use super::identities::Identities;
-use super::{Forwarding, Verified};
+use super::verified::{Forwarding, Verified};
 use crate::custody::shared_key::{self, AccountKey, ServiceSas};
 use crate::gateway::inbound::Inbound;
 use crate::head::{visible_str, HeaderFields, RequestView, SetHeader};
@@ -129,7 +129,7 @@ impl AzureClients {
                 }
                 Ok(verified(identity))
             }
-            (None, None) => super::without_credentials(
+            (None, None) => super::identities::without_credentials(
                 identities,
                 request,
                 "Server failed to authenticate the request: it carries no credentials, and anonymous access is off",

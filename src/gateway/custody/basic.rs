@@ -9,7 +9,7 @@ use base64::Engine as _;
 
 use super::denied::{Denied, DeniedKind};
 use super::identities::{constant_time_eq, Identities};
-use super::{Forwarding, Verified};
+use super::verified::{Forwarding, Verified};
 use crate::head::{HeaderFields, RequestView};
 
 /// Who `request` authenticates as.

@@ -11,7 +11,7 @@ use http::{Response, StatusCode};
 use serde_json::json;
 
 use crate::custody::answer::{restyle, AnswerStyle};
-use crate::gateway::outcome::Outcome;
+use crate::gateway::outcome::RequestOutcome;
 use crate::refusal::json_response;
 
 /// Why custody refused a request.
@@ -58,12 +58,12 @@ impl Denied {
     }
 
     /// What `fencegate_requests_total` counts it as.
-    pub(crate) fn outcome(&self) -> Outcome {
+    pub(crate) fn outcome(&self) -> RequestOutcome {
         match self.kind {
-            DeniedKind::Forbidden { .. } => Outcome::Forbidden,
-            DeniedKind::InvalidPath => Outcome::InvalidPath,
-            DeniedKind::NotImplemented => Outcome::OtherRefusal,
-            _ => Outcome::Unauthenticated,
+            DeniedKind::Forbidden { .. } => RequestOutcome::Forbidden,
+            DeniedKind::InvalidPath => RequestOutcome::InvalidPath,
+            DeniedKind::NotImplemented => RequestOutcome::OtherRefusal,
+            _ => RequestOutcome::Unauthenticated,
         }
     }
 
@@ -189,6 +189,9 @@ mod tests {
         assert!(std::str::from_utf8(s3.body())
             .unwrap()
             .contains("<Code>AccessDenied</Code>"));
-        assert_eq!(s3.extensions().get::<Outcome>(), Some(&Outcome::Forbidden));
+        assert_eq!(
+            s3.extensions().get::<RequestOutcome>(),
+            Some(&RequestOutcome::Forbidden)
+        );
     }
 }

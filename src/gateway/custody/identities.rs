@@ -5,36 +5,14 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::denied::{Denied, DeniedKind};
 use super::files::{Access, Allow, Identity};
 use super::fingerprint::Fingerprint;
+use super::verified::{Forwarding, Verified};
 use crate::custody::shared_key::AccountKey;
-
-/// `--anonymous-clients`: what a request with no credentials may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Anonymous {
-    /// Nothing: it is refused as unauthenticated.
-    #[default]
-    Off,
-    /// Read every object (or what the `anonymous` identity allows).
-    Read,
-    /// Read and write every object (or what `anonymous` allows).
-    Write,
-}
-
-impl std::str::FromStr for Anonymous {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        match text {
-            "off" => Ok(Anonymous::Off),
-            "read" => Ok(Anonymous::Read),
-            "write" => Ok(Anonymous::Write),
-            other => Err(format!(
-                "unknown value {other:?}; expected off, read or write"
-            )),
-        }
-    }
-}
+use crate::gateway::config::Anonymous;
+use crate::gateway::inbound::Inbound;
+use crate::head::{HeaderFields, RequestView};
 
 /// The identities, indexed for the lookups a request makes.
 #[derive(Debug, Default)]
@@ -172,6 +150,52 @@ fn fingerprint_of(identities: &[Identity], anonymous: Anonymous) -> [u8; 32] {
         }
     }
     print.finish()
+}
+
+/// Who a request with no credentials at all is (S3, Azure): a CORS
+/// preflight goes on unsigned (a browser's preflight carries none by
+/// design, and changes nothing); anything else is the anonymous identity,
+/// or refused with `refusal` when anonymous access is off.
+pub(super) fn without_credentials<B>(
+    identities: &Identities,
+    request: &Inbound<B>,
+    refusal: &str,
+) -> Result<Verified, Denied> {
+    let preflight = request.method() == http::Method::OPTIONS
+        && request.fields().contains(&http::header::ORIGIN)
+        && request
+            .fields()
+            .contains(&http::header::ACCESS_CONTROL_REQUEST_METHOD);
+    if preflight {
+        let identity = identities
+            .anonymous()
+            .cloned()
+            .unwrap_or_else(preflight_identity);
+        return Ok(Verified {
+            identity,
+            forward: Forwarding::Unsigned,
+            may_raise: false,
+        });
+    }
+    match identities.anonymous() {
+        Some(anonymous) => Ok(Verified {
+            identity: Arc::clone(anonymous),
+            forward: Forwarding::Gateway,
+            may_raise: false,
+        }),
+        None => Err(Denied::new(DeniedKind::Unauthenticated, refusal)),
+    }
+}
+
+/// Who a CORS preflight is when there is no anonymous identity: nobody,
+/// allowed to read nothing (a preflight reads nothing).
+fn preflight_identity() -> Arc<Identity> {
+    Arc::new(Identity {
+        name: "anonymous".to_owned(),
+        access_key_id: None,
+        secret: None,
+        allow: Vec::new(),
+    })
 }
 
 #[cfg(test)]

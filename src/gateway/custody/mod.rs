@@ -13,20 +13,19 @@
 //! store's signature), `denied` (refusals in the store's dialect) and
 //! `fingerprint` (what the files held, to see them change on disk).
 
-use crate::gateway::config::TableSource;
+use crate::gateway::config::{Anonymous, TableSource};
 use std::sync::{Arc, RwLock};
 
-use http::{HeaderName, HeaderValue};
+use http::HeaderName;
 
 use self::azure::AzureClients;
 use self::denied::{Denied, DeniedKind};
 use self::files::{Access, Identity};
 use self::identities::Identities;
 use self::s3::S3Clients;
-use crate::custody::sigv4::SignedHeaders;
 use crate::custody::StoreKind;
 use crate::gateway::inbound::Inbound;
-use crate::head::{HeaderFields, RequestView};
+use crate::head::RequestView;
 use crate::key::normalize_path;
 use crate::reach::{self, ReachError};
 
@@ -39,51 +38,9 @@ pub(crate) mod identities;
 pub(crate) mod s3;
 pub(crate) mod sign;
 pub(crate) mod stream;
+pub(crate) mod verified;
 
-pub use self::identities::Anonymous;
-
-/// Who sent a request, verified, and how it goes on to the store.
-#[derive(Debug)]
-pub(crate) struct Verified {
-    pub(crate) identity: Arc<Identity>,
-    pub(crate) forward: Forwarding,
-    /// The identity may write the object the request names, and so raise
-    /// its fence (a token above the highest from one that may only read
-    /// it is refused).
-    pub(crate) may_raise: bool,
-}
-
-/// How a verified request's fields go on, signed by the gateway.
-#[derive(Debug, Clone)]
-pub(crate) enum Forwarding {
-    /// S3, signed in its `Authorization` header: only the fields the
-    /// client signed go on (with the gateway's additions), and its payload
-    /// hash.
-    Signed {
-        names: SignedHeaders,
-        payload: s3::PayloadHash,
-        /// Where the verifier found the signed lines, for the re-signer to
-        /// take them from again (`None`: the head was not as read).
-        filed: Option<s3::Filed>,
-        /// A signed aws-chunked body: the client's chain, and where the
-        /// gateway's seed goes once its head is signed.
-        /// Boxed: most requests have none.
-        chunked: Option<Box<(stream::ClientSide, stream::SeedCell)>>,
-    },
-    /// S3, a presigned URL: the fields it signed, its query without the
-    /// authentication parameters, and its other signed `x-amz-*`
-    /// parameters as fields.
-    Presigned {
-        names: SignedHeaders,
-        query: String,
-        moved: Vec<(HeaderName, HeaderValue)>,
-    },
-    /// Every field but the client's credentials (Basic or Bearer clients,
-    /// anonymous ones, the gateway's own requests).
-    Gateway,
-    /// As it came, unsigned (a CORS preflight).
-    Unsigned,
-}
+pub(crate) use self::verified::Forwarding;
 
 /// What custody was configured with, for a start and each reload.
 #[derive(Debug, Clone)]
@@ -234,7 +191,7 @@ impl Custody {
     /// Authenticates `request` and authorises every object it reaches
     /// (but the keys of an S3 `DeleteObjects`, which come with its body:
     /// [`Custody::authorise_listed`]); a verified request carries its
-    /// [`Verified`] on. `tls`: the client's connection is TLS; `peer`: its
+    /// [`Verified`](verified::Verified) on. `tls`: the client's connection is TLS; `peer`: its
     /// address.
     pub(crate) fn admit<B>(
         &self,
@@ -315,31 +272,6 @@ impl Custody {
     }
 }
 
-impl Verified {
-    /// The refusal of a token that would raise `key`'s fence (whose
-    /// highest is `highest`) from an identity that may only read the
-    /// object: only writers raise fences.
-    pub(crate) fn check_raise(
-        &self,
-        key: &str,
-        token: u64,
-        highest: Option<u64>,
-    ) -> Result<(), Denied> {
-        if self.may_raise || highest.is_some_and(|highest| token <= highest) {
-            return Ok(());
-        }
-        Err(Denied::new(
-            DeniedKind::Forbidden {
-                object: key.to_owned(),
-            },
-            format!(
-                "identity {:?} may only read {key}, and token {token} would raise its fence",
-                self.identity.name
-            ),
-        ))
-    }
-}
-
 /// [`authorise`] for every object a request reaches.
 fn authorise_all<O: AsRef<str>>(
     identity: &Identity,
@@ -390,52 +322,6 @@ fn plain_reached<R: RequestView>(request: &R) -> Result<Vec<(String, Access)>, D
         Err(e) => return Err(invalid(e.to_string())),
     }
     Ok(reached)
-}
-
-/// Who a request with no credentials at all is (S3, Azure): a CORS
-/// preflight goes on unsigned (a browser's preflight carries none by
-/// design, and changes nothing); anything else is the anonymous identity,
-/// or refused with `refusal` when anonymous access is off.
-fn without_credentials<B>(
-    identities: &Identities,
-    request: &Inbound<B>,
-    refusal: &str,
-) -> Result<Verified, Denied> {
-    let preflight = request.method() == http::Method::OPTIONS
-        && request.fields().contains(&http::header::ORIGIN)
-        && request
-            .fields()
-            .contains(&http::header::ACCESS_CONTROL_REQUEST_METHOD);
-    if preflight {
-        let identity = identities
-            .anonymous()
-            .cloned()
-            .unwrap_or_else(preflight_identity);
-        return Ok(Verified {
-            identity,
-            forward: Forwarding::Unsigned,
-            may_raise: false,
-        });
-    }
-    match identities.anonymous() {
-        Some(anonymous) => Ok(Verified {
-            identity: Arc::clone(anonymous),
-            forward: Forwarding::Gateway,
-            may_raise: false,
-        }),
-        None => Err(Denied::new(DeniedKind::Unauthenticated, refusal)),
-    }
-}
-
-/// Who a CORS preflight is when there is no anonymous identity: nobody,
-/// allowed to read nothing (a preflight reads nothing).
-fn preflight_identity() -> Arc<Identity> {
-    Arc::new(Identity {
-        name: "anonymous".to_owned(),
-        access_key_id: None,
-        secret: None,
-        allow: Vec::new(),
-    })
 }
 
 /// Seconds since the Unix epoch.

@@ -13,8 +13,9 @@ use base64::Engine as _;
 use http::{HeaderName, HeaderValue, Method};
 
 use super::files::UpstreamCredentials;
-use super::s3::{lookup, Filed, SignedFields, EMPTY_SHA256};
-use super::{stream, Forwarding};
+use super::s3::{lookup, SignedFields, EMPTY_SHA256};
+use super::stream;
+use super::verified::{Filed, Forwarding};
 use crate::custody::shared_key::{self, AccountKey};
 use crate::custody::sigv4::{self, SignedHeaders, SigningKey};
 use crate::gateway::hop::{connection_options, is_hop_by_hop};
@@ -148,13 +149,13 @@ impl UpstreamSigner {
                 let date = &amz_date[..8];
                 let key = self.day_key(secret_access_key.expose(), date, region, service);
                 let (path, query) = target.split_once('?').unwrap_or((target, ""));
-                let Plan {
+                let SigningPlan {
                     names,
                     presigned_query,
                     payload,
                     moved,
                 } = match forward {
-                    Forwarding::Signed { names, payload, .. } => Plan {
+                    Forwarding::Signed { names, payload, .. } => SigningPlan {
                         names: PlanNames::Signed(names),
                         presigned_query: None,
                         payload: Cow::Borrowed(payload.as_str()),
@@ -164,7 +165,7 @@ impl UpstreamSigner {
                         names,
                         query,
                         moved,
-                    } => Plan {
+                    } => SigningPlan {
                         names: PlanNames::Signed(names),
                         presigned_query: Some(query.as_str()),
                         payload: Cow::Borrowed("UNSIGNED-PAYLOAD"),
@@ -184,7 +185,7 @@ impl UpstreamSigner {
                             } else {
                                 Cow::Borrowed(EMPTY_SHA256)
                             };
-                        Plan {
+                        SigningPlan {
                             names: PlanNames::Head(names),
                             presigned_query: None,
                             payload,
@@ -412,7 +413,7 @@ fn sign_shared_key(
 }
 
 /// What a SigV4 signature covers, by how the request came.
-struct Plan<'f> {
+struct SigningPlan<'f> {
     /// The lowercase names of the client's fields it signed.
     names: PlanNames<'f>,
     /// A presigned URL's query without its authentication parameters.

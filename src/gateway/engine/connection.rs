@@ -6,7 +6,7 @@
 //! [`Connection::send`] writes a request head and its body while watching
 //! for the response head, so that a backend that answers before it has read
 //! the whole body (a 413, a 401) is heard instead of waited on; the
-//! response's body is then read by a [`ResponseBody`](super::ResponseBody)
+//! response's body is then read by a [`BackendBody`](super::BackendBody)
 //! that owns the connection and gives it back to the pool at its end.
 
 use std::future::poll_fn;
@@ -144,7 +144,7 @@ impl Reusable for Connection {
 
 /// Why an exchange failed.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum SendError {
+pub(crate) enum BackendSendError {
     /// Writing the request failed.
     #[error(transparent)]
     Write(#[from] WriteError),
@@ -162,19 +162,19 @@ pub(crate) enum SendError {
 /// A failed exchange, and the request again if none of it was written (so
 /// that it may be sent on another connection).
 pub(crate) struct Failed<B> {
-    pub(crate) error: SendError,
-    pub(crate) unsent: Option<Request<B>>,
+    pub(crate) error: BackendSendError,
+    pub(crate) unsent: Option<BackendRequest<B>>,
 }
 
 /// A request ready for the backend: its head (framing fields included) and
 /// its body.
-pub(crate) struct Request<B> {
+pub(crate) struct BackendRequest<B> {
     outbound: Outbound<B>,
     /// A `HEAD` request, whose response has no body.
     to_head: bool,
 }
 
-impl<B> Request<B>
+impl<B> BackendRequest<B>
 where
     B: Body<Data = Bytes> + Unpin,
     B::Error: Into<BoxError>,
@@ -194,7 +194,7 @@ where
         out.clear();
         out.reserve(outbound::capacity_for(size));
         let outgoing = write_head(&mut out, has_body, size);
-        Request {
+        BackendRequest {
             outbound: Outbound::new(out, has_body.then_some(body), outgoing),
             to_head,
         }
@@ -223,7 +223,7 @@ impl Connection {
         self.timer = timer;
     }
 
-    /// A buffer to write a request head into (see [`Request::new`]).
+    /// A buffer to write a request head into (see [`BackendRequest::new`]).
     pub(crate) fn take_buffer(&mut self) -> Vec<u8> {
         std::mem::take(&mut self.spare)
     }
@@ -234,7 +234,7 @@ impl Connection {
     /// connection cannot be reused).
     pub(crate) async fn send<B>(
         mut self,
-        mut request: Request<B>,
+        mut request: BackendRequest<B>,
     ) -> Result<(ResponseHead, Connection, bool), Failed<B>>
     where
         B: Body<Data = Bytes> + Unpin,
@@ -252,7 +252,7 @@ impl Connection {
             }
             Err(error) => {
                 let unsent = (!request.outbound.written
-                    && matches!(error, SendError::Write(WriteError::Io(_))))
+                    && matches!(error, BackendSendError::Write(WriteError::Io(_))))
                 .then_some(request);
                 Err(Failed { error, unsent })
             }
@@ -262,8 +262,8 @@ impl Connection {
     fn poll_exchange<B>(
         &mut self,
         cx: &mut Context<'_>,
-        request: &mut Request<B>,
-    ) -> Poll<Result<ResponseHead, SendError>>
+        request: &mut BackendRequest<B>,
+    ) -> Poll<Result<ResponseHead, BackendSendError>>
     where
         B: Body<Data = Bytes> + Unpin,
         B::Error: Into<BoxError>,
@@ -277,7 +277,7 @@ impl Connection {
             }
             // The write side waits (or is done): listen to the backend.
             match poll_fill(&mut self.stream, &mut self.read, cx) {
-                Poll::Ready(Ok(0)) => return Poll::Ready(Err(SendError::Closed)),
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(BackendSendError::Closed)),
                 Poll::Ready(Ok(_)) => loop {
                     match parse_response(&mut self.read, request.to_head, MAX_HEAD)? {
                         // Hop-by-hop fields go as the head is written
@@ -287,7 +287,7 @@ impl Connection {
                         Parsed::Partial => break,
                     }
                 },
-                Poll::Ready(Err(error)) => return Poll::Ready(Err(SendError::Read(error))),
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(BackendSendError::Read(error))),
                 Poll::Pending => return Poll::Pending,
             }
         }

@@ -24,8 +24,8 @@ mod outbound;
 mod response_body;
 mod server;
 
-pub(crate) use self::connection::{Connection, Failed, Request, SendError, Stream};
+pub(crate) use self::connection::{BackendRequest, BackendSendError, Connection, Failed, Stream};
 pub(crate) use self::encode::{write_request_head, Edits, Fields, Outgoing};
 pub(crate) use self::outbound::WriteError;
-pub(crate) use self::response_body::ResponseBody;
+pub(crate) use self::response_body::BackendBody;
 pub(crate) use self::server::{serve, CarriesFields, Handler, Limits, RequestBody};

@@ -15,7 +15,7 @@ use crate::gateway::pool::Pool;
 use crate::http1::framing::BodyLength;
 
 /// The body of a response from the backend.
-pub(crate) struct ResponseBody {
+pub(crate) struct BackendBody {
     /// `None` once given back (or dropped).
     conn: Option<Connection>,
     decoding: Decoding,
@@ -24,7 +24,7 @@ pub(crate) struct ResponseBody {
     pool: Arc<Pool<Connection>>,
 }
 
-impl ResponseBody {
+impl BackendBody {
     /// The body delimited by `length` on `conn`, which goes back to `pool`
     /// at its end if `reuse`.
     pub(crate) fn new(
@@ -33,7 +33,7 @@ impl ResponseBody {
         reuse: bool,
         pool: Arc<Pool<Connection>>,
     ) -> Self {
-        ResponseBody {
+        BackendBody {
             conn: Some(conn),
             // A close-delimited body leaves nothing to reuse.
             reuse: reuse && length != BodyLength::UntilClose,
@@ -54,7 +54,7 @@ impl ResponseBody {
     }
 }
 
-impl Body for ResponseBody {
+impl Body for BackendBody {
     type Data = Bytes;
     type Error = BodyError;
 
@@ -87,7 +87,7 @@ impl Body for ResponseBody {
     }
 }
 
-impl Drop for ResponseBody {
+impl Drop for BackendBody {
     fn drop(&mut self) {
         // A body read to its end but not polled once more (hyper stops at
         // `is_end_stream`) still gives its connection back.

@@ -88,7 +88,7 @@ pub(crate) struct Limits {
 /// The connection, shared between the loop that serves it and the body of
 /// the request in progress (never at the same time: the loop touches it
 /// only between requests, or to see the client leave once the body is read).
-struct Shared {
+struct EngineShared {
     stream: ClientStream,
     read: BytesMut,
     body: Decoding,
@@ -97,9 +97,9 @@ struct Shared {
     continue_owed: Option<usize>,
 }
 
-type SharedConn = Arc<Mutex<Shared>>;
+type SharedConn = Arc<Mutex<EngineShared>>;
 
-fn lock(conn: &SharedConn) -> MutexGuard<'_, Shared> {
+fn lock(conn: &SharedConn) -> MutexGuard<'_, EngineShared> {
     // Never held across an await; the state stays consistent.
     conn.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -114,11 +114,11 @@ pub(crate) struct RequestBody {
     /// polls move it while the request is served, and the proxy asks
     /// whether it is over several times per request, each of which would
     /// otherwise take the connection's lock (two atomic read-modify-writes).
-    seen: Seen,
+    seen: BodyProgress,
 }
 
 #[derive(Debug, Clone, Copy)]
-struct Seen {
+struct BodyProgress {
     over: bool,
     size: Option<u64>,
 }
@@ -128,14 +128,14 @@ impl RequestBody {
     fn new(conn: &SharedConn, decoding: &Decoding) -> Self {
         RequestBody {
             conn: (!matches!(decoding, Decoding::Done)).then(|| Arc::clone(conn)),
-            seen: Seen::of(decoding),
+            seen: BodyProgress::of(decoding),
         }
     }
 }
 
-impl Seen {
-    fn of(decoding: &Decoding) -> Seen {
-        Seen {
+impl BodyProgress {
+    fn of(decoding: &Decoding) -> BodyProgress {
+        BodyProgress {
             over: decoding.is_over(),
             size: decoding.size_hint().exact(),
         }
@@ -156,7 +156,7 @@ impl Body for RequestBody {
         };
         let mut guard = lock(conn);
         let frame = poll_body(&mut guard, cx);
-        this.seen = Seen::of(&guard.body);
+        this.seen = BodyProgress::of(&guard.body);
         frame
     }
 
@@ -175,7 +175,7 @@ impl Body for RequestBody {
 /// The next frame of the request body on `conn`, with the interim
 /// `100 Continue` first if it is owed.
 fn poll_body(
-    conn: &mut Shared,
+    conn: &mut EngineShared,
     cx: &mut Context<'_>,
 ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
     if let Some(written) = conn.continue_owed {
@@ -202,7 +202,10 @@ fn poll_body(
 
 /// A request body that failed before it was read: its connection cannot
 /// be reused.
-fn fail(conn: &mut Shared, error: BodyError) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+fn fail(
+    conn: &mut EngineShared,
+    error: BodyError,
+) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
     conn.body = Decoding::Broken;
     Poll::Ready(Some(Err(error)))
 }
@@ -231,7 +234,7 @@ pub(crate) async fn serve<H: Handler>(
     draining: &AtomicBool,
     limits: Limits,
 ) -> io::Result<()> {
-    let conn = Arc::new(Mutex::new(Shared {
+    let conn = Arc::new(Mutex::new(EngineShared {
         stream,
         read,
         body: Decoding::Done,

@@ -115,67 +115,6 @@ pub(super) fn single<'a>(fields: &'a Head, name: &str) -> Result<Option<&'a str>
 /// allocation each time, verified and again re-signed).
 pub(crate) type SignedFields<'a> = smallvec::SmallVec<[(usize, &'a [u8]); 12]>;
 
-/// A verified `x-amz-content-sha256` (a SHA-256 in hex or a payload form,
-/// at most 64 bytes), kept inline: a `String` of it cost an allocation on
-/// every signed request.
-#[derive(Clone, Copy)]
-pub(crate) struct PayloadHash {
-    pub(super) bytes: [u8; 64],
-    pub(super) len: u8,
-}
-
-impl PayloadHash {
-    /// `text`, if it is at most 64 bytes.
-    pub(crate) fn new(text: &str) -> Option<PayloadHash> {
-        let mut bytes = [0u8; 64];
-        bytes
-            .get_mut(..text.len())?
-            .copy_from_slice(text.as_bytes());
-        Some(PayloadHash {
-            bytes,
-            len: u8::try_from(text.len()).ok()?,
-        })
-    }
-
-    /// The value, as the client sent it.
-    pub(crate) fn as_str(&self) -> &str {
-        // A copy of a `&str`'s bytes whole: always UTF-8.
-        self.bytes
-            .get(..usize::from(self.len))
-            .and_then(|bytes| std::str::from_utf8(bytes).ok())
-            .unwrap_or_default()
-    }
-}
-
-impl std::fmt::Debug for PayloadHash {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Debug::fmt(self.as_str(), f)
-    }
-}
-
-/// `(line, place)`: the head's `line`th line as read is a value of the
-/// `place`th signed name.
-pub(crate) type FiledLines = smallvec::SmallVec<[(u16, u8); 12]>;
-
-/// Where a header-signed request's signed lines are, found once by the
-/// verifier: the re-signer, which signs over the same list when the head is
-/// still as read and nothing is added, takes them from here rather than
-/// looking each line up again.
-#[derive(Debug, Clone)]
-pub(crate) struct Filed {
-    /// The signed lines, in the head's order.
-    pub(crate) lines: FiledLines,
-    /// The places of [`Filed::OWN`] in the list: the gateway writes
-    /// these values itself.
-    pub(crate) own: [u8; 3],
-}
-
-impl Filed {
-    /// The fields every header-signed request signs and whose values the
-    /// gateway sets when it signs again.
-    pub(crate) const OWN: [&'static str; 3] = ["host", "x-amz-date", "x-amz-content-sha256"];
-}
-
 /// The fields a SigV4 verifier reads before the signed ones, found in one
 /// pass over the head (a lookup each scanned it once per name).
 pub(super) struct AuthFields<'a> {

@@ -19,7 +19,7 @@ use super::denied::{Denied, DeniedKind};
 use super::files::{Access, Identity};
 use super::identities::Identities;
 use super::stream;
-use super::{Forwarding, Verified};
+use super::verified::{Forwarding, Verified};
 use crate::custody::s3_operations;
 use crate::custody::sigv4::{self, SigV4Error, SignedHeaders, SigningKey};
 use crate::gateway::inbound::{Head, Inbound};
@@ -30,10 +30,12 @@ mod fields;
 mod reached;
 
 use self::fields::*;
-pub(crate) use self::fields::{lookup, raw_path, Filed, PayloadHash, SignedFields};
+pub(crate) use self::fields::{lookup, raw_path, SignedFields};
+pub(crate) use self::reached::Addressed;
 #[cfg(test)]
 use self::reached::*;
 pub(crate) use self::reached::{is_presigned, operation_of, reached};
+use super::verified::{Filed, FiledLines, PayloadHash};
 
 /// The most a client's clock may be off (S3's own bound).
 const MAX_SKEW_SECS: u64 = 15 * 60;
@@ -68,17 +70,6 @@ pub(crate) struct S3Clients {
 
 /// A signing key with the date and region of its scope.
 type ScopedKey = (String, String, SigningKey);
-
-/// Where an S3 request's bucket and key are.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Addressed {
-    /// `/bucket/key`, decoded, as S3 stores it (`/` alone for the service,
-    /// `/bucket` for a bucket).
-    pub(crate) object: String,
-    /// For a virtual-hosted request, its path-style target (`/bucket` in
-    /// front of the path as sent, query kept).
-    pub(crate) path_style: Option<String>,
-}
 
 impl S3Clients {
     pub(crate) fn new(
@@ -125,7 +116,7 @@ impl S3Clients {
             )),
             (Some(value), None) => self.header_signed(identities, request, &read, value, tls, now),
             (None, Some(presigned)) => self.presigned(identities, request, presigned, tls, now),
-            (None, None) => super::without_credentials(
+            (None, None) => super::identities::without_credentials(
                 identities,
                 request,
                 "the request carries no credentials, and anonymous access is off",

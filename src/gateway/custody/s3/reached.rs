@@ -4,6 +4,17 @@
 
 use super::*;
 
+/// Where an S3 request's bucket and key are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Addressed {
+    /// `/bucket/key`, decoded, as S3 stores it (`/` alone for the service,
+    /// `/bucket` for a bucket).
+    pub(crate) object: String,
+    /// For a virtual-hosted request, its path-style target (`/bucket` in
+    /// front of the path as sent, query kept).
+    pub(crate) path_style: Option<String>,
+}
+
 impl Addressed {
     /// The bucket, if the request names one (not the service's `/`).
     pub(crate) fn bucket(&self) -> Option<&str> {
@@ -22,14 +33,14 @@ pub(crate) fn reached<'a, B>(
     request: &Inbound<B>,
     addressed: &'a Addressed,
     read_fields: &[HeaderName],
-) -> Result<Reached<'a>, Denied> {
+) -> Result<ReachedObjects<'a>, Denied> {
     let method = request.method();
     let query = query_of(request);
     let write = !matches!(method.as_str(), "GET" | "HEAD" | "OPTIONS");
     // The table's reading decides the access: one reading of the
     // request, for what it is and what it needs.
     let operation = recognised(request, addressed, read_fields)?;
-    let mut reached = Reached::new();
+    let mut reached = ReachedObjects::new();
     let Some(bucket) = addressed.bucket() else {
         // The service: ListBuckets, or nothing a client may do.
         reached.push((
@@ -206,7 +217,7 @@ pub(super) fn is_admin_field(name: &[u8]) -> bool {
 /// Every object a request reaches, with the access each needs: its own
 /// (borrowed from where it is addressed) and at most a copy's source, on
 /// the stack.
-pub(crate) type Reached<'a> = smallvec::SmallVec<[(Cow<'a, str>, Access); 2]>;
+pub(crate) type ReachedObjects<'a> = smallvec::SmallVec<[(Cow<'a, str>, Access); 2]>;
 
 /// `x-amz-copy-source` (`bucket/key` or `/bucket/key`, percent-encoded,
 /// maybe `?versionId=`) as the object path it reads.
