@@ -16,13 +16,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use http::header::{HeaderValue, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, EXPECT};
+use http::header::{HeaderValue, CONNECTION, EXPECT};
 use http::{Request, Response, Version};
 use hyper::body::Incoming;
 use tower_layer::Layer;
 
 use super::accept::ConnInfo;
 use super::access_log::AccessLog;
+use super::answer::{close_after, gateway_error, in_dialect};
 use super::body::request::{Counted, DrainOnDrop, IncomingBody};
 use super::body::response::FromProxy;
 use super::cross_route::{cross_route, Crossing};
@@ -37,9 +38,9 @@ use super::hop::end_to_end_map;
 use super::inbound::Inbound;
 use super::metrics::{Metrics, RouteCounters};
 use super::outcome::RequestOutcome;
-use super::proxy::{close_after, gateway_error, refuse_unproxyable, ForwardedHeaders, Proxy};
+use super::proxy::{refuse_unproxyable, ForwardedHeaders, Proxy};
 use super::s3_hosts::S3Reading;
-use crate::custody::answer::{restyle, AnswerStyle};
+use crate::custody::answer::AnswerStyle;
 use crate::fencing::{refusal_response, Fencing, ResponseBody, WouldRefuse};
 use crate::head::{HeaderFields, RequestView};
 use crate::http1::head::RequestHead;
@@ -546,29 +547,6 @@ impl Pipeline {
         let response = response.map(|body| ResponseBody::inner(FromProxy::from(body), None));
         exchange.answered(RequestOutcome::NoRoute, response.status());
         response.map(|body| Relayed::new(body, Some(exchange)))
-    }
-}
-
-/// An answer the gateway made itself ([`OwnAnswer`] in its extensions),
-/// made again in `style`: an S3 or Azure error document, so that an SDK
-/// shows the SPEC's error name and a sentence instead of a bare status.
-/// Status, `X-Fencing-Highest` and the rest of the head stay.
-fn in_dialect(response: &mut Response<ResponseBody<FromProxy>>, style: AnswerStyle) {
-    let Some(own) = response.extensions().get::<OwnAnswer>() else {
-        return;
-    };
-    let Some(restyled) = restyle(style, &own.json, &own.message) else {
-        return;
-    };
-    *response.body_mut() = ResponseBody::refusal(restyled.body);
-    let headers = response.headers_mut();
-    headers.remove(CONTENT_LENGTH);
-    headers.insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static(restyled.content_type),
-    );
-    for (name, value) in restyled.headers {
-        headers.insert(name, value);
     }
 }
 

@@ -34,8 +34,9 @@
 //!   request's record and `Relayed`, the body that carries it to its
 //!   end), `proxy.rs` (forwarding), `version_head.rs` (the chain's
 //!   version reads through the proxy, and the conditional probe).
-//! - G1, the parts a request uses: `inbound.rs` (the request and its head
-//!   as read), `custody/verified.rs` and `custody/stream.rs` (what custody
+//! - G1, the parts a request uses: `answer.rs` (the gateway's own answers,
+//!   in the route's dialect), `inbound.rs` (the request and its head as
+//!   read), `custody/verified.rs` and `custody/stream.rs` (what custody
 //!   hands on: who sent a request, how it goes on, the aws-chunked
 //!   streams), `body/` (body wrappers, by direction), `engine/` (the
 //!   gateway's HTTP/1.1, both sides), `hop.rs` (hop-by-hop hygiene),
@@ -63,6 +64,7 @@ pub mod upstream;
 
 mod access_log;
 mod activity;
+mod answer;
 mod body;
 mod deadlines;
 mod engine;

@@ -15,10 +15,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use http::header::{HeaderMap, HeaderValue, CONNECTION};
+use http::header::{HeaderMap, HeaderValue};
 use http::{Method, Response, StatusCode, Uri};
 use tokio_rustls::TlsConnector;
 
+use super::answer::{close_after, gateway_error};
 use super::body::request::ToBackend;
 use super::body::response::FromProxy;
 use super::clock;
@@ -39,7 +40,6 @@ use super::upstream::Upstream;
 use crate::custody::chunked::ChunkedError;
 use crate::fencing::Forward;
 use crate::head::{visible_str, HeaderFields, RequestView};
-use crate::refusal::error_response;
 use crate::store::{LeaseEnded, LeaseStage};
 
 /// The reverse proxy: a `Service` that sends each request to the backend
@@ -618,28 +618,6 @@ fn demands_upgrade<H: HeaderFields + ?Sized>(headers: &H) -> bool {
         .values_of(&http::header::UPGRADE)
         .flat_map(|value| visible_str(value).unwrap_or("?").split(','))
         .any(|protocol| !protocol.trim().eq_ignore_ascii_case("h2c"))
-}
-
-/// A JSON answer made by the gateway, as `Response<Body>`, marked with its
-/// outcome.
-pub(super) fn gateway_error(
-    status: StatusCode,
-    error: &str,
-    detail: &str,
-    outcome: RequestOutcome,
-) -> Response<Body> {
-    let mut response = error_response(status, error, detail).map(Body::from);
-    response.extensions_mut().insert(outcome);
-    response
-}
-
-/// Asks the server to close the client connection after this answer: the
-/// rest of a request body that failed cannot be told from the next request.
-pub(super) fn close_after(mut response: Response<Body>) -> Response<Body> {
-    response
-        .headers_mut()
-        .insert(CONNECTION, HeaderValue::from_static("close"));
-    response
 }
 
 /// hyper's errors hide the cause (connection refused, reset) in `source()`.

@@ -2,14 +2,28 @@
 //! configuration first (before the fence store is opened), then its proxy,
 //! the store's signature, the chain and its probe, its fencing layer over
 //! its fence namespace. At start and at each reload.
+//!
+//! A route's stages, in the order they happen, one type each:
+//! 1. `RouteConfig` (`config.rs`): the `[[route]]` as loaded, a whole
+//!    `Config` of options;
+//! 2. [`RouteSpec`] (here, [`route_specs`]): one route to build, a
+//!    `[[route]]` or the one route of a configuration without; what a
+//!    reload compares;
+//! 3. [`Prepared`] (here): what can fail on bad configuration (the
+//!    upstream's TLS, the token issuer), made before the fence store is
+//!    opened;
+//! 4. [`BuiltRoute`] (here, [`build_route`]): its `RoutePlane`, its chain
+//!    (for metrics) and its custody (for reloads);
+//! 5. `RoutePlane` (`generations.rs`): the route as a generation serves it;
+//! 6. `RouteConnection` (`data_plane.rs`): the route for one client
+//!    connection, its proxy bound to that connection's forwarding headers.
 
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 use http::HeaderValue;
 
-use super::config::Anonymous;
-use super::config::{Config, RouteMatch, TableSource};
+use super::config::{Anonymous, Config, RouteMatch, TableSource};
 use super::custody::files::{self, UpstreamCredentials};
 use super::custody::sign::UpstreamSigner;
 use super::custody::{Custody, CustodyFiles, DialectOptions};
