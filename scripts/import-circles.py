@@ -14,8 +14,10 @@ How the graph is read (a small reader of the source text, not rustc):
 - The module tree is followed from src/lib.rs through `mod name;` declarations
   (`name.rs` or `name/mod.rs`). src/main.rs is a client of the library, not part
   of it. Test code is left out: `#[cfg(test)] mod ... { }` blocks and files
-  declared by `#[cfg(test)] mod ...;` (nothing imports a test, so it closes no
-  circle the shipped code has).
+  declared by `#[cfg(test)] mod ...;`, and so under `#[cfg(all(test, ...))]`
+  (a test that needs a feature): none of it ships, and nothing imports a
+  test, so it closes no circle the shipped code has. Code under
+  `cfg(any(test, ...))` or `cfg(not(test))` ships, and counts.
 - A node is a file. An edge A -> B says that code in A names an item defined in
   B: through a `use` line, a `crate::`/`super::`/`self::` path in the code, or a
   path through an imported module (`files::read_upstream`).
@@ -111,12 +113,40 @@ def strip(text):
     return "".join(out)
 
 
+def test_only(attributes):
+    """Whether `#[...]` attributes hold a `cfg` true only in tests: `cfg(test)`,
+    or `cfg(all(...))` with `test` among its terms."""
+    for m in re.finditer(r"#\[\s*cfg\s*\((.*?)\)\s*\]", attributes, re.S):
+        predicate = re.sub(r"\s+", "", m.group(1))
+        if predicate == "test":
+            return True
+        if predicate.startswith("all(") and predicate.endswith(")"):
+            depth, term, terms = 0, "", []
+            for c in predicate[4:-1] + ",":
+                depth += {"(": 1, ")": -1}.get(c, 0)
+                if c == "," and depth == 0:
+                    terms.append(term)
+                    term = ""
+                else:
+                    term += c
+            if "test" in terms:
+                return True
+    return False
+
+
+TEST_MOD = re.compile(r"((?:#\[[^\]]*\]\s*)+)(?:pub(?:\([^)]*\))?\s+)?mod\s+\w+\s*\{")
+
+
 def drop_test_blocks(code):
-    """`#[cfg(test)] mod name { ... }` removed, braces matched."""
+    """Test-only (`test_only`) `mod name { ... }` blocks removed, braces matched."""
+    start = 0
     while True:
-        m = re.search(r"#\[cfg\(test\)\]\s*(?:#\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?mod\s+\w+\s*\{", code)
+        m = TEST_MOD.search(code, start)
         if not m:
             return code
+        if not test_only(m.group(1)):
+            start = m.end()
+            continue
         depth, i = 1, m.end()
         while i < len(code) and depth:
             depth += {"{": 1, "}": -1}.get(code[i], 0)
@@ -170,7 +200,7 @@ def load():
         base = os.path.basename(file)
         folder = here if base in ("lib.rs", "mod.rs", "main.rs") else os.path.join(here, base[:-3])
         for m in MOD_DECL.finditer(code):
-            if "cfg(test)" in m.group(1):
+            if test_only(m.group(1)):
                 continue
             name = m.group(2)
             for child in (os.path.join(folder, name + ".rs"), os.path.join(folder, name, "mod.rs")):

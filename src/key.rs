@@ -448,6 +448,19 @@ pub fn covering_subtrees(key: &str) -> impl Iterator<Item = Cow<'_, str>> {
         })
 }
 
+/// Ends a namespace's name in a key. No key of the default namespace has
+/// it before its first `/` (paths start with `/`, hosts and lock names are
+/// ASCII) and no namespace's name has it, so `name§key` meets no other
+/// namespace's key.
+pub const NAMESPACE_END: char = '§';
+
+/// Whether `key` is in a namespace other than the default: its first
+/// [`NAMESPACE_END`] comes before its first `/`.
+pub(crate) fn is_namespaced(key: &str) -> bool {
+    key.find(NAMESPACE_END)
+        .is_some_and(|end| !key[..end].contains('/'))
+}
+
 /// Whether `key` is a fence key that requests can map to in `scope`: in
 /// `path` scope a normalised path, in `prefix:N` one of at most N segments,
 /// in `header` scope a lock name. For keys typed by an operator (admin

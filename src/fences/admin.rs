@@ -230,10 +230,10 @@ impl Fences {
         actor: String,
         reason: Option<String>,
     ) -> Result<FenceWritten, AdminWriteError> {
-        if self.reads_on_demand() {
+        if self.inner.reads_on_demand() {
             // In memory for the look below (the evictor spares a fence
             // just read once).
-            drop(self.fence(key)?);
+            drop(self.inner.fence(key)?);
         }
         let (fence, previous) = {
             // The shard's write lock: nobody can take a new reference to the
@@ -303,7 +303,7 @@ impl Fences {
                     .fences
                     .remove_if(key, |_, held| Arc::ptr_eq(held, &fence));
                 if removed.is_some() {
-                    self.left(key);
+                    self.inner.left(key);
                 }
                 let mut state = fence.lock();
                 state.mark(RETIRED, true);

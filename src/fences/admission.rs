@@ -1,7 +1,12 @@
 //! What an admission is, what it answers, and the guard a request holds
 //! while it is in flight.
 
-use super::*;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use super::state::{Fence, USED};
+use crate::issuer::{IssuerError, TokenIssuer};
+use crate::store::{ClaimHold, Lease, StoreError};
 
 /// Why a request was refused as stale (409 `stale_token`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,7 +40,7 @@ pub struct Stale {
     pub reason: StaleReason,
 }
 
-/// Why [`Fences::admit`] did not let a request through.
+/// Why [`Fences::admit`](crate::Fences::admit) did not let a request through.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum AdmitError {
     /// The token is stale (409).
@@ -72,7 +77,8 @@ impl AdmitError {
 /// What a request's admission is besides the fences it is admitted on: its
 /// token, the client named in the log line of a raise, and the issuer that
 /// confirms a token that would raise a fence. One value, taken by
-/// [`Fences::admit_with`] (one key) and [`Fences::admit_all`] (several).
+/// [`Fences::admit_with`](crate::Fences::admit_with) (one key) and
+/// [`Fences::admit_all`](crate::Fences::admit_all) (several).
 #[derive(Clone, Copy)]
 pub struct Admission<'a> {
     /// The request's token.
@@ -131,9 +137,10 @@ impl std::fmt::Debug for Admission<'_> {
 pub struct InFlight {
     pub(super) fence: Arc<Fence>,
     /// The other fences of a request admitted on several keys at once
-    /// ([`Fences::admit_all`]); `None` for one key. Boxed: two words,
-    /// where a `Vec` would add three to every request's future and
-    /// response body (moved and copied on every request) for a rare case.
+    /// ([`Fences::admit_all`](crate::Fences::admit_all)); `None` for one
+    /// key. Boxed: two words, where a `Vec` would add three to every
+    /// request's future and response body (moved and copied on every
+    /// request) for a rare case.
     pub(super) more: Option<Box<[Arc<Fence>]>>,
     pub(super) token: u64,
     /// The claim in a shared store, released after the count above.
@@ -170,13 +177,6 @@ impl Drop for InFlight {
             leave(fence);
         }
     }
-}
-
-/// Whether `key` is in a namespace other than the default: its first
-/// [`NAMESPACE_END`] comes before its first `/`.
-pub(super) fn is_namespaced(key: &str) -> bool {
-    key.find(NAMESPACE_END)
-        .is_some_and(|end| !key[..end].contains('/'))
 }
 
 /// One request in flight on `fence` is done.

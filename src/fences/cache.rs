@@ -8,7 +8,7 @@
 //! bound, and the store holds them all:
 //!
 //! 1. A key not in memory is read from the store when a request names it
-//!    ([`Fences::fence`]), under the map's lock for that key: concurrent
+//!    (`Table::fence`), under the map's lock for that key: concurrent
 //!    requests on one cold key read it once, and no eviction of the key can
 //!    come between the read and its use (eviction takes the same lock).
 //! 2. A fence leaves memory only when it is *idle and durable*: nobody holds
@@ -21,7 +21,7 @@
 //!    without reading the store. A subtree write reads the keys under its
 //!    path from the store too, and holds them while it decides (`many.rs`).
 //!
-//! Eviction runs on a thread of its own, woken when an insert takes the
+//! Eviction runs on a thread of its own (`table.rs`), woken when an insert takes the
 //! table over its bound, and frees down to seven eighths of it: a second
 //! chance per fence (a fence used since the last sweep is spared once), so
 //! keys in use stay.
@@ -33,11 +33,7 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
-use std::sync::{Arc, Weak};
 
-use super::state::{Table, FROZEN, RETIRED, USED};
-use super::Fence;
-use crate::key::subtree_path;
 use crate::store::{FenceStore, StoreError};
 
 /// How much memory a fence table's fences may take.
@@ -186,87 +182,10 @@ impl Bounded {
     }
 }
 
-/// Starts the evictor of `table`: a thread that sweeps it whenever woken,
-/// and ends once the table is gone.
-pub(super) fn spawn_evictor(table: Weak<Table>, woken: Receiver<()>) -> std::io::Result<()> {
-    std::thread::Builder::new()
-        .name("fencegate-evict".into())
-        .spawn(move || {
-            while woken.recv().is_ok() {
-                let Some(table) = table.upgrade() else { break };
-                evict(&table);
-            }
-        })
-        .map(drop)
-}
-
-/// Whether a fence may leave memory (rule 2), its state locked.
-fn idle_and_durable(fence: &Fence) -> Option<bool> {
-    let state = fence.lock();
-    let idle = state.in_flight == 0 && !state.is(FROZEN) && !state.is(RETIRED);
-    (idle && state.durable() == state.highest()).then(|| state.is(USED))
-}
-
-/// One sweep: frees down to seven eighths of the bound, sparing once each
-/// fence used since the last sweep.
-fn evict(table: &Table) {
-    let Some(bounded) = &table.bounded else {
-        return;
-    };
-    let target = bounded.bound - bounded.bound / 8;
-    for _pass in 0..2 {
-        let used = bounded.used.load(Ordering::Relaxed);
-        if used <= target {
-            return;
-        }
-        let mut to_free = used - target;
-        let mut chosen: Vec<Box<str>> = Vec::new();
-        for entry in table.fences.iter() {
-            if to_free == 0 {
-                break;
-            }
-            let key = entry.key();
-            if Arc::strong_count(entry.value()) != 1 || subtree_path(key).is_some() {
-                continue;
-            }
-            match idle_and_durable(entry.value()) {
-                Some(true) => entry.value().lock().mark(USED, false),
-                Some(false) => {
-                    to_free = to_free.saturating_sub(FenceCache::cost(key));
-                    chosen.push(key.clone());
-                }
-                None => {}
-            }
-        }
-        for key in chosen {
-            // Looked at again under the key's write lock: a request may
-            // have picked the fence up since.
-            let removed = table.fences.remove_if(&key, |_, fence| {
-                Arc::strong_count(fence) == 1 && idle_and_durable(fence) == Some(false)
-            });
-            if removed.is_some() {
-                bounded.left(&key);
-                bounded.counters.evictions.fetch_add(1, Ordering::Relaxed);
-                unindex(table, &key);
-            }
-        }
-    }
-}
-
-/// Takes an evicted key out of the subtree writes' index, if there is one.
-fn unindex(table: &Table, key: &str) {
-    let mut index = table
-        .index
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(index) = index.as_mut() {
-        index.remove(key);
-    }
-}
-
 #[cfg(all(test, feature = "disk"))]
 mod tests {
     use super::*;
+    use crate::fences::table::evict;
     use crate::{Fences, StaleReason};
 
     fn run<F: std::future::Future>(future: F) -> F::Output {

@@ -33,7 +33,7 @@
 //! A subtree write looks at the keys under its path through an ordered index
 //! of every key, and keys come and go while it looks. What keeps a key
 //! created meanwhile from slipping past: every key enters the index before
-//! anyone decides on its fence (`Fences::fence`); the subtree write takes
+//! anyone decides on its fence (`Table::fence`); the subtree write takes
 //! the mutexes of what it found, its own subtree fence among them, then reads
 //! the index again and starts over if it changed. A key that entered the
 //! index after that second read is decided after the subtree write, and
@@ -56,14 +56,13 @@
 //! that index, twice, and takes each of their mutexes: proportional to the
 //! number of fences under it, never to the whole table.
 
-use std::collections::BTreeSet;
 use std::future::Future;
-use std::ops::Bound;
 use std::pin::pin;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, MutexGuard, PoisonError};
+use std::sync::{Arc, MutexGuard};
 use std::task::Poll;
 
+use super::table::under_prefix;
 use super::{
     lease_ended, log_raise, Admission, AdmitError, Fence, FenceState, Fences, InFlight, Stale,
     StaleReason, FROZEN, RETIRED,
@@ -232,7 +231,7 @@ impl Fences {
             // fence meanwhile (it cannot once this request holds it).
             let mut targets: Vec<(Box<str>, Arc<Fence>)> = Vec::with_capacity(keys.len());
             for key in &keys {
-                match self.fence(key) {
+                match self.inner.fence(key) {
                     Ok(fence) => targets.push(((*key).into(), fence)),
                     Err(error) => {
                         self.forget_unraised(targets);
@@ -569,7 +568,7 @@ impl Fences {
                 watch(&above, &mut members);
             }
             if subtree_path(key).is_some() {
-                let keys = self.keys_under(key);
+                let keys = self.inner.keys_under(key);
                 for under in &keys {
                     watch(under, &mut members);
                 }
@@ -600,7 +599,7 @@ impl Fences {
             .iter()
             .filter(|m| m.target && subtree_path(&m.key).is_some());
         for (member, seen) in subtrees.zip(below) {
-            if self.keys_under_indexed(&member.key).as_ref() != Some(seen) {
+            if self.inner.keys_under_indexed(&member.key).as_ref() != Some(seen) {
                 return Look::Again;
             }
         }
@@ -611,7 +610,7 @@ impl Fences {
     /// under each subtree key of `keys`, in memory and held.
     fn hold_stored_under(&self, keys: &[&str]) -> Result<Vec<Arc<Fence>>, (String, StoreError)> {
         let mut held = Vec::new();
-        if !self.reads_on_demand() {
+        if !self.inner.reads_on_demand() {
             return Ok(held);
         }
         for subtree in keys.iter().filter(|key| subtree_path(key).is_some()) {
@@ -624,39 +623,14 @@ impl Fences {
                 })
                 .map_err(|error| ((*subtree).to_owned(), error))?;
             for key in stored.iter().filter(|key| &***key != *subtree) {
-                held.push(self.fence(key).map_err(|error| (key.to_string(), error))?);
+                held.push(
+                    self.inner
+                        .fence(key)
+                        .map_err(|error| (key.to_string(), error))?,
+                );
             }
         }
         Ok(held)
-    }
-
-    /// The keys under subtree key `subtree` (not itself), from the index,
-    /// which is built here the first time.
-    fn keys_under(&self, subtree: &str) -> Vec<Box<str>> {
-        let mut index = self
-            .inner
-            .index
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let index = index.get_or_insert_with(|| {
-            self.inner
-                .fences
-                .iter()
-                .map(|entry| entry.key().clone())
-                .collect()
-        });
-        under(index, subtree)
-    }
-
-    /// [`Self::keys_under`] from the index as it is, never building it
-    /// (called with fence mutexes held; building it takes the map's locks).
-    fn keys_under_indexed(&self, subtree: &str) -> Option<Vec<Box<str>>> {
-        let index = self
-            .inner
-            .index
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        index.as_ref().map(|index| under(index, subtree))
     }
 
     /// From now on, keys that end with `/` are subtree keys, over every key
@@ -667,7 +641,7 @@ impl Fences {
     /// in `header` scope, where a lock name may end with `/` and mean no
     /// more than itself.
     pub fn enable_subtrees(&self) {
-        self.inner.has_subtrees.store(true, Ordering::SeqCst);
+        self.inner.enable_subtrees();
     }
 
     /// Keys shaped like subtree keys are subtrees in this table's scope
@@ -684,74 +658,13 @@ impl Fences {
         }
     }
 
-    /// Whether keys shaped like subtree keys are subtrees here.
-    pub(super) fn subtree_scope(&self) -> bool {
-        self.inner.subtree_scope.load(Ordering::SeqCst)
-    }
-
-    /// Wakes the waiters of every fence under `subtree` (a shared store
-    /// saw a record of it go).
-    pub(super) fn wake_under(&self, subtree: &str) {
-        for key in self.keys_under(subtree) {
-            let fence = self.inner.fences.get(&*key).map(|f| Arc::clone(f.value()));
-            if let Some(fence) = fence {
-                fence.changed.notify_waiters();
-            }
-        }
-    }
-
-    /// Adds a new key to the index, if there is one yet.
-    pub(super) fn index(&self, key: &str) {
-        let mut index = self
-            .inner
-            .index
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(index) = index.as_mut() {
-            index.insert(key.into());
-        }
-    }
-
-    /// Takes a removed key out of the index.
-    pub(super) fn unindex(&self, key: &str) {
-        let mut index = self
-            .inner
-            .index
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(index) = index.as_mut() {
-            index.remove(key);
-        }
-    }
-
     /// Drops the target fences a refused admission created and never
     /// raised (`forget_if_unused` expects the map's reference and one more:
     /// the caller drops every other first).
     fn forget_unraised(&self, targets: Vec<(Box<str>, Arc<Fence>)>) {
         for (key, fence) in targets {
-            self.forget_if_unused(&key, &fence);
+            self.inner.forget_if_unused(&key, &fence);
         }
-    }
-}
-
-/// The keys of `index` strictly under subtree key `subtree`.
-fn under(index: &BTreeSet<Box<str>>, subtree: &str) -> Vec<Box<str>> {
-    let prefix = under_prefix(subtree);
-    index
-        .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
-        .take_while(|key| key.starts_with(prefix))
-        .filter(|key| &***key != subtree && &***key != "/")
-        .cloned()
-        .collect()
-}
-
-/// What every key under subtree key `subtree` starts with (the root
-/// subtree `//` covers every key but the root object `/`).
-fn under_prefix(subtree: &str) -> &str {
-    if subtree == "//" {
-        "/"
-    } else {
-        subtree
     }
 }
 

@@ -41,20 +41,19 @@
 //! # }
 //! ```
 
-use std::collections::BTreeSet;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::task::Poll;
 
 use dashmap::DashMap;
-use tokio::sync::Notify;
 
-use crate::issuer::{IssuerError, TokenIssuer};
+use crate::key::is_namespaced;
+pub use crate::key::NAMESPACE_END;
 use crate::store::{
-    ClaimHold, FenceStore, Lease, LeaseEnded, LeaseStage, MemoryStore, StoreError, StoreStats,
+    ClaimHold, FenceStore, LeaseEnded, LeaseStage, MemoryStore, StoreError, StoreStats,
 };
 
 mod admin;
@@ -63,11 +62,12 @@ mod cache;
 mod limit;
 mod many;
 mod state;
+mod table;
 mod view;
 
-use self::admission::is_namespaced;
 pub use self::admission::{Admission, AdmitError, InFlight, Stale, StaleReason};
-use self::state::{Fence, FenceState, Table, FROZEN, RETIRED, USED};
+use self::state::{Fence, FenceState, FROZEN, RETIRED, USED};
+use self::table::Table;
 
 pub use self::cache::{CacheStats, FenceCache};
 pub use self::limit::{Limited, NewFenceLimit};
@@ -112,12 +112,6 @@ impl std::ops::Deref for Qualified<'_> {
         }
     }
 }
-
-/// Ends a namespace's name in a key. No key of the default namespace has
-/// it before its first `/` (paths start with `/`, hosts and lock names are
-/// ASCII) and no namespace's name has it, so `name§key` meets no other
-/// namespace's key.
-pub const NAMESPACE_END: char = '§';
 
 impl std::fmt::Debug for Fences {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -254,7 +248,7 @@ impl Fences {
             new_fence_limit: std::sync::OnceLock::new(),
         });
         if let Some(woken) = woken {
-            if let Err(error) = cache::spawn_evictor(Arc::downgrade(&table), woken) {
+            if let Err(error) = table::spawn_evictor(Arc::downgrade(&table), woken) {
                 // Memory then grows past the bound; fences stay correct.
                 tracing::error!(%error, "cannot start the fence evictor thread");
             }
@@ -355,7 +349,7 @@ impl Fences {
     /// by a write with a token at least this.
     pub async fn shared_highest(&self, key: &str) -> Result<Option<u64>, StoreError> {
         let key = &*self.qualify(key);
-        let above: Vec<_> = if self.subtree_scope() {
+        let above: Vec<_> = if self.inner.subtree_scope() {
             crate::key::covering_subtrees(key).collect()
         } else {
             Vec::new()
@@ -472,7 +466,7 @@ impl Fences {
                     return self.admit_diverted(key, admission).await;
                 }
                 Step::Limited(limited) => {
-                    self.forget_if_unused(key, &fence);
+                    self.inner.forget_if_unused(key, &fence);
                     return Err(AdmitError::Limited(*limited));
                 }
                 Step::Stale(highest) => {
@@ -489,7 +483,7 @@ impl Fences {
                         // write sees the key as busy rather than changing it
                         // under the question.
                         if let Err(error) = issuer.check(asked, token).await {
-                            self.forget_if_unused(key, &fence);
+                            self.inner.forget_if_unused(key, &fence);
                             return Err(AdmitError::Issuer { token, error });
                         }
                     }
@@ -616,7 +610,7 @@ impl Fences {
         mut decide: impl FnMut(&Fence, &mut FenceState) -> R,
     ) -> Result<(Arc<Fence>, R), StoreError> {
         loop {
-            let fence = self.fence(key)?;
+            let fence = self.inner.fence(key)?;
             let decided = {
                 let mut state = fence.lock();
                 if state.is(RETIRED) {
@@ -677,7 +671,7 @@ impl Fences {
                 let never_admitted = state.highest().is_none() && state.in_flight == 0;
                 drop(state);
                 if never_admitted {
-                    self.forget_if_unused(key, fence);
+                    self.inner.forget_if_unused(key, fence);
                 }
                 Err(error)
             }
@@ -730,20 +724,7 @@ impl Fences {
     /// the store for a fence that is not in memory (a read that fails
     /// answers `None`, and is logged).
     pub fn highest(&self, key: &str) -> Option<u64> {
-        let key = &*self.qualify(key);
-        // Read in place, not through a clone of the fence: a clone would
-        // count as a holder, and make an admin write see the key as busy.
-        if let Some(fence) = self.inner.fences.get(key) {
-            let highest = fence.value().lock().highest();
-            return highest;
-        }
-        if !self.reads_on_demand() {
-            return None;
-        }
-        self.inner.store.read_stored(key).unwrap_or_else(|error| {
-            tracing::warn!(key, %error, "cannot read a fence from the store");
-            None
-        })
+        self.inner.highest(&self.qualify(key))
     }
 
     /// Up to `limit` fences whose key starts with `prefix`, sorted by key:
@@ -763,7 +744,7 @@ impl Fences {
                 Some((key.to_owned(), highest))
             })
             .collect();
-        if self.reads_on_demand() {
+        if self.inner.reads_on_demand() {
             let qualified = &*self.qualify(prefix);
             let mut stored = Vec::new();
             let read = self
@@ -821,14 +802,6 @@ impl Fences {
         self.inner.new_fence_limit.set(limit).is_ok()
     }
 
-    /// Whether fences may be out of memory, in the store only.
-    pub(super) fn reads_on_demand(&self) -> bool {
-        self.inner
-            .bounded
-            .as_ref()
-            .is_some_and(|bounded| bounded.evicts)
-    }
-
     /// Closes the store once pending raises are written: later admissions
     /// that need a raise fail with 503-worthy [`StoreError::Closed`]. Used at
     /// shutdown so that the next start finds a cleanly closed database.
@@ -845,60 +818,6 @@ impl Fences {
     /// The store's counters (raises persisted, commits made).
     pub fn store_stats(&self) -> StoreStats {
         self.inner.store.stats()
-    }
-
-    /// Drops a fence that never admitted anything (its first raise failed),
-    /// so that it is not counted. Only when nobody else holds it: the map's
-    /// write lock is held during the check, so no request can pick it up
-    /// meanwhile, and a later request simply creates a fresh one.
-    fn forget_if_unused(&self, key: &str, fence: &Arc<Fence>) {
-        let removed = self.inner.fences.remove_if(key, |_, held| {
-            Arc::ptr_eq(held, fence)
-                && Arc::strong_count(held) == 2
-                && held.lock().highest().is_none()
-        });
-        if removed.is_some() {
-            self.left(key);
-        }
-    }
-
-    /// A key is out of the map: out of the index and the bound's count.
-    pub(super) fn left(&self, key: &str) {
-        self.unindex(key);
-        if let Some(bounded) = &self.inner.bounded {
-            bounded.left(key);
-        }
-    }
-
-    /// The fence of `key`, from memory, else made: with the store's highest
-    /// over a store that reads on demand, read under the map's lock for the
-    /// key (`cache.rs`, rule 1). Fails if that read fails, or if the table
-    /// is full and cannot evict.
-    fn fence(&self, key: &str) -> Result<Arc<Fence>, StoreError> {
-        if let Some(fence) = self.inner.fences.get(key) {
-            return Ok(Arc::clone(fence.value()));
-        }
-        let (fence, created) = match self.inner.fences.entry(key.into()) {
-            dashmap::Entry::Occupied(entry) => (Arc::clone(entry.get()), false),
-            dashmap::Entry::Vacant(entry) => {
-                let stored = match &self.inner.bounded {
-                    Some(bounded) => bounded.enter(key, &*self.inner.store)?,
-                    None => None,
-                };
-                let fence = Arc::new(Fence::new(stored));
-                entry.insert(Arc::clone(&fence));
-                (fence, true)
-            }
-        };
-        // After the map's insert and before anyone decides on the fence
-        // (see `many.rs`).
-        if created {
-            self.index(key);
-            if let Some(bounded) = &self.inner.bounded {
-                bounded.entered(key);
-            }
-        }
-        Ok(fence)
     }
 }
 

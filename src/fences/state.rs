@@ -1,47 +1,8 @@
-//! One key's fence as the table holds it: its state in a few integers,
-//! and the table of them.
+//! One key's fence as the table holds it: its state in a few integers.
 
-use super::*;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
-pub(super) struct Table {
-    /// A sharded map so that admissions on different keys rarely contend.
-    /// Guards are only ever held to clone an `Arc<Fence>` out, never across an
-    /// `.await` (dashmap issues #79 and #369 show the deadlocks that follow).
-    pub(super) fences: DashMap<Box<str>, Arc<Fence>>,
-    pub(super) store: Box<dyn FenceStore>,
-    pub(super) durable: bool,
-    /// Other holders share the store: every new request is claimed in it.
-    pub(super) shared: bool,
-    /// Admin writes, one at a time: they are rare, and serializing them
-    /// means no fence is ever frozen by two of them at once.
-    pub(super) admin: tokio::sync::Mutex<()>,
-    /// Set (never cleared) once a subtree fence exists: from then on every
-    /// admission also looks at the subtrees above its key (`many.rs`).
-    /// Until then the plain path pays one load of it, under the fence's
-    /// lock, and nothing else.
-    pub(super) has_subtrees: AtomicBool,
-    /// The store held keys that look like subtree keys when the table was
-    /// loaded: what they mean depends on the scope, which the layer knows
-    /// ([`Fences::enable_stored_subtrees`]).
-    pub(super) stored_subtrees: bool,
-    /// Every key in order, for the writes that act on a whole subtree
-    /// (`many.rs`): built at the first of them, then kept up to date as
-    /// keys come and go. `None` until then, so that a gateway that never
-    /// sees such a write keeps no second copy of its keys.
-    pub(super) index: Mutex<Option<BTreeSet<Box<str>>>>,
-    /// The bound on the fences in memory (`cache.rs`); `None`: every
-    /// fence stays in memory.
-    pub(super) bounded: Option<super::cache::Bounded>,
-    /// The limit on new fences per client, if the gateway set one
-    /// (`limit.rs`).
-    pub(super) new_fence_limit: std::sync::OnceLock<super::NewFenceLimit>,
-    /// Admin lowerings and deletions so far: a chained write's version
-    /// learned before one of them may no longer stand (`crate::chain`).
-    pub(super) lowerings: AtomicU64,
-    /// A fencing layer in `path` or `prefix:N` scope said keys shaped like
-    /// subtree keys are subtrees here (`Fences::enable_stored_subtrees`).
-    pub(super) subtree_scope: AtomicBool,
-}
+use tokio::sync::Notify;
 
 /// One key's fence.
 pub(super) struct Fence {

@@ -2,11 +2,10 @@
 //! arrive.
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
+use std::sync::Weak;
 
+use super::table::Table;
 use crate::key::{covering_subtrees, subtree_path};
-
-use super::{Fence, Fences, Table};
 
 /// A handle on the fence table for the store it is built over
 /// ([`FenceStore::attach`](crate::store::FenceStore::attach), as a
@@ -36,14 +35,16 @@ impl FenceView {
     /// store): raise this table's view to it, which refuses lower tokens
     /// from now on and overtakes waiters below it. Never lowers.
     pub fn raised(&self, key: &str, highest: u64) {
-        let Some(fences) = self.fences() else { return };
-        if subtree_path(key).is_some() && fences.subtree_scope() {
+        let Some(table) = self.table.upgrade() else {
+            return;
+        };
+        if subtree_path(key).is_some() && table.subtree_scope() {
             // Another holder fenced a whole subtree: from now on every
             // admission here looks at the subtrees above its key.
-            fences.enable_subtrees();
+            table.enable_subtrees();
         }
         // A shared store's table is never bounded: the look-up cannot fail.
-        let Ok(fence) = fences.fence(key) else { return };
+        let Ok(fence) = table.fence(key) else { return };
         let mut state = fence.lock();
         let durable = state.durable().max(Some(highest));
         state.set_durable(durable);
@@ -58,10 +59,12 @@ impl FenceView {
     /// forgot the fence (`None`): an admin write, made while no request was
     /// in flight on the key anywhere.
     pub fn set(&self, key: &str, highest: Option<u64>) {
-        let Some(fences) = self.fences() else { return };
+        let Some(table) = self.table.upgrade() else {
+            return;
+        };
         // A version a chained write learned before may no longer stand.
-        fences.inner.lowerings.fetch_add(1, Ordering::SeqCst);
-        let Ok(fence) = fences.fence(key) else { return };
+        table.lowerings.fetch_add(1, Ordering::SeqCst);
+        let Ok(fence) = table.fence(key) else { return };
         {
             let mut state = fence.lock();
             state.set_highest(highest);
@@ -69,7 +72,7 @@ impl FenceView {
         }
         fence.changed.notify_waiters();
         if highest.is_none() {
-            fences.forget_if_unused(key, &fence);
+            table.forget_if_unused(key, &fence);
         }
     }
 
@@ -79,44 +82,29 @@ impl FenceView {
     /// write waits for the keys under it) and, for a subtree key, those of
     /// every key under it (each waits for the subtree writes above it).
     pub fn changed(&self, key: &str) {
-        let Some(fences) = self.fences() else { return };
-        let wake = |key: &str| {
-            let fence: Option<Arc<Fence>> = fences
-                .inner
-                .fences
-                .get(key)
-                .map(|fence| Arc::clone(fence.value()));
-            if let Some(fence) = fence {
-                fence.changed.notify_waiters();
-            }
+        let Some(table) = self.table.upgrade() else {
+            return;
         };
-        wake(key);
-        if !fences.inner.has_subtrees.load(Ordering::SeqCst) {
+        table.wake(key);
+        if !table.has_subtrees.load(Ordering::SeqCst) {
             return;
         }
         for subtree in covering_subtrees(key) {
-            wake(&subtree);
+            table.wake(&subtree);
         }
         if subtree_path(key).is_some() {
-            fences.wake_under(key);
+            table.wake_under(key);
         }
     }
 
     /// The table's highest for `key`.
     pub fn highest(&self, key: &str) -> Option<u64> {
-        self.fences()?.highest(key)
+        self.table.upgrade()?.highest(key)
     }
 
     /// Whether the table is still there.
     pub fn is_live(&self) -> bool {
         self.table.strong_count() > 0
-    }
-
-    fn fences(&self) -> Option<Fences> {
-        self.table.upgrade().map(|inner| Fences {
-            inner,
-            namespace: None,
-        })
     }
 }
 

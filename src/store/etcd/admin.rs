@@ -15,9 +15,9 @@ use std::time::SystemTime;
 
 use serde_json::{json, Value};
 
+use super::common::unavailable;
 use super::layout::{pad, Layout};
 use super::records::Records;
-use super::unavailable;
 use crate::admin::audit::AuditEntry;
 use crate::etcd_http::{b64, text, Client};
 use crate::store::{FenceChange, Setting, StoreError};

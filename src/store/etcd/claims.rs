@@ -9,11 +9,11 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
+use super::common::{unavailable, Counters, MAX_BATCH};
 use super::layout::{pad, Entry, Layout};
 use super::lease_keeper::LeaseKeeper;
 use super::records::Records;
 use super::watch::Watcher;
-use super::{unavailable, Counters, MAX_BATCH};
 use crate::etcd_http::{b64, int, text, CallError, Client};
 use crate::key::subtree_path;
 use crate::store::{Claim, ClaimFuture, Lease, StoreError};

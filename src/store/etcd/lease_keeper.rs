@@ -7,8 +7,8 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::json;
 
+use super::common::{lock, unavailable, Counters};
 use super::layout::Layout;
-use super::{lock, unavailable, Counters};
 use crate::etcd_http::{b64, int, CallError, Client};
 use crate::store::lease::boot_clock;
 use crate::store::{Lease, StoreError};

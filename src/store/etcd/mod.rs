@@ -28,14 +28,16 @@
 //! (`reads.rs`: linearizable reads of highests, batched), `Watcher`
 //! (`watch.rs`: the replica, `replica.rs`, and the table's view, fed by the
 //! watch) and `AdminLog` (`admin.rs`: admin writes and their audit).
+//! What they all use is below them (`common.rs`: the counters, the size
+//! of a transaction, two helpers; `layout.rs`: the keys under the prefix).
 //! `EtcdStore` composes them (this file); each part is handed the parts it
 //! uses when it is made; where that would make two files import each
 //! other, this file wires a callback instead (a lost lease makes the
 //! records forget their own; a raise seen by the watch may make a record
 //! useless).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -44,6 +46,7 @@ use tokio::task::JoinHandle;
 
 use self::admin::AdminLog;
 use self::claims::ClaimBatcher;
+use self::common::{lock, unavailable, Counters};
 use self::layout::Layout;
 use self::lease_keeper::LeaseKeeper;
 use self::reads::HighestReads;
@@ -57,17 +60,13 @@ use crate::etcd_http::{b64, text, Client};
 
 mod admin;
 mod claims;
+mod common;
 mod layout;
 mod lease_keeper;
 mod reads;
 mod records;
 mod replica;
 mod watch;
-
-/// Claims in one transaction at most. etcd refuses a transaction with more
-/// than 128 operations at one level (`--max-txn-ops`); each claim is one
-/// nested transaction.
-const MAX_BATCH: usize = 100;
 
 /// How to reach and share the fences in etcd.
 #[derive(Debug, Clone)]
@@ -130,24 +129,6 @@ pub struct EtcdStore {
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
-/// What the store did, for its stats: every part counts into the one set.
-#[derive(Debug, Default)]
-struct Counters {
-    claims_local: AtomicU64,
-    claims_committed: AtomicU64,
-    transactions: AtomicU64,
-    waits: AtomicU64,
-    lease_losses: AtomicU64,
-    records_deleted: AtomicU64,
-    /// Reads of highests asked for (chained writes' observed versions),
-    /// and the transactions that answered them.
-    highest_reads: AtomicU64,
-    highest_read_transactions: AtomicU64,
-    /// The newest revision etcd reported in a transaction answer; with the
-    /// replica's revision, the local view's lag.
-    seen_revision: AtomicU64,
-}
-
 impl std::fmt::Debug for EtcdStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EtcdStore")
@@ -155,14 +136,6 @@ impl std::fmt::Debug for EtcdStore {
             .field("instance", &self.keeper.instance())
             .finish_non_exhaustive()
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn unavailable(detail: impl std::fmt::Display) -> StoreError {
-    StoreError::Unavailable(detail.to_string().into())
 }
 
 impl EtcdStore {

@@ -17,8 +17,8 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
+use super::common::{unavailable, Counters};
 use super::layout::Layout;
-use super::{unavailable, Counters};
 use crate::etcd_http::{b64, text, Client};
 use crate::store::{HighestsFuture, StoreError};
 

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
+use super::common::{lock, Counters, MAX_BATCH};
 use super::layout::Layout;
 use super::lease_keeper::LeaseKeeper;
 use super::watch::Watcher;
-use super::{lock, Counters, MAX_BATCH};
 use crate::etcd_http::{b64, Client};
 use crate::store::{ClaimHold, Lease};
 

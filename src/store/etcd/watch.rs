@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use super::common::{lock, Counters};
 use super::layout::{Entry, Layout};
 use super::replica::Replica;
-use super::{lock, Counters};
 use crate::admin::audit::{AuditAction, AuditEntry};
 use crate::etcd_http::{b64, int, text, CallError, Client};
 use crate::key::covering_subtrees;
