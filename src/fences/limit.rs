@@ -5,7 +5,7 @@
 //! A token bucket per client: the identity it authenticated as under
 //! credential custody, else its IP address (every port of one host is one
 //! client). A request whose admission would make `n` new fences takes `n`
-//! from its client's bucket, or is refused whole ([`AdmitError::Limited`],
+//! from its client's bucket, or is refused whole ([`AdmitError::Limited`](super::AdmitError::Limited),
 //! 429 with `Retry-After`) and makes none. Requests on keys that already
 //! have a fence never count, so a lock holder writing its own objects is
 //! never slowed.

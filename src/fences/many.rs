@@ -11,7 +11,7 @@
 //! the request waits until no lower token is in flight on any of them, and
 //! holds every key in flight until its response is done.
 //!
-//! A key may stand for a whole subtree ([`subtree_key`]: `/dir/` for
+//! A key may stand for a whole subtree ([`subtree_key`](crate::key::subtree_key): `/dir/` for
 //! everything under `/dir`). Its fence is *over* every key under it:
 //!
 //! - admitting on `/dir/` looks at every fence under `/dir` (refused below

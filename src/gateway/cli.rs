@@ -27,7 +27,7 @@ use crate::key::Scope;
     about = "An HTTP gateway that refuses writes carrying a stale fencing token.",
     override_usage = "fencegate [serve] [OPTIONS]\n       fencegate check-config FILE [OPTIONS]",
     // The last of an option given twice wins: a route's own value comes
-    // after the top level's (`config_file.rs`).
+    // after the top level's (`config_file/`).
     args_override_self = true
 )]
 pub struct Cli {

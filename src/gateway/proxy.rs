@@ -48,7 +48,7 @@ use crate::store::{LeaseEnded, LeaseStage};
 pub(crate) struct Proxy {
     shared: Arc<ProxyShared>,
     /// What one client connection adds, made once per connection by
-    /// [`Proxy::for_client`]; behind an `Arc` so that the clone of the proxy
+    /// [`Proxy::with_client`]; behind an `Arc` so that the clone of the proxy
     /// each request takes is one reference count.
     client: Arc<ForwardedHeaders>,
 }

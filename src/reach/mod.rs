@@ -248,7 +248,7 @@ pub fn listed_objects(body: &[u8]) -> Result<ListedObjects, Unfenceable> {
     // XML readers normalise a raw CR (and CR LF) to LF, as the standard
     // says, or keep it: a key with one names two objects, one per reader
     // (`&#13;` is one character everywhere).
-    if memchr::memchr(b'\r', body).is_some() {
+    if body.contains(&b'\r') {
         return Err(bad(
             "a raw carriage return, which XML readers read differently (write it &#13;)".into(),
         ));
