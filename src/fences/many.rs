@@ -545,6 +545,14 @@ impl Fences {
     /// the keys found under each subtree target (to check, once locked, that
     /// none came or went).
     fn members(&self, targets: &[(Box<str>, Arc<Fence>)]) -> (Vec<Member>, Vec<Vec<Box<str>>>) {
+        // Every target in the index before anyone decides on it: the fence
+        // may have been found in the map before the request that made it
+        // indexed it (`Table::fence` indexes after its insert), and a
+        // subtree write that looked at the index in between would miss
+        // it. Idempotent, and before any fence's lock is taken.
+        for (key, _) in targets {
+            self.inner.index(key);
+        }
         let mut members: Vec<Member> = targets
             .iter()
             .map(|(key, fence)| Member {
@@ -601,6 +609,18 @@ impl Fences {
         for (member, seen) in subtrees.zip(below) {
             if self.inner.keys_under_indexed(&member.key).as_ref() != Some(seen) {
                 return Look::Again;
+            }
+        }
+        // A subtree fence above a target made since `members` looked (a
+        // collection write that may have decided first, on fences this
+        // request shares with it): look again with it. Read from the
+        // index, which holds every key of the map (the map's own locks are
+        // never taken with a fence's lock held).
+        for member in members.iter().filter(|m| m.target) {
+            for above in covering_subtrees(&member.key) {
+                if !members.iter().any(|m| *m.key == *above) && self.inner.indexed(&above) {
+                    return Look::Again;
+                }
             }
         }
         Look::Stands

@@ -171,15 +171,30 @@ impl Table {
     pub(super) fn index(&self, key: &str) {
         let mut index = self.index.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(index) = index.as_mut() {
-            index.insert(key.into());
+            if !index.contains(key) {
+                index.insert(key.into());
+            }
         }
     }
 
-    /// Takes a removed key out of the index.
+    /// Whether the index (if there is one yet) holds `key`.
+    pub(super) fn indexed(&self, key: &str) -> bool {
+        let index = self.index.lock().unwrap_or_else(PoisonError::into_inner);
+        index.as_ref().is_some_and(|index| index.contains(key))
+    }
+
+    /// Takes a removed key out of the index, unless the key is in the map
+    /// again: a request may have made a new fence for it since it was
+    /// removed (and indexed it before this), and a key in the map must
+    /// stay in the index. Looked at under the index's lock, which is
+    /// taken before the map's here as where the index is built, never
+    /// after.
     pub(super) fn unindex(&self, key: &str) {
         let mut index = self.index.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(index) = index.as_mut() {
-            index.remove(key);
+            if !self.fences.contains_key(key) {
+                index.remove(key);
+            }
         }
     }
 
