@@ -33,12 +33,21 @@
 //! A subtree write looks at the keys under its path through an ordered index
 //! of every key, and keys come and go while it looks. What keeps a key
 //! created meanwhile from slipping past: every key enters the index before
-//! anyone decides on its fence (`Table::fence`); the subtree write takes
-//! the mutexes of what it found, its own subtree fence among them, then reads
-//! the index again and starts over if it changed. A key that entered the
-//! index after that second read is decided after the subtree write, and
-//! looks at the subtree fences above it (its own decision takes the subtree
-//! fence's mutex), so it sees the subtree write's raise and in-flight count.
+//! anyone decides on its fence (`Table::fence` indexes a key it makes, and
+//! every request here indexes its own keys before it decides, as another
+//! request may have found the fence in the map before its maker indexed
+//! it; a key leaves the index only if it is not back in the map); the
+//! subtree write takes the mutexes of what it found, its own subtree fence
+//! among them, then reads the index again and starts over if it changed. A
+//! key that entered the index after that second read is decided after the
+//! subtree write, and looks at the subtree fences above it (its own
+//! decision takes the subtree fence's mutex), so it sees the subtree
+//! write's raise and in-flight count. A request that looked for the
+//! subtree fences above its keys before one was made checks again, with
+//! its mutexes held, that none has entered the index since, and starts over
+//! if one has: the subtree write may have decided first, on fences they
+//! share. (The property test `overlapping_admissions_keep_token_order`
+//! found both holes: a request let through after a higher token.)
 //!
 //! The plain path (one key, no subtree fence anywhere) does none of this.
 //! It reads `has_subtrees` under its own fence's mutex at each decision and
