@@ -299,7 +299,7 @@ impl Misreading {
 
 /// What in `request` a store could read as another operation, if anything
 /// (see the module docs). Cheap on the common request: a method
-/// comparison, three field lookups by name, and a look at the query's
+/// comparison, one pass over the fields, and a look at the query's
 /// parameter names only when it has one.
 ///
 /// `version` is the request's protocol version: over HTTP/2 and later a
@@ -310,20 +310,45 @@ pub fn misreading<R: RequestView + ?Sized>(
     request: &R,
     version: http::Version,
 ) -> Option<Misreading> {
+    deciding_fields(request, version).err()
+}
+
+/// [`misreading`], and when there is none, which [`DECIDING_FIELDS`] the
+/// request carries (each once): the operation tables read them from this
+/// one pass instead of looking each up again.
+///
+/// ```
+/// use fencegate::misreading::deciding_fields;
+/// use http::Request;
+///
+/// let copy = Request::builder()
+///     .method("COPY")
+///     .uri("/dav/a")
+///     .header("destination", "/dav/b")
+///     .body(())
+///     .unwrap();
+/// let fields = deciding_fields(&copy, http::Version::HTTP_11).unwrap();
+/// assert!(fields.contains(&http::HeaderName::from_static("destination")));
+/// assert!(!fields.contains(&http::HeaderName::from_static("depth")));
+/// ```
+pub fn deciding_fields<R: RequestView + ?Sized>(
+    request: &R,
+    version: http::Version,
+) -> Result<DecidingFields, Misreading> {
     let method = request.method();
     if method == Method::TRACE || method == Method::CONNECT {
-        return Some(Misreading::MethodNotAllowed {
+        return Err(Misreading::MethodNotAllowed {
             method: method.clone(),
         });
     }
     if !is_known(method) {
-        return Some(Misreading::UnknownMethod {
+        return Err(Misreading::UnknownMethod {
             method: method.clone(),
         });
     }
     let uri = request.uri();
     if uri.path() == "*" && method != Method::OPTIONS {
-        return Some(Misreading::AsteriskForm {
+        return Err(Misreading::AsteriskForm {
             method: method.clone(),
         });
     }
@@ -333,7 +358,7 @@ pub fn misreading<R: RequestView + ?Sized>(
         .as_ref()
         .map_or_else(|| looked_up(fields), |scan| scan.overridden_or_ambiguous())
     {
-        return Some(found);
+        return Err(found);
     }
     let host = match &scanned {
         // Every request has a Host (HTTP/1.1): a look at its bytes first,
@@ -346,19 +371,67 @@ pub fn misreading<R: RequestView + ?Sized>(
         _ => bad_host(uri, fields, version),
     };
     if let Some(found) = host {
-        return Some(found);
+        return Err(found);
     }
     // With a token (or lock) header the fencing layer reads the path,
     // after the token's syntax (SPEC "Order of checks"); a route that does
     // not enforce checks it after routing (the gateway's data plane).
     let fenced = scanned.as_ref().is_some_and(|scan| scan.token);
     if !fenced && climbs_above_root(uri.path()) {
-        return Some(Misreading::ClimbingPath);
+        return Err(Misreading::ClimbingPath);
     }
-    let query = uri.query()?;
-    override_parameter(query).map(|named| Misreading::MethodOverride {
-        named: format!("the {named} query parameter"),
+    if let Some(named) = uri.query().and_then(override_parameter) {
+        return Err(Misreading::MethodOverride {
+            named: format!("the {named} query parameter"),
+        });
+    }
+    Ok(match &scanned {
+        Some(scan) => DecidingFields(scan.seen),
+        None => DecidingFields::looked_up(fields),
     })
+}
+
+/// Which of [`DECIDING_FIELDS`] a request carries: see [`deciding_fields`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DecidingFields(u16);
+
+impl DecidingFields {
+    /// Whether `name`, one of [`DECIDING_FIELDS`], is among them (any other
+    /// name never is).
+    pub fn contains(self, name: &HeaderName) -> bool {
+        DECIDING_FIELDS
+            .iter()
+            .position(|known| known == name)
+            .is_some_and(|i| self.0 & (1 << i) != 0)
+    }
+
+    /// Whether the request carries none of [`DECIDING_FIELDS`] whose bit is
+    /// set in `mask` (bit `i`: `DECIDING_FIELDS[i]`).
+    pub fn none_of(self, mask: u16) -> bool {
+        self.0 & mask == 0
+    }
+
+    /// The fields carried, in [`DECIDING_FIELDS`]' order.
+    pub fn names(self) -> impl Iterator<Item = &'static HeaderName> {
+        // A `static` (the `const` would be a temporary each time).
+        static NAMES: [HeaderName; 11] = DECIDING_FIELDS;
+        NAMES
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| self.0 & (1 << i) != 0)
+            .map(|(_, name)| name)
+    }
+
+    /// Of fields that could not be walked in one pass: by name.
+    fn looked_up<H: HeaderFields + ?Sized>(fields: &H) -> Self {
+        DecidingFields(
+            DECIDING_FIELDS
+                .iter()
+                .enumerate()
+                .filter(|(_, name)| fields.contains(name))
+                .fold(0, |seen, (i, _)| seen | (1 << i)),
+        )
+    }
 }
 
 /// Whether the request path `raw`, read as an S3 object's path

@@ -24,6 +24,7 @@ pub mod chunked;
 /// Azure Blob's Shared Key authorization: verified and signed.
 pub mod shared_key;
 
+pub mod plain_operations;
 pub mod s3_operations;
 
 use self::answer::AnswerStyle;

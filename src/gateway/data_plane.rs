@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use http::header::{HeaderValue, CONNECTION, EXPECT};
-use http::{Request, Response, Version};
+use http::{HeaderName, Method, Request, Response, Version};
 use hyper::body::Incoming;
 use tower_layer::Layer;
 
@@ -41,12 +41,14 @@ use super::outcome::RequestOutcome;
 use super::proxy::{refuse_unproxyable, ForwardedHeaders, Proxy};
 use super::s3_hosts::S3Reading;
 use crate::custody::answer::AnswerStyle;
+use crate::custody::plain_operations::{self, PlainDialect};
 use crate::fencing::{refusal_response, Fencing, ResponseBody, WouldRefuse};
 use crate::head::{HeaderFields, RequestView};
 use crate::http1::head::RequestHead;
 use crate::key::climbs_above_root;
 use crate::misreading::{
-    misread_s3_key, misread_separator, misreading, names_in_connection, Misreading,
+    deciding_fields, misread_s3_key, misread_separator, names_in_connection, DecidingFields,
+    Misreading,
 };
 use crate::reach;
 use crate::refusal::{OwnAnswer, Refusal};
@@ -122,6 +124,7 @@ fn routes_for(
             answers: route.answers,
             custody: route.custody.clone(),
             s3_reading: route.s3_reading.clone(),
+            plain_dialect: route.plain_dialect,
             name: Arc::clone(&route.name),
             counters: route.counters.clone(),
             own_token_header: {
@@ -159,6 +162,7 @@ struct RouteConnection {
     answers: AnswerStyle,
     custody: Option<Arc<Custody>>,
     s3_reading: Option<S3Reading>,
+    plain_dialect: Option<PlainDialect>,
     name: Arc<str>,
     counters: Option<RouteCounters>,
     /// The route's token header has a name of its own (not a default one,
@@ -259,10 +263,13 @@ impl Pipeline {
         let index = generation.table.pick(&request);
         let picked = index.and_then(|i| routes.get(i));
         // Before anything reads it for what it does: see `misreading`.
-        if let Some(found) = misreading(&request, request.version()) {
-            let answers = picked.map_or(generation.answers, |route| route.answers);
-            return self.misread(picked, answers, &request, &found);
-        }
+        let deciding = match deciding_fields(&request, request.version()) {
+            Ok(deciding) => deciding,
+            Err(found) => {
+                let answers = picked.map_or(generation.answers, |route| route.answers);
+                return self.misread(picked, answers, &request, &found);
+            }
+        };
         let (Some(route), Some(index)) = (picked, index) else {
             return self.no_route(&request);
         };
@@ -280,6 +287,13 @@ impl Pipeline {
             if route.inner.enforces() && !route.inner.allows_unfenced_writes() {
                 let read_fields = [route.inner.token_header().clone()];
                 if let Some(found) = reading.unknown_write(&request, &read_fields) {
+                    return self.misread(Some(route), route.answers, &request, &found);
+                }
+            }
+        }
+        if let Some(dialect) = route.plain_dialect {
+            if route.inner.enforces() && !route.inner.allows_unfenced_writes() {
+                if let Some(found) = unknown_plain_write(dialect, &request, deciding) {
                     return self.misread(Some(route), route.answers, &request, &found);
                 }
             }
@@ -461,6 +475,36 @@ impl Pipeline {
 /// `Destination` to an upstream with a base path. Kept out of line: the
 /// common request finds nothing, and its checks are a few comparisons.
 #[inline(never)]
+/// Without custody, a write of a `webdav` or `http` store that no row of
+/// its table takes (a method of the other dialect, a WebDAV field its row
+/// does not read): what the store does with it is not what the gateway
+/// fenced (400 `unfenceable_write`, unless `--allow-unfenced-writes`).
+/// Reads go on: the client's own credentials reach the store, and nothing
+/// fenced changes.
+fn unknown_plain_write(
+    dialect: PlainDialect,
+    request: &Inbound<IncomingBody>,
+    deciding: DecidingFields,
+) -> Option<Misreading> {
+    let method = request.method();
+    let reads = matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+        || method.as_str() == "PROPFIND";
+    if reads
+        || (deciding.none_of(plain_operations::DAV_FIELDS_MASK)
+            && plain_operations::plain_method(dialect, method))
+    {
+        return None;
+    }
+    let present: Vec<&str> = deciding
+        .names()
+        .map(HeaderName::as_str)
+        .filter(|name| plain_operations::DAV_FIELDS.contains(name))
+        .collect();
+    plain_operations::recognise(dialect, method.as_str(), &present)
+        .err()
+        .map(|refused| Misreading::UnknownWrite { detail: refused.0 })
+}
+
 fn misread_on_route(
     route: &RouteConnection,
     request: &Inbound<IncomingBody>,

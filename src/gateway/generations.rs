@@ -21,6 +21,7 @@ use super::proxy::Proxy;
 use super::routes::RouteTable;
 use super::s3_hosts::S3Reading;
 use crate::custody::answer::AnswerStyle;
+use crate::custody::plain_operations::PlainDialect;
 use crate::fencing::FencingLayer;
 
 /// One route as the data plane serves it: its fencing layer, its proxy
@@ -38,6 +39,9 @@ pub(crate) struct RoutePlane {
     pub(crate) custody: Option<Arc<Custody>>,
     /// An S3 route without custody: how its requests' hosts name buckets.
     pub(crate) s3_reading: Option<S3Reading>,
+    /// A `webdav` or `http` route without custody: the table its writes
+    /// must be a row of.
+    pub(crate) plain_dialect: Option<PlainDialect>,
     /// With `[[route]]` tables: its requests counted by outcome.
     pub(crate) counters: Option<RouteCounters>,
 }

@@ -37,6 +37,7 @@ use super::tls;
 use super::upstream::Upstream;
 use super::version_head::{self, HeadThroughProxy, Probe};
 use crate::chain::{Chain, Mode, Observer};
+use crate::custody::plain_operations::PlainDialect;
 use crate::custody::StoreKind;
 use crate::fencing::{Enforce, FencingLayer};
 use crate::Fences;
@@ -571,6 +572,11 @@ pub(super) async fn build_route(
             // path-style).
             s3_reading: (config.store == StoreKind::S3 && custody.is_none())
                 .then(|| S3Reading::new(config.s3_domain.as_deref(), config.scope.has_host())),
+            plain_dialect: match (config.store, &custody) {
+                (StoreKind::Webdav, None) => Some(PlainDialect::Webdav),
+                (StoreKind::Http, None) => Some(PlainDialect::Http),
+                _ => None,
+            },
             custody,
             counters,
         },

@@ -200,11 +200,10 @@ fn stale_token_is_409_with_resource_token_highest_reason_and_header() {
 #[test]
 fn missing_token_on_every_write_method_is_428_with_resource() {
     let backend = Backend::start();
-    let gw = GatewayProcess::in_front_of(&backend, &[]);
+    let gw = GatewayProcess::in_front_of(&backend, &["--store", "webdav"]);
     for method in [
         "PUT",
         "POST",
-        "PATCH",
         "DELETE",
         "MKCOL",
         "COPY",
@@ -216,6 +215,10 @@ fn missing_token_on_every_write_method_is_428_with_resource() {
         let json = resp.assert_gateway_error(428, "missing_token");
         assert_eq!(json["resource"], "/bucket/obj", "{method}: {json}");
     }
+    // A write no row of the store's table takes is refused before the
+    // token is looked for (docs/WEBDAV_OPERATIONS.md).
+    gw.req("PATCH", "/bucket/obj", &[], b"x")
+        .assert_gateway_error(400, "unfenceable_write");
     // A method no dialect lists is refused before anything else reads it.
     gw.req("FROBNICATE", "//bucket/./obj/", &[], b"x")
         .assert_gateway_error(501, "unknown_method");
@@ -235,6 +238,70 @@ fn missing_token_on_every_write_method_is_428_with_resource() {
         None,
         "an unfenced read made a fence"
     );
+}
+
+/// Deny by default without custody (docs/WEBDAV_OPERATIONS.md): a write
+/// no row of the store's table takes is refused 400 `unfenceable_write`,
+/// naming what was not understood, before its token is read; reads go on;
+/// `--allow-unfenced-writes` lets such writes through as before.
+#[test]
+fn a_write_no_row_of_the_stores_table_takes_is_400_and_never_forwarded() {
+    let backend = Backend::start();
+    let token = [("X-Fencing-Token", "7")];
+    let refused = |gw: &GatewayProcess, method: &str, extra: &[(&str, &str)], names: &str| {
+        let mut headers = token.to_vec();
+        headers.extend_from_slice(extra);
+        let resp = gw.req(method, "/store/obj", &headers, b"x");
+        let json = resp.assert_gateway_error(400, "unfenceable_write");
+        let detail = json["detail"].as_str().unwrap_or_default();
+        assert!(detail.contains(names), "{method} {extra:?}: {json}");
+    };
+    // The default store is plain HTTP: WebDAV's writes and fields are not
+    // its operations.
+    let http = GatewayProcess::in_front_of(&backend, &[]);
+    refused(&http, "MKCOL", &[], "--store webdav");
+    refused(
+        &http,
+        "MOVE",
+        &[("Destination", "/store/other")],
+        "--store webdav",
+    );
+    refused(&http, "LOCK", &[], "--store webdav");
+    refused(&http, "PUT", &[("Depth", "infinity")], "depth");
+    refused(&http, "DELETE", &[("If", "(<urn:x>)")], "if");
+    // A WebDAV store: no PATCH, and no field a method does not read.
+    let webdav = GatewayProcess::in_front_of(&backend, &["--store", "webdav"]);
+    refused(&webdav, "PATCH", &[], "PATCH");
+    refused(
+        &webdav,
+        "PUT",
+        &[("Destination", "/store/other")],
+        "destination",
+    );
+    refused(&webdav, "UNLOCK", &[("Depth", "0")], "depth");
+    assert_eq!(backend.count(), 0, "{:#?}", backend.records());
+    assert_eq!(http.fence("/store/obj"), None);
+    assert_eq!(webdav.fence("/store/obj"), None);
+    // Reads, and what a row takes, go on.
+    assert_eq!(http.req("PROPFIND", "/store/obj", &[], b"").status, 200);
+    assert_eq!(http.req("PATCH", "/store/obj", &token, b"x").status, 200);
+    assert_eq!(
+        webdav
+            .req(
+                "MOVE",
+                "/store/obj",
+                &[("X-Fencing-Token", "8"), ("Destination", "/store/b")],
+                b""
+            )
+            .status,
+        200
+    );
+    let methods: Vec<_> = backend.records().into_iter().map(|r| r.method).collect();
+    assert_eq!(methods, ["PROPFIND", "PATCH", "MOVE"]);
+    // --allow-unfenced-writes: the operator chose to forward what the
+    // gateway cannot fence.
+    let open = GatewayProcess::in_front_of(&backend, &["--allow-unfenced-writes"]);
+    assert_eq!(open.req("MKCOL", "/store/col", &token, b"").status, 200);
 }
 
 #[test]

@@ -104,10 +104,11 @@ fn send_while_reading(addr: SocketAddr, raw: Vec<u8>) -> Resp {
 // WebDAV: Apache httpd with mod_dav
 // ---------------------------------------------------------------------------
 
-/// A gateway in front of the test binary's Apache, with `extra` options.
+/// A gateway in front of the test binary's Apache (`--store webdav`), with
+/// `extra` options.
 fn dav_gateway(extra: &[&str]) -> GatewayProcess {
     let url = Apache::shared().url();
-    let mut args = vec!["--upstream", url.as_str()];
+    let mut args = vec!["--upstream", url.as_str(), "--store", "webdav"];
     args.extend_from_slice(extra);
     GatewayProcess::start(&args)
 }
@@ -610,7 +611,7 @@ fn class1_copy_depth_0(name: &str, variant: Variant) {
     let apache = Apache::shared();
     let base = collection(name);
     let url = apache.url();
-    let gateways = Gateways::start(variant, &["--upstream", &url]);
+    let gateways = Gateways::start(variant, &["--upstream", &url, "--store", "webdav"]);
     let gw = &gateways.writer;
     let dest = format!("{base}/dest");
     let member = format!("{dest}/member");
@@ -694,7 +695,7 @@ fn class5_lock_infinity(name: &str, variant: Variant) {
     let apache = Apache::shared();
     let base = collection(name);
     let url = apache.url();
-    let gateways = Gateways::start(variant, &["--upstream", &url]);
+    let gateways = Gateways::start(variant, &["--upstream", &url, "--store", "webdav"]);
     let gw = &gateways.writer;
     let dir = format!("{base}/dir");
     let member = format!("{dir}/member");

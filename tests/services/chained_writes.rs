@@ -355,8 +355,10 @@ fn on_webdav_the_gateway_learns_versions_itself_and_answers_conflicts() {
     let gw = GatewayProcess::start(&[
         "--upstream",
         &apache.url(),
-        "--conditional-writes",
+        "--store",
         "webdav",
+        "--conditional-writes",
+        "on",
     ]);
     let target = format!("{collection}/doc");
     let req = |method: &str, token: u64, body: &[u8]| {

@@ -929,8 +929,8 @@ fn a_collection_delete_on_a_waits_for_a_lower_write_under_it_on_b() {
 #[test]
 fn a_stale_move_onto_a_key_fenced_at_another_instance_is_refused() {
     let backend = Backend::start();
-    let a = instance(cluster(), &backend, "/t-move/", "a", &[]);
-    let b = instance(cluster(), &backend, "/t-move/", "b", &[]);
+    let a = instance(cluster(), &backend, "/t-move/", "a", &["--store", "webdav"]);
+    let b = instance(cluster(), &backend, "/t-move/", "b", &["--store", "webdav"]);
 
     assert_eq!(a.put("/m/a", 60).status, 200);
     let destination = format!("{}/m/a", b.data_url());

@@ -183,7 +183,8 @@ fn crossing_gateway(backend: &Backend) -> GatewayProcess {
             "[[route]]\nname = \"{name}\"\nmatch = {{ path_prefix = \"{prefix}\" }}\n{extra}\n"
         ));
     }
-    gateway_with_routes(backend, "memory", &routes, &[])
+    // WebDAV's writes (MOVE, COPY) are no plain HTTP store's.
+    gateway_with_routes(backend, "memory", &routes, &["--store", "webdav"])
 }
 
 /// Writes that reach beyond their path were fenced only in the route their

@@ -535,3 +535,81 @@ fn new_fences_are_limited_per_identity() {
     let resp = put(&writer, "/dav/team/limit-3", 5);
     assert!(resp.status == 201 || resp.status == 204, "{}", resp.text());
 }
+
+/// Deny by default under custody (docs/WEBDAV_OPERATIONS.md): a request no
+/// row of the store's table takes (a method of the other dialect, a
+/// WebDAV field its row does not read) is refused 501 `not_implemented`,
+/// naming what was not understood, whoever sends it; nothing reaches the
+/// store and nothing is fenced.
+#[test]
+fn what_no_row_of_the_table_takes_is_refused_under_custody() {
+    let apache = ApacheBasic::shared();
+    team_collections(apache);
+    let robot = format!("Bearer {ROBOT_TOKEN}");
+    let refused = |gw: &GatewayProcess, method: &str, path: &str, extra: &[(&str, &str)]| {
+        let mut headers = vec![("Authorization", robot.as_str()), ("X-Fencing-Token", "5")];
+        headers.extend_from_slice(extra);
+        let resp = gw.req(method, path, &headers, b"x");
+        assert_eq!(resp.status, 501, "{method} {extra:?}: {}", resp.text());
+        let json = resp.json();
+        assert_eq!(json["error"], "not_implemented", "{json}");
+        assert!(
+            !json["detail"].as_str().unwrap_or_default().is_empty(),
+            "{json}"
+        );
+        assert_eq!(gw.fence(path), None, "{method} {extra:?} made a fence");
+    };
+    let (_dir, gw) = gateway(apache, &[]);
+    refused(&gw, "PATCH", "/dav/team/patched.txt", &[]);
+    refused(
+        &gw,
+        "PUT",
+        "/dav/team/put-with-destination.txt",
+        &[("Destination", "/dav/public/elsewhere.txt")],
+    );
+    refused(
+        &gw,
+        "UNLOCK",
+        "/dav/team/unlocked.txt",
+        &[("Depth", "infinity")],
+    );
+    assert!(!apache.exists("/dav/team/patched.txt"));
+    assert!(!apache.exists("/dav/team/put-with-destination.txt"));
+    assert!(!apache.exists("/dav/public/elsewhere.txt"));
+    // The same store named a plain HTTP store: WebDAV's methods and fields
+    // are not its operations, reads included.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("writer.secret"), WRITER_PASSWORD).unwrap();
+    std::fs::write(dir.path().join("robot.token"), ROBOT_TOKEN).unwrap();
+    let identities = dir.path().join("identities.toml");
+    std::fs::write(&identities, IDENTITIES).unwrap();
+    let credentials = apache.write_credentials(dir.path());
+    let http = GatewayProcess::start(&[
+        "--upstream",
+        &apache.url(),
+        "--store",
+        "http",
+        "--upstream-credentials",
+        &credentials.display().to_string(),
+        "--identities",
+        &identities.display().to_string(),
+    ]);
+    refused(&http, "MKCOL", "/dav/team/made-by-mkcol", &[]);
+    refused(&http, "PROPFIND", "/dav/team/", &[("Depth", "1")]);
+    refused(
+        &http,
+        "PUT",
+        "/dav/team/put-with-if.txt",
+        &[("If", "(<urn:x>)")],
+    );
+    assert!(!apache.exists("/dav/team/made-by-mkcol"));
+    assert!(!apache.exists("/dav/team/put-with-if.txt"));
+    // What a row takes still goes through.
+    let resp = http.req(
+        "PUT",
+        "/dav/team/plain.txt",
+        &[("Authorization", robot.as_str()), ("X-Fencing-Token", "5")],
+        b"x",
+    );
+    assert!(matches!(resp.status, 200..=204), "{}", resp.text());
+}

@@ -23,9 +23,10 @@ use self::denied::{Denied, DeniedKind};
 use self::files::{Access, Identity};
 use self::identities::Identities;
 use self::s3::S3Clients;
+use crate::custody::plain_operations::{self, PlainDialect};
 use crate::custody::StoreKind;
 use crate::gateway::inbound::Inbound;
-use crate::head::RequestView;
+use crate::head::{HeaderFields, RequestView};
 use crate::key::normalize_path;
 use crate::reach::{self, ReachError};
 
@@ -69,7 +70,7 @@ enum Dialect {
     /// `--store azure`: Shared Key and service SAS.
     Azure(AzureClients),
     /// `webdav` and `http`: Basic and Bearer.
-    Plain,
+    Plain(PlainDialect),
 }
 
 /// What a store's dialect needs beyond the identities.
@@ -102,7 +103,8 @@ impl Custody {
             StoreKind::Azure => {
                 Dialect::Azure(AzureClients::new(options.must_sign, options.upstream))
             }
-            StoreKind::Webdav | StoreKind::Http => Dialect::Plain,
+            StoreKind::Webdav => Dialect::Plain(PlainDialect::Webdav),
+            StoreKind::Http => Dialect::Plain(PlainDialect::Http),
         };
         let identities = Self::read(&files, &dialect)?;
         Ok(Custody {
@@ -207,7 +209,7 @@ impl Custody {
             Dialect::Azure(azure) => {
                 azure.authenticate(&identities, request, tls, peer, unix_now())?
             }
-            Dialect::Plain => basic::authenticate(&identities, request)?,
+            Dialect::Plain(_) => basic::authenticate(&identities, request)?,
         };
         let identity = Arc::clone(&verified.identity);
         request.custody = Some(Box::new(verified));
@@ -230,8 +232,8 @@ impl Custody {
                 authorise_all(&identity, &reached)?;
                 identity.may(&addressed.object, Access::Write)
             }
-            Dialect::Plain => {
-                let reached = plain_reached(request)?;
+            Dialect::Plain(dialect) => {
+                let reached = plain_reached(*dialect, request)?;
                 authorise_all(&identity, &reached)?;
                 identity.may(&reached[0].0, Access::Write)
             }
@@ -299,18 +301,24 @@ fn authorise(identity: &Identity, object: &str, need: Access) -> Result<(), Deni
     ))
 }
 
-/// What a `webdav` or `http` request reaches: its normalised path (a read
-/// for the safe methods, else a write) and a `COPY`'s or `MOVE`'s
-/// destination (a write; a collection's subtree is under its path, so an
-/// `allow` prefix that covers the path covers it).
-fn plain_reached<R: RequestView>(request: &R) -> Result<Vec<(String, Access)>, Denied> {
+/// What a `webdav` or `http` request reaches, as its row of
+/// [`plain_operations`] says: its normalised path (with the row's need)
+/// and a `COPY`'s or `MOVE`'s destination (a write; a collection's subtree
+/// is under its path, so an `allow` prefix that covers the path covers
+/// it). A request no row takes is refused 501, nothing forwarded.
+fn plain_reached<R: RequestView>(
+    dialect: PlainDialect,
+    request: &R,
+) -> Result<Vec<(String, Access)>, Denied> {
     let invalid = |detail: String| Denied::new(DeniedKind::InvalidPath, detail);
+    let operation = recognise_plain(dialect, request)
+        .map_err(|refused| Denied::new(DeniedKind::NotImplemented, refused.0))?;
     let path = normalize_path(request.uri().path()).map_err(|e| invalid(e.to_string()))?;
-    let write = !matches!(
-        request.method().as_str(),
-        "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PROPFIND"
-    );
-    let mut reached = vec![(path, if write { Access::Write } else { Access::Read })];
+    let need = match operation.need {
+        plain_operations::Need::Read => Access::Read,
+        plain_operations::Need::Write => Access::Write,
+    };
+    let mut reached = vec![(path, need)];
     match reach::destination_path(request) {
         Ok(Some(destination)) => reached.push((destination, Access::Write)),
         Ok(None) => {}
@@ -322,6 +330,21 @@ fn plain_reached<R: RequestView>(request: &R) -> Result<Vec<(String, Access)>, D
         Err(e) => return Err(invalid(e.to_string())),
     }
     Ok(reached)
+}
+
+/// `request`'s row in `dialect`'s table, from its method and the WebDAV
+/// fields it carries.
+pub(crate) fn recognise_plain<R: RequestView + ?Sized>(
+    dialect: PlainDialect,
+    request: &R,
+) -> Result<&'static plain_operations::Operation, plain_operations::NotRecognised> {
+    let fields = request.fields();
+    let present: Vec<&str> = plain_operations::DAV_FIELDS
+        .iter()
+        .copied()
+        .filter(|name| fields.contains(&HeaderName::from_static(name)))
+        .collect();
+    plain_operations::recognise(dialect, request.method().as_str(), &present)
 }
 
 /// Seconds since the Unix epoch.
