@@ -37,7 +37,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 use std::time::SystemTime;
 
-use super::{log_raise, Fence, Fences, FROZEN, RETIRED};
+use super::{log_raise, Fence, Fences, FROZEN, RETIRED, USED};
 use crate::admin::audit::{AuditAction, AuditEntry};
 use crate::store::{FenceChange, Setting, StoreError};
 
@@ -139,6 +139,7 @@ impl Fences {
     ) -> Result<FenceWritten, AdminWriteError> {
         let key = &*self.qualify(key);
         let _one_at_a_time = self.inner.admin.lock().await;
+        self.warm_shared(key).await?;
         let target = request.highest;
         let (fence, raise) = self
             .with_live_fence(key, |fence, state| {
@@ -215,6 +216,32 @@ impl Fences {
             .await
     }
 
+    /// Over a shared store whose table is bounded (`cache.rs`): brings the
+    /// store's highest of `key` (qualified) into memory before an admin
+    /// write looks at it, so that a fence out of memory is not taken for
+    /// a new one. Raises only (a claim may have raised it meanwhile); the
+    /// evictor spares the fence once.
+    async fn warm_shared(&self, key: &str) -> Result<(), StoreError> {
+        if !self.inner.evicts() || self.inner.reads_on_demand() {
+            return Ok(());
+        }
+        let fence = self.inner.fence(key)?;
+        if fence.lock().highest().is_some() {
+            return Ok(());
+        }
+        let read = self.inner.store.read_highests(&[key]).await?;
+        let mut state = fence.lock();
+        state.mark(USED, true);
+        if let Some(stored) = read.into_iter().next().flatten() {
+            if state.highest() < Some(stored) {
+                state.set_highest(Some(stored));
+            }
+            let durable = state.durable().max(Some(stored));
+            state.set_durable(durable);
+        }
+        Ok(())
+    }
+
     /// Up to `limit` entries of the audit log, newest first.
     pub async fn audit(&self, limit: usize) -> Result<Vec<AuditEntry>, StoreError> {
         self.inner.store.audit(limit).await
@@ -235,6 +262,7 @@ impl Fences {
             // just read once).
             drop(self.inner.fence(key)?);
         }
+        self.warm_shared(key).await?;
         let (fence, previous) = {
             // The shard's write lock: nobody can take a new reference to the
             // fence while we look at who holds one.

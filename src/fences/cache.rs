@@ -26,6 +26,16 @@
 //! chance per fence (a fence used since the last sweep is spared once), so
 //! keys in use stay.
 //!
+//! Over a shared store (`--state etcd`) the same bound holds, by another
+//! road: every admission there is claimed in the store, whose transaction
+//! refuses a token below the stored highest (docs/SHARED.md), so memory
+//! never decides alone. A key not in memory enters it fresh, without a
+//! read (rule 1's read is the claim itself, which answers the stored
+//! highest when it refuses); rule 2 holds as written (a fence's highest is
+//! durable once its claim committed); rule 3 holds (subtree fences are
+//! loaded at start and kept). The watch raises only the fences in memory,
+//! so memory holds what this instance uses, never the whole prefix.
+//!
 //! Over a store that cannot read on demand (`--state memory`), nothing may
 //! leave memory (forgetting a fence would admit a stale token): at the
 //! bound, a request for a new key is refused ([`StoreError::Full`]), and
@@ -79,9 +89,13 @@ impl Default for FenceCache {
 /// A table's bound, and what it has done.
 pub(super) struct Bounded {
     pub(super) bound: usize,
-    /// Fences leave memory at the bound (the store reads on demand); else
-    /// new keys are refused.
+    /// Fences leave memory at the bound (the store reads on demand, or
+    /// decides every admission by its claim); else new keys are refused.
     pub(super) evicts: bool,
+    /// A key entering memory is read from the store first (`--state
+    /// disk`); else it enters fresh and its claim reads the store (a
+    /// shared store).
+    pub(super) reads: bool,
     /// Bytes counted for the fences in memory.
     pub(super) used: AtomicUsize,
     /// Wakes the evictor; full when it is already woken.
@@ -106,7 +120,9 @@ pub struct CacheStats {
     pub used: usize,
     /// Fences in memory now.
     pub in_memory: usize,
-    /// Keys read from the store because they were not in memory.
+    /// Keys that entered memory after a request named them: read from the
+    /// store first (`--state disk`), or fresh for their claim to read it
+    /// (`--state etcd`).
     pub cold_reads: u64,
     /// Fences that left memory.
     pub evictions: u64,
@@ -115,9 +131,15 @@ pub struct CacheStats {
 }
 
 impl Bounded {
-    /// A bound of `cache` over a store that reads on demand (`evicts`) or
-    /// not, and the receiver its evictor waits on.
-    pub(super) fn new(cache: FenceCache, evicts: bool) -> (Self, Option<Receiver<()>>) {
+    /// A bound of `cache` over a store that reads on demand (`reads`), or
+    /// that decides every admission by its claim (`claims`), or neither;
+    /// and the receiver its evictor waits on.
+    pub(super) fn new(
+        cache: FenceCache,
+        reads: bool,
+        claims: bool,
+    ) -> (Self, Option<Receiver<()>>) {
+        let evicts = reads || claims;
         let (wake, woken) = if evicts {
             let (wake, woken) = mpsc::sync_channel(1);
             (Some(wake), Some(woken))
@@ -127,6 +149,7 @@ impl Bounded {
         let bounded = Bounded {
             bound: cache.bytes,
             evicts,
+            reads,
             used: AtomicUsize::new(0),
             wake,
             counters: CacheCounters::default(),
@@ -135,8 +158,9 @@ impl Bounded {
     }
 
     /// The highest of a key about to enter memory: read from the store if
-    /// it reads on demand. Refused at the bound if it does not. Called
-    /// under the map's lock for the key.
+    /// it reads on demand; none over a store whose claim decides. Refused
+    /// at the bound if the table cannot evict. Called under the map's lock
+    /// for the key.
     pub(super) fn enter(
         &self,
         key: &str,
@@ -158,7 +182,10 @@ impl Bounded {
             return Ok(None);
         }
         self.counters.cold_reads.fetch_add(1, Ordering::Relaxed);
-        store.read_stored(key)
+        match self.reads {
+            true => store.read_stored(key),
+            false => Ok(None),
+        }
     }
 
     /// A key entered memory: counted, and the evictor woken past the bound.

@@ -585,6 +585,21 @@ impl Fences {
         self.inner.highest(&self.qualify(key))
     }
 
+    /// [`Fences::highest`], and for a fence a shared store holds out of
+    /// memory (a bounded table over etcd), the store's highest, read
+    /// linearizably.
+    pub async fn highest_anywhere(&self, key: &str) -> Result<Option<u64>, StoreError> {
+        let key = &*self.qualify(key);
+        if let Some(highest) = self.inner.highest(key) {
+            return Ok(Some(highest));
+        }
+        if !self.inner.evicts() || self.inner.reads_on_demand() {
+            return Ok(None);
+        }
+        let read = self.inner.store.read_highests(&[key]).await?;
+        Ok(read.into_iter().next().flatten())
+    }
+
     /// Up to `limit` fences whose key starts with `prefix`, sorted by key:
     /// those in memory and, over a store that reads on demand, those in
     /// the store (memory's value first: it may be ahead of the store's).
@@ -622,6 +637,30 @@ impl Fences {
             }
         }
         found.into_iter().take(limit).collect()
+    }
+
+    /// [`Fences::list`], and over a shared store whose table is bounded
+    /// (etcd), the fences it holds out of memory too: up to `limit` read
+    /// from the store, taken in the store's key order (etcd's, of
+    /// percent-encoded keys), merged with memory's (memory's value first),
+    /// sorted by key.
+    pub async fn list_anywhere(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, u64)>, StoreError> {
+        let mut found: std::collections::BTreeMap<String, u64> =
+            self.list(prefix, limit).into_iter().collect();
+        if self.inner.evicts() && !self.inner.reads_on_demand() {
+            let qualified = &*self.qualify(prefix);
+            let stored = self.inner.store.list_stored(qualified, limit).await?;
+            for (key, highest) in stored {
+                if let Some(key) = self.unqualify(&key) {
+                    found.entry(key.to_owned()).or_insert(highest);
+                }
+            }
+        }
+        Ok(found.into_iter().take(limit).collect())
     }
 
     /// How many fences the table holds in memory (over a store that reads

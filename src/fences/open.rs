@@ -63,9 +63,12 @@ impl Fences {
     }
 
     /// A table over `store` bounded by `cache`: over a store that reads on
-    /// demand ([`FenceStore::reads_on_demand`]) fences leave memory at the
-    /// bound; over any other, the whole store is loaded and new keys are
-    /// refused at the bound.
+    /// demand ([`FenceStore::reads_on_demand`]) or a shared one
+    /// ([`FenceStore::is_shared`]: its claims decide) fences leave memory
+    /// at the bound; over any other, the whole store is loaded and new
+    /// keys are refused at the bound. A shared store hands the table what
+    /// it loaded (build it with [`EtcdStore::connect_bounded`](crate::store::EtcdStore::connect_bounded)
+    /// to load only the subtree fences).
     pub fn with_store_and_cache(
         store: impl FenceStore,
         cache: FenceCache,
@@ -87,6 +90,20 @@ impl Fences {
     #[cfg(feature = "etcd")]
     pub async fn etcd(options: crate::store::EtcdOptions) -> Result<Self, StoreError> {
         Self::with_store(crate::store::EtcdStore::connect(options).await?)
+    }
+
+    /// A table shared by every holder of an etcd prefix (feature `etcd`),
+    /// bounded in memory by `cache`: only the subtree fences are read at
+    /// start, a key enters memory when a request names it (its claim reads
+    /// the store's highest) and leaves it idle at the bound
+    /// (`src/fences/cache.rs`).
+    #[cfg(feature = "etcd")]
+    pub async fn etcd_with_cache(
+        options: crate::store::EtcdOptions,
+        cache: FenceCache,
+    ) -> Result<Self, StoreError> {
+        let store = crate::store::EtcdStore::connect_bounded(options).await?;
+        Self::with_store_and_cache(store, cache)
     }
 
     /// A table over any [`FenceStore`], loaded from it whole, every fence
@@ -115,7 +132,8 @@ impl Fences {
         let shared = store.is_shared();
         let (bounded, woken) = match cache {
             Some(cache) => {
-                let (bounded, woken) = cache::Bounded::new(cache, store.reads_on_demand());
+                let (bounded, woken) =
+                    cache::Bounded::new(cache, store.reads_on_demand(), store.is_shared());
                 let loaded: usize = fences
                     .iter()
                     .map(|entry| FenceCache::cost(entry.key()))

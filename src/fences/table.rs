@@ -135,8 +135,17 @@ impl Table {
         })
     }
 
-    /// Whether fences may be out of memory, in the store only.
+    /// Whether fences may be out of memory, in the store only, and the
+    /// store reads them at once (`--state disk`).
     pub(super) fn reads_on_demand(&self) -> bool {
+        self.bounded
+            .as_ref()
+            .is_some_and(|bounded| bounded.evicts && bounded.reads)
+    }
+
+    /// Whether fences may be out of memory, in the store only (read at
+    /// once, or by a claim or an asynchronous read of a shared store).
+    pub(super) fn evicts(&self) -> bool {
         self.bounded.as_ref().is_some_and(|bounded| bounded.evicts)
     }
 

@@ -43,8 +43,9 @@ impl FenceView {
             // admission here looks at the subtrees above its key.
             table.enable_subtrees();
         }
-        // A shared store's table is never bounded: the look-up cannot fail.
-        let Ok(fence) = table.fence(key) else { return };
+        let Some(fence) = in_memory(&table, key) else {
+            return;
+        };
         let mut state = fence.lock();
         let durable = state.durable().max(Some(highest));
         state.set_durable(durable);
@@ -64,7 +65,9 @@ impl FenceView {
         };
         // A version a chained write learned before may no longer stand.
         table.lowerings.fetch_add(1, Ordering::SeqCst);
-        let Ok(fence) = table.fence(key) else { return };
+        let Some(fence) = in_memory(&table, key) else {
+            return;
+        };
         {
             let mut state = fence.lock();
             state.set_highest(highest);
@@ -106,6 +109,21 @@ impl FenceView {
     pub fn is_live(&self) -> bool {
         self.table.strong_count() > 0
     }
+}
+
+/// The fence of `key` a change another holder made applies to: in a
+/// bounded table, only one in memory, or a subtree fence (kept in memory
+/// for good, cache.rs rule 3); a key not in memory reads the store's
+/// highest with its next claim. In an unbounded table, every fence (made
+/// if it is new).
+fn in_memory(table: &Table, key: &str) -> Option<std::sync::Arc<super::state::Fence>> {
+    if table.evicts() && subtree_path(key).is_none() {
+        return table
+            .fences
+            .get(key)
+            .map(|fence| std::sync::Arc::clone(fence.value()));
+    }
+    table.fence(key).ok()
 }
 
 impl crate::store::FenceEvents for FenceView {

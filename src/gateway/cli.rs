@@ -81,6 +81,7 @@ pub struct Cli {
 
     /// How much memory fences may take (bytes; K, M, G for KiB, MiB, GiB). With --state disk
     /// (default 64M) the others stay in the file and are read when a request names them; with
+    /// --state etcd (default 64M) they stay in etcd and a request's claim reads them; with
     /// --state memory (default: no bound) a new key is refused at the bound (503).
     #[arg(long, env = "FENCEGATE_FENCE_CACHE", value_name = "SIZE", value_parser = parse_size)]
     pub fence_cache: Option<usize>,

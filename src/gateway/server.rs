@@ -197,7 +197,10 @@ impl Gateway {
             StateKind::Etcd => {
                 let options = etcd_options(&config)?;
                 etcd_tls = options.tls.clone();
-                Fences::etcd(options).await?
+                let cache = config
+                    .fence_cache
+                    .map_or_else(FenceCache::default, FenceCache::bytes);
+                Fences::etcd_with_cache(options, cache).await?
             }
         };
         if let Some((rate, burst)) = config.new_fence_limit {
@@ -457,12 +460,6 @@ const ADMIN_MAX_CONNECTIONS: usize = 1024;
 /// lands on and which token it carries.
 fn etcd_options(config: &Config) -> Result<crate::store::EtcdOptions, StartError> {
     let etcd = &config.etcd;
-    if config.fence_cache.is_some() {
-        return Err(StartError::Etcd(
-            "--fence-cache applies to --state disk and memory: an instance on etcd holds its whole prefix in memory (not bounded yet; docs/CONFIGURATION.md)"
-                .into(),
-        ));
-    }
     if etcd.endpoints.is_empty() {
         return Err(StartError::Etcd(
             "--etcd-endpoints is required (comma-separated http://host:port or https://host:port)"

@@ -105,6 +105,10 @@ pub trait ClaimHold: Send + Sync + 'static {
 pub type HighestsFuture =
     Pin<Box<dyn Future<Output = Result<Vec<Option<u64>>, StoreError>> + Send + 'static>>;
 
+/// The future returned by [`FenceStore::list_stored`]: keys and highests.
+pub type ListFuture =
+    Pin<Box<dyn Future<Output = Result<Vec<(String, u64)>, StoreError>> + Send + 'static>>;
+
 /// The future returned by [`FenceStore::audit`].
 pub type AuditFuture =
     Pin<Box<dyn Future<Output = Result<Vec<AuditEntry>, StoreError>> + Send + 'static>>;
@@ -266,6 +270,17 @@ pub trait FenceStore: Send + Sync + 'static {
         drop(change);
         Box::pin(std::future::ready(Err(StoreError::Unsupported(
             "this fence store does not support admin writes",
+        ))))
+    }
+
+    /// Up to `limit` stored fences whose key starts with `prefix`, as the
+    /// store holds them now, in the store's key order: for the admin
+    /// plane's listing of a shared store's fences that are out of memory.
+    /// Stores with a single holder keep this default: their table lists.
+    fn list_stored(&self, prefix: &str, limit: usize) -> ListFuture {
+        let _ = (prefix, limit);
+        Box::pin(std::future::ready(Err(StoreError::Unsupported(
+            "this fence store is not shared: read the table",
         ))))
     }
 

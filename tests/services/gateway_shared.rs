@@ -391,6 +391,10 @@ fn with_the_etcd_majority_down_every_instance_refuses_and_is_not_ready() {
     let b = instance(&etcd, &backend, "/t-down/", "b", &ttl);
     assert_eq!(a.put("/r6", 50).status, 200);
     assert!(wait_until(HANG_GUARD, || b.fence("/r6") == Some(50)));
+    // b writes /r6 too (a holder's token used again), so the fence is in
+    // its memory: an instance's memory holds the fences it uses, not the
+    // whole prefix (its watch raises only those).
+    assert_eq!(b.put("/r6", 50).status, 200);
 
     let leader = etcd.leader().expect("a leader");
     let other = (leader + 1) % 3;
@@ -410,11 +414,12 @@ fn with_the_etcd_majority_down_every_instance_refuses_and_is_not_ready() {
             "still ready with the etcd majority down"
         );
     }
-    // A stale token is still refused from the local view.
+    // A stale token is still refused from the local view (of a fence in
+    // memory; a key out of memory needs etcd to tell: 503).
     let stale = b.put("/r6", 49);
     assert_eq!(stale.status, 409, "{}", stale.text());
     assert_eq!(a.put("/r6", 50).status, 503);
-    assert_eq!(tokens_at(&backend, "/r6"), vec![50]);
+    assert_eq!(tokens_at(&backend, "/r6"), vec![50, 50]);
     assert!(tokens_at(&backend, "/r7").is_empty());
 
     etcd.restart(leader);
@@ -427,7 +432,7 @@ fn with_the_etcd_majority_down_every_instance_refuses_and_is_not_ready() {
     }
     assert_eq!(b.put("/r6", 51).status, 200);
     assert_eq!(a.put("/r6", 50).status, 409);
-    assert_eq!(tokens_at(&backend, "/r6"), vec![50, 51]);
+    assert_eq!(tokens_at(&backend, "/r6"), vec![50, 50, 51]);
 }
 
 /// An admin request on `gateway`'s admin plane, with bearer token `token`.
@@ -981,4 +986,107 @@ fn host_scoped_fences_are_shared_per_host_with_their_subtrees() {
     put(&a, "a.s3", "/dir/y", 10).assert_gateway_error(409, "stale_token");
     assert_eq!(put(&a, "b.s3", "/dir/y", 2).status, 200);
     assert_eq!(tokens_at(&backend, "/dir/x"), vec![10, 1]);
+}
+
+/// Fences beyond memory on etcd (issue 51, item 2): with a tiny
+/// `--fence-cache`, an instance keeps only the fences it uses, its watch
+/// raises only those, and a fence out of memory is still the store's:
+/// stale tokens on evicted keys are refused (at the instance that wrote
+/// them, at another that never had them, and after a restart), the admin
+/// plane reads and lists them from etcd, an admin lowering of one works,
+/// and concurrent requests on one cold key reach the store in token order.
+#[test]
+fn a_tiny_fence_cache_on_etcd_evicts_and_never_loses_a_fence() {
+    let backend = Backend::start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("admin-token");
+    std::fs::write(&file, "tok").unwrap();
+    let token_file = file.to_str().unwrap();
+    let tiny = ["--fence-cache", "1K", "--admin-token-file", token_file];
+    let mut a = instance(cluster(), &backend, "/t-evict/", "a", &tiny);
+    let b = instance(cluster(), &backend, "/t-evict/", "b", &tiny);
+    const KEYS: u64 = 120;
+    for i in 0..KEYS {
+        assert_eq!(a.put(&format!("/e/{i}"), 10).status, 200);
+    }
+    let metrics = |gateway: &GatewayProcess| admin(gateway, "tok", "GET", "/metrics", "").text();
+    let in_memory = |gateway: &GatewayProcess| {
+        metric(&metrics(gateway), "fencegate_fences_in_memory").expect("in-memory fences")
+    };
+    let evictions = |gateway: &GatewayProcess| {
+        metric(&metrics(gateway), "fencegate_fence_evictions_total").unwrap_or(0.0)
+    };
+    assert!(wait_until(HANG_GUARD, || evictions(&a) > 0.0));
+    assert!(in_memory(&a) < KEYS as f64, "{}", metrics(&a));
+    // b never used them: its watch did not put them in memory.
+    assert!(in_memory(&b) < 10.0, "{}", metrics(&b));
+    for gateway in [&a, &b] {
+        for i in 0..KEYS {
+            let stale = gateway.put(&format!("/e/{i}"), 9);
+            assert_eq!(stale.status, 409, "{}", stale.text());
+            assert_eq!(stale.json()["highest"], 10, "{}", stale.text());
+        }
+    }
+    assert!(tokens_at(&backend, "/e/0").iter().all(|&t| t == 10));
+    // The admin plane reads a fence out of memory from etcd, and lists it.
+    assert_eq!(fence_with_token(&b, "/e/77"), Some(10));
+    let listed = admin(&b, "tok", "GET", "/fences?prefix=/e/&limit=1000", "");
+    assert_eq!(listed.status, 200, "{}", listed.text());
+    assert_eq!(
+        listed.json()["fences"].as_array().map(Vec::len),
+        Some(KEYS as usize),
+        "{}",
+        listed.text()
+    );
+    // A lowering of a fence out of memory sees the store's highest (once
+    // a's record of its last write, which lingers, is gone: busy till then).
+    let lower = || {
+        admin(
+            &b,
+            "tok",
+            "PUT",
+            "/fences/%2Fe%2F5",
+            r#"{"highest":7,"force":true,"if_highest":10,"reason":"test"}"#,
+        )
+    };
+    let mut lowered = lower();
+    let deadline = Instant::now() + HANG_GUARD;
+    while lowered.status == 409
+        && lowered.json()["error"] == "fence_busy"
+        && Instant::now() < deadline
+    {
+        thread::sleep(Duration::from_millis(100));
+        lowered = lower();
+    }
+    assert_eq!(lowered.status, 200, "{}", lowered.text());
+    assert_eq!(lowered.json()["previous"], 10, "{}", lowered.text());
+    assert!(wait_until(HANG_GUARD, || fence_with_token(&a, "/e/5") == Some(7)));
+    assert_eq!(a.put("/e/5", 8).status, 200);
+    // Concurrent requests on one cold key: those that pass reach the
+    // store in token order.
+    for i in 100..KEYS {
+        assert_eq!(a.put(&format!("/e/{i}"), 11).status, 200);
+    }
+    thread::scope(|s| {
+        let writers: Vec<_> = (12..24u64)
+            .rev()
+            .map(|token| {
+                let gateway = if token % 2 == 0 { &a } else { &b };
+                s.spawn(move || gateway.put("/e/50", token).status)
+            })
+            .collect();
+        for writer in writers {
+            assert!(matches!(writer.join().unwrap(), 200 | 409));
+        }
+    });
+    let order = tokens_at(&backend, "/e/50");
+    assert!(order.windows(2).all(|w| w[0] <= w[1]), "{order:?}");
+    assert_eq!(order.last(), Some(&23), "{order:?}");
+    // After a restart, memory is empty and etcd still says.
+    a.restart();
+    for i in (0..KEYS).filter(|i| *i != 5 && *i != 50) {
+        assert_eq!(a.put(&format!("/e/{i}"), 9).status, 409, "/e/{i}");
+    }
+    assert_eq!(a.put("/e/5", 7).status, 409);
+    assert_eq!(a.put("/e/50", 22).status, 409);
 }

@@ -309,6 +309,10 @@ impl Cluster {
                     &name,
                     "--upstream-timeout",
                     UPSTREAM_TIMEOUT,
+                    // A handful of fences in memory: nearly every
+                    // admission reads its fence with its claim (issue 51).
+                    "--fence-cache",
+                    "1K",
                 ];
                 args.extend_from_slice(extra);
                 GatewayProcess::start_full(&wrapper, &args, &[])

@@ -279,9 +279,13 @@ fn shared_fences_under_the_nemesis(
 }
 
 /// The options of a torture instance on shared fences: etcd through
-/// `endpoints` (its relays), a 2 s lease, named `name`.
-fn etcd_options<'a>(endpoints: &'a str, prefix: &'a str, name: &'a str) -> [&'a str; 12] {
+/// `endpoints` (its relays), a 2 s lease, named `name`, and a fence cache
+/// of 1 KiB (a handful of fences), so that nearly every admission finds
+/// its fence out of memory and reads it with its claim (issue 51).
+fn etcd_options<'a>(endpoints: &'a str, prefix: &'a str, name: &'a str) -> [&'a str; 14] {
     [
+        "--fence-cache",
+        "1K",
         "--state",
         "etcd",
         "--etcd-endpoints",
@@ -400,6 +404,8 @@ fn late_delivery_run(
                 &name,
                 "--upstream-timeout",
                 LATE_TIMEOUT,
+                "--fence-cache",
+                "1K",
             ];
             if chained {
                 args.extend(["--conditional-writes", "http"]);

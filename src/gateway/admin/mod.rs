@@ -123,9 +123,14 @@ async fn one_fence(State(admin): State<Admin>, uri: Uri) -> Response {
         Some((fences, _)) => fences,
         None => return bad_namespace(),
     };
-    match fences.highest(&key) {
-        Some(highest) => Json(json!({ "resource": key, "highest": highest })).into_response(),
-        None => error(
+    match fences.highest_anywhere(&key).await {
+        Err(e) => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "fence_store_unavailable",
+            &format!("cannot read the fence of {key:?}: {e}"),
+        ),
+        Ok(Some(highest)) => Json(json!({ "resource": key, "highest": highest })).into_response(),
+        Ok(None) => error(
             StatusCode::NOT_FOUND,
             "unknown_fence",
             &format!("no fence for {key:?}"),
@@ -143,8 +148,17 @@ async fn list_fences(State(admin): State<Admin>, RawQuery(query): RawQuery) -> R
         Ok(query) => query,
         Err(e) => return invalid(&e),
     };
-    let fences: Vec<_> = fences
-        .list(&query.prefix, query.limit)
+    let listed = match fences.list_anywhere(&query.prefix, query.limit).await {
+        Ok(listed) => listed,
+        Err(e) => {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "fence_store_unavailable",
+                &format!("cannot list fences: {e}"),
+            )
+        }
+    };
+    let fences: Vec<_> = listed
         .into_iter()
         .map(|(resource, highest)| json!({ "resource": resource, "highest": highest }))
         .collect();

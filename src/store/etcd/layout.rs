@@ -103,6 +103,14 @@ impl Layout {
         (base, end)
     }
 
+    /// The highests of every key that starts with `prefix` (as text, not
+    /// as a subtree): `[start, end)`.
+    pub(super) fn highests_with_prefix(&self, prefix: &str) -> (String, String) {
+        let base = format!("{}hw/{}", self.prefix, escape(prefix));
+        let end = prefix_end(&base);
+        (base, end)
+    }
+
     /// The records of `key` with a token below `token`: `[start, end)`.
     pub(super) fn records_below(&self, key: &str, token: u64) -> (String, String) {
         let base = format!("{}fl/{}/", self.prefix, escape(key));

@@ -54,7 +54,7 @@ use self::records::Records;
 use self::watch::Watcher;
 use super::{
     AuditFuture, Claim, ClaimFuture, FenceChange, FenceEvents, FenceStore, HighestsFuture, Lease,
-    MatchesFuture, PersistFuture, StoreError, StoreStats,
+    ListFuture, MatchesFuture, PersistFuture, StoreError, StoreStats,
 };
 use crate::etcd_http::{b64, text, Client};
 
@@ -143,6 +143,19 @@ impl EtcdStore {
     /// prefix (recording them if none are), takes a lease, and reads every
     /// fence. Fails if no member answers, or if the settings differ.
     pub async fn connect(options: EtcdOptions) -> Result<Self, StoreError> {
+        Self::connect_with(options, true).await
+    }
+
+    /// [`EtcdStore::connect`] for a table bounded in memory
+    /// ([`Fences::etcd_with_cache`](crate::Fences::etcd_with_cache)): only
+    /// the subtree fences are handed to the table, at start and when the
+    /// watch reads everything again; a key's highest reaches memory with
+    /// its claim.
+    pub async fn connect_bounded(options: EtcdOptions) -> Result<Self, StoreError> {
+        Self::connect_with(options, false).await
+    }
+
+    async fn connect_with(options: EtcdOptions, every_fence: bool) -> Result<Self, StoreError> {
         if options.endpoints.is_empty() {
             return Err(unavailable("no etcd endpoint given"));
         }
@@ -196,6 +209,9 @@ impl EtcdStore {
         let reader = reads::etcd_reader(client.clone(), Arc::clone(&layout), Arc::clone(&counters));
         check_settings(&client, &layout, &options.settings).await?;
         let lease = keeper.grant().await.map_err(unavailable)?;
+        if !every_fence {
+            watcher.load_only_subtrees();
+        }
         let (fences, revision) = watcher.load_all().await.map_err(unavailable)?;
         let store = EtcdStore {
             client,
@@ -304,6 +320,33 @@ impl FenceStore for EtcdStore {
     fn read_highests(&self, keys: &[&str]) -> HighestsFuture {
         self.reads
             .read(keys.iter().map(|key| (*key).to_owned()).collect())
+    }
+
+    fn list_stored(&self, prefix: &str, limit: usize) -> ListFuture {
+        let client = self.client.clone();
+        let layout = Arc::clone(&self.layout);
+        let prefix = prefix.to_owned();
+        Box::pin(async move {
+            let (start, end) = layout.highests_with_prefix(&prefix);
+            let answer = client
+                .call(
+                    "/v3/kv/range",
+                    &json!({ "key": b64(&start), "range_end": b64(&end),
+                             "limit": limit.to_string() }),
+                )
+                .await
+                .map_err(|e| unavailable(format!("cannot reach etcd: {e}")))?;
+            let kvs = answer["kvs"].as_array().cloned().unwrap_or_default();
+            Ok(kvs
+                .iter()
+                .filter_map(|kv| {
+                    let layout::Entry::Highest(key) = layout.parse(&text(&kv["key"])?) else {
+                        return None;
+                    };
+                    Some((key, text(&kv["value"])?.parse().ok()?))
+                })
+                .collect())
+        })
     }
 
     fn use_subtrees(&self) {

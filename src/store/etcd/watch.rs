@@ -15,7 +15,7 @@ use super::layout::{Entry, Layout};
 use super::replica::Replica;
 use crate::admin::audit::{AuditAction, AuditEntry};
 use crate::etcd_http::{b64, int, text, CallError, Client};
-use crate::key::covering_subtrees;
+use crate::key::{covering_subtrees, subtree_path};
 use crate::store::FenceEvents;
 
 /// Keys per page of the load at start.
@@ -49,6 +49,10 @@ pub(super) struct Watcher {
     subtrees: AtomicBool,
     /// The store closed: the watch is not reopened any more.
     closed: AtomicBool,
+    /// Every fence is read at start and handed to the table (an unbounded
+    /// table); else only subtree fences are (a bounded table reads the
+    /// rest with its claims, `fences/cache.rs`).
+    every_fence: AtomicBool,
 }
 
 impl Watcher {
@@ -61,6 +65,7 @@ impl Watcher {
             replica: Mutex::new(Replica::default()),
             subtrees: AtomicBool::new(false),
             closed: AtomicBool::new(false),
+            every_fence: AtomicBool::new(true),
         }
     }
 
@@ -102,6 +107,12 @@ impl Watcher {
             return Vec::new();
         }
         covering_subtrees(key).collect()
+    }
+
+    /// From now on the reads of everything keep only subtree fences (and
+    /// every record): memory holds what the table uses.
+    pub(super) fn load_only_subtrees(&self) {
+        self.every_fence.store(false, Ordering::SeqCst);
     }
 
     /// The store closes: the watch is not reopened from now on.
@@ -187,8 +198,11 @@ impl Watcher {
         behind_since.get_or_insert_with(Instant::now).elapsed() >= BEHIND
     }
 
-    /// Every fence under the prefix and every record, as of one revision.
+    /// Every fence under the prefix (only the subtree fences, after
+    /// [`Watcher::load_only_subtrees`]) and every record, as of one
+    /// revision.
     pub(super) async fn load_all(&self) -> Result<(Vec<(String, u64)>, i64), CallError> {
+        let every_fence = self.every_fence.load(Ordering::SeqCst);
         let mut fences = Vec::new();
         let mut records = Vec::new();
         let mut revision = 0;
@@ -214,11 +228,12 @@ impl Watcher {
                         continue;
                     };
                     match self.layout.parse(&key) {
-                        Entry::Highest(fence) => {
+                        Entry::Highest(fence) if every_fence || subtree_path(&fence).is_some() => {
                             if let Some(highest) = text(&kv["value"]).and_then(|v| v.parse().ok()) {
                                 fences.push((fence, highest));
                             }
                         }
+                        Entry::Highest(_) => {}
                         Entry::Record(record) => records.push(record),
                         Entry::Audit | Entry::Other => {}
                     }
