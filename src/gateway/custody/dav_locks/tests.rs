@@ -1,0 +1,332 @@
+use super::*;
+use crate::client_tls::Secret;
+use crate::gateway::custody::files::Allow;
+
+fn basic(password: &str) -> UpstreamCredentials {
+    UpstreamCredentials::Basic {
+        user: "fencegate".into(),
+        password: Secret::new(password),
+    }
+}
+
+fn identity(name: &str, allow: &[(&str, Access)]) -> Identity {
+    Identity {
+        name: name.into(),
+        access_key_id: Some(name.into()),
+        secret: Some(Secret::new("s")),
+        allow: allow
+            .iter()
+            .map(|(prefix, access)| Allow {
+                prefix: (*prefix).into(),
+                access: *access,
+            })
+            .collect(),
+    }
+}
+
+const STORE: &str = "opaquelocktoken:1ef369e0-3fb9-48ce-9818-4dfc268e86e3";
+
+fn bound(identity: &str, root: &str) -> Bound {
+    Bound {
+        store: STORE.into(),
+        identity: identity.into(),
+        root: root.into(),
+    }
+}
+
+#[test]
+fn a_sealed_token_verifies_under_its_key_only_and_binds_what_it_says() {
+    let keys = LockKeys::new(&basic("p1")).unwrap();
+    let token = seal(&keys.sealing_key(), &bound("a", "/dav/team/x"));
+    assert!(token.starts_with("opaquelocktoken:"), "{token}");
+    // An opaquelocktoken URI: a UUID, then a path (RFC 4918 appendix C).
+    let uuid = &token["opaquelocktoken:".len()..][..36];
+    assert_eq!(uuid.matches('-').count(), 4, "{uuid}");
+    assert_eq!(keys.verify(&token), Some(bound("a", "/dav/team/x")));
+    // The same instance's twin (same store credentials) verifies it.
+    let twin = LockKeys::new(&basic("p1")).unwrap();
+    assert_eq!(twin.verify(&token), Some(bound("a", "/dav/team/x")));
+    // Another store password, the raw store token, a token changed in any
+    // field: none verifies.
+    let other = LockKeys::new(&basic("p2")).unwrap();
+    assert_eq!(other.verify(&token), None);
+    assert_eq!(keys.verify(STORE), None);
+    let forged = seal(&other.sealing_key(), &bound("b", "/dav/team/x"));
+    assert_eq!(keys.verify(&forged), None);
+    let (mac, _) = unseal(&token).unwrap();
+    let b64 = |t: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(t);
+    let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
+    let swapped = format!(
+        "opaquelocktoken:{}-{}-{}-{}-{}/{}/{}/{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..],
+        b64(STORE),
+        b64("b"),
+        b64("/dav/team/x")
+    );
+    assert_eq!(keys.verify(&swapped), None);
+    for broken in [
+        format!("{token}/more"),
+        token.replacen('-', "", 1),
+        token.replace("opaquelocktoken:", "urn:"),
+    ] {
+        assert_eq!(keys.verify(&broken), None, "{broken}");
+    }
+}
+
+#[test]
+fn after_a_rotation_the_previous_key_still_verifies_not_the_one_before() {
+    let keys = LockKeys::new(&basic("p1")).unwrap();
+    let first = seal(&keys.sealing_key(), &bound("a", "/r"));
+    keys.rotate(&basic("p2"));
+    let second = seal(&keys.sealing_key(), &bound("a", "/r"));
+    assert_ne!(first, second);
+    assert!(keys.verify(&first).is_some());
+    assert!(keys.verify(&second).is_some());
+    keys.rotate(&basic("p3"));
+    assert!(keys.verify(&first).is_none());
+    assert!(keys.verify(&second).is_some());
+}
+
+#[test]
+fn no_keys_for_credentials_without_locks() {
+    let bearer = UpstreamCredentials::Bearer {
+        token: Secret::new("t"),
+    };
+    assert!(LockKeys::new(&bearer).is_some());
+    let s3 = UpstreamCredentials::AwsSigV4 {
+        access_key_id: "AKIA".into(),
+        secret_access_key: Secret::new("s"),
+        region: "us-east-1".into(),
+        service: "s3".into(),
+        session_token: None,
+    };
+    assert!(LockKeys::new(&s3).is_none());
+}
+
+#[test]
+fn if_fields_are_read_by_their_grammar() {
+    fn ok(text: &str) -> IfField<'_> {
+        read_if(text).unwrap_or_else(|e| panic!("{text:?}: {e}"))
+    }
+    let read = ok("(<opaquelocktoken:a>)");
+    assert_eq!(read.tokens, vec![(2, "opaquelocktoken:a")]);
+    assert!(read.tags.is_empty());
+    let read = ok(" (<urn:x> [\"etag\"]) (Not <DAV:no-lock>)\t([W/\"w\"])");
+    assert_eq!(
+        read.tokens.iter().map(|t| t.1).collect::<Vec<_>>(),
+        ["urn:x", "DAV:no-lock"]
+    );
+    let read = ok("<http://h/dav/a> (<urn:x>) (not[\"e\"]) </dav/b> (<urn:y>)");
+    assert_eq!(read.tags, ["http://h/dav/a", "/dav/b"]);
+    assert_eq!(read.tokens.len(), 2);
+    for bad in [
+        "",
+        "   ",
+        "(<urn:x>",
+        "()",
+        "(<urn:x>) <http://h/a> (<urn:y>)",
+        "<http://h/a>",
+        "<http://h/a> (<urn:x>) (<urn:y>) junk",
+        "(<urn:x>) junk",
+        "(urn:x)",
+        "([etag])",
+        "([\"e])",
+        "([\"e\")",
+        "(<>)",
+        "(<urn:x y>)",
+        "(<urn:<x>)",
+        "(Not)",
+        "(<urn:x>)(",
+    ] {
+        assert!(read_if(bad).is_err(), "{bad:?} was read");
+    }
+}
+
+fn request(method: &str, path: &str, fields: &[(&str, &str)]) -> http::Request<()> {
+    let mut builder = http::Request::builder().method(method).uri(path);
+    for (name, value) in fields {
+        builder = builder.header(*name, *value);
+    }
+    builder.body(()).unwrap()
+}
+
+/// The fields `admit` set.
+type SetFields = Vec<(HeaderName, HeaderValue)>;
+
+fn admit_one(
+    keys: &LockKeys,
+    who: &Identity,
+    request: &http::Request<()>,
+) -> Result<(Option<LockAnswer>, SetFields), LockRefusal> {
+    let path = normalize_path(request.uri().path()).unwrap();
+    let mut set = Vec::new();
+    let answer = admit(keys, who, request, &path, |n, v| set.push((n, v)))?;
+    Ok((answer, set))
+}
+
+#[test]
+fn tokens_submitted_are_the_identitys_and_go_on_as_the_stores() {
+    let keys = LockKeys::new(&basic("p")).unwrap();
+    let a = identity("a", &[("/dav/a/", Access::Write), ("/dav/", Access::Read)]);
+    let b = identity("b", &[("/dav/", Access::Write)]);
+    let narrowed = identity("a", &[("/dav/a/x/", Access::Write)]);
+    let token = seal(&keys.sealing_key(), &bound("a", "/dav/a/c"));
+
+    // Its own, untagged and tagged, with Not and DAV:no-lock beside.
+    let field = format!("(<{token}> [\"e\"]) (Not <DAV:no-lock>)");
+    let (answer, set) =
+        admit_one(&keys, &a, &request("PUT", "/dav/a/f", &[("if", &field)])).unwrap();
+    assert!(answer.is_none());
+    assert_eq!(set.len(), 1);
+    assert_eq!(
+        set[0].1.to_str().unwrap(),
+        format!("(<{STORE}> [\"e\"]) (Not <DAV:no-lock>)")
+    );
+    let field = format!("</dav/a/f> (<{token}>)");
+    let (_, set) = admit_one(&keys, &a, &request("PUT", "/dav/a/f", &[("if", &field)])).unwrap();
+    assert_eq!(
+        set[0].1.to_str().unwrap(),
+        format!("</dav/a/f> (<{STORE}>)")
+    );
+    // Only entity tags: nothing to rewrite.
+    let (_, set) = admit_one(
+        &keys,
+        &a,
+        &request("PUT", "/dav/a/f", &[("if", "([\"e\"])")]),
+    )
+    .unwrap();
+    assert!(set.is_empty());
+
+    // Another identity's, anywhere and under Not: 403.
+    for field in [
+        format!("(<{token}>)"),
+        format!("(Not <{token}>)"),
+        format!("(<DAV:no-lock>) (<{token}>)"),
+        format!("</dav/a/f> (<{token}>)"),
+    ] {
+        let refused = admit_one(&keys, &b, &request("PUT", "/dav/a/f", &[("if", &field)]));
+        assert!(
+            matches!(refused, Err(LockRefusal::NotYours { .. })),
+            "{field}"
+        );
+    }
+    // The store's raw token, from the identity itself: 403.
+    let refused = admit_one(
+        &keys,
+        &a,
+        &request("PUT", "/dav/a/f", &[("if", &format!("(<{STORE}>)"))]),
+    );
+    assert!(matches!(refused, Err(LockRefusal::NotYours { .. })));
+    // A tagged resource it may not read: 403; an If it cannot read: 400.
+    let field = format!("</other/x> (<{token}>)");
+    let refused = admit_one(&keys, &a, &request("PUT", "/dav/a/f", &[("if", &field)]));
+    assert!(matches!(refused, Err(LockRefusal::NotYours { object, .. }) if object == "/other/x"));
+    let refused = admit_one(&keys, &a, &request("PUT", "/dav/a/f", &[("if", "(<x")]));
+    assert!(matches!(refused, Err(LockRefusal::Malformed(_))));
+
+    // UNLOCK: its own token, the lock's root writable.
+    let coded = format!("<{token}>");
+    let (_, set) = admit_one(
+        &keys,
+        &a,
+        &request("UNLOCK", "/dav/a/f", &[("lock-token", &coded)]),
+    )
+    .unwrap();
+    assert_eq!(set[0].0, LOCK_TOKEN);
+    assert_eq!(set[0].1.to_str().unwrap(), format!("<{STORE}>"));
+    let refused = admit_one(
+        &keys,
+        &b,
+        &request("UNLOCK", "/dav/a/f", &[("lock-token", &coded)]),
+    );
+    assert!(matches!(refused, Err(LockRefusal::NotYours { .. })));
+    // Its own token, but its grants narrowed since: the root is no longer
+    // its to unlock.
+    let refused = admit_one(
+        &keys,
+        &narrowed,
+        &request("UNLOCK", "/dav/a/x/f", &[("lock-token", &coded)]),
+    );
+    assert!(matches!(refused, Err(LockRefusal::NotYours { object, .. }) if object == "/dav/a/c"));
+    for bad in ["", "<>", "urn:x", "<a> <b>"] {
+        let refused = admit_one(
+            &keys,
+            &a,
+            &request("UNLOCK", "/dav/a/f", &[("lock-token", bad)]),
+        );
+        assert!(matches!(refused, Err(LockRefusal::Malformed(_))), "{bad:?}");
+    }
+
+    // LOCK: its answer binds the request's path; a refresh knows its lock.
+    let (answer, _) = admit_one(
+        &keys,
+        &a,
+        &request("LOCK", "/dav/a/f/", &[("if", &format!("(<{token}>)"))]),
+    )
+    .unwrap();
+    let answer = answer.unwrap();
+    assert_eq!(answer.root, "/dav/a/f");
+    assert_eq!(answer.identity, "a");
+    assert_eq!(answer.known, vec![(STORE.to_owned(), token.clone())]);
+}
+
+#[test]
+fn store_tokens_are_swapped_where_they_stand_whole() {
+    let body = format!("<D:href>{STORE}</D:href> <D:href>{STORE}/longer</D:href> {STORE}\n{STORE}");
+    let swapped = swap_tokens(body.as_bytes(), &[(STORE.into(), "T".into())]);
+    assert_eq!(
+        std::str::from_utf8(&swapped).unwrap(),
+        format!("<D:href>T</D:href> <D:href>{STORE}/longer</D:href> T\nT")
+    );
+}
+
+#[tokio::test]
+async fn a_lock_answer_hands_out_the_gateways_token() {
+    let keys = LockKeys::new(&basic("p")).unwrap();
+    let answer = LockAnswer {
+        key: keys.sealing_key(),
+        identity: "a".into(),
+        root: "/dav/a/f".into(),
+        known: Vec::new(),
+    };
+    let body = format!(
+        "<?xml version=\"1.0\"?><D:prop xmlns:D=\"DAV:\"><D:lockdiscovery><D:activelock><D:locktoken><D:href>{STORE}</D:href></D:locktoken></D:activelock></D:lockdiscovery></D:prop>"
+    );
+    let response = Response::builder()
+        .status(200)
+        .header("lock-token", format!("<{STORE}>"))
+        .header("content-length", body.len())
+        .body(FromProxy::from(axum::body::Body::from(body)))
+        .unwrap();
+    let response = bind_answer(response, &answer).await.unwrap();
+    let header = response.headers()["lock-token"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let token = header.trim_start_matches('<').trim_end_matches('>');
+    assert_eq!(keys.verify(token), Some(bound("a", "/dav/a/f")));
+    let length: usize = response.headers()["content-length"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let bytes = http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    assert_eq!(bytes.len(), length);
+    let text = std::str::from_utf8(&bytes).unwrap();
+    assert!(text.contains(token) && !text.contains(STORE), "{text}");
+
+    // A failed LOCK is relayed as it came.
+    let response = Response::builder()
+        .status(423)
+        .body(FromProxy::from(axum::body::Body::from("locked")))
+        .unwrap();
+    let response = bind_answer(response, &answer).await.unwrap();
+    assert_eq!(response.status(), 423);
+}
