@@ -14,13 +14,20 @@
 //! `lockdiscovery`), the store's token becomes a token of the gateway's:
 //!
 //! ```text
-//! opaquelocktoken:<MAC as a UUID>/<store token>/<identity>/<lock root>
+//! opaquelocktoken:<the store's UUID>/<seal>
 //! ```
 //!
-//! the last three in unpadded base64url, the MAC an HMAC-SHA256 (its first
-//! 128 bits) over them. It is an `opaquelocktoken:` URI as RFC 4918
-//! (appendix C) writes it, a UUID with a path after it, so a client takes it
-//! as any other lock token. The MAC's key is derived (PBKDF2) from the
+//! the seal being, in unpadded base64url, 8 bytes of the lock root's
+//! SHA-256 and the first 16 bytes of an HMAC-SHA256 over the store's
+//! token, the name of the identity that took the lock and that hash. A
+//! store token that is no `opaquelocktoken:` UUID is carried whole after
+//! the seal, under the nil UUID. The identity is not written in the token:
+//! a token verifies only with the name of the identity it was handed to,
+//! so another identity's token is one that does not verify. It is an
+//! `opaquelocktoken:` URI as RFC 4918 (appendix C) writes it, a UUID with
+//! a path after it, 85 characters long for Apache's tokens (clients keep
+//! tokens in small buffers: litmus builds an `If` field in 200 bytes), so a
+//! client takes it as any other lock token. The MAC's key is derived (PBKDF2) from the
 //! store's credentials, which every instance in front of the store holds:
 //! the binding holds across instances and restarts with no shared state,
 //! and an instance that never saw the `LOCK` checks the token as well as
@@ -36,17 +43,19 @@
 //! - `If` is read strictly by its grammar (untagged or tagged lists,
 //!   `Not`, state tokens, entity tags); anything else is 400 `bad_request`,
 //!   never forwarded with tokens unread. Each state token must be a token
-//!   the gateway handed out to this identity (its MAC verifies, its
-//!   identity is the request's), and is put back as the store's token;
+//!   the gateway handed out to this identity (its MAC verifies with the
+//!   request's identity), and is put back as the store's token;
 //!   `DAV:no-lock` (which names no lock) goes on as it is. Anything else
 //!   (another identity's token, the store's raw token, an invented one) is
 //!   403 `forbidden`, `Not` or not: a token is refused wherever it stands.
 //!   Entity tags go on untouched. A tagged list's resource is a resource
 //!   the request reads (its state is compared): its path must be readable.
 //! - `Lock-Token` is a token of the identity's, put back as the store's;
-//!   on `UNLOCK` the lock's root must also be under the identity's write
-//!   prefixes now (grants may have narrowed since the lock was taken), else
-//!   403.
+//!   on `UNLOCK` the lock's root (the request's path or the collection
+//!   above it whose hash the token carries; the store takes an `UNLOCK`
+//!   only within the lock) must also be under the identity's write
+//!   prefixes now (grants may have narrowed since the lock was taken),
+//!   else 403.
 //!
 //! Raw store tokens (as `lockdiscovery` shows them to any reader) never
 //! verify. A `PROPFIND` answer is relayed as the store wrote it: its
@@ -78,8 +87,9 @@ const LOCK_TOKEN: HeaderName = HeaderName::from_static("lock-token");
 const NO_LOCK: &str = "DAV:no-lock";
 /// The scheme of the tokens the gateway hands out.
 const SCHEME: &str = "opaquelocktoken:";
-/// The most bytes of a store's token the gateway binds, and of a `LOCK`
-/// answer's body it reads to rewrite.
+/// The most bytes of a store's token the gateway binds (carried in the
+/// token it hands out when it is no `opaquelocktoken:` UUID), and of a
+/// `LOCK` answer's body it reads to rewrite.
 const MAX_STORE_TOKEN: usize = 1024;
 const MAX_LOCK_ANSWER: usize = 64 * 1024;
 /// PBKDF2's salt and rounds for the sealing key: a token and its MAC are
@@ -130,15 +140,13 @@ impl From<LockRefusal> for Denied {
     }
 }
 
-/// A token the gateway handed out, verified.
+/// A lock the gateway handed out a token for, verified as the identity's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Bound {
     /// The store's token.
     pub(crate) store: String,
-    /// The identity it was handed to.
-    pub(crate) identity: String,
-    /// The lock's root (normalised path).
-    pub(crate) root: String,
+    /// [`root_hash`] of the lock's root.
+    pub(crate) root_hash: [u8; 8],
 }
 
 impl LockKeys {
@@ -178,13 +186,14 @@ impl LockKeys {
         self.pair().current.clone()
     }
 
-    /// `token` (without angle brackets), if the gateway handed it out.
-    pub(crate) fn verify(&self, token: &str) -> Option<Bound> {
+    /// `token` (without angle brackets), if the gateway handed it out to
+    /// `identity`: its MAC, over the identity's name, verifies.
+    pub(crate) fn verify(&self, token: &str, identity: &str) -> Option<Bound> {
         let pair = self.pair();
-        let (mac, bound) = unseal(token)?;
+        let (bound, mac) = unseal(token)?;
         let keys = std::iter::once(&pair.current).chain(pair.previous.as_ref());
         for key in keys {
-            let expected = mac_of(key, &bound);
+            let expected = mac_of(key, &bound.store, identity, &bound.root_hash);
             if constant_time_eq(&expected, &mac) {
                 return Some(bound);
             }
@@ -224,14 +233,25 @@ fn derive(credentials: &UpstreamCredentials) -> Option<hmac::Key> {
     Some(hmac::Key::new(hmac::HMAC_SHA256, &key))
 }
 
-/// The first 128 bits of the MAC of `bound` under `key`.
-fn mac_of(key: &hmac::Key, bound: &Bound) -> [u8; 16] {
+/// The first 64 bits of SHA-256 of a lock's root (a normalised path):
+/// what a token carries of it, so that it stays short (clients keep lock
+/// tokens in small buffers: litmus builds an `If` field in 200 bytes).
+pub(crate) fn root_hash(root: &str) -> [u8; 8] {
+    let digest = ring::digest::digest(&ring::digest::SHA256, root.as_bytes());
+    let mut out = [0u8; 8];
+    out.copy_from_slice(&digest.as_ref()[..8]);
+    out
+}
+
+/// The first 128 bits of the MAC of a token under `key`: over the store's
+/// token, the identity's name and the root's hash.
+fn mac_of(key: &hmac::Key, store: &str, identity: &str, root_hash: &[u8; 8]) -> [u8; 16] {
     let mut context = hmac::Context::with_key(key);
     for field in [
         MAC_VERSION,
-        bound.store.as_bytes(),
-        bound.identity.as_bytes(),
-        bound.root.as_bytes(),
+        store.as_bytes(),
+        identity.as_bytes(),
+        &root_hash[..],
     ] {
         context.update(&(field.len() as u64).to_be_bytes());
         context.update(field);
@@ -242,54 +262,75 @@ fn mac_of(key: &hmac::Key, bound: &Bound) -> [u8; 16] {
     out
 }
 
-/// The token the gateway hands out for `bound`, sealed with `key`.
-pub(crate) fn seal(key: &hmac::Key, bound: &Bound) -> String {
-    let mac = mac_of(key, bound);
-    let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
-    let b64 = |text: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text);
-    format!(
-        "{SCHEME}{}-{}-{}-{}-{}/{}/{}/{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..],
-        b64(&bound.store),
-        b64(&bound.identity),
-        b64(&bound.root)
-    )
+/// The UUID the gateway's token shows when the store's token is no
+/// `opaquelocktoken:` UUID (then carried whole, after the seal).
+const NIL_UUID: &str = "00000000-0000-0000-0000-000000000000";
+
+/// Whether `text` is a UUID as RFC 4122 writes it (8-4-4-4-12 hex digits).
+fn is_uuid(text: &str) -> bool {
+    text.len() == 36
+        && text.bytes().enumerate().all(|(i, b)| match i {
+            8 | 13 | 18 | 23 => b == b'-',
+            _ => b.is_ascii_hexdigit(),
+        })
 }
 
-/// `token` read as one of the gateway's: its MAC and what it binds,
+/// The token the gateway hands out for the store's token `store`, taken
+/// by `identity` on `root`, sealed with `key`:
+/// `opaquelocktoken:UUID/SEAL`, where UUID is the store's own when its
+/// token is `opaquelocktoken:UUID`, and SEAL the root's hash and the MAC
+/// in base64url (85 characters in all); any other store token is carried
+/// after the seal (`opaquelocktoken:<nil UUID>/SEAL/<store token in
+/// base64url>`).
+pub(crate) fn seal(key: &hmac::Key, store: &str, identity: &str, root: &str) -> String {
+    let hash = root_hash(root);
+    let mac = mac_of(key, store, identity, &hash);
+    let mut sealed = [0u8; 24];
+    sealed[..8].copy_from_slice(&hash);
+    sealed[8..].copy_from_slice(&mac);
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    match store.strip_prefix(SCHEME).filter(|uuid| is_uuid(uuid)) {
+        Some(uuid) => format!("{SCHEME}{uuid}/{}", b64.encode(sealed)),
+        None => format!(
+            "{SCHEME}{NIL_UUID}/{}/{}",
+            b64.encode(sealed),
+            b64.encode(store)
+        ),
+    }
+}
+
+/// `token` read as one of the gateway's: the lock it names and its MAC,
 /// unverified.
-fn unseal(token: &str) -> Option<([u8; 16], Bound)> {
+fn unseal(token: &str) -> Option<(Bound, [u8; 16])> {
     let rest = token.strip_prefix(SCHEME)?;
     let (uuid, path) = rest.split_once('/')?;
-    let hex: String = uuid.split('-').collect();
-    let groups: Vec<usize> = uuid.split('-').map(str::len).collect();
-    if groups != [8, 4, 4, 4, 12] || hex.len() != 32 {
+    if !is_uuid(uuid) {
         return None;
     }
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let (sealed, carried) = match path.split_once('/') {
+        Some((sealed, carried)) => (sealed, Some(carried)),
+        None => (path, None),
+    };
+    let sealed: [u8; 24] = b64.decode(sealed).ok()?.try_into().ok()?;
+    let store = match carried {
+        None if uuid != NIL_UUID => format!("{SCHEME}{uuid}"),
+        Some(carried) if uuid == NIL_UUID => {
+            let store = String::from_utf8(b64.decode(carried).ok()?).ok()?;
+            // Carried only when it is no `opaquelocktoken:` UUID: one
+            // spelling per lock.
+            if store.strip_prefix(SCHEME).is_some_and(is_uuid) {
+                return None;
+            }
+            store
+        }
+        _ => return None,
+    };
+    let mut root_hash = [0u8; 8];
+    root_hash.copy_from_slice(&sealed[..8]);
     let mut mac = [0u8; 16];
-    for (i, byte) in mac.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    let mut parts = path.split('/');
-    let mut field = || -> Option<String> {
-        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(parts.next()?)
-            .ok()?;
-        String::from_utf8(bytes).ok()
-    };
-    let bound = Bound {
-        store: field()?,
-        identity: field()?,
-        root: field()?,
-    };
-    if parts.next().is_some() {
-        return None;
-    }
-    Some((mac, bound))
+    mac.copy_from_slice(&sealed[8..]);
+    Some((Bound { store, root_hash }, mac))
 }
 
 /// One `If` field read by RFC 4918 §10.4's grammar: where its state tokens
@@ -482,14 +523,8 @@ pub(crate) fn admit<R: RequestView>(
                 LockRefusal::Malformed("Lock-Token must be one Coded-URL, <token>".into())
             })?;
         let bound = own(keys, identity, token, path)?;
-        if request.method().as_str() == "UNLOCK" && !identity.may(&bound.root, Access::Write) {
-            return Err(LockRefusal::NotYours {
-                message: format!(
-                    "identity {:?} may not remove the lock on {}: it may not write there",
-                    identity.name, bound.root
-                ),
-                object: bound.root,
-            });
+        if request.method().as_str() == "UNLOCK" {
+            unlockable(identity, &bound, path)?;
         }
         let value = HeaderValue::from_str(&format!("<{}>", bound.store))
             .map_err(|_| LockRefusal::Malformed("Lock-Token cannot be rewritten".into()))?;
@@ -510,23 +545,47 @@ fn own(
     token: &str,
     path: &str,
 ) -> Result<Bound, LockRefusal> {
-    match keys.verify(token) {
-        Some(bound) if bound.identity == identity.name => Ok(bound),
-        Some(bound) => Err(LockRefusal::NotYours {
-            object: bound.root,
-            message: format!(
-                "the lock token was handed out to another identity than {:?}",
-                identity.name
-            ),
-        }),
-        None => Err(LockRefusal::NotYours {
+    keys.verify(token, &identity.name)
+        .ok_or_else(|| LockRefusal::NotYours {
             object: path.to_owned(),
             message: format!(
-                "a lock token the gateway did not hand out (to {:?} or anyone): only the tokens of its LOCK answers are taken",
+                "a lock token the gateway did not hand out to identity {:?} (another identity's, the store's own, or none): only the tokens of its own LOCK answers are taken",
                 identity.name
             ),
-        }),
+        })
+}
+
+/// Whether `identity` may remove `bound`'s lock through `path` (an
+/// `UNLOCK`'s normalised path): the lock's root is `path` or above it (the
+/// store takes an `UNLOCK` only within the lock), and under the identity's
+/// write prefixes now (grants may have narrowed since the lock was taken).
+fn unlockable(identity: &Identity, bound: &Bound, path: &str) -> Result<(), LockRefusal> {
+    let mut candidate = Some(path);
+    while let Some(at) = candidate {
+        if root_hash(at) == bound.root_hash {
+            if identity.may(at, Access::Write) {
+                return Ok(());
+            }
+            return Err(LockRefusal::NotYours {
+                object: at.to_owned(),
+                message: format!(
+                    "identity {:?} may not remove the lock on {at}: it may not write there",
+                    identity.name
+                ),
+            });
+        }
+        candidate = match at.rfind('/') {
+            Some(0) if at.len() > 1 => Some("/"),
+            Some(0) | None => None,
+            Some(slash) => Some(&at[..slash]),
+        };
     }
+    Err(LockRefusal::NotYours {
+        object: path.to_owned(),
+        message: format!(
+            "the lock this token names is not on {path} nor above it: {path} is outside it"
+        ),
+    })
 }
 
 /// The normalised path of a tagged list's resource (a path, or an
@@ -575,14 +634,7 @@ pub(crate) async fn bind_answer(
             .filter(|t| !t.is_empty() && t.len() <= MAX_STORE_TOKEN)
             .ok_or("the store's Lock-Token is no Coded-URL the gateway can bind")?
             .to_owned();
-        let client = seal(
-            &answer.key,
-            &Bound {
-                store: store.clone(),
-                identity: answer.identity.clone(),
-                root: answer.root.clone(),
-            },
-        );
+        let client = seal(&answer.key, &store, &answer.identity, &answer.root);
         let value = HeaderValue::from_str(&format!("<{client}>"))
             .map_err(|_| "the bound lock token is no field value")?;
         parts.headers.insert(LOCK_TOKEN, value);

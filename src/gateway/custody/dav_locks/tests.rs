@@ -26,69 +26,75 @@ fn identity(name: &str, allow: &[(&str, Access)]) -> Identity {
 
 const STORE: &str = "opaquelocktoken:1ef369e0-3fb9-48ce-9818-4dfc268e86e3";
 
-fn bound(identity: &str, root: &str) -> Bound {
+fn bound(root: &str) -> Bound {
     Bound {
         store: STORE.into(),
-        identity: identity.into(),
-        root: root.into(),
+        root_hash: root_hash(root),
     }
 }
 
 #[test]
-fn a_sealed_token_verifies_under_its_key_only_and_binds_what_it_says() {
+fn a_sealed_token_verifies_under_its_key_for_its_identity_only() {
     let keys = LockKeys::new(&basic("p1")).unwrap();
-    let token = seal(&keys.sealing_key(), &bound("a", "/dav/team/x"));
-    assert!(token.starts_with("opaquelocktoken:"), "{token}");
-    // An opaquelocktoken URI: a UUID, then a path (RFC 4918 appendix C).
-    let uuid = &token["opaquelocktoken:".len()..][..36];
-    assert_eq!(uuid.matches('-').count(), 4, "{uuid}");
-    assert_eq!(keys.verify(&token), Some(bound("a", "/dav/team/x")));
-    // The same instance's twin (same store credentials) verifies it.
-    let twin = LockKeys::new(&basic("p1")).unwrap();
-    assert_eq!(twin.verify(&token), Some(bound("a", "/dav/team/x")));
-    // Another store password, the raw store token, a token changed in any
-    // field: none verifies.
-    let other = LockKeys::new(&basic("p2")).unwrap();
-    assert_eq!(other.verify(&token), None);
-    assert_eq!(keys.verify(STORE), None);
-    let forged = seal(&other.sealing_key(), &bound("b", "/dav/team/x"));
-    assert_eq!(keys.verify(&forged), None);
-    let (mac, _) = unseal(&token).unwrap();
-    let b64 = |t: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(t);
-    let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
-    let swapped = format!(
-        "opaquelocktoken:{}-{}-{}-{}-{}/{}/{}/{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..],
-        b64(STORE),
-        b64("b"),
-        b64("/dav/team/x")
+    let token = seal(&keys.sealing_key(), STORE, "a", "/dav/team/x");
+    // An opaquelocktoken URI: the store's UUID, then a path (RFC 4918
+    // appendix C), short enough for litmus' 200-byte If field.
+    assert!(
+        token.starts_with("opaquelocktoken:1ef369e0-3fb9-48ce-9818-4dfc268e86e3/"),
+        "{token}"
     );
-    assert_eq!(keys.verify(&swapped), None);
+    assert_eq!(token.len(), 85, "{token}");
+    assert_eq!(keys.verify(&token, "a"), Some(bound("/dav/team/x")));
+    // Another identity's, under the same key: it does not verify.
+    assert_eq!(keys.verify(&token, "b"), None);
+    // Another instance with the same store credentials verifies it.
+    let twin = LockKeys::new(&basic("p1")).unwrap();
+    assert_eq!(twin.verify(&token, "a"), Some(bound("/dav/team/x")));
+    // Another store password, the raw store token, a token changed
+    // anywhere: none verifies.
+    let other = LockKeys::new(&basic("p2")).unwrap();
+    assert_eq!(other.verify(&token, "a"), None);
+    assert_eq!(keys.verify(STORE, "a"), None);
+    let forged = seal(&other.sealing_key(), STORE, "a", "/dav/team/x");
+    assert_eq!(keys.verify(&forged, "a"), None);
+    let moved = seal(&keys.sealing_key(), STORE, "a", "/dav/team/y");
+    let (_, moved_mac) = unseal(&moved).unwrap();
+    let (original, _) = unseal(&token).unwrap();
+    assert_ne!(original.root_hash, root_hash("/dav/team/y"));
+    assert_ne!(moved_mac, unseal(&token).unwrap().1);
     for broken in [
         format!("{token}/more"),
+        format!("{token}x"),
+        token.replacen('1', "2", 1),
         token.replacen('-', "", 1),
         token.replace("opaquelocktoken:", "urn:"),
     ] {
-        assert_eq!(keys.verify(&broken), None, "{broken}");
+        assert_eq!(keys.verify(&broken, "a"), None, "{broken}");
     }
+    // A store token of another shape is carried whole.
+    let odd = "urn:uuid:some-store/token";
+    let token = seal(&keys.sealing_key(), odd, "a", "/r");
+    assert!(
+        token.starts_with("opaquelocktoken:00000000-0000-0000-0000-000000000000/"),
+        "{token}"
+    );
+    let verified = keys.verify(&token, "a").unwrap();
+    assert_eq!(verified.store, odd);
+    assert_eq!(keys.verify(&token, "b"), None);
 }
 
 #[test]
 fn after_a_rotation_the_previous_key_still_verifies_not_the_one_before() {
     let keys = LockKeys::new(&basic("p1")).unwrap();
-    let first = seal(&keys.sealing_key(), &bound("a", "/r"));
+    let first = seal(&keys.sealing_key(), STORE, "a", "/r");
     keys.rotate(&basic("p2"));
-    let second = seal(&keys.sealing_key(), &bound("a", "/r"));
+    let second = seal(&keys.sealing_key(), STORE, "a", "/r");
     assert_ne!(first, second);
-    assert!(keys.verify(&first).is_some());
-    assert!(keys.verify(&second).is_some());
+    assert!(keys.verify(&first, "a").is_some());
+    assert!(keys.verify(&second, "a").is_some());
     keys.rotate(&basic("p3"));
-    assert!(keys.verify(&first).is_none());
-    assert!(keys.verify(&second).is_some());
+    assert!(keys.verify(&first, "a").is_none());
+    assert!(keys.verify(&second, "a").is_some());
 }
 
 #[test]
@@ -173,8 +179,8 @@ fn tokens_submitted_are_the_identitys_and_go_on_as_the_stores() {
     let keys = LockKeys::new(&basic("p")).unwrap();
     let a = identity("a", &[("/dav/a/", Access::Write), ("/dav/", Access::Read)]);
     let b = identity("b", &[("/dav/", Access::Write)]);
-    let narrowed = identity("a", &[("/dav/a/x/", Access::Write)]);
-    let token = seal(&keys.sealing_key(), &bound("a", "/dav/a/c"));
+    let narrowed = identity("a", &[("/dav/a/c/", Access::Write)]);
+    let token = seal(&keys.sealing_key(), STORE, "a", "/dav/a/c");
 
     // Its own, untagged and tagged, with Not and DAV:no-lock beside.
     let field = format!("(<{token}> [\"e\"]) (Not <DAV:no-lock>)");
@@ -228,12 +234,30 @@ fn tokens_submitted_are_the_identitys_and_go_on_as_the_stores() {
     let refused = admit_one(&keys, &a, &request("PUT", "/dav/a/f", &[("if", "(<x")]));
     assert!(matches!(refused, Err(LockRefusal::Malformed(_))));
 
-    // UNLOCK: its own token, the lock's root writable.
+    // UNLOCK: its own token, the lock's root writable, at or above the
+    // request's path.
     let coded = format!("<{token}>");
+    for path in ["/dav/a/c", "/dav/a/c/", "/dav/a/c/f", "/dav/a/c/d/e"] {
+        assert!(
+            admit_one(
+                &keys,
+                &a,
+                &request("UNLOCK", path, &[("lock-token", &coded)])
+            )
+            .is_ok(),
+            "{path}"
+        );
+    }
+    let refused = admit_one(
+        &keys,
+        &a,
+        &request("UNLOCK", "/dav/a/other", &[("lock-token", &coded)]),
+    );
+    assert!(matches!(refused, Err(LockRefusal::NotYours { .. })));
     let (_, set) = admit_one(
         &keys,
         &a,
-        &request("UNLOCK", "/dav/a/f", &[("lock-token", &coded)]),
+        &request("UNLOCK", "/dav/a/c/f", &[("lock-token", &coded)]),
     )
     .unwrap();
     assert_eq!(set[0].0, LOCK_TOKEN);
@@ -241,7 +265,7 @@ fn tokens_submitted_are_the_identitys_and_go_on_as_the_stores() {
     let refused = admit_one(
         &keys,
         &b,
-        &request("UNLOCK", "/dav/a/f", &[("lock-token", &coded)]),
+        &request("UNLOCK", "/dav/a/c", &[("lock-token", &coded)]),
     );
     assert!(matches!(refused, Err(LockRefusal::NotYours { .. })));
     // Its own token, but its grants narrowed since: the root is no longer
@@ -249,7 +273,7 @@ fn tokens_submitted_are_the_identitys_and_go_on_as_the_stores() {
     let refused = admit_one(
         &keys,
         &narrowed,
-        &request("UNLOCK", "/dav/a/x/f", &[("lock-token", &coded)]),
+        &request("UNLOCK", "/dav/a/c/f", &[("lock-token", &coded)]),
     );
     assert!(matches!(refused, Err(LockRefusal::NotYours { object, .. }) if object == "/dav/a/c"));
     for bad in ["", "<>", "urn:x", "<a> <b>"] {
@@ -308,7 +332,7 @@ async fn a_lock_answer_hands_out_the_gateways_token() {
         .unwrap()
         .to_owned();
     let token = header.trim_start_matches('<').trim_end_matches('>');
-    assert_eq!(keys.verify(token), Some(bound("a", "/dav/a/f")));
+    assert_eq!(keys.verify(token, "a"), Some(bound("/dav/a/f")));
     let length: usize = response.headers()["content-length"]
         .to_str()
         .unwrap()
@@ -320,7 +344,12 @@ async fn a_lock_answer_hands_out_the_gateways_token() {
         .to_bytes();
     assert_eq!(bytes.len(), length);
     let text = std::str::from_utf8(&bytes).unwrap();
-    assert!(text.contains(token) && !text.contains(STORE), "{text}");
+    // The gateway's token starts with the store's UUID: the store's token
+    // does not stand whole anywhere.
+    assert!(
+        text.contains(&format!(">{token}<")) && !text.contains(&format!("{STORE}<")),
+        "{text}"
+    );
 
     // A failed LOCK is relayed as it came.
     let response = Response::builder()
