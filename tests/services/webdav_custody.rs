@@ -854,3 +854,52 @@ fn class6_a_holders_lock_write_refresh_unlock_cycle_works() {
     assert_eq!(resp.status, 204, "{}", resp.text());
     assert!(matches!(direct_put(apache, path), 201 | 204));
 }
+
+/// Class 6 across instances: the binding lives in the token (sealed with
+/// a key every instance derives from the store's credentials), so a lock
+/// taken through one gateway is its holder's at another that never saw
+/// the `LOCK`, and still no other identity's.
+#[test]
+fn class6_a_lock_taken_through_one_instance_is_bound_at_another() {
+    let apache = ApacheBasic::shared();
+    team_collections(apache);
+    let (_dir1, first) = gateway(apache, &[]);
+    let (_dir2, second) = gateway(apache, &[]);
+    let writer = basic("writer", WRITER_PASSWORD);
+    let robot = format!("Bearer {ROBOT_TOKEN}");
+    let path = "/dav/team/c6-instances.txt";
+    let (token, _) = lock(&first, &writer, path, "0");
+    let own = format!("(<{token}>)");
+    let coded = format!("<{token}>");
+    let put = |auth: &str| {
+        second.req(
+            "PUT",
+            path,
+            &[
+                ("Authorization", auth),
+                ("X-Fencing-Token", "7"),
+                ("If", &own),
+            ],
+            b"through the second",
+        )
+    };
+    put(&robot).assert_gateway_error(403, "forbidden");
+    let resp = put(&writer);
+    assert!(matches!(resp.status, 201 | 204), "{}", resp.text());
+    let unlock = |auth: &str| {
+        second.req(
+            "UNLOCK",
+            path,
+            &[
+                ("Authorization", auth),
+                ("X-Fencing-Token", "7"),
+                ("Lock-Token", &coded),
+            ],
+            b"",
+        )
+    };
+    unlock(&robot).assert_gateway_error(403, "forbidden");
+    assert_eq!(direct_put(apache, path), 423);
+    assert_eq!(unlock(&writer).status, 204);
+    assert!(matches!(direct_put(apache, path), 201 | 204));
+}
