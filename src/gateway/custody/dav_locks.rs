@@ -96,7 +96,10 @@ const MAX_LOCK_ANSWER: usize = 64 * 1024;
 /// known to every identity, so the key is made slow to guess from a weak
 /// store password.
 const KEY_SALT: &[u8] = b"fencegate/webdav-lock-binding/v1";
-const KEY_ROUNDS: u32 = 20_000;
+const KEY_ROUNDS: std::num::NonZeroU32 = match std::num::NonZeroU32::new(20_000) {
+    Some(rounds) => rounds,
+    None => std::num::NonZeroU32::MIN,
+};
 /// What the MAC covers first: its version.
 const MAC_VERSION: &[u8] = b"fencegate lock token v1";
 
@@ -150,24 +153,20 @@ pub(crate) struct Bound {
 }
 
 impl LockKeys {
-    /// The keys of `credentials`; `None` for credentials that are no
-    /// password or token (the S3 and Azure dialects have no locks).
-    pub(crate) fn new(credentials: &UpstreamCredentials) -> Option<LockKeys> {
-        let current = derive(credentials)?;
-        Some(LockKeys {
+    /// The keys of `credentials`.
+    pub(crate) fn new(credentials: &UpstreamCredentials) -> LockKeys {
+        LockKeys {
             keys: RwLock::new(Arc::new(KeyPair {
-                current,
+                current: derive(credentials),
                 previous: None,
             })),
-        })
+        }
     }
 
     /// Seals with `credentials` from now on (a reload of their file); the
     /// key in force until now still verifies.
     pub(crate) fn rotate(&self, credentials: &UpstreamCredentials) {
-        let Some(current) = derive(credentials) else {
-            return;
-        };
+        let current = derive(credentials);
         if let Ok(mut keys) = self.keys.write() {
             let previous = Some(keys.current.clone());
             *keys = Arc::new(KeyPair { current, previous });
@@ -202,8 +201,10 @@ impl LockKeys {
     }
 }
 
-/// The sealing key of `credentials`.
-fn derive(credentials: &UpstreamCredentials) -> Option<hmac::Key> {
+/// The sealing key of `credentials`: PBKDF2 over the store's password or
+/// token (the plain stores' kinds, the only ones paired with WebDAV), or
+/// over the digest of the others'.
+fn derive(credentials: &UpstreamCredentials) -> hmac::Key {
     let secret = match credentials {
         UpstreamCredentials::Basic { user, password } => {
             let mut secret = b"basic\0".to_vec();
@@ -218,19 +219,20 @@ fn derive(credentials: &UpstreamCredentials) -> Option<hmac::Key> {
             secret
         }
         UpstreamCredentials::AwsSigV4 { .. } | UpstreamCredentials::AzureSharedKey { .. } => {
-            return None
+            let mut secret = b"digest\0".to_vec();
+            secret.extend_from_slice(&credentials.fingerprint());
+            secret
         }
     };
     let mut key = [0u8; 32];
-    let rounds = std::num::NonZeroU32::new(KEY_ROUNDS)?;
     pbkdf2::derive(
         pbkdf2::PBKDF2_HMAC_SHA256,
-        rounds,
+        KEY_ROUNDS,
         KEY_SALT,
         &secret,
         &mut key,
     );
-    Some(hmac::Key::new(hmac::HMAC_SHA256, &key))
+    hmac::Key::new(hmac::HMAC_SHA256, &key)
 }
 
 /// The first 64 bits of SHA-256 of a lock's root (a normalised path):

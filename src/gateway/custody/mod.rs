@@ -74,7 +74,7 @@ enum Dialect {
     Azure(AzureClients),
     /// `webdav` and `http`: Basic and Bearer, and the keys that bind
     /// WebDAV lock tokens to identities.
-    Plain(Option<LockKeys>),
+    Plain(LockKeys),
 }
 
 /// What a store's dialect needs beyond the identities.
@@ -192,7 +192,7 @@ impl Custody {
     /// (the store's credentials were reloaded); tokens sealed before still
     /// verify.
     pub(crate) fn rekey(&self, credentials: &UpstreamCredentials) {
-        if let Dialect::Plain(Some(keys)) = &self.dialect {
+        if let Dialect::Plain(keys) = &self.dialect {
             keys.rotate(credentials);
         }
     }
@@ -250,17 +250,15 @@ impl Custody {
                 let reached = plain_reached(request)?;
                 authorise_all(&identity, &reached)?;
                 let path = &reached[0].0;
-                if let Some(keys) = keys {
-                    let mut set = Vec::new();
-                    let answer = dav_locks::admit(keys, &identity, &*request, path, |n, v| {
-                        set.push((n, v));
-                    })?;
-                    for (name, value) in set {
-                        crate::head::SetHeader::set(request, name, value);
-                    }
-                    if let Some(verified) = request.custody.as_deref_mut() {
-                        verified.lock_answer = answer.map(Box::new);
-                    }
+                let mut set = Vec::new();
+                let answer = dav_locks::admit(keys, &identity, &*request, path, |n, v| {
+                    set.push((n, v));
+                })?;
+                for (name, value) in set {
+                    crate::head::SetHeader::set(request, name, value);
+                }
+                if let Some(verified) = request.custody.as_deref_mut() {
+                    verified.lock_answer = answer.map(Box::new);
                 }
                 identity.may(path, Access::Write)
             }

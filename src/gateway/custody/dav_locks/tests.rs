@@ -35,7 +35,7 @@ fn bound(root: &str) -> Bound {
 
 #[test]
 fn a_sealed_token_verifies_under_its_key_for_its_identity_only() {
-    let keys = LockKeys::new(&basic("p1")).unwrap();
+    let keys = LockKeys::new(&basic("p1"));
     let token = seal(&keys.sealing_key(), STORE, "a", "/dav/team/x");
     // An opaquelocktoken URI: the store's UUID, then a path (RFC 4918
     // appendix C), short enough for litmus' 200-byte If field.
@@ -48,11 +48,11 @@ fn a_sealed_token_verifies_under_its_key_for_its_identity_only() {
     // Another identity's, under the same key: it does not verify.
     assert_eq!(keys.verify(&token, "b"), None);
     // Another instance with the same store credentials verifies it.
-    let twin = LockKeys::new(&basic("p1")).unwrap();
+    let twin = LockKeys::new(&basic("p1"));
     assert_eq!(twin.verify(&token, "a"), Some(bound("/dav/team/x")));
     // Another store password, the raw store token, a token changed
     // anywhere: none verifies.
-    let other = LockKeys::new(&basic("p2")).unwrap();
+    let other = LockKeys::new(&basic("p2"));
     assert_eq!(other.verify(&token, "a"), None);
     assert_eq!(keys.verify(STORE, "a"), None);
     let forged = seal(&other.sealing_key(), STORE, "a", "/dav/team/x");
@@ -85,7 +85,7 @@ fn a_sealed_token_verifies_under_its_key_for_its_identity_only() {
 
 #[test]
 fn after_a_rotation_the_previous_key_still_verifies_not_the_one_before() {
-    let keys = LockKeys::new(&basic("p1")).unwrap();
+    let keys = LockKeys::new(&basic("p1"));
     let first = seal(&keys.sealing_key(), STORE, "a", "/r");
     keys.rotate(&basic("p2"));
     let second = seal(&keys.sealing_key(), STORE, "a", "/r");
@@ -98,19 +98,22 @@ fn after_a_rotation_the_previous_key_still_verifies_not_the_one_before() {
 }
 
 #[test]
-fn no_keys_for_credentials_without_locks() {
+fn every_kind_of_credentials_gives_its_own_key() {
     let bearer = UpstreamCredentials::Bearer {
-        token: Secret::new("t"),
+        token: Secret::new("p1"),
     };
-    assert!(LockKeys::new(&bearer).is_some());
     let s3 = UpstreamCredentials::AwsSigV4 {
         access_key_id: "AKIA".into(),
-        secret_access_key: Secret::new("s"),
+        secret_access_key: Secret::new("p1"),
         region: "us-east-1".into(),
         service: "s3".into(),
         session_token: None,
     };
-    assert!(LockKeys::new(&s3).is_none());
+    let token = seal(&LockKeys::new(&basic("p1")).sealing_key(), STORE, "a", "/r");
+    assert!(LockKeys::new(&bearer).verify(&token, "a").is_none());
+    assert!(LockKeys::new(&s3).verify(&token, "a").is_none());
+    let token = seal(&LockKeys::new(&s3).sealing_key(), STORE, "a", "/r");
+    assert!(LockKeys::new(&s3).verify(&token, "a").is_some());
 }
 
 #[test]
@@ -176,7 +179,7 @@ fn admit_one(
 
 #[test]
 fn tokens_submitted_are_the_identitys_and_go_on_as_the_stores() {
-    let keys = LockKeys::new(&basic("p")).unwrap();
+    let keys = LockKeys::new(&basic("p"));
     let a = identity("a", &[("/dav/a/", Access::Write), ("/dav/", Access::Read)]);
     let b = identity("b", &[("/dav/", Access::Write)]);
     let narrowed = identity("a", &[("/dav/a/c/", Access::Write)]);
@@ -310,7 +313,7 @@ fn store_tokens_are_swapped_where_they_stand_whole() {
 
 #[tokio::test]
 async fn a_lock_answer_hands_out_the_gateways_token() {
-    let keys = LockKeys::new(&basic("p")).unwrap();
+    let keys = LockKeys::new(&basic("p"));
     let answer = LockAnswer {
         key: keys.sealing_key(),
         identity: "a".into(),
