@@ -903,3 +903,58 @@ fn class6_a_lock_taken_through_one_instance_is_bound_at_another() {
     assert_eq!(unlock(&writer).status, 204);
     assert!(matches!(direct_put(apache, path), 201 | 204));
 }
+
+/// Class 6, the root rule on its own: an identity whose grants narrowed
+/// since it took a depth-infinity lock on a collection (it may still write
+/// the members, no longer the collection) may not remove that lock, even
+/// with its own token; put back, it may.
+#[test]
+fn class6_an_unlock_after_the_identitys_grants_narrowed_is_refused() {
+    let apache = ApacheBasic::shared();
+    apache.mkcol("/dav/c6r");
+    apache.mkcol("/dav/c6r/inner");
+    let (dir, gw) = gateway(apache, &[]);
+    let a = basic("locka", LOCK_A_PASSWORD);
+    let (token, _) = lock(&gw, &a, "/dav/c6r/", "infinity");
+    let coded = format!("<{token}>");
+    let unlock = || {
+        gw.req(
+            "UNLOCK",
+            "/dav/c6r/inner/",
+            &[
+                ("Authorization", &a),
+                ("X-Fencing-Token", "7"),
+                ("Lock-Token", &coded),
+            ],
+            b"",
+        )
+    };
+    let identities = dir.path().join("identities.toml");
+    let narrowed = IDENTITIES.replace(
+        r#"allow = [ { prefix = "/dav/c6", access = "write" } ]"#,
+        r#"allow = [ { prefix = "/dav/c6r/", access = "write" } ]"#,
+    );
+    assert_ne!(narrowed, IDENTITIES);
+    let reload = |text: &str, times: usize| {
+        std::fs::write(&identities, text).unwrap();
+        gw.sighup();
+        assert!(
+            support::wait_until(std::time::Duration::from_secs(10), || {
+                gw.stderr().matches("identities reloaded").count() >= times
+            }),
+            "{}",
+            gw.stderr()
+        );
+    };
+    reload(&narrowed, 1);
+    let resp = unlock();
+    let json = resp.assert_gateway_error(403, "forbidden");
+    assert_eq!(json["object"], "/dav/c6r", "{json}");
+    assert_eq!(direct_put(apache, "/dav/c6r/inner/x.txt"), 423);
+    reload(IDENTITIES, 2);
+    assert_eq!(unlock().status, 204);
+    assert!(matches!(
+        direct_put(apache, "/dav/c6r/inner/x.txt"),
+        201 | 204
+    ));
+}
