@@ -618,8 +618,8 @@ enum UpstreamError {
     #[error("the store's error body could not be read: {0}")]
     ErrorBody(String),
     /// A WebDAV `LOCK` answer whose lock token could not be bound.
-    #[error("the store's LOCK answer: {0}")]
-    LockAnswer(String),
+    #[error(transparent)]
+    LockAnswer(dav_locks::LockAnswerError),
 }
 
 impl Forward<Inbound<Body>> for Proxy {

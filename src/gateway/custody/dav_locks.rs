@@ -88,9 +88,10 @@ const NO_LOCK: &str = "DAV:no-lock";
 /// The scheme of the tokens the gateway hands out.
 const SCHEME: &str = "opaquelocktoken:";
 /// The most bytes of a store's token the gateway binds (carried in the
-/// token it hands out when it is no `opaquelocktoken:` UUID), and of a
-/// `LOCK` answer's body it reads to rewrite.
+/// token it hands out when it is no `opaquelocktoken:` UUID).
 const MAX_STORE_TOKEN: usize = 1024;
+/// The most bytes of a `LOCK` answer's body the gateway reads to rewrite
+/// (Apache's are under 1 KiB).
 const MAX_LOCK_ANSWER: usize = 64 * 1024;
 /// PBKDF2's salt and rounds for the sealing key: a token and its MAC are
 /// known to every identity, so the key is made slow to guess from a weak
@@ -130,6 +131,21 @@ pub(crate) enum LockRefusal {
     /// (403, naming `object`).
     #[error("{message}")]
     NotYours { object: String, message: String },
+}
+
+/// Why a `LOCK` answer cannot be relayed with the gateway's tokens in it
+/// (the proxy answers 502: never with the store's token).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LockAnswerError {
+    /// The store's `Lock-Token` is no Coded-URL of at most
+    /// [`MAX_STORE_TOKEN`] bytes.
+    #[error("the store's Lock-Token is no Coded-URL the gateway can bind")]
+    StoreToken,
+    /// The body failed, or is longer than [`MAX_LOCK_ANSWER`].
+    #[error(
+        "the store's LOCK answer could not be read whole (at most {MAX_LOCK_ANSWER} bytes): {0}"
+    )]
+    Body(String),
 }
 
 impl From<LockRefusal> for Denied {
@@ -615,7 +631,7 @@ fn tag_path(tag: &str) -> Result<String, LockRefusal> {
 pub(crate) async fn bind_answer(
     response: Response<FromProxy>,
     answer: &LockAnswer,
-) -> Result<Response<FromProxy>, String> {
+) -> Result<Response<FromProxy>, LockAnswerError> {
     if !response.status().is_success() {
         return Ok(response);
     }
@@ -634,18 +650,18 @@ pub(crate) async fn bind_answer(
             .and_then(|t| t.strip_prefix('<'))
             .and_then(|t| t.strip_suffix('>'))
             .filter(|t| !t.is_empty() && t.len() <= MAX_STORE_TOKEN)
-            .ok_or("the store's Lock-Token is no Coded-URL the gateway can bind")?
+            .ok_or(LockAnswerError::StoreToken)?
             .to_owned();
         let client = seal(&answer.key, &store, &answer.identity, &answer.root);
         let value = HeaderValue::from_str(&format!("<{client}>"))
-            .map_err(|_| "the bound lock token is no field value")?;
+            .map_err(|_| LockAnswerError::StoreToken)?;
         parts.headers.insert(LOCK_TOKEN, value);
         swaps.push((store, client));
     }
     let limited = http_body_util::Limited::new(body, MAX_LOCK_ANSWER);
     let bytes = http_body_util::BodyExt::collect(limited)
         .await
-        .map_err(|e| format!("the store's LOCK answer could not be read whole: {e}"))?
+        .map_err(|e| LockAnswerError::Body(e.to_string()))?
         .to_bytes();
     let rewritten = swap_tokens(&bytes, &swaps);
     parts.headers.remove(TRANSFER_ENCODING);
