@@ -362,3 +362,17 @@ async fn a_lock_answer_hands_out_the_gateways_token() {
     let response = bind_answer(response, &answer).await.unwrap();
     assert_eq!(response.status(), 423);
 }
+
+proptest::proptest! {
+    /// Any field value, however broken: read or refused, never a panic;
+    /// what is read names tokens that stand where it says.
+    #[test]
+    fn any_if_field_is_read_or_refused(text in "[ \t()<>\\[\\]\"W/Nnot:a-z0-9-]{0,40}|\\PC{0,40}") {
+        if let Ok(read) = read_if(&text) {
+            for (start, token) in read.tokens {
+                proptest::prop_assert_eq!(&text[start..start + token.len()], token);
+                proptest::prop_assert_eq!(&text[start - 1..start], "<");
+            }
+        }
+    }
+}
