@@ -23,8 +23,10 @@ use super::answer::{close_after, gateway_error};
 use super::body::request::ToBackend;
 use super::body::response::FromProxy;
 use super::clock;
+use super::custody::dav_locks;
 use super::custody::sign::{SignError, Signed, UpstreamSigner};
 use super::custody::stream::StreamError;
+use super::custody::verified::LockAnswer;
 use super::custody::{unix_now, Forwarding};
 use super::deadlines::{
     connect_by, find_cause, response_head_within, BodyStalled, SentAt, Side, StallTimeout,
@@ -167,7 +169,23 @@ impl Proxy {
 
     /// Forwards `request`, which the data plane has already checked with
     /// [`refuse_unproxyable`].
-    async fn send_on(self, request: Inbound<Body>) -> Response<FromProxy> {
+    async fn send_on(self, mut request: Inbound<Body>) -> Response<FromProxy> {
+        // A WebDAV LOCK under custody: its answer hands out the gateway's
+        // tokens (`custody/dav_locks.rs`).
+        let lock_answer = request
+            .custody
+            .as_deref_mut()
+            .and_then(|verified| verified.lock_answer.take());
+        let response = self.send_on_inner(request).await;
+        match lock_answer {
+            None => response,
+            // Boxed: rare, and its state would otherwise be part of every
+            // request's future.
+            Some(answer) => Box::pin(bind_lock_answer(&self.shared, response, &answer)).await,
+        }
+    }
+
+    async fn send_on_inner(&self, request: Inbound<Body>) -> Response<FromProxy> {
         let shared = &self.shared;
         // The target in origin form, under the upstream's base path.
         let target = match shared.upstream.origin_form(request.sent_uri().clone()) {
@@ -469,6 +487,23 @@ const CREDENTIAL_CODES: [&str; 6] = [
 /// credentials from another 403.
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
+/// A WebDAV `LOCK` answer with the gateway's lock tokens in place of the
+/// store's; one that cannot be rewritten (too long, a token that is no
+/// Coded-URL) is 502 `upstream_unavailable`, never relayed with the store's
+/// token in it.
+async fn bind_lock_answer(
+    shared: &ProxyShared,
+    response: Response<FromProxy>,
+    answer: &LockAnswer,
+) -> Response<FromProxy> {
+    match dav_locks::bind_answer(response, answer).await {
+        Ok(response) => response,
+        Err(detail) => shared
+            .failure(&UpstreamError::LockAnswer(detail))
+            .map(FromProxy::from),
+    }
+}
+
 /// Under custody, a store's 401 (a plain HTTP store), or its 403 whose S3
 /// code says the gateway's credentials were refused, is 502
 /// `upstream_credentials_rejected`, without the store's body (it names
@@ -582,6 +617,9 @@ enum UpstreamError {
     /// A store's error body could not be read.
     #[error("the store's error body could not be read: {0}")]
     ErrorBody(String),
+    /// A WebDAV `LOCK` answer whose lock token could not be bound.
+    #[error(transparent)]
+    LockAnswer(dav_locks::LockAnswerError),
 }
 
 impl Forward<Inbound<Body>> for Proxy {

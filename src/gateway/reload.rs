@@ -309,6 +309,7 @@ impl Reread {
             tracing::info!(route, why, "identities reloaded");
         }
         if let Some((signer, credentials)) = self.signer {
+            self.custody.rekey(&credentials);
             signer.replace(credentials);
             tracing::info!(route, why, "upstream credentials reloaded");
         }

@@ -144,6 +144,7 @@ pub(super) fn custody_from(
             regions,
             upstream,
         },
+        &credentials,
     )
     .map_err(|e| StartError::Custody(e.to_string()))?;
     Ok(Some((Arc::new(custody), credentials)))

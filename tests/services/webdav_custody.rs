@@ -23,15 +23,40 @@ allow = [ { prefix = "/dav/team/", access = "write" }, { prefix = "/dav/public/"
 name = "robot"
 secret_file = "robot.token"
 allow = [ { prefix = "/dav/", access = "write" } ]
+
+[[identity]]
+name = "lock-a"
+access_key_id = "locka"
+secret_file = "locka.secret"
+allow = [ { prefix = "/dav/c6", access = "write" } ]
+
+[[identity]]
+name = "lock-b"
+access_key_id = "lockb"
+secret_file = "lockb.secret"
+allow = [ { prefix = "/dav/c6/b/", access = "write" }, { prefix = "/dav/c6", access = "read" } ]
 "#;
 
 const WRITER_PASSWORD: &str = "writer-password-42";
 const ROBOT_TOKEN: &str = "robot-bearer-token-0123456789";
+const LOCK_A_PASSWORD: &str = "lock-a-password-7";
+const LOCK_B_PASSWORD: &str = "lock-b-password-8";
 
 fn gateway(apache: &ApacheBasic, extra: &[&str]) -> (tempfile::TempDir, GatewayProcess) {
+    gateway_for(apache, "webdav", extra)
+}
+
+/// [`gateway`] with `--store store`.
+fn gateway_for(
+    apache: &ApacheBasic,
+    store: &str,
+    extra: &[&str],
+) -> (tempfile::TempDir, GatewayProcess) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("writer.secret"), WRITER_PASSWORD).unwrap();
     std::fs::write(dir.path().join("robot.token"), ROBOT_TOKEN).unwrap();
+    std::fs::write(dir.path().join("locka.secret"), LOCK_A_PASSWORD).unwrap();
+    std::fs::write(dir.path().join("lockb.secret"), LOCK_B_PASSWORD).unwrap();
     let identities = dir.path().join("identities.toml");
     std::fs::write(&identities, IDENTITIES).unwrap();
     let credentials = apache.write_credentials(dir.path());
@@ -39,7 +64,7 @@ fn gateway(apache: &ApacheBasic, extra: &[&str]) -> (tempfile::TempDir, GatewayP
         "--upstream".to_owned(),
         apache.url(),
         "--store".to_owned(),
-        "webdav".to_owned(),
+        store.to_owned(),
         "--upstream-credentials".to_owned(),
         credentials.display().to_string(),
         "--identities".to_owned(),
@@ -578,22 +603,7 @@ fn what_no_row_of_the_table_takes_is_refused_under_custody() {
     assert!(!apache.exists("/dav/public/elsewhere.txt"));
     // The same store named a plain HTTP store: WebDAV's methods and fields
     // are not its operations, reads included.
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("writer.secret"), WRITER_PASSWORD).unwrap();
-    std::fs::write(dir.path().join("robot.token"), ROBOT_TOKEN).unwrap();
-    let identities = dir.path().join("identities.toml");
-    std::fs::write(&identities, IDENTITIES).unwrap();
-    let credentials = apache.write_credentials(dir.path());
-    let http = GatewayProcess::start(&[
-        "--upstream",
-        &apache.url(),
-        "--store",
-        "http",
-        "--upstream-credentials",
-        &credentials.display().to_string(),
-        "--identities",
-        &identities.display().to_string(),
-    ]);
+    let (_http_dir, http) = gateway_for(apache, "http", &[]);
     refused(&http, "MKCOL", "/dav/team/made-by-mkcol", &[]);
     refused(&http, "PROPFIND", "/dav/team/", &[("Depth", "1")]);
     refused(
@@ -612,4 +622,411 @@ fn what_no_row_of_the_table_takes_is_refused_under_custody() {
         b"x",
     );
     assert!(matches!(resp.status, 200..=204), "{}", resp.text());
+}
+
+/// A `LOCK` request's body: an exclusive write lock.
+const LOCKINFO: &[u8] = br#"<?xml version="1.0" encoding="utf-8"?>
+<D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype><D:owner>fencegate test</D:owner></D:lockinfo>"#;
+
+/// `auth` locks `path` through `gw` with `depth`; the lock token handed
+/// out (the `Lock-Token` field, without its angle brackets) and the
+/// answer's body.
+fn lock(gw: &GatewayProcess, auth: &str, path: &str, depth: &str) -> (String, String) {
+    let resp = gw.req(
+        "LOCK",
+        path,
+        &[
+            ("Authorization", auth),
+            ("X-Fencing-Token", "7"),
+            ("Depth", depth),
+            ("Timeout", "Second-600"),
+            ("Content-Type", "application/xml"),
+        ],
+        LOCKINFO,
+    );
+    assert!(
+        matches!(resp.status, 200 | 201),
+        "LOCK {path}: {} {}",
+        resp.status,
+        resp.text()
+    );
+    let token = resp
+        .header("lock-token")
+        .unwrap_or_else(|| panic!("LOCK {path}: no Lock-Token: {}", resp.text()))
+        .trim()
+        .trim_start_matches('<')
+        .trim_end_matches('>')
+        .to_owned();
+    (token, resp.text())
+}
+
+/// A `PUT` straight to Apache with the store's password and no `If`:
+/// 423 while a lock covers `path` (Apache answers 207 with a 423 inside
+/// for a lock on a collection above it, reported here as 423).
+fn direct_put(apache: &ApacheBasic, path: &str) -> u16 {
+    let auth = apache.authorization();
+    let resp = support::http(apache.addr(), "PUT", path, &[(auth.0, &auth.1)], b"direct");
+    if resp.status == 207 && resp.text().contains("423 Locked") {
+        return 423;
+    }
+    resp.status
+}
+
+/// The lock tokens Apache itself shows for `path` (`lockdiscovery`, asked
+/// with the store's password).
+fn store_tokens(apache: &ApacheBasic, path: &str) -> Vec<String> {
+    let auth = apache.authorization();
+    let body = br#"<?xml version="1.0"?><D:propfind xmlns:D="DAV:"><D:prop><D:lockdiscovery/></D:prop></D:propfind>"#;
+    let resp = support::http(
+        apache.addr(),
+        "PROPFIND",
+        path,
+        &[(auth.0, &auth.1), ("Depth", "0")],
+        body,
+    );
+    assert_eq!(resp.status, 207, "{}", resp.text());
+    let text = resp.text();
+    text.split("<D:href>")
+        .skip(1)
+        .filter_map(|rest| rest.split_once("</D:href>"))
+        .map(|(href, _)| href.trim().to_owned())
+        .filter(|href| href.starts_with("opaquelocktoken:"))
+        .collect()
+}
+
+/// WebDAV issue, class 6: every identity reaches Apache as one user, so
+/// Apache cannot tell whose lock token a request carries. One identity
+/// (robot) must not remove another's (team-writer's) lock with its token:
+/// refused 403 `forbidden`, nothing forwarded, the lock still there at
+/// Apache.
+#[test]
+fn class6_an_identity_cannot_unlock_anothers_lock() {
+    let apache = ApacheBasic::shared();
+    team_collections(apache);
+    let (_dir, gw) = gateway(apache, &[]);
+    let writer = basic("writer", WRITER_PASSWORD);
+    let robot = format!("Bearer {ROBOT_TOKEN}");
+    let path = "/dav/team/c6-unlock.txt";
+    let (token, _) = lock(&gw, &writer, path, "0");
+    let coded = format!("<{token}>");
+    let resp = gw.req(
+        "UNLOCK",
+        path,
+        &[
+            ("Authorization", &robot),
+            ("X-Fencing-Token", "7"),
+            ("Lock-Token", &coded),
+        ],
+        b"",
+    );
+    resp.assert_gateway_error(403, "forbidden");
+    assert!(resp.header("x-fencing-highest").is_none());
+    assert_eq!(direct_put(apache, path), 423, "the lock was removed");
+    assert!(
+        apache.requests("UNLOCK", path).is_empty(),
+        "{:?}",
+        apache.access_log()
+    );
+    // Its holder may.
+    let resp = gw.req(
+        "UNLOCK",
+        path,
+        &[
+            ("Authorization", &writer),
+            ("X-Fencing-Token", "7"),
+            ("Lock-Token", &coded),
+        ],
+        b"",
+    );
+    assert_eq!(resp.status, 204, "{}", resp.text());
+}
+
+/// Class 6: one identity must not write under another's lock with its
+/// token in `If`, in either of the list forms (untagged and tagged).
+#[test]
+fn class6_an_identity_cannot_write_with_anothers_lock_token() {
+    let apache = ApacheBasic::shared();
+    team_collections(apache);
+    let (_dir, gw) = gateway(apache, &[]);
+    let writer = basic("writer", WRITER_PASSWORD);
+    let robot = format!("Bearer {ROBOT_TOKEN}");
+    let path = "/dav/team/c6-write.txt";
+    let put = gw.req(
+        "PUT",
+        path,
+        &[("Authorization", &writer), ("X-Fencing-Token", "7")],
+        b"writer's",
+    );
+    assert!(matches!(put.status, 201 | 204), "{}", put.text());
+    let (token, _) = lock(&gw, &writer, path, "0");
+    let tagged = format!("<{}{path}> (<{token}>)", gw.data_url());
+    for condition in [format!("(<{token}>)"), tagged] {
+        let resp = gw.req(
+            "PUT",
+            path,
+            &[
+                ("Authorization", &robot),
+                ("X-Fencing-Token", "7"),
+                ("If", &condition),
+            ],
+            b"robot's",
+        );
+        resp.assert_gateway_error(403, "forbidden");
+        assert_eq!(apache.read(path).as_deref(), Some(&b"writer's"[..]));
+    }
+    // The lock's holder writes with it.
+    let resp = gw.req(
+        "PUT",
+        path,
+        &[
+            ("Authorization", &writer),
+            ("X-Fencing-Token", "7"),
+            ("If", &format!("(<{token}>)")),
+        ],
+        b"writer's again",
+    );
+    assert!(matches!(resp.status, 201 | 204), "{}", resp.text());
+    assert_eq!(apache.read(path).as_deref(), Some(&b"writer's again"[..]));
+}
+
+/// Class 6: a depth-infinity lock on a collection (`/dav/c6/`, lock-a's)
+/// protects members outside lock-b's write prefixes (`/dav/c6/secret.txt`).
+/// lock-b, which may write only under `/dav/c6/b/`, must not remove it
+/// through a member it may write: the lock's root is outside its write
+/// prefixes, and the token is another identity's.
+#[test]
+fn class6_an_unlock_of_a_lock_rooted_outside_the_identitys_prefixes_is_refused() {
+    let apache = ApacheBasic::shared();
+    apache.mkcol("/dav/c6");
+    apache.mkcol("/dav/c6/b");
+    assert!(matches!(
+        direct_put(apache, "/dav/c6/b/mine.txt"),
+        201 | 204
+    ));
+    let (_dir, gw) = gateway(apache, &[]);
+    let a = basic("locka", LOCK_A_PASSWORD);
+    let b = basic("lockb", LOCK_B_PASSWORD);
+    let (token, _) = lock(&gw, &a, "/dav/c6/", "infinity");
+    assert_eq!(direct_put(apache, "/dav/c6/secret.txt"), 423);
+    let coded = format!("<{token}>");
+    let resp = gw.req(
+        "UNLOCK",
+        "/dav/c6/b/mine.txt",
+        &[
+            ("Authorization", &b),
+            ("X-Fencing-Token", "7"),
+            ("Lock-Token", &coded),
+        ],
+        b"",
+    );
+    resp.assert_gateway_error(403, "forbidden");
+    assert_eq!(
+        direct_put(apache, "/dav/c6/secret.txt"),
+        423,
+        "the lock on /dav/c6/ was removed"
+    );
+    // Apache's own token for it (as a PROPFIND shows anyone who may
+    // read) is no better.
+    let raw = store_tokens(apache, "/dav/c6/");
+    assert_eq!(raw.len(), 1, "{raw:?}");
+    let resp = gw.req(
+        "UNLOCK",
+        "/dav/c6/b/mine.txt",
+        &[
+            ("Authorization", &b),
+            ("X-Fencing-Token", "7"),
+            ("Lock-Token", &format!("<{}>", raw[0])),
+        ],
+        b"",
+    );
+    resp.assert_gateway_error(403, "forbidden");
+    assert_eq!(direct_put(apache, "/dav/c6/secret.txt"), 423);
+    let resp = gw.req(
+        "UNLOCK",
+        "/dav/c6/",
+        &[
+            ("Authorization", &a),
+            ("X-Fencing-Token", "7"),
+            ("Lock-Token", &coded),
+        ],
+        b"",
+    );
+    assert_eq!(resp.status, 204, "{}", resp.text());
+}
+
+/// Class 6, the holder's side: a lock taken through the gateway is used,
+/// refreshed and removed through it by its holder. The token handed out
+/// is the gateway's (Apache's own, as `lockdiscovery` shows it, does not
+/// pass the gateway, even from the holder), in the `Lock-Token` field and
+/// in the answer's body alike.
+#[test]
+fn class6_a_holders_lock_write_refresh_unlock_cycle_works() {
+    let apache = ApacheBasic::shared();
+    team_collections(apache);
+    let (_dir, gw) = gateway(apache, &[]);
+    let writer = basic("writer", WRITER_PASSWORD);
+    let path = "/dav/team/c6-cycle.txt";
+    let (token, body) = lock(&gw, &writer, path, "0");
+    assert!(
+        body.contains(&token),
+        "the body names another token than {token}: {body}"
+    );
+    let raw = store_tokens(apache, path);
+    assert_eq!(raw.len(), 1, "{raw:?}");
+    assert_ne!(raw[0], token, "the store's own token was handed out");
+    // The gateway's token starts with Apache's UUID; Apache's own token
+    // does not stand whole in the body.
+    assert!(!body.contains(&format!("{}<", raw[0])), "{body}");
+    let put = |condition: Option<&str>, content: &[u8]| {
+        let mut headers = vec![("Authorization", writer.as_str()), ("X-Fencing-Token", "7")];
+        if let Some(condition) = condition {
+            headers.push(("If", condition));
+        }
+        gw.req("PUT", path, &headers, content)
+    };
+    assert_eq!(put(None, b"no token").status, 423);
+    let own = format!("(<{token}>)");
+    let resp = put(Some(&own), b"locked write");
+    assert!(matches!(resp.status, 201 | 204), "{}", resp.text());
+    let resp = put(Some(&format!("(<{}>)", raw[0])), b"store's token");
+    resp.assert_gateway_error(403, "forbidden");
+    assert_eq!(apache.read(path).as_deref(), Some(&b"locked write"[..]));
+    // A refresh names the lock in If; the answer names it as handed out.
+    let resp = gw.req(
+        "LOCK",
+        path,
+        &[
+            ("Authorization", &writer),
+            ("X-Fencing-Token", "7"),
+            ("If", &own),
+            ("Timeout", "Second-300"),
+        ],
+        b"",
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert!(resp.text().contains(&token), "{}", resp.text());
+    assert!(
+        !resp.text().contains(&format!("{}<", raw[0])),
+        "{}",
+        resp.text()
+    );
+    // A malformed If is refused, not forwarded with its tokens unread.
+    let resp = put(Some("(<unterminated"), b"bad");
+    assert_eq!(resp.status, 400, "{}", resp.text());
+    let resp = gw.req(
+        "UNLOCK",
+        path,
+        &[
+            ("Authorization", &writer),
+            ("X-Fencing-Token", "7"),
+            ("Lock-Token", &format!("<{token}>")),
+        ],
+        b"",
+    );
+    assert_eq!(resp.status, 204, "{}", resp.text());
+    assert!(matches!(direct_put(apache, path), 201 | 204));
+}
+
+/// Class 6 across instances: the binding lives in the token (sealed with
+/// a key every instance derives from the store's credentials), so a lock
+/// taken through one gateway is its holder's at another that never saw
+/// the `LOCK`, and still no other identity's.
+#[test]
+fn class6_a_lock_taken_through_one_instance_is_bound_at_another() {
+    let apache = ApacheBasic::shared();
+    team_collections(apache);
+    let (_dir1, first) = gateway(apache, &[]);
+    let (_dir2, second) = gateway(apache, &[]);
+    let writer = basic("writer", WRITER_PASSWORD);
+    let robot = format!("Bearer {ROBOT_TOKEN}");
+    let path = "/dav/team/c6-instances.txt";
+    let (token, _) = lock(&first, &writer, path, "0");
+    let own = format!("(<{token}>)");
+    let coded = format!("<{token}>");
+    let put = |auth: &str| {
+        second.req(
+            "PUT",
+            path,
+            &[
+                ("Authorization", auth),
+                ("X-Fencing-Token", "7"),
+                ("If", &own),
+            ],
+            b"through the second",
+        )
+    };
+    put(&robot).assert_gateway_error(403, "forbidden");
+    let resp = put(&writer);
+    assert!(matches!(resp.status, 201 | 204), "{}", resp.text());
+    let unlock = |auth: &str| {
+        second.req(
+            "UNLOCK",
+            path,
+            &[
+                ("Authorization", auth),
+                ("X-Fencing-Token", "7"),
+                ("Lock-Token", &coded),
+            ],
+            b"",
+        )
+    };
+    unlock(&robot).assert_gateway_error(403, "forbidden");
+    assert_eq!(direct_put(apache, path), 423);
+    assert_eq!(unlock(&writer).status, 204);
+    assert!(matches!(direct_put(apache, path), 201 | 204));
+}
+
+/// Class 6, the root rule on its own: an identity whose grants narrowed
+/// since it took a depth-infinity lock on a collection (it may still write
+/// the members, no longer the collection) may not remove that lock, even
+/// with its own token; put back, it may.
+#[test]
+fn class6_an_unlock_after_the_identitys_grants_narrowed_is_refused() {
+    let apache = ApacheBasic::shared();
+    apache.mkcol("/dav/c6r");
+    apache.mkcol("/dav/c6r/inner");
+    let (dir, gw) = gateway(apache, &[]);
+    let a = basic("locka", LOCK_A_PASSWORD);
+    let (token, _) = lock(&gw, &a, "/dav/c6r/", "infinity");
+    let coded = format!("<{token}>");
+    let unlock = || {
+        gw.req(
+            "UNLOCK",
+            "/dav/c6r/inner/",
+            &[
+                ("Authorization", &a),
+                ("X-Fencing-Token", "7"),
+                ("Lock-Token", &coded),
+            ],
+            b"",
+        )
+    };
+    let identities = dir.path().join("identities.toml");
+    let narrowed = IDENTITIES.replace(
+        r#"allow = [ { prefix = "/dav/c6", access = "write" } ]"#,
+        r#"allow = [ { prefix = "/dav/c6r/", access = "write" } ]"#,
+    );
+    assert_ne!(narrowed, IDENTITIES);
+    let reload = |text: &str, times: usize| {
+        std::fs::write(&identities, text).unwrap();
+        gw.sighup();
+        assert!(
+            support::wait_until(std::time::Duration::from_secs(10), || {
+                gw.stderr().matches("identities reloaded").count() >= times
+            }),
+            "{}",
+            gw.stderr()
+        );
+    };
+    reload(&narrowed, 1);
+    let resp = unlock();
+    let json = resp.assert_gateway_error(403, "forbidden");
+    assert_eq!(json["object"], "/dav/c6r", "{json}");
+    assert_eq!(direct_put(apache, "/dav/c6r/inner/x.txt"), 423);
+    reload(IDENTITIES, 2);
+    assert_eq!(unlock().status, 204);
+    assert!(matches!(
+        direct_put(apache, "/dav/c6r/inner/x.txt"),
+        201 | 204
+    ));
 }

@@ -47,6 +47,10 @@ pub(crate) enum DeniedKind {
     /// An operation, sub-resource, parameter or field the gateway does not
     /// read (S3: 501 `NotImplemented`; JSON: 501 `not_implemented`).
     NotImplemented,
+    /// A field the gateway must read that does not parse by its grammar
+    /// (a WebDAV `If` or `Lock-Token`): 400 `bad_request`, nothing
+    /// forwarded.
+    BadRequest,
 }
 
 impl Denied {
@@ -62,7 +66,7 @@ impl Denied {
         match self.kind {
             DeniedKind::Forbidden { .. } => RequestOutcome::Forbidden,
             DeniedKind::InvalidPath => RequestOutcome::InvalidPath,
-            DeniedKind::NotImplemented => RequestOutcome::OtherRefusal,
+            DeniedKind::NotImplemented | DeniedKind::BadRequest => RequestOutcome::OtherRefusal,
             _ => RequestOutcome::Unauthenticated,
         }
     }
@@ -84,6 +88,9 @@ impl Denied {
                 (StatusCode::FORBIDDEN, "AuthorizationPermissionMismatch")
             }
             (DeniedKind::InvalidPath, _) => (StatusCode::BAD_REQUEST, "invalid_path"),
+            (DeniedKind::BadRequest, AnswerStyle::Azure) => {
+                (StatusCode::BAD_REQUEST, "InvalidHeaderValue")
+            }
             (DeniedKind::NotImplemented, AnswerStyle::Azure) => {
                 (StatusCode::BAD_REQUEST, "UnsupportedQueryParameter")
             }
@@ -124,6 +131,10 @@ impl Denied {
                 StatusCode::NOT_IMPLEMENTED,
                 &json!({ "error": "not_implemented", "detail": self.message }),
             ),
+            DeniedKind::BadRequest => json_response(
+                StatusCode::BAD_REQUEST,
+                &json!({ "error": "bad_request", "detail": self.message }),
+            ),
             _ => {
                 let mut response = json_response(
                     StatusCode::UNAUTHORIZED,
@@ -153,6 +164,7 @@ fn s3_code(kind: &DeniedKind) -> (StatusCode, &'static str) {
         }
         DeniedKind::InvalidPath => (StatusCode::BAD_REQUEST, "invalid_path"),
         DeniedKind::NotImplemented => (StatusCode::NOT_IMPLEMENTED, "NotImplemented"),
+        DeniedKind::BadRequest => (StatusCode::BAD_REQUEST, "InvalidArgument"),
     }
 }
 

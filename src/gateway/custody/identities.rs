@@ -175,6 +175,7 @@ pub(super) fn without_credentials<B>(
             identity,
             forward: Forwarding::Unsigned,
             may_raise: false,
+            lock_answer: None,
         });
     }
     match identities.anonymous() {
@@ -182,6 +183,7 @@ pub(super) fn without_credentials<B>(
             identity: Arc::clone(anonymous),
             forward: Forwarding::Gateway,
             may_raise: false,
+            lock_answer: None,
         }),
         None => Err(Denied::new(DeniedKind::Unauthenticated, refusal)),
     }

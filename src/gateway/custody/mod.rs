@@ -10,8 +10,10 @@
 //! verified, S3's addressing and what a request reaches), `basic` (Basic
 //! and Bearer for `webdav` and `http`), `azure` (Shared Key and service
 //! SAS verified, the account mapped, what a request reaches), `sign` (the
-//! store's signature), `denied` (refusals in the store's dialect) and
-//! `fingerprint` (what the files held, to see them change on disk).
+//! store's signature), `dav_locks` (WebDAV lock tokens bound to the
+//! identity that took the lock), `denied` (refusals in the store's
+//! dialect) and `fingerprint` (what the files held, to see them change on
+//! disk).
 
 use crate::gateway::config::{Anonymous, TableSource};
 use std::sync::{Arc, RwLock};
@@ -19,8 +21,9 @@ use std::sync::{Arc, RwLock};
 use http::HeaderName;
 
 use self::azure::AzureClients;
+use self::dav_locks::LockKeys;
 use self::denied::{Denied, DeniedKind};
-use self::files::{Access, Identity};
+use self::files::{Access, Identity, UpstreamCredentials};
 use self::identities::Identities;
 use self::s3::S3Clients;
 use crate::custody::plain_operations::{self, PlainDialect};
@@ -32,6 +35,7 @@ use crate::reach::{self, ReachError};
 
 mod azure;
 mod basic;
+pub(crate) mod dav_locks;
 pub(crate) mod denied;
 pub(crate) mod files;
 pub(crate) mod fingerprint;
@@ -69,8 +73,9 @@ enum Dialect {
     S3(S3Clients),
     /// `--store azure`: Shared Key and service SAS.
     Azure(AzureClients),
-    /// `webdav` and `http`: Basic and Bearer.
-    Plain(PlainDialect),
+    /// `webdav` and `http`: Basic and Bearer, the dialect's table, and
+    /// the keys that bind WebDAV lock tokens to identities.
+    Plain(PlainDialect, LockKeys),
 }
 
 /// What a store's dialect needs beyond the identities.
@@ -88,11 +93,13 @@ pub(crate) struct DialectOptions {
 }
 
 impl Custody {
-    /// Loads the identities file, for a store of kind `store`.
+    /// Loads the identities file, for a store of kind `store` whose
+    /// credentials are `credentials`.
     pub(crate) fn load(
         store: StoreKind,
         files: CustodyFiles,
         options: DialectOptions,
+        credentials: &UpstreamCredentials,
     ) -> Result<Self, files::FileError> {
         let dialect = match store {
             StoreKind::S3 => Dialect::S3(S3Clients::new(
@@ -103,8 +110,8 @@ impl Custody {
             StoreKind::Azure => {
                 Dialect::Azure(AzureClients::new(options.must_sign, options.upstream))
             }
-            StoreKind::Webdav => Dialect::Plain(PlainDialect::Webdav),
-            StoreKind::Http => Dialect::Plain(PlainDialect::Http),
+            StoreKind::Webdav => Dialect::Plain(PlainDialect::Webdav, LockKeys::new(credentials)),
+            StoreKind::Http => Dialect::Plain(PlainDialect::Http, LockKeys::new(credentials)),
         };
         let identities = Self::read(&files, &dialect)?;
         Ok(Custody {
@@ -183,6 +190,15 @@ impl Custody {
         }
     }
 
+    /// Seals WebDAV lock tokens with a key of `credentials` from now on
+    /// (the store's credentials were reloaded); tokens sealed before still
+    /// verify.
+    pub(crate) fn rekey(&self, credentials: &UpstreamCredentials) {
+        if let Dialect::Plain(_, keys) = &self.dialect {
+            keys.rotate(credentials);
+        }
+    }
+
     fn identities(&self) -> Arc<Identities> {
         match self.identities.read() {
             Ok(current) => Arc::clone(&current),
@@ -209,7 +225,7 @@ impl Custody {
             Dialect::Azure(azure) => {
                 azure.authenticate(&identities, request, tls, peer, unix_now())?
             }
-            Dialect::Plain(_) => basic::authenticate(&identities, request)?,
+            Dialect::Plain(..) => basic::authenticate(&identities, request)?,
         };
         let identity = Arc::clone(&verified.identity);
         request.custody = Some(Box::new(verified));
@@ -232,10 +248,21 @@ impl Custody {
                 authorise_all(&identity, &reached)?;
                 identity.may(&addressed.object, Access::Write)
             }
-            Dialect::Plain(dialect) => {
+            Dialect::Plain(dialect, keys) => {
                 let reached = plain_reached(*dialect, request)?;
                 authorise_all(&identity, &reached)?;
-                identity.may(&reached[0].0, Access::Write)
+                let path = &reached[0].0;
+                let mut set = Vec::new();
+                let answer = dav_locks::admit(keys, &identity, &*request, path, |n, v| {
+                    set.push((n, v));
+                })?;
+                for (name, value) in set {
+                    crate::head::SetHeader::set(request, name, value);
+                }
+                if let Some(verified) = request.custody.as_deref_mut() {
+                    verified.lock_answer = answer.map(Box::new);
+                }
+                identity.may(path, Access::Write)
             }
         };
         if let Some(verified) = request.custody.as_deref_mut() {

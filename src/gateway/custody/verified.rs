@@ -23,6 +23,26 @@ pub(crate) struct Verified {
     /// its fence (a token above the highest from one that may only read
     /// it is refused).
     pub(crate) may_raise: bool,
+    /// A WebDAV `LOCK` under custody: how its answer hands out the
+    /// gateway's tokens for the store's (`dav_locks.rs`). Boxed: most
+    /// requests have none.
+    pub(crate) lock_answer: Option<Box<LockAnswer>>,
+}
+
+/// What a WebDAV `LOCK`'s answer needs to hand out tokens bound to the
+/// identity that took the lock: the store's tokens in it become tokens
+/// sealed with `key` over the store's token, `identity` and `root`.
+#[derive(Debug, Clone)]
+pub(crate) struct LockAnswer {
+    /// The key tokens are sealed with.
+    pub(crate) key: ring::hmac::Key,
+    /// The identity that took the lock.
+    pub(crate) identity: String,
+    /// The lock's root: the request's normalised path.
+    pub(crate) root: String,
+    /// `(store token, token handed out)` of the locks the request named in
+    /// `If` (a refresh names the lock it refreshes).
+    pub(crate) known: Vec<(String, String)>,
 }
 
 /// How a verified request's fields go on, signed by the gateway.

@@ -208,6 +208,7 @@ impl S3Clients {
                 chunked,
             },
             may_raise: false,
+            lock_answer: None,
         })
     }
 
@@ -319,6 +320,7 @@ impl S3Clients {
                 moved,
             },
             may_raise: false,
+            lock_answer: None,
         })
     }
 
