@@ -26,6 +26,8 @@ pub mod shared_key;
 
 pub mod s3_operations;
 
+pub mod azure_operations;
+
 use self::answer::AnswerStyle;
 
 /// The store behind the gateway (`--store`): its dialect, named once.

@@ -24,6 +24,7 @@ use tower_layer::Layer;
 use super::accept::ConnInfo;
 use super::access_log::AccessLog;
 use super::answer::{close_after, gateway_error, in_dialect};
+use super::azure_reading::AzureReading;
 use super::body::request::{Counted, DrainOnDrop, IncomingBody};
 use super::body::response::FromProxy;
 use super::cross_route::{cross_route, Crossing};
@@ -122,6 +123,7 @@ fn routes_for(
             answers: route.answers,
             custody: route.custody.clone(),
             s3_reading: route.s3_reading.clone(),
+            azure_reading: route.azure_reading.clone(),
             name: Arc::clone(&route.name),
             counters: route.counters.clone(),
             own_token_header: {
@@ -159,6 +161,7 @@ struct RouteConnection {
     answers: AnswerStyle,
     custody: Option<Arc<Custody>>,
     s3_reading: Option<S3Reading>,
+    azure_reading: Option<AzureReading>,
     name: Arc<str>,
     counters: Option<RouteCounters>,
     /// The route's token header has a name of its own (not a default one,
@@ -277,6 +280,16 @@ impl Pipeline {
                 Ok(None) => {}
                 Err(found) => return self.misread(Some(route), route.answers, &request, &found),
             }
+            if route.inner.enforces() && !route.inner.allows_unfenced_writes() {
+                let read_fields = [route.inner.token_header().clone()];
+                if let Some(found) = reading.unknown_write(&request, &read_fields) {
+                    return self.misread(Some(route), route.answers, &request, &found);
+                }
+            }
+        }
+        // An Azure store without custody: a write the table does not read
+        // cannot be fenced.
+        if let Some(reading) = &route.azure_reading {
             if route.inner.enforces() && !route.inner.allows_unfenced_writes() {
                 let read_fields = [route.inner.token_header().clone()];
                 if let Some(found) = reading.unknown_write(&request, &read_fields) {

@@ -15,6 +15,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
+use super::azure_reading::AzureReading;
 use super::custody::Custody;
 use super::metrics::RouteCounters;
 use super::proxy::Proxy;
@@ -38,6 +39,8 @@ pub(crate) struct RoutePlane {
     pub(crate) custody: Option<Arc<Custody>>,
     /// An S3 route without custody: how its requests' hosts name buckets.
     pub(crate) s3_reading: Option<S3Reading>,
+    /// An Azure route without custody: which writes the table reads.
+    pub(crate) azure_reading: Option<AzureReading>,
     /// With `[[route]]` tables: its requests counted by outcome.
     pub(crate) counters: Option<RouteCounters>,
 }

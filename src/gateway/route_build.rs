@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 use http::HeaderValue;
 
+use super::azure_reading::AzureReading;
 use super::config::{Anonymous, Config, RouteMatch, TableSource};
 use super::custody::files::{self, UpstreamCredentials};
 use super::custody::sign::UpstreamSigner;
@@ -571,6 +572,9 @@ pub(super) async fn build_route(
             // path-style).
             s3_reading: (config.store == StoreKind::S3 && custody.is_none())
                 .then(|| S3Reading::new(config.s3_domain.as_deref(), config.scope.has_host())),
+            // Custody reads every request by the table itself.
+            azure_reading: (config.store == StoreKind::Azure && custody.is_none())
+                .then(|| AzureReading::new(&upstream)),
             custody,
             counters,
         },
