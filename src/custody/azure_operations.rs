@@ -291,7 +291,7 @@ const ACCOUNT: [Operation; 7] = [
 
 #[rustfmt::skip]
 const CONTAINERS: [Operation; 12] = [
-    op("Create Container", PUT, Container, Some("container"), None, Admin, "", &[], &[META, CONTAINER_CREATE]),
+    op("Create Container", PUT, Container, Some("container"), None, Admin, "w", &[], &[META, CONTAINER_CREATE]),
     op("Get Container Properties", GET_HEAD, Container, Some("container"), None, ReadContainer, "r", &[], &[LEASE]),
     op("Get Container Metadata", GET_HEAD, Container, Some("container"), Some("metadata"), ReadContainer, "r", &[], &[LEASE]),
     op("Set Container Metadata", PUT, Container, Some("container"), Some("metadata"), Admin, "", &[], &[META, LEASE]),

@@ -1039,3 +1039,216 @@ fn the_store_receives_the_stores_signature_over_what_arrives() {
     let store_key = AccountKey::from_base64(support::azurite::STORE_KEY).unwrap();
     assert_eq!(store_key.sign(&to_sign), signature, "{to_sign}");
 }
+
+// ---------------------------------------------------------------------------
+// Deny by default (issue 49, item 2): one reading of every operation
+// ---------------------------------------------------------------------------
+
+/// A request to Azurite itself, signed with the store's key (which only
+/// the gateway holds): what the store holds, seen around the gateway.
+fn at_store(method: &str, target: &str, headers: &[(&str, &str)]) -> Resp {
+    let date = http_date(SystemTime::now());
+    let headers = shared_key_headers(
+        Scheme::SharedKey,
+        support::azurite::STORE_ACCOUNT,
+        support::azurite::STORE_KEY,
+        &date,
+        method,
+        target,
+        headers,
+        b"",
+    );
+    let headers: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    support::http(
+        support::azurite::azurite_for_custody(),
+        method,
+        target,
+        &headers,
+        b"",
+    )
+}
+
+/// A refusal by the operation table: Azure's `code`, counted as
+/// `other_refusal`, not forwarded.
+fn not_read(gw: &GatewayProcess, code: &str, what: &str, send: impl FnOnce() -> Resp) -> Resp {
+    refused(gw, 400, code, "other_refusal", what, send)
+}
+
+/// Azurite runs an unknown `comp` as the operation without one (a `PUT`
+/// with `x-ms-blob-type` as Put Blob, which overwrites the blob), a
+/// parameter name in another case as no parameter, and ignores fields it
+/// does not know: the gateway forwards none of them, and says which
+/// part it did not understand.
+#[test]
+fn deny_by_default_an_unknown_comp_parameter_or_field_never_reaches_the_store() {
+    let (gw, _dir) = azure_custody_gateway(&[]);
+    ensure_container(&gw, "billing");
+    let target = "/fgbilling/billing/t14-doc";
+    let resp = put_blob(&gw, &BILLING, target, 1, b"kept");
+    assert_eq!(resp.status, 201, "{}", resp.text());
+    let put_with = |query: &str, extra: &[(&str, &str)]| {
+        let mut headers = vec![("x-ms-blob-type", "BlockBlob"), (TOKEN, "1")];
+        headers.extend_from_slice(extra);
+        request(
+            &gw,
+            &BILLING,
+            "PUT",
+            &format!("{target}{query}"),
+            &headers,
+            b"overwritten",
+        )
+    };
+    // (a) A comp no row takes, and comp spelled in another case.
+    let resp = not_read(&gw, "InvalidQueryParameterValue", "comp=bogus", || {
+        put_with("?comp=bogus", &[])
+    });
+    assert!(resp.text().contains("comp=bogus"), "{}", resp.text());
+    let resp = not_read(&gw, "UnsupportedQueryParameter", "Comp=tier", || {
+        put_with("?Comp=tier", &[])
+    });
+    assert!(resp.text().contains("Comp"), "{}", resp.text());
+    not_read(&gw, "UnsupportedQueryParameter", "comp twice", || {
+        put_with("?comp=block&blockid=QQ%3D%3D&comp=tier", &[])
+    });
+    // (b) An x-ms-* field Put Blob does not take.
+    let resp = not_read(&gw, "UnsupportedHeader", "an unlisted field", || {
+        put_with("", &[("x-ms-copy-source-authorization", "Bearer x")])
+    });
+    assert!(
+        resp.text().contains("x-ms-copy-source-authorization"),
+        "{}",
+        resp.text()
+    );
+    // Selecting headers no row takes together.
+    not_read(&gw, "UnsupportedHeader", "requires-sync alone", || {
+        put_with("", &[("x-ms-requires-sync", "true")])
+    });
+    // A batch (its requests would be signed unread) and a reader's GET
+    // that names a lease action.
+    refused(
+        &gw,
+        405,
+        "UnsupportedHttpVerb",
+        "other_refusal",
+        "batch",
+        || {
+            request(
+                &gw,
+                &OPS,
+                "POST",
+                "/fgops/billing?restype=container&comp=batch",
+                &[("content-type", "multipart/mixed; boundary=b")],
+                b"--b--",
+            )
+        },
+    );
+    not_read(&gw, "UnsupportedHeader", "GET with a lease action", || {
+        request(
+            &gw,
+            &AUDITOR,
+            "GET",
+            "/fgauditor/billing/t14-doc",
+            &[("x-ms-lease-action", "break")],
+            b"",
+        )
+    });
+    // Nothing reached the store: the blob is as it was, unleased.
+    let stored = at_store(
+        "GET",
+        &format!("/{}/billing/t14-doc", support::azurite::STORE_ACCOUNT),
+        &[],
+    );
+    assert_body(&stored, b"kept", "the store's blob");
+    assert_eq!(stored.header("x-ms-lease-state"), Some("available"));
+    assert_eq!(gw.fence("/billing/t14-doc"), Some(1));
+}
+
+/// Tier, immutability, legal hold, expiry and undelete need `admin`: a
+/// writer's request for them is refused before the store sees it, and
+/// a write carrying the tier needs `admin` too.
+#[test]
+fn deny_by_default_admin_comps_by_a_writer_are_refused() {
+    let (gw, _dir) = azure_custody_gateway(&[]);
+    ensure_container(&gw, "billing");
+    let target = "/fgbilling/billing/t15-doc";
+    let resp = put_blob(&gw, &BILLING, target, 1, b"kept");
+    assert_eq!(resp.status, 201, "{}", resp.text());
+    for (method, comp, headers) in [
+        ("PUT", "tier", &[("x-ms-access-tier", "Archive")][..]),
+        (
+            "PUT",
+            "immutabilityPolicies",
+            &[
+                (
+                    "x-ms-immutability-policy-until-date",
+                    "Fri, 01 Jan 2100 00:00:00 GMT",
+                ),
+                ("x-ms-immutability-policy-mode", "Locked"),
+            ][..],
+        ),
+        ("DELETE", "immutabilityPolicies", &[][..]),
+        ("PUT", "legalhold", &[("x-ms-legal-hold", "true")][..]),
+        (
+            "PUT",
+            "expiry",
+            &[
+                ("x-ms-expiry-option", "RelativeToNow"),
+                ("x-ms-expiry-time", "1"),
+            ][..],
+        ),
+        ("PUT", "undelete", &[][..]),
+    ] {
+        let mut headers = headers.to_vec();
+        headers.push((TOKEN, "1"));
+        forbidden(&gw, comp, || {
+            request(
+                &gw,
+                &BILLING,
+                method,
+                &format!("{target}?comp={comp}"),
+                &headers,
+                b"",
+            )
+        });
+    }
+    // Put Blob setting the tier or a legal hold: admin's too.
+    for field in [("x-ms-access-tier", "Archive"), ("x-ms-legal-hold", "true")] {
+        forbidden(&gw, field.0, || {
+            request(
+                &gw,
+                &BILLING,
+                "PUT",
+                target,
+                &[("x-ms-blob-type", "BlockBlob"), (TOKEN, "1"), field],
+                b"overwritten",
+            )
+        });
+    }
+    // The store's blob: as written, in its default tier.
+    let stored = at_store(
+        "GET",
+        &format!("/{}/billing/t15-doc", support::azurite::STORE_ACCOUNT),
+        &[],
+    );
+    assert_body(&stored, b"kept", "the store's blob");
+    assert_ne!(stored.header("x-ms-access-tier"), Some("Archive"));
+    // An admin may: Azurite moves the blob to the cool tier.
+    let resp = request(
+        &gw,
+        &OPS,
+        "PUT",
+        "/fgops/billing/t15-doc?comp=tier",
+        &[("x-ms-access-tier", "Cool"), (TOKEN, "1")],
+        b"",
+    );
+    assert!(resp.status < 300, "{} {}", resp.status, resp.text());
+    let stored = at_store(
+        "HEAD",
+        &format!("/{}/billing/t15-doc", support::azurite::STORE_ACCOUNT),
+        &[],
+    );
+    assert_eq!(stored.header("x-ms-access-tier"), Some("Cool"));
+}
