@@ -22,11 +22,12 @@
 //! **Names as the store compares them.** Query parameter names and the
 //! values of `comp` and `restype` are compared after percent-decoding,
 //! exactly, in the case the table spells them. Azurite reads the query
-//! through Express's parsed object, case-sensitively; Azure canonicalises
-//! names to lowercase for Shared Key and is documented to read them
-//! case-insensitively for some parameters. Any other spelling (`Comp=tier`,
-//! `comp=TIER`) is therefore no name the table lists, and refused: one
-//! reading whichever store is behind. A parameter given twice is refused
+//! through Express's parsed object, case-sensitively (its dispatcher
+//! compares `comp` and `restype` values exactly too); Azure lowercases
+//! names in Shared Key's canonicalised resource, and whether its service
+//! reads `Comp` as `comp` is not documented. Any other spelling
+//! (`Comp=tier`, `comp=TIER`) is therefore no name the table lists, and
+//! refused: one reading whichever store is behind. A parameter given twice is refused
 //! too (Express makes an array of it). Field names are case-insensitive
 //! (HTTP); the values of the selecting headers are compared
 //! case-insensitively, as Azurite compares header constants.
@@ -581,10 +582,13 @@ pub fn admin_field(name: &str) -> bool {
         || CPK.contains(&name)
 }
 
-/// Whether `name` (lowercase) is an `x-ms-*` field the table reads: one
-/// of [`SELECTORS`].
-pub fn is_selector(name: &str) -> bool {
-    SELECTORS.contains(&name)
+/// [`admin_field`] of `name` in any case, without a copy.
+pub fn admin_field_any_case(name: &str) -> bool {
+    std::iter::once("x-ms-blob-public-access")
+        .chain(IMM.iter().copied())
+        .chain(TIER.iter().copied())
+        .chain(CPK.iter().copied())
+        .any(|admin| admin.eq_ignore_ascii_case(name))
 }
 
 fn matches_any(name: &str, patterns: &[&str]) -> bool {
@@ -1036,6 +1040,7 @@ mod tests {
         }
         assert!(admin_field("x-ms-legal-hold") && admin_field("x-ms-blob-public-access"));
         assert!(!admin_field("x-ms-meta-a"));
+        assert!(admin_field_any_case("X-Ms-Access-Tier") && !admin_field_any_case("x-ms-meta-a"));
     }
 
     #[test]

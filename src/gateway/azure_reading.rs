@@ -47,7 +47,15 @@ pub(crate) fn operation_of<B>(
     for pair in query.split('&').filter(|pair| !pair.is_empty()) {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
         let name = percent_encoding::percent_decode_str(name).decode_utf8_lossy();
-        if crate::chain::is_sas_parameter(&name.to_ascii_lowercase()) {
+        // A SAS's names are short: compared lowercase without a copy.
+        let mut lower = [0u8; 8];
+        let is_sas = name.len() <= lower.len() && {
+            let lower = &mut lower[..name.len()];
+            lower.copy_from_slice(name.as_bytes());
+            lower.make_ascii_lowercase();
+            std::str::from_utf8(lower).is_ok_and(crate::chain::is_sas_parameter)
+        };
+        if is_sas {
             continue;
         }
         let value = percent_encoding::percent_decode_str(value).decode_utf8_lossy();

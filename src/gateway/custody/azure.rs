@@ -244,8 +244,7 @@ impl AzureClients {
         let admin_fields = request.fields().names().any(|name| {
             name.get(..5)
                 .is_some_and(|start| start.eq_ignore_ascii_case(b"x-ms-"))
-                && std::str::from_utf8(name)
-                    .is_ok_and(|name| azure_operations::admin_field(&name.to_ascii_lowercase()))
+                && std::str::from_utf8(name).is_ok_and(azure_operations::admin_field_any_case)
         });
         let reached = reached(
             operation,
