@@ -17,7 +17,9 @@ use smallvec::SmallVec;
 
 use super::inbound::Inbound;
 use super::upstream::Upstream;
-use crate::custody::azure_operations::{self, Level, NotRecognised, Operation, SELECTORS};
+use crate::custody::azure_operations::{
+    self, Level, NotRecognised, Operation, Unsupported, SELECTORS,
+};
 use crate::head::{visible_str, HeaderFields, RequestView};
 use crate::misreading::Misreading;
 
@@ -42,6 +44,25 @@ pub(crate) fn operation_of<B>(
     read_fields: &[HeaderName],
 ) -> Result<&'static Operation, NotRecognised> {
     debug_assert_eq!(SELECTOR_NAMES.len(), SELECTORS.len());
+    // A field named in `Connection` is dropped on the way to the store,
+    // after the gateway read it: the store would read another operation.
+    for value in request.fields().values_of(&http::header::CONNECTION) {
+        for option in value.split(|&b| b == b',') {
+            let option = option.trim_ascii();
+            if option
+                .get(..5)
+                .is_some_and(|start| start.eq_ignore_ascii_case(b"x-ms-"))
+            {
+                return Err(NotRecognised {
+                    what: Unsupported::Header,
+                    message: format!(
+                        "{} is named in Connection: it would not reach the store as the gateway read it",
+                        String::from_utf8_lossy(option)
+                    ),
+                });
+            }
+        }
+    }
     let query = request.uri().query().unwrap_or("");
     let mut params: SmallVec<[(Cow<'_, str>, Cow<'_, str>); 8]> = SmallVec::new();
     for pair in query.split('&').filter(|pair| !pair.is_empty()) {
@@ -227,6 +248,17 @@ mod tests {
             );
         }
         assert!(unknown("POST", "/acct/c?restype=container&comp=batch", &[]).is_some());
+        // A selecting header dropped as hop-by-hop: the store would read
+        // a Put Blob From URL as a Copy Blob.
+        let hop = [
+            ("x-ms-blob-type", "BlockBlob"),
+            ("x-ms-copy-source", "http://h/acct/c/s"),
+            ("connection", "keep-alive, X-Ms-Blob-Type"),
+        ];
+        assert!(matches!(
+            unknown("PUT", "/acct/c/b", &hop),
+            Some(Misreading::UnknownWrite { .. })
+        ));
         // Reads go on as before, whatever they carry.
         assert_eq!(unknown("GET", "/acct/c/b?comp=bogus", &[]), None);
         assert_eq!(unknown("POST", "/acct/c/b?comp=query", &[]), None);

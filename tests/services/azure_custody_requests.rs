@@ -1122,10 +1122,18 @@ fn deny_by_default_an_unknown_comp_parameter_or_field_never_reaches_the_store() 
         "{}",
         resp.text()
     );
-    // Selecting headers no row takes together.
+    // Selecting headers no row takes together, and one named in
+    // Connection (dropped on the way: the store would read another
+    // operation than the gateway did).
     not_read(&gw, "UnsupportedHeader", "requires-sync alone", || {
         put_with("", &[("x-ms-requires-sync", "true")])
     });
+    not_read(
+        &gw,
+        "UnsupportedHeader",
+        "x-ms-blob-type hop-by-hop",
+        || put_with("", &[("connection", "x-ms-blob-type")]),
+    );
     // A batch (its requests would be signed unread) and a reader's GET
     // that names a lease action.
     refused(
