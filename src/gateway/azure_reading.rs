@@ -132,24 +132,27 @@ pub(crate) fn level_of(path: &str, skip: usize) -> Level {
 #[derive(Debug, Clone)]
 pub(crate) struct AzureReading {
     /// The store reads the account from the path's first segment (Azurite
-    /// at an IP address or `localhost`, with no base path): skip it.
+    /// at an IP address or a name without a dot, with no base path): skip
+    /// it.
     account_in_path: bool,
 }
 
 impl AzureReading {
     /// The reading of requests for `upstream`: Azurite reads the account
-    /// from the path when its host is an IP address or a name such as
-    /// `localhost` (and `--disableProductStyleUrl`, which the gateway
-    /// cannot see); Azure, and Azurite under a product-style host, from
-    /// the host. An upstream with a base path (`http://azurite:10000/ACCOUNT`)
-    /// names the account itself.
+    /// from the path when the host is an IP address, a name without a dot
+    /// (`localhost`, `azurite`) or `host.docker.internal`
+    /// (`extractStoragePartsFromPath`; and always under
+    /// `--disableProductStyleUrl`, which the gateway cannot see); Azure, and
+    /// Azurite under any other host, from the host's first label. An
+    /// upstream with a base path (`http://azurite:10000/ACCOUNT`) names the
+    /// account itself.
     pub(crate) fn new(upstream: &Upstream) -> Self {
         let host = upstream
             .host()
             .trim_start_matches('[')
             .trim_end_matches(']');
         let path_style = host.parse::<std::net::IpAddr>().is_ok()
-            || host.eq_ignore_ascii_case("localhost")
+            || !host.contains('.')
             || host.eq_ignore_ascii_case("host.docker.internal");
         AzureReading {
             account_in_path: path_style && !upstream.has_base(),
@@ -210,6 +213,10 @@ mod tests {
         let azure =
             AzureReading::new(&Upstream::parse("https://acct.blob.core.windows.net").unwrap());
         assert!(!azure.account_in_path);
+        for path_style in ["http://localhost:10000", "http://azurite:10000"] {
+            let reading = AzureReading::new(&Upstream::parse(path_style).unwrap());
+            assert!(reading.account_in_path, "{path_style}");
+        }
     }
 
     #[test]
