@@ -95,10 +95,13 @@ date = email.utils.formatdate(usegmt=True)
 with open(out, "w") as f:
     for k in range(1000):                # workload.lua's KEYS
         token = str(1000 + k)
-        if kind == "unsigned":
-            f.write("\t".join([f"/w1/k{k}", token, date, "-"]) + "\n")
-            continue
+        # The account first, as Azurite reads a path at an IP address: without
+        # custody the gateway reads it so too (the Azure operation table), and
+        # a two-segment path would be a container, no Put Blob.
         path = f"/fgbench/w1/k{k}"
+        if kind == "unsigned":
+            f.write("\t".join([path, token, date, "-"]) + "\n")
+            continue
         # The verb, eleven standard fields (Content-Length 1024), the x-ms-*
         # fields in the service's order, the canonicalized resource.
         to_sign = "PUT\n\n\n1024\n\n\n\n\n\n\n\n\n" + (

@@ -27,6 +27,8 @@ pub mod shared_key;
 pub mod plain_operations;
 pub mod s3_operations;
 
+pub mod azure_operations;
+
 use self::answer::AnswerStyle;
 
 /// The store behind the gateway (`--store`): its dialect, named once.

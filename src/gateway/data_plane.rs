@@ -24,6 +24,7 @@ use tower_layer::Layer;
 use super::accept::ConnInfo;
 use super::access_log::AccessLog;
 use super::answer::{close_after, gateway_error, in_dialect};
+use super::azure_reading::AzureReading;
 use super::body::request::{Counted, DrainOnDrop, IncomingBody};
 use super::body::response::FromProxy;
 use super::cross_route::{cross_route, Crossing};
@@ -125,6 +126,7 @@ fn routes_for(
             custody: route.custody.clone(),
             s3_reading: route.s3_reading.clone(),
             plain_dialect: route.plain_dialect,
+            azure_reading: route.azure_reading.clone(),
             name: Arc::clone(&route.name),
             counters: route.counters.clone(),
             own_token_header: {
@@ -163,6 +165,7 @@ struct RouteConnection {
     custody: Option<Arc<Custody>>,
     s3_reading: Option<S3Reading>,
     plain_dialect: Option<PlainDialect>,
+    azure_reading: Option<AzureReading>,
     name: Arc<str>,
     counters: Option<RouteCounters>,
     /// The route's token header has a name of its own (not a default one,
@@ -294,6 +297,16 @@ impl Pipeline {
         if let Some(dialect) = route.plain_dialect {
             if route.inner.enforces() && !route.inner.allows_unfenced_writes() {
                 if let Some(found) = unknown_plain_write(dialect, &request, deciding) {
+                    return self.misread(Some(route), route.answers, &request, &found);
+                }
+            }
+        }
+        // An Azure store without custody: a write the table does not read
+        // cannot be fenced.
+        if let Some(reading) = &route.azure_reading {
+            if route.inner.enforces() && !route.inner.allows_unfenced_writes() {
+                let read_fields = [route.inner.token_header().clone()];
+                if let Some(found) = reading.unknown_write(&request, &read_fields) {
                     return self.misread(Some(route), route.answers, &request, &found);
                 }
             }

@@ -15,6 +15,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
+use super::azure_reading::AzureReading;
 use super::custody::Custody;
 use super::metrics::RouteCounters;
 use super::proxy::Proxy;
@@ -42,6 +43,8 @@ pub(crate) struct RoutePlane {
     /// A `webdav` or `http` route without custody: the table its writes
     /// must be a row of.
     pub(crate) plain_dialect: Option<PlainDialect>,
+    /// An Azure route without custody: which writes the table reads.
+    pub(crate) azure_reading: Option<AzureReading>,
     /// With `[[route]]` tables: its requests counted by outcome.
     pub(crate) counters: Option<RouteCounters>,
 }

@@ -74,6 +74,7 @@ mod metrics;
 mod pool;
 mod tls;
 
+mod azure_reading;
 mod custody;
 mod exchange;
 mod proxy;

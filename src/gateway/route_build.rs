@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 use http::HeaderValue;
 
+use super::azure_reading::AzureReading;
 use super::config::{Anonymous, Config, RouteMatch, TableSource};
 use super::custody::files::{self, UpstreamCredentials};
 use super::custody::sign::UpstreamSigner;
@@ -578,6 +579,9 @@ pub(super) async fn build_route(
                 (StoreKind::Http, None) => Some(PlainDialect::Http),
                 _ => None,
             },
+            // Custody reads every request by the table itself.
+            azure_reading: (config.store == StoreKind::Azure && custody.is_none())
+                .then(|| AzureReading::new(&upstream)),
             custody,
             counters,
         },

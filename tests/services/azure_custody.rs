@@ -162,16 +162,17 @@ fn late_put_blob(mode: &str, container: &str) -> String {
     );
     let blob = format!("/fgops/{container}/report");
     let ops = |method: &str, target: &str, token: &str, body: &[u8]| {
-        let fields = shared_key_signed(
-            &OPS,
-            method,
-            target,
+        // Put Blob's selecting header; a container's creation and a read
+        // take none.
+        let headers: &[(&str, &str)] = if method != "PUT" || target.contains("restype=container") {
+            &[("x-ms-fencing-token", token)]
+        } else {
             &[
                 ("x-ms-fencing-token", token),
                 ("x-ms-blob-type", "BlockBlob"),
-            ],
-            body.len(),
-        );
+            ]
+        };
+        let fields = shared_key_signed(&OPS, method, target, headers, body.len());
         let fields: Vec<(&str, &str)> = fields
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))

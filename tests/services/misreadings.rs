@@ -595,3 +595,161 @@ fn what_a_red_team_found_is_refused() {
     assert_eq!(plain.fence("/b/docs/o/readme"), Some(5));
     assert_eq!(plain.fence("/docs/readme"), None);
 }
+
+/// Without custody the client signs with the store's key and the gateway
+/// forwards as sent: a write the Azure table does not read (Azurite runs
+/// a `PUT` with an unknown `comp` and `x-ms-blob-type` as Put Blob,
+/// unfenced by what the gateway would take it for) is 400
+/// `unfenceable_write` unless `--allow-unfenced-writes`; reads go on.
+#[test]
+fn deny_by_default_without_custody_an_azure_write_the_table_does_not_read_is_unfenceable() {
+    let store = azurite();
+    let upstream = format!("http://{store}");
+    let gw = GatewayProcess::start(&["--upstream", &upstream, "--store", "azure"]);
+    let made = dev(
+        gw.data_addr(),
+        "PUT",
+        "/devstoreaccount1/unread?restype=container",
+        &[("X-Fencing-Token", "1")],
+        b"",
+    );
+    assert!(matches!(made.status, 201 | 409), "{}", made.text());
+    let blob = "/devstoreaccount1/unread/report";
+    let put = |addr, query: &str, extra: &[(&str, &str)], body: &[u8]| {
+        let mut headers = vec![("x-ms-blob-type", "BlockBlob"), ("X-Fencing-Token", "5")];
+        headers.extend_from_slice(extra);
+        dev(addr, "PUT", &format!("{blob}{query}"), &headers, body)
+    };
+    let resp = put(gw.data_addr(), "", &[], b"v5");
+    assert_eq!(resp.status, 201, "{}", resp.text());
+    // A block: a row of the table, forwarded (with Put Blob's selecting
+    // header it would be none).
+    let target = format!("{blob}?comp=block&blockid=QQ%3D%3D&timeout=30");
+    let resp = dev(
+        gw.data_addr(),
+        "PUT",
+        &target,
+        &[("X-Fencing-Token", "5")],
+        b"b",
+    );
+    assert_eq!(resp.status, 201, "{}", resp.text());
+    let resp = put(gw.data_addr(), "?comp=block&blockid=QQ%3D%3D", &[], b"b");
+    assert_azure_error(
+        &resp,
+        400,
+        "unfenceable_write",
+        "a block with x-ms-blob-type",
+    );
+    for (query, extra) in [
+        ("?comp=bogus", &[][..]),
+        ("?Comp=tier", &[][..]),
+        ("", &[("x-ms-copy-source-authorization", "Bearer x")][..]),
+        ("", &[("x-ms-requires-sync", "true")][..]),
+    ] {
+        let resp = put(gw.data_addr(), query, extra, b"overwritten");
+        assert_azure_error(&resp, 400, "unfenceable_write", query);
+    }
+    let kept = dev(store, "GET", blob, &[], b"");
+    assert_eq!((kept.status, kept.text()), (200, "v5".to_owned()));
+    // Reads without custody are as they were: Azurite runs this as Get
+    // Blob.
+    let read = dev(
+        gw.data_addr(),
+        "GET",
+        &format!("{blob}?comp=bogus"),
+        &[],
+        b"",
+    );
+    assert_eq!((read.status, read.text()), (200, "v5".to_owned()));
+    // --allow-unfenced-writes forwards it, and Azurite overwrites.
+    let open = GatewayProcess::start(&[
+        "--upstream",
+        &upstream,
+        "--store",
+        "azure",
+        "--allow-unfenced-writes",
+    ]);
+    let resp = put(open.data_addr(), "?comp=bogus", &[], b"overwritten");
+    assert_eq!(resp.status, 201, "{}", resp.text());
+    let now = dev(store, "GET", blob, &[], b"");
+    assert_eq!(now.text(), "overwritten");
+}
+
+/// One blob, one fence key, whatever the spelling (issue 49, item 3, the
+/// Azure parts). Without custody Azurite decodes the whole path and keeps
+/// `.`, `..` and empty segments literal; the gateway's key is that name,
+/// normalised, so every spelling of one stored blob is fenced on one key
+/// (`x/../y` and `y` share one: more fenced, never less). Under custody a
+/// name with an encoded slash, or an empty, `.` or `..` segment, is
+/// refused, and percent-encoded letters name the same blob.
+#[test]
+fn class4_one_azure_blob_has_one_fence_key_whatever_the_spelling() {
+    let store = azurite();
+    let upstream = format!("http://{store}");
+    let gw = GatewayProcess::start(&["--upstream", &upstream, "--store", "azure"]);
+    let made = dev(
+        gw.data_addr(),
+        "PUT",
+        "/devstoreaccount1/spellings?restype=container",
+        &[("X-Fencing-Token", "1")],
+        b"",
+    );
+    assert!(matches!(made.status, 201 | 409), "{}", made.text());
+    let put = |target: &str, token: &str| {
+        let headers = [("x-ms-blob-type", "BlockBlob"), ("X-Fencing-Token", token)];
+        dev(gw.data_addr(), "PUT", target, &headers, b"x")
+    };
+    for (fenced, others) in [
+        ("ab", &["a%62", "%61%62"][..]),
+        ("sub/x", &["sub%2Fx", "sub%2fx"][..]),
+        ("x/../y", &["x/%2E%2E/y", "x/.%2e/y"][..]),
+        ("q//z", &["q/%2Fz"][..]),
+        ("m/./n", &["m/%2E/n"][..]),
+    ] {
+        let target = format!("/devstoreaccount1/spellings/{fenced}");
+        let resp = put(&target, "5");
+        assert_eq!(resp.status, 201, "{fenced}: {}", resp.text());
+        for other in others {
+            let spelling = format!("/devstoreaccount1/spellings/{other}");
+            let resp = put(&spelling, "3");
+            assert_azure_error(&resp, 409, "stale_token", &spelling);
+        }
+    }
+    // The container segment spelt with an encoded slash, too.
+    let resp = put("/devstoreaccount1/spellings%2Fsub/x", "3");
+    assert_azure_error(&resp, 409, "stale_token", "spellings%2Fsub/x");
+
+    let (gw, _dir) = azure_custody_gateway(&[]);
+    let ops = |target: &str, token: &str| {
+        identity(
+            gw.data_addr(),
+            &OPS,
+            "PUT",
+            target,
+            &[("x-ms-blob-type", "BlockBlob"), (MS_TOKEN, token)],
+            b"x",
+        )
+    };
+    let made = identity(
+        gw.data_addr(),
+        &OPS,
+        "PUT",
+        "/fgops/spellings?restype=container",
+        &[(MS_TOKEN, "1")],
+        b"",
+    );
+    assert!(matches!(made.status, 201 | 409), "{}", made.text());
+    assert_eq!(ops("/fgops/spellings/ab", "5").status, 201);
+    for spelling in ["/fgops/spellings/a%62", "/fgops/spel%6Cings/ab"] {
+        assert_azure_error(&ops(spelling, "3"), 409, "stale_token", spelling);
+    }
+    for spelling in [
+        "/fgops/spellings/sub%2Fx",
+        "/fgops/spellings%2Fsub/x",
+        "/fgops/spellings/x/%2E%2E/y",
+        "/fgops/spellings/q//z",
+        "/fgops/spellings/m/./n",
+    ] {
+        assert_azure_error(&ops(spelling, "3"), 400, "invalid_path", spelling);
+    }
+}

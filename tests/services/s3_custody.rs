@@ -1403,11 +1403,13 @@ fn presigned_urls_expire() {
 fn azure_dialect_answers_carry_x_ms_error_code() {
     let backend = support::Backend::start();
     let gw = GatewayProcess::in_front_of(&backend, &["--store", "azure"]);
+    // A Put Blob as the Azure table reads one: the account first (at an IP
+    // address Azurite reads it from the path) and its selecting header.
     let put = |token: &str| {
         gw.req(
             "PUT",
-            "/container/blob",
-            &[("X-Fencing-Token", token)],
+            "/acct/container/blob",
+            &[("X-Fencing-Token", token), ("x-ms-blob-type", "BlockBlob")],
             b"x",
         )
     };
@@ -1420,7 +1422,7 @@ fn azure_dialect_answers_carry_x_ms_error_code() {
     let text = stale.text();
     assert!(text.contains("<Code>stale_token</Code>"), "{text}");
     assert!(text.contains("token 33 is below the highest 34"), "{text}");
-    assert_eq!(backend.records_for("/container/blob").len(), 1);
+    assert_eq!(backend.records_for("/acct/container/blob").len(), 1);
 }
 
 /// A client signing with SigV2 (boto3's default for presigned URLs in some

@@ -20,13 +20,15 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use http::{HeaderName, HeaderValue, Method};
+use http::{HeaderName, HeaderValue};
 
 use super::denied::{Denied, DeniedKind};
 use super::files::{Access, Identity};
 use super::identities::Identities;
 use super::verified::{Forwarding, Verified};
+use crate::custody::azure_operations::{self, Level, Need, Operation};
 use crate::custody::shared_key::{self, AccountKey, ServiceSas};
+use crate::gateway::azure_reading::{level_of, operation_of};
 use crate::gateway::inbound::Inbound;
 use crate::head::{visible_str, HeaderFields, RequestView, SetHeader};
 
@@ -34,7 +36,6 @@ use crate::head::{visible_str, HeaderFields, RequestView, SetHeader};
 const MAX_SKEW_SECS: u64 = 15 * 60;
 const X_MS_DATE: HeaderName = HeaderName::from_static("x-ms-date");
 const X_MS_COPY_SOURCE: HeaderName = HeaderName::from_static("x-ms-copy-source");
-const X_MS_BLOB_PUBLIC_ACCESS: HeaderName = HeaderName::from_static("x-ms-blob-public-access");
 
 /// The Azure side of custody.
 #[derive(Debug)]
@@ -97,7 +98,8 @@ impl AzureClients {
                 let key = account_key(identities, &identity)?;
                 check_sas(key, &sas, account, rest, query, now, peer, tls)?;
                 let object = decoded_object(rest)?;
-                check_permission(&sas.permissions, request.method(), query, &object)?;
+                let operation = self.operation(request, &object)?;
+                check_permission(&sas.permissions, operation, &object)?;
                 if let Some(source) = single(fields, &X_MS_COPY_SOURCE)? {
                     // The SAS authorises the destination; the source is
                     // read with the gateway's signature, so it must carry
@@ -214,6 +216,8 @@ impl AzureClients {
     ) -> Result<(Vec<(String, Access)>, String), Denied> {
         let (account, rest) = account_of(request.uri().path())?;
         let object = decoded_object(rest)?;
+        // What the request is, read once, before anything else of it.
+        let operation = self.operation(request, &object)?;
         let query = request.uri().query().unwrap_or("");
         let kept = without_sas(query);
         let target = match (rest.is_empty(), kept.is_empty()) {
@@ -237,17 +241,19 @@ impl AzureClients {
             None => None,
         };
         // Fields that change who may read, or what the store does by
-        // itself (public access, immutability, legal hold): admin.
-        let fields = request.fields();
-        let public_access = fields.contains(&X_MS_BLOB_PUBLIC_ACCESS)
-            || ADMIN_FIELDS.iter().any(|name| fields.contains(name));
+        // itself (public access, immutability, legal hold, tier): admin.
+        let admin_fields = request.fields().names().any(|name| {
+            name.get(..5)
+                .is_some_and(|start| start.eq_ignore_ascii_case(b"x-ms-"))
+                && std::str::from_utf8(name).is_ok_and(azure_operations::admin_field_any_case)
+        });
         let reached = reached(
-            request.method(),
+            operation,
             query,
             &object,
             copy.as_ref().map(|(o, _)| o.as_str()),
-            public_access,
-        )?;
+            admin_fields,
+        );
         let uri = target
             .parse()
             .map_err(|_| invalid("the mapped target is no URI"))?;
@@ -256,6 +262,21 @@ impl AzureClients {
             request.set(X_MS_COPY_SOURCE, value);
         }
         Ok((reached, object))
+    }
+}
+
+impl AzureClients {
+    /// The row of the Azure table `request` is, addressed at `object`
+    /// (`/`, `/container` or `/container/blob`, decoded); refused in
+    /// Azure's words, naming what is not understood, if it is none. The
+    /// token and lock headers are the gateway's to read, not the store's.
+    fn operation<B>(
+        &self,
+        request: &Inbound<B>,
+        object: &str,
+    ) -> Result<&'static Operation, Denied> {
+        operation_of(request, level_of(object, 0), &self.must_sign)
+            .map_err(|refused| Denied::new(DeniedKind::Unsupported(refused.what), refused.message))
     }
 }
 
@@ -409,112 +430,82 @@ fn check_sas(
     })
 }
 
-/// Whether a SAS's permissions `sp` allow `method` with `query`.
-fn check_permission(
-    permissions: &str,
-    method: &Method,
-    query: &str,
-    object: &str,
-) -> Result<(), Denied> {
-    let comp = param(query, "comp").unwrap_or_default();
-    let needs: &[char] = match (method.as_str(), comp.as_str()) {
-        ("GET" | "HEAD", "list") => &['l'],
-        ("GET" | "HEAD", "tags") => &['t'],
-        ("GET" | "HEAD", _) => &['r'],
-        ("POST", "query") => &['r'],
-        ("PUT", "tags") => &['t'],
-        ("PUT", "appendblock") => &['a', 'w'],
-        ("PUT", "snapshot") => &['c', 'w'],
-        ("PUT", _) => &['w'],
-        ("DELETE", _) => &['d'],
-        _ => &[],
-    };
-    if needs.iter().any(|letter| permissions.contains(*letter)) {
+/// Whether a SAS's permissions `sp` allow `operation`: one of its row's
+/// letters.
+fn check_permission(permissions: &str, operation: &Operation, object: &str) -> Result<(), Denied> {
+    if operation
+        .sas
+        .chars()
+        .any(|letter| permissions.contains(letter))
+    {
         return Ok(());
     }
     Err(forbidden(
         object,
-        &format!("This request is not authorized to perform this operation using this permission: the SAS permits {permissions:?}"),
+        &format!(
+            "This request is not authorized to perform this operation using this permission: {} needs {} in the SAS, which permits {permissions:?}",
+            operation.name,
+            match operation.sas {
+                "" => "a Shared Key signature, not a SAS".to_owned(),
+                letters => format!("one of {letters:?}"),
+            }
+        ),
     ))
 }
 
-/// Fields besides `x-ms-blob-public-access` whose write needs `admin`.
-static ADMIN_FIELDS: [HeaderName; 3] = [
-    HeaderName::from_static("x-ms-immutability-policy-until-date"),
-    HeaderName::from_static("x-ms-immutability-policy-mode"),
-    HeaderName::from_static("x-ms-legal-hold"),
-];
-
-/// Blob sub-resources (`comp`) whose write needs `admin` (SPEC "Deny by
-/// default": immutability, legal hold, expiry, undelete, tier).
-const ADMIN_COMPS: [&str; 5] = [
-    "immutabilityPolicies",
-    "legalhold",
-    "expiry",
-    "undelete",
-    "tier",
-];
-
-/// Every object a request for `object` reaches, with the access each
-/// needs (SPEC, "What a client may reach with the store's key").
+/// Every object a request for `object`, read as `operation`, reaches,
+/// with the access each needs (SPEC, "What a client may reach with the
+/// store's key"): the row's need, and `admin` for a blob write that
+/// carries a field [`azure_operations::admin_field`] names.
 fn reached(
-    method: &Method,
+    operation: &Operation,
     query: &str,
     object: &str,
     copy_source: Option<&str>,
-    public_access: bool,
-) -> Result<Vec<(String, Access)>, Denied> {
-    let comp = param(query, "comp").unwrap_or_default();
-    // Query Blob Contents reads with a POST.
-    let reads = matches!(method.as_str(), "GET" | "HEAD" | "OPTIONS")
-        || (method == Method::POST && comp == "query");
-    let write = !reads;
-    if method == Method::POST && comp != "query" {
-        // A batch carries requests of its own in its body, which the
-        // gateway would sign unread; a user-delegation key is the
-        // account's.
-        return Err(Denied::new(
-            DeniedKind::Forbidden {
-                object: object.to_owned(),
-            },
-            format!("POST ?comp={comp} is not taken under credential custody (a batch's requests would go unread)"),
-        ));
-    }
-    if object == "/" {
-        // The account: list containers, or its properties.
-        return Ok(vec![(
+    admin_fields: bool,
+) -> Vec<(String, Access)> {
+    let need = operation.need;
+    match operation.level {
+        // The account: list containers, its properties; a write of it is
+        // an admin's of everything.
+        Level::Account => vec![(
             "/".to_owned(),
-            if write { Access::Admin } else { Access::Read },
-        )]);
-    }
-    let is_container = object.matches('/').count() == 1;
-    if is_container {
-        let prefix = format!("{object}/");
-        if write || public_access {
-            // Create, delete or reconfigure a container (its ACL, its
-            // metadata, its lease).
-            return Ok(vec![(prefix, Access::Admin)]);
+            match need {
+                Need::Write | Need::Admin => Access::Admin,
+                Need::Read | Need::List | Need::ReadContainer => Access::Read,
+            },
+        )],
+        Level::Container => {
+            let prefix = format!("{object}/");
+            match need {
+                // Create, delete or reconfigure a container (its ACL, its
+                // metadata, its lease).
+                Need::Write | Need::Admin => vec![(prefix, Access::Admin)],
+                // A listing reaches what its prefix names.
+                Need::List => {
+                    let listing = param(query, "prefix").unwrap_or_default();
+                    vec![(format!("{prefix}{listing}"), Access::Read)]
+                }
+                // Anything else read of a container (its properties,
+                // metadata, stored access policies, a tag query) is of
+                // the whole container, whatever prefix rides along.
+                Need::Read | Need::ReadContainer => vec![(prefix, Access::Read)],
+            }
         }
-        // A listing reaches what its prefix names; anything else read of
-        // a container (its properties, metadata, stored access policies,
-        // a tag query) is of the whole container.
-        if comp != "list" {
-            return Ok(vec![(prefix, Access::Read)]);
+        Level::Blob => {
+            let access = match need {
+                Need::Read | Need::List | Need::ReadContainer => Access::Read,
+                Need::Write if admin_fields => Access::Admin,
+                Need::Write => Access::Write,
+                Need::Admin => Access::Admin,
+            };
+            let mut reached = vec![(object.to_owned(), access)];
+            if let Some(source) = copy_source {
+                reached.push((source.to_owned(), Access::Read));
+            }
+            reached
         }
-        let listing = param(query, "prefix").unwrap_or_default();
-        return Ok(vec![(format!("{prefix}{listing}"), Access::Read)]);
     }
-    let admin = public_access || ADMIN_COMPS.iter().any(|c| c.eq_ignore_ascii_case(&comp));
-    let need = match (write, admin) {
-        (false, _) => Access::Read,
-        (true, true) => Access::Admin,
-        (true, false) => Access::Write,
-    };
-    let mut reached = vec![(object.to_owned(), need)];
-    if let Some(source) = copy_source {
-        reached.push((source.to_owned(), Access::Read));
-    }
-    Ok(reached)
 }
 
 /// The identity whose account name is `account`.
@@ -609,82 +600,138 @@ mod tests {
         assert_eq!(without_sas("sv=1&sig=2"), "");
     }
 
+    /// The row `method` with `query` and the selecting `fields` is.
+    fn row(method: &str, level: Level, query: &str, fields: &[(&str, &str)]) -> &'static Operation {
+        let params: Vec<(&str, &str)> = query
+            .split('&')
+            .filter(|pair| !pair.is_empty())
+            .map(|pair| pair.split_once('=').unwrap_or((pair, "")))
+            .collect();
+        azure_operations::recognise(method, level, &params, fields).unwrap()
+    }
+
     #[test]
     fn what_a_request_reaches() {
-        let get = Method::GET;
-        let put = Method::PUT;
+        let list = "restype=container&comp=list&prefix=r%2F";
         assert_eq!(
             reached(
-                &get,
-                "restype=container&comp=list&prefix=r%2F",
+                row("GET", Level::Container, list, &[]),
+                list,
                 "/c",
                 None,
                 false
-            )
-            .unwrap(),
+            ),
             vec![("/c/r/".to_owned(), Access::Read)]
         );
         assert_eq!(
-            reached(&put, "restype=container", "/c", None, false).unwrap(),
+            reached(
+                row("PUT", Level::Container, "restype=container", &[]),
+                "restype=container",
+                "/c",
+                None,
+                false
+            ),
             vec![("/c/".to_owned(), Access::Admin)]
         );
+        let copy = row("PUT", Level::Blob, "", &[("x-ms-copy-source", "u")]);
         assert_eq!(
-            reached(&put, "", "/c/b", Some("/c/src"), false).unwrap(),
+            reached(copy, "", "/c/b", Some("/c/src"), false),
             vec![
                 ("/c/b".to_owned(), Access::Write),
                 ("/c/src".to_owned(), Access::Read)
             ]
         );
-        assert!(reached(&Method::POST, "comp=batch", "/c", None, false).is_err());
         assert_eq!(
-            reached(&Method::POST, "comp=query", "/c/b", None, false).unwrap(),
+            reached(
+                row("POST", Level::Blob, "comp=query", &[]),
+                "comp=query",
+                "/c/b",
+                None,
+                false
+            ),
             vec![("/c/b".to_owned(), Access::Read)]
         );
         assert_eq!(
-            reached(&get, "comp=list", "/", None, false).unwrap(),
+            reached(
+                row("GET", Level::Account, "comp=list", &[]),
+                "comp=list",
+                "/",
+                None,
+                false
+            ),
             vec![("/".to_owned(), Access::Read)]
         );
         // A container's configuration is read whole, whatever prefix rides
         // along (Azure issue, class 5).
-        for query in [
-            "restype=container&prefix=r%2F",
-            "restype=container&comp=metadata&prefix=r%2F",
-            "restype=container&comp=acl&prefix=r%2F",
-            "restype=container&comp=blobs&where=x&prefix=r%2F",
+        for (query, sent) in [
+            ("restype=container", "restype=container&prefix=r%2F"),
+            (
+                "restype=container&comp=metadata",
+                "restype=container&comp=metadata&prefix=r%2F",
+            ),
+            (
+                "restype=container&comp=acl",
+                "restype=container&comp=acl&prefix=r%2F",
+            ),
+            (
+                "restype=container&comp=blobs&where=x",
+                "restype=container&comp=blobs&where=x&prefix=r%2F",
+            ),
         ] {
+            let operation = row("GET", Level::Container, query, &[]);
             assert_eq!(
-                reached(&get, query, "/c", None, false).unwrap(),
+                reached(operation, sent, "/c", None, false),
                 vec![("/c/".to_owned(), Access::Read)],
-                "{query}"
+                "{sent}"
             );
         }
         // Immutability, legal hold, expiry, undelete and tier need admin.
-        for comp in [
-            "immutabilityPolicies",
-            "legalhold",
-            "expiry",
-            "undelete",
-            "tier",
+        for (method, comp) in [
+            ("PUT", "immutabilityPolicies"),
+            ("DELETE", "immutabilityPolicies"),
+            ("PUT", "legalhold"),
+            ("PUT", "expiry"),
+            ("PUT", "undelete"),
+            ("PUT", "tier"),
         ] {
+            let query = format!("comp={comp}");
             assert_eq!(
-                reached(&put, &format!("comp={comp}"), "/c/b", None, false).unwrap(),
+                reached(
+                    row(method, Level::Blob, &query, &[]),
+                    &query,
+                    "/c/b",
+                    None,
+                    false
+                ),
                 vec![("/c/b".to_owned(), Access::Admin)],
                 "{comp}"
             );
         }
+        // A write carrying an admin field needs admin.
+        let put = row("PUT", Level::Blob, "", &[("x-ms-blob-type", "BlockBlob")]);
+        assert_eq!(
+            reached(put, "", "/c/b", None, true),
+            vec![("/c/b".to_owned(), Access::Admin)]
+        );
     }
 
     #[test]
     fn sas_permissions_are_per_operation() {
-        assert!(check_permission("r", &Method::GET, "", "/c/b").is_ok());
-        assert!(check_permission("r", &Method::PUT, "", "/c/b").is_err());
-        assert!(check_permission("rw", &Method::PUT, "comp=block", "/c/b").is_ok());
-        assert!(check_permission("rw", &Method::DELETE, "", "/c/b").is_err());
-        assert!(check_permission("l", &Method::GET, "restype=container&comp=list", "/c/b").is_ok());
-        assert!(
-            check_permission("r", &Method::GET, "restype=container&comp=list", "/c/b").is_err()
-        );
-        assert!(check_permission("rwdl", &Method::PATCH, "", "/c/b").is_err());
+        let get = row("GET", Level::Blob, "", &[]);
+        let put = row("PUT", Level::Blob, "", &[("x-ms-blob-type", "BlockBlob")]);
+        let block = row("PUT", Level::Blob, "comp=block", &[]);
+        let delete = row("DELETE", Level::Blob, "", &[]);
+        let list = row("GET", Level::Container, "restype=container&comp=list", &[]);
+        let acl = row("PUT", Level::Container, "restype=container&comp=acl", &[]);
+        assert!(check_permission("r", get, "/c/b").is_ok());
+        assert!(check_permission("r", put, "/c/b").is_err());
+        // Create only would let a SAS overwrite: the store never sees it.
+        assert!(check_permission("c", put, "/c/b").is_err());
+        assert!(check_permission("rw", block, "/c/b").is_ok());
+        assert!(check_permission("rw", delete, "/c/b").is_err());
+        assert!(check_permission("l", list, "/c").is_ok());
+        assert!(check_permission("r", list, "/c").is_err());
+        assert!(check_permission("racwdl", acl, "/c").is_err());
     }
 
     #[test]

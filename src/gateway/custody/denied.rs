@@ -11,6 +11,7 @@ use http::{Response, StatusCode};
 use serde_json::json;
 
 use crate::custody::answer::{restyle, AnswerStyle};
+use crate::custody::azure_operations::Unsupported;
 use crate::gateway::outcome::RequestOutcome;
 use crate::refusal::json_response;
 
@@ -51,6 +52,13 @@ pub(crate) enum DeniedKind {
     /// (a WebDAV `If` or `Lock-Token`): 400 `bad_request`, nothing
     /// forwarded.
     BadRequest,
+    /// An Azure request the operation table does not read
+    /// ([`azure_operations`](crate::custody::azure_operations)): Azure's own
+    /// code for what was not understood (400 `UnsupportedQueryParameter`,
+    /// `UnsupportedHeader`, `InvalidQueryParameterValue`; 405
+    /// `UnsupportedHttpVerb`); in S3's dialect and JSON as
+    /// [`DeniedKind::NotImplemented`].
+    Unsupported(Unsupported),
 }
 
 impl Denied {
@@ -66,7 +74,9 @@ impl Denied {
         match self.kind {
             DeniedKind::Forbidden { .. } => RequestOutcome::Forbidden,
             DeniedKind::InvalidPath => RequestOutcome::InvalidPath,
-            DeniedKind::NotImplemented | DeniedKind::BadRequest => RequestOutcome::OtherRefusal,
+            DeniedKind::NotImplemented | DeniedKind::BadRequest | DeniedKind::Unsupported(_) => {
+                RequestOutcome::OtherRefusal
+            }
             _ => RequestOutcome::Unauthenticated,
         }
     }
@@ -94,6 +104,10 @@ impl Denied {
             (DeniedKind::NotImplemented, AnswerStyle::Azure) => {
                 (StatusCode::BAD_REQUEST, "UnsupportedQueryParameter")
             }
+            (DeniedKind::Unsupported(what), AnswerStyle::Azure) => (
+                StatusCode::from_u16(what.status()).unwrap_or(StatusCode::BAD_REQUEST),
+                what.code(),
+            ),
             (_, AnswerStyle::Azure) => (StatusCode::FORBIDDEN, "AuthenticationFailed"),
             (kind, _) => s3_code(kind),
         };
@@ -127,7 +141,7 @@ impl Denied {
                 StatusCode::BAD_REQUEST,
                 &json!({ "error": "invalid_path", "detail": self.message }),
             ),
-            DeniedKind::NotImplemented => json_response(
+            DeniedKind::NotImplemented | DeniedKind::Unsupported(_) => json_response(
                 StatusCode::NOT_IMPLEMENTED,
                 &json!({ "error": "not_implemented", "detail": self.message }),
             ),
@@ -163,7 +177,9 @@ fn s3_code(kind: &DeniedKind) -> (StatusCode, &'static str) {
             (StatusCode::FORBIDDEN, "AccessDenied")
         }
         DeniedKind::InvalidPath => (StatusCode::BAD_REQUEST, "invalid_path"),
-        DeniedKind::NotImplemented => (StatusCode::NOT_IMPLEMENTED, "NotImplemented"),
+        DeniedKind::NotImplemented | DeniedKind::Unsupported(_) => {
+            (StatusCode::NOT_IMPLEMENTED, "NotImplemented")
+        }
         DeniedKind::BadRequest => (StatusCode::BAD_REQUEST, "InvalidArgument"),
     }
 }
