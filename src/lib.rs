@@ -44,11 +44,14 @@
 //!    only reporting what it would refuse); [`refusal`] holds the JSON
 //!    answers.
 //!
-//! Before step 1, in the gateway, credential custody (feature `custody`):
-//! `custody` holds the store's dialect (`custody::StoreKind`), the gateway's
-//! answers in it (`custody::answer`), and SigV4 and aws-chunked without I/O
-//! (`custody::sigv4`, `custody::chunked`), with which the gateway verifies
-//! what a client signed and signs what it forwards.
+//! Before step 1, in the gateway, credential custody (feature `custody`)
+//! reads the store's wire formats from `dialect`: the store's dialect
+//! (`dialect::StoreKind`), the gateway's answers in it (`dialect::answer`),
+//! the operation tables of deny by default (`dialect::s3_operations`,
+//! `dialect::azure_operations`, `dialect::plain_operations`), and SigV4,
+//! aws-chunked and Shared Key without I/O (`dialect::sigv4`,
+//! `dialect::chunked`, `dialect::shared_key`), with which the gateway
+//! verifies what a client signed and signs what it forwards.
 //!
 //! Beside the path, `http1` (feature `http1`) reads HTTP/1.1 messages
 //! without I/O: heads parsed strictly (fields kept where they were read)
@@ -148,7 +151,12 @@ pub mod fencing;
 pub mod refusal;
 
 #[cfg(feature = "custody")]
-pub mod custody;
+pub mod dialect;
+/// The name [`dialect`] had before it said what it holds (wire formats,
+/// not custody, which is the gateway's): kept for one release.
+#[cfg(feature = "custody")]
+#[doc(hidden)]
+pub use dialect as custody;
 
 #[cfg(feature = "http1")]
 pub mod http1;

@@ -1,4 +1,4 @@
-//! SigV4 and aws-chunked (`fencegate::custody::sigv4`, `::chunked`): the
+//! SigV4 and aws-chunked (`fencegate::dialect::sigv4`, `::chunked`): the
 //! readers of what a client sends, and the signature chain both ways.
 //!
 //! The input is read three ways:
@@ -32,12 +32,12 @@ use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use bytes::Bytes;
-use fencegate::custody::chunked::{
+use fencegate::dialect::chunked::{
     Chunk, ChunkResigner, ChunkedError, ChunkedVerifier, Event, Trailer, DEFAULT_MAX_CHUNK,
     MAX_LINE, MAX_TRAILERS,
 };
-use fencegate::custody::shared_key::{self, AccountKey, Scheme};
-use fencegate::custody::sigv4::{
+use fencegate::dialect::shared_key::{self, AccountKey, Scheme};
+use fencegate::dialect::sigv4::{
     check_amz_headers_signed, format_amz_date, hex, is_signature_param, parse_amz_date,
     parse_authorization, parse_presigned, sha256, sha256_hex, signature, signing_key,
     string_to_sign, verify_signature, Authorization, CanonicalParts, Credential, SigV4Error,
@@ -84,7 +84,7 @@ fn keys() -> &'static Keys {
     KEYS.get_or_init(|| Keys {
         a: signing_key(SECRET_A, DATE, REGION, SERVICE),
         b: signing_key(SECRET_B, DATE, REGION, SERVICE),
-        raw_seed: fencegate::custody::sigv4::parse_hex32(RAW_SEED).expect("hex"),
+        raw_seed: fencegate::dialect::sigv4::parse_hex32(RAW_SEED).expect("hex"),
     })
 }
 
@@ -347,7 +347,7 @@ fn canonical_request_of<'h>(
     signed: &SignedHeaders,
     payload: &str,
 ) -> Result<String, SigV4Error> {
-    fencegate::custody::sigv4::canonical_request(
+    fencegate::dialect::sigv4::canonical_request(
         &request.method,
         &request.path,
         query,
@@ -712,7 +712,7 @@ fn chunked(request: &Request, controls: &Controls, key_b: &SigningKey) {
     }
 }
 
-/// Azure Shared Key (`fencegate::custody::shared_key`): the input as an
+/// Azure Shared Key (`fencegate::dialect::shared_key`): the input as an
 /// `Authorization` value (nothing panics; one that parses signs back to
 /// itself) and as a SAS query (nothing panics), and as a request (lines: method, path, query, then
 /// `name:value` fields): for both schemes the string to sign is made or

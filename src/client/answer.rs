@@ -264,7 +264,7 @@ fn snake_case(name: &str) -> String {
 #[cfg(all(test, feature = "custody"))]
 mod tests {
     use super::*;
-    use crate::custody::answer::{restyle, AnswerStyle};
+    use crate::dialect::answer::{restyle, AnswerStyle};
     use http::HeaderValue;
 
     fn read(style: AnswerStyle, json: serde_json::Value, status: u16) -> Option<FencingError> {

@@ -109,7 +109,7 @@ impl engine::Handler for NoEngine {
         std::future::pending::<Response<Self::Body>>()
     }
 
-    fn refused(&self, _: http::StatusCode, _: &'static str) -> crate::custody::answer::AnswerStyle {
+    fn refused(&self, _: http::StatusCode, _: &'static str) -> crate::dialect::answer::AnswerStyle {
         match *self {}
     }
 }

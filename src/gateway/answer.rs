@@ -11,7 +11,7 @@ use http::{Response, StatusCode};
 
 use super::body::response::FromProxy;
 use super::outcome::RequestOutcome;
-use crate::custody::answer::{restyle, AnswerStyle};
+use crate::dialect::answer::{restyle, AnswerStyle};
 use crate::fencing::ResponseBody;
 use crate::refusal::{error_response, OwnAnswer};
 

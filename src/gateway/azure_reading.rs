@@ -1,5 +1,5 @@
 //! How the gateway reads an Azure Blob request as one operation of the
-//! table ([`azure_operations`](crate::custody::azure_operations)), with
+//! table ([`azure_operations`](crate::dialect::azure_operations)), with
 //! custody and without: its query parameters (percent-decoded, a SAS's
 //! credentials left out) and its `x-ms-*` fields (but those the gateway
 //! reads itself), once, by this code.
@@ -17,7 +17,7 @@ use smallvec::SmallVec;
 
 use super::inbound::Inbound;
 use super::upstream::Upstream;
-use crate::custody::azure_operations::{
+use crate::dialect::azure_operations::{
     self, Level, NotRecognised, Operation, Unsupported, SELECTORS,
 };
 use crate::head::{visible_str, HeaderFields, RequestView};

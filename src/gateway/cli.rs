@@ -15,7 +15,7 @@ use super::config::{
 use super::upstream::Upstream;
 use crate::chain::{Mode, Observer};
 use crate::client_tls::{ClientTlsFiles, Secret};
-use crate::custody::StoreKind;
+use crate::dialect::StoreKind;
 use crate::fencing::Enforce;
 use crate::key::Scope;
 

@@ -23,7 +23,7 @@ use http::HeaderName;
 use super::upstream::Upstream;
 use crate::chain::{Mode, Observer, DEFAULT_CACHE_ENTRIES};
 use crate::client_tls::{ClientTlsFiles, Secret, TlsError};
-use crate::custody::StoreKind;
+use crate::dialect::StoreKind;
 use crate::fencing::{Enforce, TOKEN_HEADER};
 use crate::key::Scope;
 

@@ -21,8 +21,8 @@ use super::metrics::RouteCounters;
 use super::proxy::Proxy;
 use super::routes::RouteTable;
 use super::s3_hosts::S3Reading;
-use crate::custody::answer::AnswerStyle;
-use crate::custody::plain_operations::PlainDialect;
+use crate::dialect::answer::AnswerStyle;
+use crate::dialect::plain_operations::PlainDialect;
 use crate::fencing::FencingLayer;
 
 /// One route as the data plane serves it: its fencing layer, its proxy

@@ -39,7 +39,7 @@ use super::inbound::Inbound;
 use super::outcome::RequestOutcome;
 use super::pool::Pool;
 use super::upstream::Upstream;
-use crate::custody::chunked::ChunkedError;
+use crate::dialect::chunked::ChunkedError;
 use crate::fencing::Forward;
 use crate::head::{visible_str, HeaderFields, RequestView};
 use crate::store::{LeaseEnded, LeaseStage};

@@ -38,8 +38,8 @@ use super::tls;
 use super::upstream::Upstream;
 use super::version_head::{self, HeadThroughProxy, Probe};
 use crate::chain::{Chain, Mode, Observer};
-use crate::custody::plain_operations::PlainDialect;
-use crate::custody::StoreKind;
+use crate::dialect::plain_operations::PlainDialect;
+use crate::dialect::StoreKind;
 use crate::fencing::{Enforce, FencingLayer};
 use crate::Fences;
 

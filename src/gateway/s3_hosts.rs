@@ -17,7 +17,7 @@ use http::{HeaderName, Method, Uri};
 
 use super::custody::s3::{is_presigned, operation_of};
 use super::inbound::Inbound;
-use crate::custody::s3_operations::{plain_row, Level};
+use crate::dialect::s3_operations::{plain_row, Level};
 use crate::head::{visible_str, HeaderFields, RequestView};
 use crate::misreading::Misreading;
 

@@ -1,6 +1,6 @@
 //! Azure Blob under credential custody, request by request: every request
 //! here is built and signed by hand (`SharedKey`, `SharedKeyLite`, a
-//! service SAS) with the library's own `fencegate::custody::shared_key`,
+//! service SAS) with the library's own `fencegate::dialect::shared_key`,
 //! so that each check of the gateway can be reached alone: a wrong key, an
 //! unknown account, a signature over other headers, a skewed date, a SAS
 //! expired, tampered, not yet valid, for another address or for HTTPS
@@ -21,7 +21,7 @@ mod support;
 
 use std::time::{Duration, SystemTime};
 
-use fencegate::custody::shared_key::{
+use fencegate::dialect::shared_key::{
     parse_sas_time, sas_string_to_sign, AccountKey, Scheme, ServiceSas,
 };
 use support::azurite::{
@@ -1027,7 +1027,7 @@ fn the_store_receives_the_stores_signature_over_what_arrives() {
         .map(|(name, value)| (name.as_str(), value.as_bytes()))
         .collect();
     let (path, query) = record.target.split_once('?').unwrap();
-    let to_sign = fencegate::custody::shared_key::string_to_sign(
+    let to_sign = fencegate::dialect::shared_key::string_to_sign(
         Scheme::SharedKey,
         "PUT",
         support::azurite::STORE_ACCOUNT,
@@ -1294,16 +1294,16 @@ fn conformance_steps(
     gw: &GatewayProcess,
     op: &str,
     method: &'static str,
-    level: fencegate::custody::azure_operations::Level,
+    level: fencegate::dialect::azure_operations::Level,
 ) -> Vec<Step> {
     let account = "/fgops".to_owned();
     let container = "/fgops/conformance".to_owned();
     let blob = format!("{container}/b");
     let source = format!("http://{}{blob}", gw.data_addr());
     let at_level = match level {
-        fencegate::custody::azure_operations::Level::Account => account.clone(),
-        fencegate::custody::azure_operations::Level::Container => container.clone(),
-        fencegate::custody::azure_operations::Level::Blob => blob.clone(),
+        fencegate::dialect::azure_operations::Level::Account => account.clone(),
+        fencegate::dialect::azure_operations::Level::Container => container.clone(),
+        fencegate::dialect::azure_operations::Level::Blob => blob.clone(),
     };
     let w = |target: String, headers: &[(&'static str, &str)], body: &[u8], implemented: bool| {
         let mut with_token = headers.to_vec();
@@ -1440,7 +1440,7 @@ fn conformance_steps(
 /// need (the container, the blobs), Delete Container last.
 #[test]
 fn deny_by_default_every_row_of_the_azure_table_reaches_azurite() {
-    use fencegate::custody::azure_operations::operations;
+    use fencegate::dialect::azure_operations::operations;
     // A CORS preflight carries no credentials: forwarded (unsigned) when
     // anonymous clients may read.
     let (gw, _dir) = azure_custody_gateway(&["--anonymous-clients", "read"]);

@@ -23,7 +23,7 @@ mod support;
 
 use std::time::SystemTime;
 
-use fencegate::custody::shared_key::Scheme;
+use fencegate::dialect::shared_key::Scheme;
 use support::apache::Apache;
 use support::apache_basic::ApacheBasic;
 use support::azurite::{

@@ -177,7 +177,7 @@ fn the_proxys_own_errors_are_s3_documents() {
 
 use std::path::Path;
 
-use fencegate::custody::sigv4;
+use fencegate::dialect::sigv4;
 use support::moto_auth::{moto_with_auth, MotoAuth};
 use support::sigv4_client::Signer;
 
@@ -1053,7 +1053,7 @@ fn all_series(metrics: &str, outcome: &str) -> f64 {
 #[test]
 fn signed_aws_chunked_uploads_are_verified_and_re_signed_chunk_by_chunk() {
     use bytes::Bytes;
-    use fencegate::custody::chunked::{Chunk, ChunkResigner, Event};
+    use fencegate::dialect::chunked::{Chunk, ChunkResigner, Event};
     let moto = moto_with_auth();
     let (_dir, gw) = custody_gateway(moto, &[]);
     let owner = Signer::now(OWNER);

@@ -7,7 +7,7 @@
 //! published vectors before it serves (`--selftest`).
 //!
 //! The test is the client: it signs with an identity's key (FGOWNER01)
-//! using `fencegate::custody` as a plain SigV4 client library; what is
+//! using `fencegate::dialect` as a plain SigV4 client library; what is
 //! checked is what the gateway forwards, signed with the store's key
 //! (AKIDSTORE), as the store judges it.
 
@@ -22,8 +22,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use bytes::Bytes;
-use fencegate::custody::chunked::{Chunk, ChunkResigner, Event, Trailer};
-use fencegate::custody::sigv4;
+use fencegate::dialect::chunked::{Chunk, ChunkResigner, Event, Trailer};
+use fencegate::dialect::sigv4;
 use support::GatewayProcess;
 
 const STORE: (&str, &str) = ("AKIDSTORE", "store-secret-0123456789");

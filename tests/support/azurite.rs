@@ -162,7 +162,7 @@ pub fn shared_key_signed(
     body_len: usize,
 ) -> Vec<(String, String)> {
     shared_key_headers(
-        fencegate::custody::shared_key::Scheme::SharedKey,
+        fencegate::dialect::shared_key::Scheme::SharedKey,
         identity.account,
         identity.key,
         &httpdate::fmt_http_date(std::time::SystemTime::now()),
@@ -179,7 +179,7 @@ pub fn shared_key_signed(
 /// [`http`] sends for `body`. `target` is path-style, as sent.
 #[allow(clippy::too_many_arguments)]
 pub fn shared_key_headers(
-    scheme: fencegate::custody::shared_key::Scheme,
+    scheme: fencegate::dialect::shared_key::Scheme,
     account: &str,
     key: &str,
     date: &str,
@@ -188,7 +188,7 @@ pub fn shared_key_headers(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> Vec<(String, String)> {
-    use fencegate::custody::shared_key::{string_to_sign, AccountKey, Scheme};
+    use fencegate::dialect::shared_key::{string_to_sign, AccountKey, Scheme};
     let mut sent: Vec<(String, String)> = headers
         .iter()
         .map(|(n, v)| (n.to_string(), v.to_string()))

@@ -1,11 +1,11 @@
 //! A client's side of SigV4 for the custody tests: a request signed in the
-//! header form with `fencegate::custody::sigv4` (itself checked against
+//! header form with `fencegate::dialect::sigv4` (itself checked against
 //! AWS's example vectors, and against boto3 and an independent verifier
 //! through the gateway): every field signed but those named unsigned, with
 //! `host`, `x-amz-date` and `x-amz-content-sha256` (the body's hash unless
 //! a field gives the payload form).
 
-use fencegate::custody::sigv4;
+use fencegate::dialect::sigv4;
 
 use super::{GatewayProcess, Resp};
 

@@ -4,7 +4,7 @@
 use super::super::config::RouteConfig;
 use super::super::upstream::Upstream;
 use super::secrets::mask;
-use crate::custody::StoreKind;
+use crate::dialect::StoreKind;
 
 /// Routes that no request can reach: one with the same match as a route
 /// before it.

@@ -10,8 +10,8 @@ use http::header::{HeaderValue, CONTENT_TYPE, WWW_AUTHENTICATE};
 use http::{Response, StatusCode};
 use serde_json::json;
 
-use crate::custody::answer::{restyle, AnswerStyle};
-use crate::custody::azure_operations::Unsupported;
+use crate::dialect::answer::{restyle, AnswerStyle};
+use crate::dialect::azure_operations::Unsupported;
 use crate::gateway::outcome::RequestOutcome;
 use crate::refusal::json_response;
 
@@ -53,7 +53,7 @@ pub(crate) enum DeniedKind {
     /// forwarded.
     BadRequest,
     /// An Azure request the operation table does not read
-    /// ([`azure_operations`](crate::custody::azure_operations)): Azure's own
+    /// ([`azure_operations`](crate::dialect::azure_operations)): Azure's own
     /// code for what was not understood (400 `UnsupportedQueryParameter`,
     /// `UnsupportedHeader`, `InvalidQueryParameterValue`; 405
     /// `UnsupportedHttpVerb`); in S3's dialect and JSON as

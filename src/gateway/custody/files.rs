@@ -163,7 +163,7 @@ pub(crate) enum UpstreamCredentials {
     /// Azure Blob's Shared Key: the store's account and its key.
     AzureSharedKey {
         account: String,
-        key: crate::custody::shared_key::AccountKey,
+        key: crate::dialect::shared_key::AccountKey,
     },
 }
 
@@ -277,14 +277,14 @@ fn upstream_from(path: &Path, file: UpstreamFile) -> Result<UpstreamCredentials,
         }),
         "azure-shared-key" => {
             let account = need("account", file.account.clone())?;
-            if !crate::custody::shared_key::is_account_name(&account) {
+            if !crate::dialect::shared_key::is_account_name(&account) {
                 return Err(FileError::new(
                     path,
                     format!("account {account:?}: an Azure account name is 3 to 24 lowercase letters and digits"),
                 ));
             }
             let key = secret("key", file.key_file, file.key_env)?;
-            let key = crate::custody::shared_key::AccountKey::from_base64(key.expose())
+            let key = crate::dialect::shared_key::AccountKey::from_base64(key.expose())
                 .map_err(|_| FileError::new(path, "the account key is not base64"))?;
             Ok(UpstreamCredentials::AzureSharedKey { account, key })
         }

@@ -9,7 +9,7 @@ use super::denied::{Denied, DeniedKind};
 use super::files::{Access, Allow, Identity};
 use super::fingerprint::Fingerprint;
 use super::verified::{Forwarding, Verified};
-use crate::custody::shared_key::AccountKey;
+use crate::dialect::shared_key::AccountKey;
 use crate::gateway::config::Anonymous;
 use crate::gateway::inbound::Inbound;
 use crate::head::{HeaderFields, RequestView};

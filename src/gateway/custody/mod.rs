@@ -26,8 +26,8 @@ use self::denied::{Denied, DeniedKind};
 use self::files::{Access, Identity, UpstreamCredentials};
 use self::identities::Identities;
 use self::s3::S3Clients;
-use crate::custody::plain_operations::{self, PlainDialect};
-use crate::custody::StoreKind;
+use crate::dialect::plain_operations::{self, PlainDialect};
+use crate::dialect::StoreKind;
 use crate::gateway::inbound::Inbound;
 use crate::head::{HeaderFields, RequestView};
 use crate::key::normalize_path;
@@ -145,14 +145,14 @@ impl Custody {
             // request.
             for identity in &list {
                 if let (Some(account), Some(secret)) = (&identity.access_key_id, &identity.secret) {
-                    if !crate::custody::shared_key::is_account_name(account) {
+                    if !crate::dialect::shared_key::is_account_name(account) {
                         return Err(files::FileError::new(
                             source.path(),
                             format!("identity {:?}: under --store azure its access_key_id is an account name, 3 to 24 lowercase letters and digits", identity.name),
                         ));
                     }
                     let Ok(key) =
-                        crate::custody::shared_key::AccountKey::from_base64(secret.expose())
+                        crate::dialect::shared_key::AccountKey::from_base64(secret.expose())
                     else {
                         return Err(files::FileError::new(
                             source.path(),

@@ -16,8 +16,8 @@ use super::files::UpstreamCredentials;
 use super::s3::{lookup, SignedFields, EMPTY_SHA256};
 use super::stream;
 use super::verified::{Filed, Forwarding};
-use crate::custody::shared_key::{self, AccountKey};
-use crate::custody::sigv4::{self, SignedHeaders, SigningKey};
+use crate::dialect::shared_key::{self, AccountKey};
+use crate::dialect::sigv4::{self, SignedHeaders, SigningKey};
 use crate::gateway::hop::{connection_options, is_hop_by_hop};
 use crate::gateway::inbound::Head;
 

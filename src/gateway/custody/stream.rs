@@ -4,7 +4,7 @@
 //! chain as it passes, and re-signed into the gateway's, whose seed is the
 //! signature `sign.rs` gives the forwarded head. The framing keeps its
 //! length, so `Content-Length` and `x-amz-decoded-content-length` go on
-//! unchanged. The state machines are [`crate::custody::chunked`]'s; this
+//! unchanged. The state machines are [`crate::dialect::chunked`]'s; this
 //! file is the body around them.
 //!
 //! The store never sees the end of a body the gateway has not verified
@@ -23,10 +23,10 @@ use http::HeaderMap;
 use http_body::{Frame, SizeHint};
 use pin_project_lite::pin_project;
 
-use crate::custody::chunked::{
+use crate::dialect::chunked::{
     ChunkResigner, ChunkedError, ChunkedVerifier, Event, DEFAULT_MAX_CHUNK,
 };
-use crate::custody::sigv4::{self, SigningKey};
+use crate::dialect::sigv4::{self, SigningKey};
 use crate::gateway::BoxError;
 
 /// Whether `payload` (a verified request's `x-amz-content-sha256`) is a
@@ -349,8 +349,8 @@ fn fail(phase: &mut Phase, error: BoxError) -> Poll<Option<Result<Frame<Bytes>, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::custody::chunked::{Chunk, Trailer};
-    use crate::custody::sigv4::{signing_key, Credential};
+    use crate::dialect::chunked::{Chunk, Trailer};
+    use crate::dialect::sigv4::{signing_key, Credential};
     use http_body::Body as _;
     use http_body_util::{BodyExt, Full, StreamBody};
 

@@ -12,7 +12,7 @@ use http::{HeaderName, HeaderValue};
 use super::denied::{Denied, DeniedKind};
 use super::files::Identity;
 use super::stream;
-use crate::custody::sigv4::SignedHeaders;
+use crate::dialect::sigv4::SignedHeaders;
 
 /// Who sent a request, verified, and how it goes on to the store.
 #[derive(Debug)]

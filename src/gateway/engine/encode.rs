@@ -5,7 +5,7 @@
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::Method;
 
-use crate::custody::sigv4::SignedHeaders;
+use crate::dialect::sigv4::SignedHeaders;
 use crate::gateway::hop::end_to_end;
 use crate::head::visible_str;
 use crate::http1::names::eq_lowercase;

@@ -30,7 +30,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use super::body::{self, poll_fill, BodyError, Decoding};
 use super::encode::{itoa, put_field, Lines, Outgoing};
 use super::outbound::{self, Outbound, SPARE_LIMIT};
-use crate::custody::answer::{restyle_response, AnswerStyle};
+use crate::dialect::answer::{restyle_response, AnswerStyle};
 use crate::gateway::activity::ClientStream;
 use crate::gateway::hop::end_to_end;
 use crate::gateway::BoxError;

@@ -118,7 +118,7 @@ pub(crate) fn reached<'a, B>(
 }
 
 /// The operation `request` is, by the table of
-/// [`s3_operations`](crate::custody::s3_operations); refused 501
+/// [`s3_operations`](crate::dialect::s3_operations); refused 501
 /// `NotImplemented`, naming what is not understood, if it is none. The
 /// fields the gateway reads itself (`read_fields`: the token and lock
 /// headers) are not S3's to honour.

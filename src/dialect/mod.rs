@@ -1,4 +1,5 @@
-//! Credential custody and the store's dialect. [`StoreKind`] names the
+//! The store's dialect and its wire formats, without I/O (what credential
+//! custody, the gateway's, reads and writes). [`StoreKind`] names the
 //! store once (`--store`) and what follows from it: whether keys are flat,
 //! which chain dialect `--conditional-writes on` means, and the shape of
 //! the gateway's own answers ([`answer`]). Without I/O: AWS Signature
@@ -6,7 +7,10 @@
 //! the `Authorization` header and presigned URLs, for verifying what a
 //! client signed and signing what the gateway forwards) and aws-chunked
 //! bodies ([`chunked`]: chunk signatures verified and re-signed as they
-//! pass); Azure Blob's Shared Key ([`shared_key`]).
+//! pass); Azure Blob's Shared Key ([`shared_key`]). And the operation
+//! tables of deny by default (SPEC): every operation the gateway forwards,
+//! per dialect ([`s3_operations`], [`azure_operations`],
+//! [`plain_operations`]).
 
 use std::fmt;
 use std::str::FromStr;
@@ -34,7 +38,7 @@ use self::answer::AnswerStyle;
 /// The store behind the gateway (`--store`): its dialect, named once.
 ///
 /// ```
-/// use fencegate::custody::StoreKind;
+/// use fencegate::dialect::StoreKind;
 /// use fencegate::chain::Mode;
 ///
 /// let s3: StoreKind = "s3".parse().unwrap();

@@ -36,7 +36,7 @@
 //! checked against it by a test.
 //!
 //! ```
-//! use fencegate::custody::azure_operations::{recognise, Level, Need};
+//! use fencegate::dialect::azure_operations::{recognise, Level, Need};
 //!
 //! let put = recognise("PUT", Level::Blob, &[], &[("x-ms-blob-type", "BlockBlob")]).unwrap();
 //! assert_eq!((put.name, put.need), ("Put Blob", Need::Write));
@@ -1050,7 +1050,7 @@ mod tests {
         let table = markdown();
         assert!(
             doc.contains(&table),
-            "docs/AZURE_OPERATIONS.md does not hold the table of src/custody/azure_operations.rs; it is:\n{table}"
+            "docs/AZURE_OPERATIONS.md does not hold the table of src/dialect/azure_operations.rs; it is:\n{table}"
         );
     }
 }

@@ -11,7 +11,7 @@
 //! checked against it by a test.
 //!
 //! ```
-//! use fencegate::custody::s3_operations::{recognise, Level, Need};
+//! use fencegate::dialect::s3_operations::{recognise, Level, Need};
 //!
 //! let put = recognise("PUT", Level::Object, &["x-id"], &["x-amz-meta-owner", "x-amz-date"]).unwrap();
 //! assert_eq!((put.name, put.need), ("PutObject", Need::Write));
@@ -337,7 +337,7 @@ fn candidates(method: &str, level: Level) -> &'static [&'static Operation] {
 /// advance.
 ///
 /// ```
-/// use fencegate::custody::s3_operations::{plain_row, Level};
+/// use fencegate::dialect::s3_operations::{plain_row, Level};
 /// assert_eq!(plain_row("PUT", Level::Object).map(|op| op.name), Some("PutObject"));
 /// assert_eq!(plain_row("POST", Level::Bucket), None);
 /// ```
@@ -649,7 +649,7 @@ mod tests {
         let table = markdown();
         assert!(
             doc.contains(&table),
-            "docs/S3_OPERATIONS.md does not hold the table of src/custody/s3_operations.rs; it is:\n{table}"
+            "docs/S3_OPERATIONS.md does not hold the table of src/dialect/s3_operations.rs; it is:\n{table}"
         );
     }
 }

@@ -20,7 +20,7 @@
 //! without making it a `String`.
 //!
 //! ```
-//! use fencegate::custody::sigv4::*;
+//! use fencegate::dialect::sigv4::*;
 //!
 //! let auth = parse_authorization(
 //!     b"AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request, \

@@ -25,7 +25,7 @@
 //! and checked against them by a test.
 //!
 //! ```
-//! use fencegate::custody::plain_operations::{recognise, PlainDialect, Need};
+//! use fencegate::dialect::plain_operations::{recognise, PlainDialect, Need};
 //!
 //! let copy = recognise(PlainDialect::Webdav, "COPY", &["destination", "overwrite"]).unwrap();
 //! assert_eq!(copy.need, Need::Write);
@@ -412,7 +412,7 @@ mod tests {
             let table = markdown(dialect);
             assert!(
                 doc.contains(&table),
-                "docs/WEBDAV_OPERATIONS.md does not hold the {dialect:?} table of src/custody/plain_operations.rs; it is:\n{table}"
+                "docs/WEBDAV_OPERATIONS.md does not hold the {dialect:?} table of src/dialect/plain_operations.rs; it is:\n{table}"
             );
         }
     }

@@ -14,7 +14,7 @@ use super::*;
 /// request where a `String` per part cost four, and the scope a slice of it.
 ///
 /// ```
-/// use fencegate::custody::sigv4::Credential;
+/// use fencegate::dialect::sigv4::Credential;
 ///
 /// let credential = Credential::parse("AKID/20130524/us-east-1/s3/aws4_request").unwrap();
 /// assert_eq!(credential.access_key_id(), "AKID");
@@ -309,7 +309,7 @@ pub fn parse_signed_headers(text: &str) -> Result<SignedHeaders, SigV4Error> {
 /// signed request, verified and then re-signed.
 ///
 /// ```
-/// use fencegate::custody::sigv4::SignedHeaders;
+/// use fencegate::dialect::sigv4::SignedHeaders;
 ///
 /// let signed = SignedHeaders::parse("host;x-amz-date").unwrap();
 /// assert!(signed.contains("x-amz-date"));

@@ -15,7 +15,7 @@
 //! signatures the Azure SDK for Python made (the tests below).
 //!
 //! ```
-//! use fencegate::custody::shared_key::*;
+//! use fencegate::dialect::shared_key::*;
 //!
 //! let fields: [(&str, &[u8]); 2] = [
 //!     ("x-ms-date", b"Fri, 27 Nov 2026 06:00:00 GMT"),

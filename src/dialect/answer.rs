@@ -9,7 +9,7 @@
 //! `Highest`), so nothing the JSON says is lost in XML.
 //!
 //! ```
-//! use fencegate::custody::answer::{restyle, AnswerStyle};
+//! use fencegate::dialect::answer::{restyle, AnswerStyle};
 //! use serde_json::json;
 //!
 //! let json = json!({"error": "stale_token", "resource": "/b/k", "token": 33,

@@ -202,7 +202,7 @@ pub fn push_hex(out: &mut String, bytes: &[u8]) {
 /// `Authorization`).
 ///
 /// ```
-/// use fencegate::custody::sigv4::{hex, hex32};
+/// use fencegate::dialect::sigv4::{hex, hex32};
 ///
 /// let bytes: [u8; 32] = std::array::from_fn(|i| (i * 37) as u8);
 /// assert_eq!(&hex32(&bytes)[..], hex(&bytes).as_bytes());

@@ -72,7 +72,7 @@ pub fn canonical_request<'h>(
 /// lookup per signed name would scan the head once per name.
 ///
 /// ```
-/// use fencegate::custody::sigv4::{canonical_request_of, SignedHeaders};
+/// use fencegate::dialect::sigv4::{canonical_request_of, SignedHeaders};
 ///
 /// let signed = SignedHeaders::parse("host;x-amz-date").unwrap();
 /// let fields = [(1, &b"20130524T000000Z"[..]), (0, &b"b.example"[..])];
@@ -171,7 +171,7 @@ pub(super) fn filed_values<'f>(
 /// sign over ([`CanonicalParts::string_to_sign_of`]).
 ///
 /// ```
-/// use fencegate::custody::sigv4::{canonical_request_of, string_to_sign, CanonicalParts, SignedHeaders};
+/// use fencegate::dialect::sigv4::{canonical_request_of, string_to_sign, CanonicalParts, SignedHeaders};
 ///
 /// let signed = SignedHeaders::parse("host;x-amz-date").unwrap();
 /// let fields = [(1, &b"20130524T000000Z"[..]), (0, &b"b.example"[..])];

@@ -703,7 +703,7 @@ fn push_size(out: &mut Vec<u8>, size: usize, width: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::custody::sigv4::{parse_hex32, signing_key};
+    use crate::dialect::sigv4::{parse_hex32, signing_key};
     use proptest::prelude::*;
 
     const AMZ_DATE: &str = "20130524T000000Z";
