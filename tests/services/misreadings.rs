@@ -27,7 +27,8 @@ use fencegate::dialect::shared_key::Scheme;
 use support::apache::Apache;
 use support::apache_basic::ApacheBasic;
 use support::azurite::{
-    azure_custody_gateway, azurite, shared_key_headers, AzureIdentity, AUDITOR, OPS,
+    azure_custody_gateway, azurite, azurite_for_custody, shared_key_headers, AzureIdentity,
+    AUDITOR, BILLING, OPS, STORE_ACCOUNT, STORE_KEY,
 };
 use support::*;
 
@@ -752,4 +753,377 @@ fn class4_one_azure_blob_has_one_fence_key_whatever_the_spelling() {
     ] {
         assert_azure_error(&ops(spelling, "3"), 400, "invalid_path", spelling);
     }
+}
+
+/// A Put Blob (or Copy Blob) of `who` at `target` that copies from
+/// `source`, with `token`, through `gw`.
+fn copy_from(gw: &GatewayProcess, who: &AzureIdentity, target: &str, source: &str) -> Resp {
+    identity(
+        gw.data_addr(),
+        who,
+        "PUT",
+        target,
+        &[("x-ms-copy-source", source), (MS_TOKEN, "5")],
+        b"",
+    )
+}
+
+/// A request to Azurite itself signed with the store's key, which only
+/// the gateway holds: what the store holds, seen around the gateway.
+fn at_store(method: &str, target: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
+    shared_key_request(
+        azurite_for_custody(),
+        (STORE_ACCOUNT, STORE_KEY),
+        method,
+        target,
+        headers,
+        body,
+    )
+}
+
+/// A copy source read differently by the store (Azure issue, class 3):
+/// the gateway took a source path as a literal name inside the identity's
+/// prefix while Azurite normalised it (dot segments, `%2e%2e`, a
+/// backslash, which WHATWG URL parsing reads as `/`, encoded slashes) to a
+/// blob of another container; an identity confined to one prefix copied,
+/// so read, any blob of the account. Billing may read `/billing/` and
+/// `/shared/`, never `/private/`: every spelling of a source that the
+/// store could read as `/private/t3-secret` is refused before anything is
+/// forwarded, and the destination does not exist at the store afterwards
+/// (asked with the store's key).
+#[test]
+fn class3_a_copy_source_the_store_normalises_into_another_container_is_refused() {
+    let (gw, _dir) = azure_custody_gateway(&[]);
+    for container in ["billing", "private"] {
+        let made = identity(
+            gw.data_addr(),
+            &OPS,
+            "PUT",
+            &format!("/fgops/{container}?restype=container"),
+            &[(MS_TOKEN, "1")],
+            b"",
+        );
+        assert!(matches!(made.status, 201 | 409), "{}", made.text());
+    }
+    let put = identity(
+        gw.data_addr(),
+        &OPS,
+        "PUT",
+        "/fgops/private/t3-secret",
+        &[("x-ms-blob-type", "BlockBlob"), (MS_TOKEN, "1")],
+        b"classified",
+    );
+    assert_eq!(put.status, 201, "{}", put.text());
+    // Billing reads /private/t3-secret neither directly nor by a plain copy.
+    let direct = identity(
+        gw.data_addr(),
+        &BILLING,
+        "GET",
+        "/fgbilling/private/t3-secret",
+        &[],
+        b"",
+    );
+    assert_eq!(direct.status, 403, "{}", direct.text());
+    let base = format!("{}/fgbilling", gw.data_url());
+    // Spellings the store may read outside `/billing/`: refused.
+    let escaping = [
+        "/billing/../private/t3-secret",
+        "/billing/x/../../private/t3-secret",
+        "/billing/%2e%2e/private/t3-secret",
+        "/billing/%2E%2E/private/t3-secret",
+        "/billing/.%2e/private/t3-secret",
+        "/billing/%2e./private/t3-secret",
+        "/billing/./../private/t3-secret",
+        "/billing//../private/t3-secret",
+        "/billing/..//private/t3-secret",
+        "//billing/../private/t3-secret",
+        "/billing\\..\\private\\t3-secret",
+        "/billing\\../private/t3-secret",
+        "/billing/..\\private/t3-secret",
+        "/billing%5C..%5Cprivate%5Ct3-secret",
+        "/billing%5c..%5cprivate/t3-secret",
+        "/billing%2F..%2Fprivate%2Ft3-secret",
+        "/billing%2f..%2fprivate/t3-secret",
+        "/billing/..%2Fprivate/t3-secret",
+        "/billing/%2e%2e%2fprivate%2ft3-secret",
+        "/billing/%2E%2E%5Cprivate%5Ct3-secret",
+    ];
+    // Spellings both read as a name inside `/billing/` (a literal `%2e`,
+    // a NUL, a query): refused or forwarded, never the private blob.
+    let literal = [
+        "/billing/%252e%252e/private/t3-secret",
+        "/billing/..%00/private/t3-secret",
+        "/billing/t3?/../../private/t3-secret",
+        "/billing/t3#/../../private/t3-secret",
+    ];
+    // What Azurite itself makes of each spelling, for the test's output:
+    // the attack is real when the store copies the private blob.
+    let mut store_reads = Vec::new();
+    for (n, spelling) in escaping.iter().chain(&literal).enumerate() {
+        let source = format!("http://{}/{STORE_ACCOUNT}{spelling}", azurite_for_custody());
+        let target = format!("/{STORE_ACCOUNT}/billing/t3-direct-{n}");
+        let resp = at_store("PUT", &target, &[("x-ms-copy-source", &source)], b"");
+        let copied = resp.status < 300
+            && wait_until(std::time::Duration::from_secs(3), || {
+                at_store("GET", &target, &[], b"").body == b"classified"
+            });
+        if copied {
+            store_reads.push(*spelling);
+        }
+    }
+    println!("Azurite copies the private blob for: {store_reads:#?}");
+    assert!(
+        !store_reads.is_empty(),
+        "no spelling reaches the private blob at Azurite: the test shows nothing"
+    );
+    assert!(
+        store_reads.iter().all(|s| escaping.contains(s)),
+        "a spelling taken for literal escapes at the store: {store_reads:?}"
+    );
+
+    let mut served = Vec::new();
+    for (n, spelling) in escaping.iter().chain(&literal).enumerate() {
+        let target = format!("/fgbilling/billing/t3-copy-{n}");
+        let before = outcome_all_identities(&gw.metrics(), "forwarded");
+        let resp = copy_from(&gw, &BILLING, &target, &format!("{base}{spelling}"));
+        let forwarded = outcome_all_identities(&gw.metrics(), "forwarded") - before;
+        // The destination at the store, asked around the gateway (an
+        // asynchronous copy may land after the answer).
+        let stored = format!("/{STORE_ACCOUNT}/billing/t3-copy-{n}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let at = at_store("GET", &stored, &[], b"");
+        let must_refuse = escaping.contains(spelling);
+        let refused = (400..500).contains(&resp.status) && forwarded == 0.0;
+        if (must_refuse && !refused) || at.status != 404 || at.body == b"classified" {
+            served.push(format!(
+                "{spelling}: {} {:?}, forwarded {forwarded}, destination at the store {}",
+                resp.status,
+                resp.header("x-ms-error-code"),
+                at.status
+            ));
+        }
+    }
+    assert!(served.is_empty(), "not refused:\n{}", served.join("\n"));
+    // A source inside what billing reads still copies.
+    let put = identity(
+        gw.data_addr(),
+        &OPS,
+        "PUT",
+        "/fgops/billing/t3-own",
+        &[("x-ms-blob-type", "BlockBlob"), (MS_TOKEN, "1")],
+        b"own",
+    );
+    assert_eq!(put.status, 201, "{}", put.text());
+    let resp = copy_from(
+        &gw,
+        &BILLING,
+        "/fgbilling/billing/t3-copy-own",
+        &format!("{base}/billing/t3-own"),
+    );
+    assert_eq!(resp.status, 202, "{}", resp.text());
+    assert!(wait_until(std::time::Duration::from_secs(10), || {
+        at_store(
+            "GET",
+            &format!("/{STORE_ACCOUNT}/billing/t3-copy-own"),
+            &[],
+            b"",
+        )
+        .body
+            == b"own"
+    }));
+}
+
+/// May read `/cfg/inside/` and nothing else: an identity confined inside
+/// one container.
+const INSIDER: AzureIdentity = AzureIdentity {
+    name: "insider",
+    account: "fginsider",
+    key: "aW5zaWRlci1rZXktb2YtYW4taWRlbnRpdHktb2YtdGhlLWdhdGV3YXktbm90LW9mLXRoZS1zdG9yZQ==",
+};
+
+/// A gateway in front of [`azurite_for_custody`] holding the store's key,
+/// its clients [`OPS`] (admin of everything) and [`INSIDER`] (read on
+/// `/cfg/inside/`). The directory must outlive the gateway.
+fn insider_gateway() -> (GatewayProcess, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("store.key"), STORE_KEY).unwrap();
+    std::fs::write(
+        dir.path().join("upstream.toml"),
+        format!("kind = \"azure-shared-key\"\naccount = \"{STORE_ACCOUNT}\"\nkey_file = \"store.key\"\n"),
+    )
+    .unwrap();
+    let mut identities = String::new();
+    for (who, allow) in [
+        (&OPS, r#"[{ prefix = "/", access = "admin" }]"#),
+        (
+            &INSIDER,
+            r#"[{ prefix = "/cfg/inside/", access = "read" }]"#,
+        ),
+    ] {
+        std::fs::write(dir.path().join(format!("{}.key", who.name)), who.key).unwrap();
+        identities.push_str(&format!(
+            "[[identity]]\nname = \"{}\"\naccess_key_id = \"{}\"\nsecret_file = \"{}.key\"\nallow = {allow}\n\n",
+            who.name, who.account, who.name
+        ));
+    }
+    std::fs::write(dir.path().join("identities.toml"), identities).unwrap();
+    let upstream = format!("http://{}/{STORE_ACCOUNT}", azurite_for_custody());
+    let upstream_file = dir.path().join("upstream.toml").display().to_string();
+    let identities_file = dir.path().join("identities.toml").display().to_string();
+    let gw = GatewayProcess::start(&[
+        "--upstream",
+        &upstream,
+        "--store",
+        "azure",
+        "--upstream-credentials",
+        &upstream_file,
+        "--identities",
+        &identities_file,
+        "--token-header",
+        MS_TOKEN,
+    ]);
+    (gw, dir)
+}
+
+/// Container configuration read through a listing parameter (Azure issue,
+/// class 5): a `prefix` widens only a listing, so an identity that may read
+/// `/cfg/inside/` alone is refused every read of the container's
+/// configuration (properties, metadata, stored access policies, a tag
+/// query) whatever `prefix` rides along, and the store's answer (its
+/// metadata, its policy id, its tags) never reaches it; a listing of its
+/// prefix still works.
+#[test]
+fn class5_container_configuration_is_not_read_through_a_listing_prefix() {
+    let (gw, _dir) = insider_gateway();
+    let ops = |method: &str, target: &str, headers: &[(&str, &str)], body: &[u8]| {
+        let mut headers = headers.to_vec();
+        headers.push((MS_TOKEN, "1"));
+        identity(gw.data_addr(), &OPS, method, target, &headers, body)
+    };
+    let made = ops("PUT", "/fgops/cfg?restype=container", &[], b"");
+    assert!(matches!(made.status, 201 | 409), "{}", made.text());
+    let meta = ops(
+        "PUT",
+        "/fgops/cfg?restype=container&comp=metadata",
+        &[("x-ms-meta-secret", "t5-classified-meta")],
+        b"",
+    );
+    assert_eq!(meta.status, 200, "{}", meta.text());
+    let acl = ops(
+        "PUT",
+        "/fgops/cfg?restype=container&comp=acl",
+        &[("content-type", "application/xml")],
+        b"<?xml version=\"1.0\" encoding=\"utf-8\"?><SignedIdentifiers><SignedIdentifier><Id>t5-classified-policy</Id><AccessPolicy><Start>2026-01-01T00:00:00.0000000Z</Start><Expiry>2100-01-01T00:00:00.0000000Z</Expiry><Permission>r</Permission></AccessPolicy></SignedIdentifier></SignedIdentifiers>",
+    );
+    assert_eq!(acl.status, 200, "{}", acl.text());
+    for (blob, tag) in [
+        ("inside/mine", "t5-inside"),
+        ("outside/theirs", "t5-classified-tag"),
+    ] {
+        let put = ops(
+            "PUT",
+            &format!("/fgops/cfg/{blob}"),
+            &[
+                ("x-ms-blob-type", "BlockBlob"),
+                ("x-ms-tags", &format!("k={tag}")),
+            ],
+            b"x",
+        );
+        assert_eq!(put.status, 201, "{blob}: {}", put.text());
+    }
+    // The store serves each of these with a prefix riding along, and the
+    // answer holds the container's configuration: shown directly.
+    let shown = at_store(
+        "GET",
+        &format!("/{STORE_ACCOUNT}/cfg?restype=container&comp=acl&prefix=inside%2F"),
+        &[],
+        b"",
+    );
+    assert!(
+        shown.text().contains("t5-classified-policy"),
+        "{}",
+        shown.text()
+    );
+
+    let insider =
+        |method: &str, target: &str| identity(gw.data_addr(), &INSIDER, method, target, &[], b"");
+    let mut served = Vec::new();
+    for prefix in ["inside/", "inside%2F", "inside/mine"] {
+        for (method, path, query) in [
+            ("GET", "cfg", "restype=container"),
+            ("HEAD", "cfg", "restype=container"),
+            ("GET", "cfg", "restype=container&comp=metadata"),
+            ("HEAD", "cfg", "restype=container&comp=metadata"),
+            ("GET", "cfg", "restype=container&comp=acl"),
+            ("HEAD", "cfg", "restype=container&comp=acl"),
+            (
+                "GET",
+                "cfg",
+                "restype=container&comp=blobs&where=%22k%22%3D%27t5-classified-tag%27",
+            ),
+            (
+                "GET",
+                "cfg",
+                "restype=container&comp=list&include=metadata&comp=acl",
+            ),
+            (
+                "GET",
+                "cfg",
+                "restype=container&comp=acl&restype=container&comp=list",
+            ),
+            (
+                "GET",
+                "",
+                "comp=blobs&where=%22k%22%3D%27t5-classified-tag%27",
+            ),
+            ("GET", "", "restype=service&comp=properties"),
+            ("GET", "cfg", "restype=account&comp=properties"),
+        ] {
+            let target = format!("/fginsider/{path}?{query}&prefix={prefix}");
+            let before = outcome_all_identities(&gw.metrics(), "forwarded");
+            let resp = insider(method, &target);
+            let forwarded = outcome_all_identities(&gw.metrics(), "forwarded") - before;
+            let leaked = resp.text().contains("t5-classified")
+                || resp
+                    .headers
+                    .iter()
+                    .any(|(_, v)| v.contains("t5-classified"));
+            if !(400..500).contains(&resp.status) || forwarded != 0.0 || leaked {
+                served.push(format!(
+                    "{method} {target}: {} {:?}, forwarded {forwarded}, leaked {leaked}: {}",
+                    resp.status,
+                    resp.header("x-ms-error-code"),
+                    resp.text()
+                ));
+            }
+        }
+    }
+    // Without a prefix, the read of the configuration needs read on the
+    // whole container.
+    for query in [
+        "restype=container",
+        "restype=container&comp=metadata",
+        "restype=container&comp=acl",
+        "restype=container&comp=blobs&where=%22k%22%3D%27t5-classified-tag%27",
+    ] {
+        let resp = insider("GET", &format!("/fginsider/cfg?{query}"));
+        if resp.status != 403 || resp.text().contains("t5-classified") {
+            served.push(format!("GET ?{query}: {} {}", resp.status, resp.text()));
+        }
+    }
+    assert!(served.is_empty(), "served:\n{}", served.join("\n"));
+
+    // A listing of its own prefix still works, and lists only it.
+    let list = insider(
+        "GET",
+        "/fginsider/cfg?restype=container&comp=list&prefix=inside%2F",
+    );
+    assert_eq!(list.status, 200, "{}", list.text());
+    assert!(list.text().contains("inside/mine"), "{}", list.text());
+    assert!(!list.text().contains("outside/theirs"), "{}", list.text());
+    let wider = insider(
+        "GET",
+        "/fginsider/cfg?restype=container&comp=list&prefix=out",
+    );
+    assert_eq!(wider.status, 403, "{}", wider.text());
 }
