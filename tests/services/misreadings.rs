@@ -791,6 +791,8 @@ fn at_store(method: &str, target: &str, headers: &[(&str, &str)], body: &[u8]) -
 /// store could read as `/private/t3-secret` is refused before anything is
 /// forwarded, and the destination does not exist at the store afterwards
 /// (asked with the store's key).
+/// On 8011800 (before issue 49's first change) `/billing/..\private/...`
+/// copied the private blob; on 34c9afc every spelling is refused.
 #[test]
 fn class3_a_copy_source_the_store_normalises_into_another_container_is_refused() {
     let (gw, _dir) = azure_custody_gateway(&[]);
@@ -992,6 +994,9 @@ fn insider_gateway() -> (GatewayProcess, tempfile::TempDir) {
 /// query) whatever `prefix` rides along, and the store's answer (its
 /// metadata, its policy id, its tags) never reaches it; a listing of its
 /// prefix still works.
+/// On 8011800 (before issue 49's first change) the properties, metadata,
+/// ACL and tag query were served with a prefix; on 34c9afc only a
+/// duplicated `comp` was forwarded (and refused by Azurite, 502).
 #[test]
 fn class5_container_configuration_is_not_read_through_a_listing_prefix() {
     let (gw, _dir) = insider_gateway();
