@@ -12,6 +12,7 @@ use http::{HeaderName, HeaderValue};
 use super::denied::{Denied, DeniedKind};
 use super::files::Identity;
 use super::stream;
+use super::upload_ids::UploadAnswer;
 use crate::dialect::sigv4::SignedHeaders;
 
 /// Who sent a request, verified, and how it goes on to the store.
@@ -23,10 +24,21 @@ pub(crate) struct Verified {
     /// its fence (a token above the highest from one that may only read
     /// it is refused).
     pub(crate) may_raise: bool,
-    /// A WebDAV `LOCK` under custody: how its answer hands out the
-    /// gateway's tokens for the store's (`dav_locks.rs`). Boxed: most
+    /// How the store's answer hands out the gateway's handles for the
+    /// store's: a WebDAV `LOCK`'s tokens (`dav_locks.rs`), an S3
+    /// `CreateMultipartUpload`'s upload id (`upload_ids.rs`). Boxed: most
     /// requests have none.
-    pub(crate) lock_answer: Option<Box<LockAnswer>>,
+    pub(crate) answer: Option<Box<AnswerRewrite>>,
+}
+
+/// What the store's answer to a request needs rewritten before it is
+/// relayed: the store's handles in it become the gateway's sealed ones.
+#[derive(Debug, Clone)]
+pub(crate) enum AnswerRewrite {
+    /// A WebDAV `LOCK`'s tokens.
+    Lock(LockAnswer),
+    /// An S3 `CreateMultipartUpload`'s upload id.
+    Upload(UploadAnswer),
 }
 
 /// What a WebDAV `LOCK`'s answer needs to hand out tokens bound to the
