@@ -260,12 +260,13 @@ fn custody_gateway_to(
 /// The steps of `tests/clients/boto3_custody.py` every custody run must
 /// pass, and `extra` ones.
 fn assert_steps_ok(result: &serde_json::Value, gw: &GatewayProcess, extra: &[&str]) {
-    const STEPS: [&str; 11] = [
+    const STEPS: [&str; 12] = [
         "create_bucket",
         "put_new",
         "put_existing",
         "get",
         "upload_file_multipart",
+        "abort_listed_upload",
         "download_file_ranges",
         "copy_object",
         "delete_object",
@@ -1841,6 +1842,21 @@ fn class4_an_upload_id_is_refused_through_another_keys_path() {
     assert_eq!(moto.read(BUCKET, "a"), None);
     // The client never saw the store's id.
     assert_ne!(id, store_id, "the store's id was handed out as it is");
+    // A listing of the bucket's uploads hands out the same id, never the
+    // store's.
+    let uploads = owner.send(&gw, "GET", "/cust-uploads?uploads", &[], b"");
+    assert_eq!(uploads.status, 200, "{}", uploads.text());
+    assert_eq!(
+        element_text(&uploads.text(), "UploadId").as_deref(),
+        Some(id.as_str()),
+        "{}",
+        uploads.text()
+    );
+    assert!(
+        !uploads.text().contains(&format!(">{store_id}<")),
+        "{}",
+        uploads.text()
+    );
 
     // Through `a`'s own path the upload goes on: listed, completed.
     let listed = owner.send(

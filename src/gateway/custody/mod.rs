@@ -312,11 +312,12 @@ impl Custody {
 /// S3 upload ids bound to their object (`upload_ids.rs`): a request of an
 /// operation named by its `uploadId` (a part, a part copy, a completion,
 /// an abort, a parts listing) must carry an id the gateway sealed for its
-/// own bucket and key, else 404 `NoSuchUpload`; the store's id is put
-/// back in its target (and a presigned URL's forwarded query), which the
-/// gateway signs for the store after this. The client's signature was
-/// verified over the target as sent. A `CreateMultipartUpload`'s answer
-/// will hand out a sealed id.
+/// own bucket and key, else 404 `NoSuchUpload`; a `ListMultipartUploads`'
+/// `upload-id-marker` one sealed for its `key-marker`. The store's id is
+/// put back in the target (and a presigned URL's forwarded query), which
+/// the gateway signs for the store after this; the client's signature was
+/// verified over the target as sent. A `CreateMultipartUpload`'s or
+/// `ListMultipartUploads`' answer will hand out sealed ids.
 fn bind_upload<B>(
     keys: &UploadKeys,
     request: &mut Inbound<B>,
@@ -324,40 +325,53 @@ fn bind_upload<B>(
     operation: &crate::dialect::s3_operations::Operation,
 ) -> Result<(), Denied> {
     let names_upload = operation.subresources.contains(&upload_ids::UPLOAD_ID);
-    if operation.name != "CreateMultipartUpload" && !names_upload {
+    let creates = operation.name == "CreateMultipartUpload";
+    let lists = operation.name == "ListMultipartUploads";
+    if !(names_upload || creates || lists) {
         return Ok(());
     }
-    let Some((bucket, key)) = addressed.bucket_and_key() else {
-        // The table's rows of both are object-level: never here.
+    let Some(bucket) = addressed.bucket() else {
+        // The table's rows of these are bucket- or object-level: never here.
         return Ok(());
     };
-    if !names_upload {
-        let answer = keys.answer(bucket, &key);
+    let query = request.uri().query().unwrap_or("");
+    let (answer, unsealed) = if lists {
+        let (unsealed, url_encoded) = upload_ids::unseal_marker(keys, query, bucket)?;
+        (Some(keys.listed(bucket, url_encoded)), unsealed)
+    } else {
+        let Some((_, key)) = addressed.bucket_and_key() else {
+            return Ok(());
+        };
+        if creates {
+            (Some(keys.created(bucket, &key)), None)
+        } else {
+            let unsealed = upload_ids::unseal_query(keys, query, bucket, &key, &addressed.object)?;
+            (None, Some(unsealed))
+        }
+    };
+    if let Some(unsealed) = unsealed {
+        let uri = request.uri();
+        let rewritten = unsealed.put_back(uri.query().unwrap_or(""))?;
+        let unbuildable = |_: String| {
+            Denied::new(
+                DeniedKind::InvalidPath,
+                "the target with the store's upload id is no URI",
+            )
+        };
+        let mut parts = uri.clone().into_parts();
+        parts.path_and_query = Some(
+            http::uri::PathAndQuery::try_from(format!("{}?{rewritten}", uri.path()))
+                .map_err(|e| unbuildable(e.to_string()))?,
+        );
+        request.set_target(http::Uri::from_parts(parts).map_err(|e| unbuildable(e.to_string()))?);
         if let Some(verified) = request.custody.as_deref_mut() {
-            verified.answer = Some(Box::new(AnswerRewrite::Upload(answer)));
+            if let Forwarding::Presigned { query, .. } = &mut verified.forward {
+                *query = unsealed.put_back(query)?;
+            }
         }
-        return Ok(());
     }
-    let uri = request.uri();
-    let query = uri.query().unwrap_or("");
-    let store = upload_ids::unseal_query(keys, query, bucket, &key, &addressed.object)?;
-    let rewritten = upload_ids::with_store_id(query, &store)?;
-    let unbuildable = |_: String| {
-        Denied::new(
-            DeniedKind::InvalidPath,
-            "the target with the store's upload id is no URI",
-        )
-    };
-    let mut parts = uri.clone().into_parts();
-    parts.path_and_query = Some(
-        http::uri::PathAndQuery::try_from(format!("{}?{rewritten}", uri.path()))
-            .map_err(|e| unbuildable(e.to_string()))?,
-    );
-    request.set_target(http::Uri::from_parts(parts).map_err(|e| unbuildable(e.to_string()))?);
-    if let Some(verified) = request.custody.as_deref_mut() {
-        if let Forwarding::Presigned { query, .. } = &mut verified.forward {
-            *query = upload_ids::with_store_id(query, &store)?;
-        }
+    if let (Some(answer), Some(verified)) = (answer, request.custody.as_deref_mut()) {
+        verified.answer = Some(Box::new(AnswerRewrite::Upload(answer)));
     }
     Ok(())
 }
