@@ -1858,9 +1858,12 @@ fn class4_an_upload_id_is_refused_through_another_keys_path() {
         uploads.text()
     );
 
-    // Through `a`'s own path the upload goes on: listed, completed.
+    // Through `a`'s own path the upload goes on: listed (at another
+    // instance with the same store credentials, which shares no state with
+    // the first: the id verifies there too), completed.
+    let (_other_dir, other_gw) = custody_gateway(moto, &["--conditional-writes", "on"]);
     let listed = owner.send(
-        &gw,
+        &other_gw,
         "GET",
         &format!("/{BUCKET}/a?uploadId={}", query_value(&id)),
         &[],
