@@ -59,6 +59,7 @@ use super::denied::{Denied, DeniedKind};
 use super::files::UpstreamCredentials;
 use super::identities::constant_time_eq;
 use super::seal_keys::SealKeys;
+use super::verified::{AnswerKind, UploadAnswer};
 use crate::gateway::body::response::FromProxy;
 use crate::gateway::hop::end_to_end_map;
 
@@ -145,28 +146,6 @@ impl UploadKeys {
             .any(|k| constant_time_eq(&mac_of(k, store, bucket, key), &mac));
         verified.then(|| store.to_owned())
     }
-}
-
-/// What an answer needs to hand out the gateway's ids for the store's:
-/// sealed with `key` over each store id, `bucket` and the upload's key.
-#[derive(Clone)]
-pub(crate) struct UploadAnswer {
-    /// The key ids are sealed with.
-    key: hmac::Key,
-    /// The request's bucket.
-    bucket: String,
-    /// Which answer, and what it needs besides.
-    kind: AnswerKind,
-}
-
-/// The answers that carry upload ids the gateway rewrites.
-#[derive(Debug, Clone)]
-enum AnswerKind {
-    /// `CreateMultipartUpload`'s, of the request's key as S3 reads it.
-    Created { object_key: String },
-    /// `ListMultipartUploads`', each upload with its key; `url_encoded`:
-    /// its keys are URL-encoded (`encoding-type=url`).
-    Listed { url_encoded: bool },
 }
 
 impl AnswerKind {

@@ -12,7 +12,6 @@ use http::{HeaderName, HeaderValue};
 use super::denied::{Denied, DeniedKind};
 use super::files::Identity;
 use super::stream;
-use super::upload_ids::UploadAnswer;
 use crate::dialect::sigv4::SignedHeaders;
 
 /// Who sent a request, verified, and how it goes on to the store.
@@ -55,6 +54,28 @@ pub(crate) struct LockAnswer {
     /// `(store token, token handed out)` of the locks the request named in
     /// `If` (a refresh names the lock it refreshes).
     pub(crate) known: Vec<(String, String)>,
+}
+
+/// What an answer needs to hand out the gateway's ids for the store's:
+/// sealed with `key` over each store id, `bucket` and the upload's key.
+#[derive(Clone)]
+pub(crate) struct UploadAnswer {
+    /// The key ids are sealed with.
+    pub(crate) key: ring::hmac::Key,
+    /// The request's bucket.
+    pub(crate) bucket: String,
+    /// Which answer, and what it needs besides.
+    pub(crate) kind: AnswerKind,
+}
+
+/// The answers that carry upload ids the gateway rewrites.
+#[derive(Debug, Clone)]
+pub(crate) enum AnswerKind {
+    /// `CreateMultipartUpload`'s, of the request's key as S3 reads it.
+    Created { object_key: String },
+    /// `ListMultipartUploads`', each upload with its key; `url_encoded`:
+    /// its keys are URL-encoded (`encoding-type=url`).
+    Listed { url_encoded: bool },
 }
 
 /// How a verified request's fields go on, signed by the gateway.
