@@ -71,6 +71,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 use std::task::Poll;
 
+use super::state::changed_or_revoked;
 use super::table::under_prefix;
 use super::{
     lease_ended, log_raise, Admission, AdmitError, Fence, FenceState, Fences, InFlight, Stale,
@@ -495,18 +496,7 @@ impl Fences {
             if !still_blocked && !hold.as_ref().is_some_and(|hold| hold.waits()) {
                 continue;
             }
-            std::future::poll_fn(|cx| {
-                let lease_gone = match revoked.as_mut().as_pin_mut() {
-                    Some(revoked) => revoked.poll(cx).is_ready(),
-                    None => false,
-                };
-                if lease_gone || changed.as_mut().poll(cx).is_ready() {
-                    Poll::Ready(())
-                } else {
-                    Poll::Pending
-                }
-            })
-            .await;
+            changed_or_revoked(changed.as_mut(), revoked.as_mut().as_pin_mut()).await;
         }
     }
 

@@ -46,7 +46,6 @@ use std::net::SocketAddr;
 use std::pin::{pin, Pin};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::Poll;
 
 use crate::key::is_namespaced;
 pub use crate::key::NAMESPACE_END;
@@ -63,7 +62,7 @@ mod table;
 mod view;
 
 pub use self::admission::{Admission, AdmitError, InFlight, Stale, StaleReason};
-use self::state::{Fence, FenceState, FROZEN, RETIRED, USED};
+use self::state::{changed_or_revoked, Fence, FenceState, FROZEN, RETIRED, USED};
 use self::table::Table;
 
 pub use self::cache::{CacheStats, FenceCache};
@@ -429,18 +428,7 @@ impl Fences {
                 }
                 Enter::Wait => {}
             }
-            std::future::poll_fn(|cx| {
-                let lease_gone = match revoked.as_mut().as_pin_mut() {
-                    Some(revoked) => revoked.poll(cx).is_ready(),
-                    None => false,
-                };
-                if lease_gone || changed.as_mut().poll(cx).is_ready() {
-                    Poll::Ready(())
-                } else {
-                    Poll::Pending
-                }
-            })
-            .await;
+            changed_or_revoked(changed.as_mut(), revoked.as_mut().as_pin_mut()).await;
         }
     }
 

@@ -98,3 +98,25 @@ impl Fence {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
+
+/// Waits until `changed` (a fence's notification, registered before the
+/// caller's last look) fires, or `revoked` (the lease a shared store's
+/// claim lives on) resolves: a waiting admission looks again after
+/// either. The one wait of `Fences::wait_to_enter` and of a request on
+/// several keys (`many.rs`).
+pub(super) async fn changed_or_revoked(
+    mut changed: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
+    mut revoked: Option<std::pin::Pin<&mut (impl std::future::Future<Output = ()> + ?Sized)>>,
+) {
+    std::future::poll_fn(|cx| {
+        let lease_gone = revoked
+            .as_mut()
+            .is_some_and(|revoked| revoked.as_mut().poll(cx).is_ready());
+        if lease_gone || std::future::Future::poll(changed.as_mut(), cx).is_ready() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+}

@@ -30,7 +30,9 @@
 //!   a reload).
 //! - G2, a request's steps: `custody/` (credential custody: the client
 //!   verified and authorised, the store's signature), `s3_hosts.rs` (the
-//!   bucket an S3 store reads out of a host), `exchange.rs` (one
+//!   bucket an S3 store reads out of a host, and S3 writes without
+//!   custody), `azure_reading.rs` (Azure writes without custody),
+//!   `exchange.rs` (one
 //!   request's record and `Relayed`, the body that carries it to its
 //!   end), `proxy.rs` (forwarding), `version_head.rs` (the chain's
 //!   version reads through the proxy, and the conditional probe).

@@ -298,7 +298,7 @@ pub fn listed_objects(body: &[u8]) -> Result<ListedObjects, Unfenceable> {
 /// what the store reads (`roxmltree`'s `text()` is the first text node
 /// only). A DTD, and so any entity beyond the five predefined, is refused
 /// by the parser itself.
-fn whole_text(element: roxmltree::Node<'_, '_>) -> Result<String, String> {
+pub(crate) fn whole_text(element: roxmltree::Node<'_, '_>) -> Result<String, String> {
     let mut text = String::new();
     for child in element.children() {
         match child.text() {

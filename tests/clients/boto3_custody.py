@@ -205,6 +205,24 @@ def main():
 
         step("download_file_ranges", download)
 
+    def abort_listed():
+        # An upload left behind, found by listing and aborted with the id
+        # the listing shows (under custody the gateway's, sealed for its
+        # key, as the one CreateMultipartUpload handed out).
+        created = s3.create_multipart_upload(Bucket=bucket, Key="abandoned.bin")["UploadId"]
+        listed = [
+            u["UploadId"]
+            for u in s3.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+            if u["Key"] == "abandoned.bin"
+        ]
+        if listed != [created]:
+            return f"mismatch: listed {listed}, created {created}"
+        s3.abort_multipart_upload(Bucket=bucket, Key="abandoned.bin", UploadId=listed[0])
+        left = s3.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+        return None if not left else f"mismatch: {len(left)} uploads left"
+
+    step("abort_listed_upload", abort_listed)
+
     def copy():
         s3.copy_object(Bucket=bucket, Key="copy.csv", CopySource={"Bucket": bucket, "Key": "report.csv"})
         return expect(s3.get_object(Bucket=bucket, Key="copy.csv")["Body"].read(), b"second", "copy.csv")

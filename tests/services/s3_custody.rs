@@ -260,12 +260,13 @@ fn custody_gateway_to(
 /// The steps of `tests/clients/boto3_custody.py` every custody run must
 /// pass, and `extra` ones.
 fn assert_steps_ok(result: &serde_json::Value, gw: &GatewayProcess, extra: &[&str]) {
-    const STEPS: [&str; 11] = [
+    const STEPS: [&str; 12] = [
         "create_bucket",
         "put_new",
         "put_existing",
         "get",
         "upload_file_multipart",
+        "abort_listed_upload",
         "download_file_ranges",
         "copy_object",
         "delete_object",
@@ -1665,4 +1666,251 @@ fn presigned_parameters_lock_headers_and_configuration_reads_are_authorised_as_t
         b"",
     );
     assert_ne!(preflight.status, 501, "{}", preflight.text());
+}
+
+/// A query value as SigV4 writes it (RFC 3986's unreserved kept).
+fn query_value(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The text of the first `<name>` element of `text`.
+fn element_text(text: &str, name: &str) -> Option<String> {
+    let (_, rest) = text.split_once(&format!("<{name}>"))?;
+    let (inside, _) = rest.split_once(&format!("</{name}>"))?;
+    Some(inside.to_owned())
+}
+
+/// The S3 issue's class 4: an upload id belongs to the object it was
+/// created for. A part, a part copy, a completion, an abort or a parts
+/// listing through another key's path is refused 404 `NoSuchUpload` and
+/// nothing changes at the store (moto, read with the store's key, does not
+/// check the key itself); the store's own id is refused too; a stale
+/// holder cannot complete its upload through a fresh key's path onto an
+/// object whose fence moved past its token; the ordinary flow (create,
+/// part, list, complete; create, abort) goes through.
+#[test]
+fn class4_an_upload_id_is_refused_through_another_keys_path() {
+    let moto = moto_with_auth();
+    let (_dir, gw) = custody_gateway(moto, &["--conditional-writes", "on"]);
+    let owner = Signer::now(OWNER);
+    const BUCKET: &str = "cust-uploads";
+    let made = owner.send(
+        &gw,
+        "PUT",
+        "/cust-uploads",
+        &[("x-fencing-token", "1")],
+        b"",
+    );
+    assert_eq!(made.status, 200, "{}", made.text());
+    let source = owner.send(
+        &gw,
+        "PUT",
+        "/cust-uploads/src",
+        &[("x-fencing-token", "1")],
+        b"copied",
+    );
+    assert_eq!(source.status, 200, "{}", source.text());
+    let create = |key: &str, token: &str| -> String {
+        let created = owner.send(
+            &gw,
+            "POST",
+            &format!("/{BUCKET}/{key}?uploads"),
+            &[("x-fencing-token", token)],
+            b"",
+        );
+        assert_eq!(created.status, 200, "{}", created.text());
+        element_text(&created.text(), "UploadId")
+            .unwrap_or_else(|| panic!("no UploadId in {}", created.text()))
+    };
+    let part = |key: &str, id: &str, number: u32, token: &str, body: &[u8]| {
+        owner.send(
+            &gw,
+            "PUT",
+            &format!(
+                "/{BUCKET}/{key}?partNumber={number}&uploadId={}",
+                query_value(id)
+            ),
+            &[("x-fencing-token", token)],
+            body,
+        )
+    };
+    let complete_body = |etag: &str| {
+        format!(
+            "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>{etag}</ETag></Part></CompleteMultipartUpload>"
+        )
+    };
+    let complete = |key: &str, id: &str, token: &str, etag: &str| {
+        owner.send(
+            &gw,
+            "POST",
+            &format!("/{BUCKET}/{key}?uploadId={}", query_value(id)),
+            &[("x-fencing-token", token)],
+            complete_body(etag).as_bytes(),
+        )
+    };
+    let no_such_upload = |resp: support::Resp, what: &str| {
+        assert_eq!(resp.status, 404, "{what}: {}", resp.text());
+        assert_eq!(s3_code(&resp), "NoSuchUpload", "{what}");
+    };
+
+    // An upload created for `a`, one part through `a`'s own path.
+    let id = create("a", "5");
+    let store = moto.uploads(BUCKET);
+    assert_eq!(store.len(), 1, "{store:?}");
+    let store_id = store[0].1.clone();
+    let first = part("a", &id, 1, "5", b"part one of a");
+    assert_eq!(first.status, 200, "{}", first.text());
+    let etag = first.header("etag").unwrap_or_default().to_owned();
+
+    // Through `b`'s path: refused, whatever the operation.
+    no_such_upload(part("b", &id, 2, "10", b"through b"), "a part through b");
+    let copied = owner.send(
+        &gw,
+        "PUT",
+        &format!("/{BUCKET}/b?partNumber=2&uploadId={}", query_value(&id)),
+        &[
+            ("x-amz-copy-source", "cust-uploads/src"),
+            ("x-fencing-token", "10"),
+        ],
+        b"",
+    );
+    no_such_upload(copied, "a part copy through b");
+    no_such_upload(complete("b", &id, "10", &etag), "a completion through b");
+    let target = format!("/{BUCKET}/b?uploadId={}", query_value(&id));
+    no_such_upload(
+        owner.send(&gw, "DELETE", &target, &[("x-fencing-token", "10")], b""),
+        "an abort through b",
+    );
+    no_such_upload(
+        owner.send(&gw, "GET", &target, &[], b""),
+        "a parts listing through b",
+    );
+    // A presigned parts listing: its query is the client's signed one, and
+    // what goes on carries the store's id (moto answers it header-signed).
+    let url = presigned_with(
+        &gw,
+        OWNER,
+        "GET",
+        "/cust-uploads/b",
+        &format!("uploadId={}", query_value(&id)),
+    );
+    no_such_upload(
+        gw.req("GET", &url, &[("x-fencing-token", "5")], b""),
+        "a presigned parts listing through b",
+    );
+    let url = presigned_with(
+        &gw,
+        OWNER,
+        "GET",
+        "/cust-uploads/a",
+        &format!("uploadId={}", query_value(&id)),
+    );
+    let listed = gw.req("GET", &url, &[("x-fencing-token", "5")], b"");
+    assert_eq!(listed.status, 200, "{}", listed.text());
+    assert!(
+        listed.text().contains("<PartNumber>1</PartNumber>"),
+        "{}",
+        listed.text()
+    );
+    // The store's own id, even through `a`'s path, and a forged seal.
+    no_such_upload(part("a", &store_id, 2, "5", b"raw"), "the store's id");
+    no_such_upload(
+        part(
+            "a",
+            &format!("{store_id}.AAAAAAAAAAAAAAAAAAAAAA"),
+            2,
+            "5",
+            b"forged",
+        ),
+        "a forged seal",
+    );
+    // Nothing changed at the store: the upload is `a`'s, with its one part,
+    // and neither `a` nor `b` was written.
+    assert_eq!(
+        moto.uploads(BUCKET),
+        vec![("a".to_owned(), store_id.clone(), vec![1])]
+    );
+    assert_eq!(moto.read(BUCKET, "b"), None);
+    assert_eq!(moto.read(BUCKET, "a"), None);
+    // The client never saw the store's id.
+    assert_ne!(id, store_id, "the store's id was handed out as it is");
+    // A listing of the bucket's uploads hands out the same id, never the
+    // store's.
+    let uploads = owner.send(&gw, "GET", "/cust-uploads?uploads", &[], b"");
+    assert_eq!(uploads.status, 200, "{}", uploads.text());
+    assert_eq!(
+        element_text(&uploads.text(), "UploadId").as_deref(),
+        Some(id.as_str()),
+        "{}",
+        uploads.text()
+    );
+    assert!(
+        !uploads.text().contains(&format!(">{store_id}<")),
+        "{}",
+        uploads.text()
+    );
+
+    // Through `a`'s own path the upload goes on: listed (at another
+    // instance with the same store credentials, which shares no state with
+    // the first: the id verifies there too), completed.
+    let (_other_dir, other_gw) = custody_gateway(moto, &["--conditional-writes", "on"]);
+    let listed = owner.send(
+        &other_gw,
+        "GET",
+        &format!("/{BUCKET}/a?uploadId={}", query_value(&id)),
+        &[],
+        b"",
+    );
+    assert_eq!(listed.status, 200, "{}", listed.text());
+    let done = complete("a", &id, "5", &etag);
+    assert_eq!(done.status, 200, "{}", done.text());
+    assert_eq!(
+        moto.read(BUCKET, "a").as_deref(),
+        Some(&b"part one of a"[..])
+    );
+
+    // A stale holder: its upload of `fenced` (token 10), then a fresh
+    // holder writes `fenced` at 20. Through its own path the completion is
+    // stale; through `other`'s (whose fence it may pass) it is no upload
+    // of `other`'s, and `fenced` keeps the fresh holder's bytes.
+    let stale_id = create("fenced", "10");
+    let stale_part = part("fenced", &stale_id, 1, "10", b"stale");
+    assert_eq!(stale_part.status, 200, "{}", stale_part.text());
+    let stale_etag = stale_part.header("etag").unwrap_or_default().to_owned();
+    let fresh = owner.send(
+        &gw,
+        "PUT",
+        "/cust-uploads/fenced",
+        &[("x-fencing-token", "20")],
+        b"fresh",
+    );
+    assert_eq!(fresh.status, 200, "{}", fresh.text());
+    let own_path = complete("fenced", &stale_id, "10", &stale_etag);
+    assert_eq!(own_path.status, 409, "{}", own_path.text());
+    assert_eq!(s3_code(&own_path), "stale_token");
+    no_such_upload(
+        complete("other", &stale_id, "10", &stale_etag),
+        "a stale completion through another key",
+    );
+    assert_eq!(moto.read(BUCKET, "fenced").as_deref(), Some(&b"fresh"[..]));
+    assert_eq!(moto.read(BUCKET, "other"), None);
+
+    // An abort through the upload's own path goes through.
+    let aborted = owner.send(
+        &gw,
+        "DELETE",
+        &format!("/{BUCKET}/fenced?uploadId={}", query_value(&stale_id)),
+        &[("x-fencing-token", "20")],
+        b"",
+    );
+    assert_eq!(aborted.status, 204, "{}", aborted.text());
+    assert_eq!(moto.uploads(BUCKET), vec![]);
 }

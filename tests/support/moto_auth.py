@@ -48,6 +48,10 @@ Usage (python from the project's venv, target/venv/bin/python):
   moto_auth.py get URL KEY_ID SECRET BUCKET KEY
       what moto holds at BUCKET/KEY, read with KEY_ID; prints
       {"status": 200, "body_hex": ...} or {"status", "code"} of the error
+  moto_auth.py uploads URL KEY_ID SECRET BUCKET
+      the multipart uploads in progress in BUCKET, read with KEY_ID (the
+      store's ids): prints {"uploads": [{"key", "upload_id", "parts": [N,
+      ...]}, ...]}
   moto_auth.py actions
       prints SETUP_ACTIONS
   moto_auth.py selftest
@@ -168,6 +172,24 @@ def get(url, key_id, secret, bucket, key):
         }
 
 
+def uploads(url, key_id, secret, bucket):
+    """The multipart uploads in progress in BUCKET as moto holds them, read
+    with KEY_ID (no gateway between): each one's key, the store's id and its
+    parts' numbers."""
+    s3 = _client("s3", url, key_id, secret)
+    found = []
+    for upload in s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []):
+        parts = s3.list_parts(Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
+        found.append(
+            {
+                "key": upload["Key"],
+                "upload_id": upload["UploadId"],
+                "parts": [part["PartNumber"] for part in parts.get("Parts", [])],
+            }
+        )
+    return {"uploads": found}
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -267,6 +289,8 @@ def main():
         print(json.dumps(new_key(*args[1:])))
     elif command == "get" and len(args) == 6:
         print(json.dumps(get(*args[1:])))
+    elif command == "uploads" and len(args) == 5:
+        print(json.dumps(uploads(*args[1:])))
     elif command == "actions" and len(args) == 1:
         print(SETUP_ACTIONS)
     elif command == "serve" and len(args) in (1, 2):

@@ -190,6 +190,36 @@ impl MotoAuth {
         }
     }
 
+    /// The multipart uploads in progress in `bucket` as moto holds them,
+    /// read with the setup's key directly (no gateway): `(key, the store's
+    /// upload id, part numbers)`, in moto's order.
+    pub fn uploads(&self, bucket: &str) -> Vec<(String, String, Vec<u64>)> {
+        let got = moto_auth_py(&[
+            "uploads",
+            &self.url,
+            &self.access_key_id,
+            &self.secret_access_key,
+            bucket,
+        ]);
+        got["uploads"]
+            .as_array()
+            .unwrap_or_else(|| panic!("listing the uploads of {bucket} in moto: {got}"))
+            .iter()
+            .map(|upload| {
+                (
+                    upload["key"].as_str().unwrap().to_owned(),
+                    upload["upload_id"].as_str().unwrap().to_owned(),
+                    upload["parts"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|n| n.as_u64().unwrap())
+                        .collect(),
+                )
+            })
+            .collect()
+    }
+
     /// Writes `--upstream-credentials` for the setup's key into `dir`
     /// ([`write_upstream_credentials`]); returns the TOML file's path.
     pub fn write_credentials(&self, dir: &Path) -> PathBuf {

@@ -83,7 +83,7 @@ impl AzureClients {
             identity,
             forward: Forwarding::Gateway,
             may_raise: false,
-            lock_answer: None,
+            answer: None,
         };
         match (authorization, sas) {
             (Some(_), Some(_)) => Err(failed(

@@ -24,7 +24,7 @@ pub(crate) fn authenticate<R: RequestView>(
                 identity: Arc::clone(anonymous),
                 forward: Forwarding::Gateway,
                 may_raise: false,
-                lock_answer: None,
+                answer: None,
             }),
             None => Err(unauthenticated("the request carries no credentials")),
         };
@@ -72,7 +72,7 @@ pub(crate) fn authenticate<R: RequestView>(
         identity,
         forward: Forwarding::Gateway,
         may_raise: false,
-        lock_answer: None,
+        answer: None,
     })
 }
 

@@ -27,9 +27,10 @@
 //! `opaquelocktoken:` URI as RFC 4918 (appendix C) writes it, a UUID with
 //! a path after it, 85 characters long for Apache's tokens (clients keep
 //! tokens in small buffers: litmus builds an `If` field in 200 bytes), so a
-//! client takes it as any other lock token. The MAC's key is derived (PBKDF2) from the
-//! store's credentials, which every instance in front of the store holds:
-//! the binding holds across instances and restarts with no shared state,
+//! client takes it as any other lock token. The MAC's key is derived
+//! (PBKDF2) from the store's credentials (`seal_keys.rs`, shared with S3's
+//! upload ids), which every instance in front of the store holds: the
+//! binding holds across instances and restarts with no shared state,
 //! and an instance that never saw the `LOCK` checks the token as well as
 //! the one that answered it. After a rotation of the store's credentials
 //! tokens sealed with the previous key still verify (the one before is
@@ -62,17 +63,16 @@
 //! `lockdiscovery` shows the store's tokens, which the gateway cannot
 //! attribute to an identity and so never rebinds (docs/CUSTODY.md).
 
-use std::sync::{Arc, RwLock};
-
 use base64::Engine as _;
 use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{HeaderName, HeaderValue, Response};
-use ring::{hmac, pbkdf2};
+use ring::hmac;
 
 use super::denied::{Denied, DeniedKind};
 use super::files::{Access, Identity, UpstreamCredentials};
 use super::identities::constant_time_eq;
+use super::seal_keys::SealKeys;
 use super::verified::LockAnswer;
 use crate::gateway::body::response::FromProxy;
 use crate::gateway::hop::end_to_end_map;
@@ -93,33 +93,16 @@ const MAX_STORE_TOKEN: usize = 1024;
 /// The most bytes of a `LOCK` answer's body the gateway reads to rewrite
 /// (Apache's are under 1 KiB).
 const MAX_LOCK_ANSWER: usize = 64 * 1024;
-/// PBKDF2's salt and rounds for the sealing key: a token and its MAC are
-/// known to every identity, so the key is made slow to guess from a weak
-/// store password.
+/// The salt of the key lock tokens are sealed with
+/// ([`SealKeys`](super::seal_keys::SealKeys)).
 const KEY_SALT: &[u8] = b"fencegate/webdav-lock-binding/v1";
-const KEY_ROUNDS: std::num::NonZeroU32 = match std::num::NonZeroU32::new(20_000) {
-    Some(rounds) => rounds,
-    None => std::num::NonZeroU32::MIN,
-};
 /// What the MAC covers first: its version.
 const MAC_VERSION: &[u8] = b"fencegate lock token v1";
 
 /// The keys that seal lock tokens: the one derived from the store's
 /// credentials in force, and the one before the last rotation.
-pub(crate) struct LockKeys {
-    keys: RwLock<Arc<KeyPair>>,
-}
-
-struct KeyPair {
-    current: hmac::Key,
-    previous: Option<hmac::Key>,
-}
-
-impl std::fmt::Debug for LockKeys {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("LockKeys(..)")
-    }
-}
+#[derive(Debug)]
+pub(crate) struct LockKeys(SealKeys);
 
 /// Why a token or a field that submits one is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -171,43 +154,26 @@ pub(crate) struct Bound {
 impl LockKeys {
     /// The keys of `credentials`.
     pub(crate) fn new(credentials: &UpstreamCredentials) -> LockKeys {
-        LockKeys {
-            keys: RwLock::new(Arc::new(KeyPair {
-                current: derive(credentials),
-                previous: None,
-            })),
-        }
+        LockKeys(SealKeys::new(credentials, KEY_SALT))
     }
 
     /// Seals with `credentials` from now on (a reload of their file); the
     /// key in force until now still verifies.
     pub(crate) fn rotate(&self, credentials: &UpstreamCredentials) {
-        let current = derive(credentials);
-        if let Ok(mut keys) = self.keys.write() {
-            let previous = Some(keys.current.clone());
-            *keys = Arc::new(KeyPair { current, previous });
-        }
-    }
-
-    fn pair(&self) -> Arc<KeyPair> {
-        match self.keys.read() {
-            Ok(keys) => Arc::clone(&keys),
-            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
-        }
+        self.0.rotate(credentials);
     }
 
     /// The key tokens are sealed with now.
     pub(crate) fn sealing_key(&self) -> hmac::Key {
-        self.pair().current.clone()
+        self.0.sealing_key()
     }
 
     /// `token` (without angle brackets), if the gateway handed it out to
     /// `identity`: its MAC, over the identity's name, verifies.
     pub(crate) fn verify(&self, token: &str, identity: &str) -> Option<Bound> {
-        let pair = self.pair();
+        let pair = self.0.pair();
         let (bound, mac) = unseal(token)?;
-        let keys = std::iter::once(&pair.current).chain(pair.previous.as_ref());
-        for key in keys {
+        for key in pair.iter() {
             let expected = mac_of(key, &bound.store, identity, &bound.root_hash);
             if constant_time_eq(&expected, &mac) {
                 return Some(bound);
@@ -215,40 +181,6 @@ impl LockKeys {
         }
         None
     }
-}
-
-/// The sealing key of `credentials`: PBKDF2 over the store's password or
-/// token (the plain stores' kinds, the only ones paired with WebDAV), or
-/// over the digest of the others'.
-fn derive(credentials: &UpstreamCredentials) -> hmac::Key {
-    let secret = match credentials {
-        UpstreamCredentials::Basic { user, password } => {
-            let mut secret = b"basic\0".to_vec();
-            secret.extend_from_slice(&(user.len() as u64).to_be_bytes());
-            secret.extend_from_slice(user.as_bytes());
-            secret.extend_from_slice(password.expose().as_bytes());
-            secret
-        }
-        UpstreamCredentials::Bearer { token } => {
-            let mut secret = b"bearer\0".to_vec();
-            secret.extend_from_slice(token.expose().as_bytes());
-            secret
-        }
-        UpstreamCredentials::AwsSigV4 { .. } | UpstreamCredentials::AzureSharedKey { .. } => {
-            let mut secret = b"digest\0".to_vec();
-            secret.extend_from_slice(&credentials.fingerprint());
-            secret
-        }
-    };
-    let mut key = [0u8; 32];
-    pbkdf2::derive(
-        pbkdf2::PBKDF2_HMAC_SHA256,
-        KEY_ROUNDS,
-        KEY_SALT,
-        &secret,
-        &mut key,
-    );
-    hmac::Key::new(hmac::HMAC_SHA256, &key)
 }
 
 /// The first 64 bits of SHA-256 of a lock's root (a normalised path):

@@ -59,6 +59,10 @@ pub(crate) enum DeniedKind {
     /// `UnsupportedHttpVerb`); in S3's dialect and JSON as
     /// [`DeniedKind::NotImplemented`].
     Unsupported(Unsupported),
+    /// An S3 upload id that is not one the gateway handed out for the
+    /// request's bucket and key (`upload_ids.rs`): 404 `NoSuchUpload`
+    /// (JSON: 404 `no_such_upload`), nothing forwarded.
+    NoSuchUpload,
 }
 
 impl Denied {
@@ -74,9 +78,10 @@ impl Denied {
         match self.kind {
             DeniedKind::Forbidden { .. } => RequestOutcome::Forbidden,
             DeniedKind::InvalidPath => RequestOutcome::InvalidPath,
-            DeniedKind::NotImplemented | DeniedKind::BadRequest | DeniedKind::Unsupported(_) => {
-                RequestOutcome::OtherRefusal
-            }
+            DeniedKind::NotImplemented
+            | DeniedKind::BadRequest
+            | DeniedKind::Unsupported(_)
+            | DeniedKind::NoSuchUpload => RequestOutcome::OtherRefusal,
             _ => RequestOutcome::Unauthenticated,
         }
     }
@@ -149,6 +154,10 @@ impl Denied {
                 StatusCode::BAD_REQUEST,
                 &json!({ "error": "bad_request", "detail": self.message }),
             ),
+            DeniedKind::NoSuchUpload => json_response(
+                StatusCode::NOT_FOUND,
+                &json!({ "error": "no_such_upload", "detail": self.message }),
+            ),
             _ => {
                 let mut response = json_response(
                     StatusCode::UNAUTHORIZED,
@@ -181,6 +190,7 @@ fn s3_code(kind: &DeniedKind) -> (StatusCode, &'static str) {
             (StatusCode::NOT_IMPLEMENTED, "NotImplemented")
         }
         DeniedKind::BadRequest => (StatusCode::BAD_REQUEST, "InvalidArgument"),
+        DeniedKind::NoSuchUpload => (StatusCode::NOT_FOUND, "NoSuchUpload"),
     }
 }
 

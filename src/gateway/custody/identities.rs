@@ -175,7 +175,7 @@ pub(super) fn without_credentials<B>(
             identity,
             forward: Forwarding::Unsigned,
             may_raise: false,
-            lock_answer: None,
+            answer: None,
         });
     }
     match identities.anonymous() {
@@ -183,7 +183,7 @@ pub(super) fn without_credentials<B>(
             identity: Arc::clone(anonymous),
             forward: Forwarding::Gateway,
             may_raise: false,
-            lock_answer: None,
+            answer: None,
         }),
         None => Err(Denied::new(DeniedKind::Unauthenticated, refusal)),
     }

@@ -13,7 +13,8 @@
 //! store's signature), `dav_locks` (WebDAV lock tokens bound to the
 //! identity that took the lock), `denied` (refusals in the store's
 //! dialect) and `fingerprint` (what the files held, to see them change on
-//! disk).
+//! disk). `seal_keys` derives the keys of the handles custody seals
+//! (WebDAV lock tokens; S3 upload ids, `upload_ids`).
 
 use crate::gateway::config::{Anonymous, TableSource};
 use std::sync::{Arc, RwLock};
@@ -26,6 +27,8 @@ use self::denied::{Denied, DeniedKind};
 use self::files::{Access, Identity, UpstreamCredentials};
 use self::identities::Identities;
 use self::s3::S3Clients;
+use self::upload_ids::UploadKeys;
+use self::verified::AnswerRewrite;
 use crate::dialect::plain_operations::{self, PlainDialect};
 use crate::dialect::StoreKind;
 use crate::gateway::inbound::Inbound;
@@ -41,8 +44,10 @@ pub(crate) mod files;
 pub(crate) mod fingerprint;
 pub(crate) mod identities;
 pub(crate) mod s3;
+pub(crate) mod seal_keys;
 pub(crate) mod sign;
 pub(crate) mod stream;
+pub(crate) mod upload_ids;
 pub(crate) mod verified;
 
 pub(crate) use self::verified::Forwarding;
@@ -69,8 +74,9 @@ pub(crate) struct Custody {
 /// How clients sign, by store.
 #[derive(Debug)]
 enum Dialect {
-    /// `--store s3`: SigV4.
-    S3(S3Clients),
+    /// `--store s3`: SigV4, and the keys that bind upload ids to their
+    /// object.
+    S3(S3Clients, UploadKeys),
     /// `--store azure`: Shared Key and service SAS.
     Azure(AzureClients),
     /// `webdav` and `http`: Basic and Bearer, the dialect's table, and
@@ -102,11 +108,10 @@ impl Custody {
         credentials: &UpstreamCredentials,
     ) -> Result<Self, files::FileError> {
         let dialect = match store {
-            StoreKind::S3 => Dialect::S3(S3Clients::new(
-                options.s3_domain,
-                options.must_sign,
-                options.regions,
-            )),
+            StoreKind::S3 => Dialect::S3(
+                S3Clients::new(options.s3_domain, options.must_sign, options.regions),
+                UploadKeys::new(credentials),
+            ),
             StoreKind::Azure => {
                 Dialect::Azure(AzureClients::new(options.must_sign, options.upstream))
             }
@@ -185,17 +190,19 @@ impl Custody {
         }
         // A secret rotated under the same name must not verify with its
         // old key.
-        if let Dialect::S3(s3) = &self.dialect {
+        if let Dialect::S3(s3, _) = &self.dialect {
             s3.forget_keys();
         }
     }
 
-    /// Seals WebDAV lock tokens with a key of `credentials` from now on
-    /// (the store's credentials were reloaded); tokens sealed before still
-    /// verify.
+    /// Seals WebDAV lock tokens and S3 upload ids with a key of
+    /// `credentials` from now on (the store's credentials were reloaded);
+    /// those sealed before still verify.
     pub(crate) fn rekey(&self, credentials: &UpstreamCredentials) {
-        if let Dialect::Plain(_, keys) = &self.dialect {
-            keys.rotate(credentials);
+        match &self.dialect {
+            Dialect::Plain(_, keys) => keys.rotate(credentials),
+            Dialect::S3(_, keys) => keys.rotate(credentials),
+            Dialect::Azure(_) => {}
         }
     }
 
@@ -221,7 +228,7 @@ impl Custody {
         // Authenticated first, and carried on at once: a request refused
         // below is logged and counted under its identity.
         let verified = match &self.dialect {
-            Dialect::S3(s3) => s3.authenticate(&identities, request, tls, unix_now())?,
+            Dialect::S3(s3, _) => s3.authenticate(&identities, request, tls, unix_now())?,
             Dialect::Azure(azure) => {
                 azure.authenticate(&identities, request, tls, peer, unix_now())?
             }
@@ -235,10 +242,10 @@ impl Custody {
                 authorise_all(&identity, &reached)?;
                 identity.may(&own, Access::Write)
             }
-            Dialect::S3(s3) => {
+            Dialect::S3(s3, uploads) => {
                 let addressed = s3.address(request)?;
                 // Borrowed from `addressed`: no copy of the object's path.
-                let reached = s3::reached(request, &addressed, s3.must_sign())?;
+                let (operation, reached) = s3::reached(request, &addressed, s3.must_sign())?;
                 if let Some(target) = &addressed.path_style {
                     let uri = target.parse().map_err(|_| {
                         Denied::new(DeniedKind::InvalidPath, "the path-style target is no URI")
@@ -246,6 +253,7 @@ impl Custody {
                     request.set_target(uri);
                 }
                 authorise_all(&identity, &reached)?;
+                bind_upload(uploads, request, &addressed, operation)?;
                 identity.may(&addressed.object, Access::Write)
             }
             Dialect::Plain(dialect, keys) => {
@@ -260,7 +268,7 @@ impl Custody {
                     crate::head::SetHeader::set(request, name, value);
                 }
                 if let Some(verified) = request.custody.as_deref_mut() {
-                    verified.lock_answer = answer.map(Box::new);
+                    verified.answer = answer.map(|lock| Box::new(AnswerRewrite::Lock(lock)));
                 }
                 identity.may(path, Access::Write)
             }
@@ -299,6 +307,73 @@ impl Custody {
         }
         Ok(())
     }
+}
+
+/// S3 upload ids bound to their object (`upload_ids.rs`): a request of an
+/// operation named by its `uploadId` (a part, a part copy, a completion,
+/// an abort, a parts listing) must carry an id the gateway sealed for its
+/// own bucket and key, else 404 `NoSuchUpload`; a `ListMultipartUploads`'
+/// `upload-id-marker` one sealed for its `key-marker`. The store's id is
+/// put back in the target (and a presigned URL's forwarded query), which
+/// the gateway signs for the store after this; the client's signature was
+/// verified over the target as sent. A `CreateMultipartUpload`'s or
+/// `ListMultipartUploads`' answer will hand out sealed ids.
+fn bind_upload<B>(
+    keys: &UploadKeys,
+    request: &mut Inbound<B>,
+    addressed: &s3::Addressed,
+    operation: &crate::dialect::s3_operations::Operation,
+) -> Result<(), Denied> {
+    let names_upload = operation.subresources.contains(&upload_ids::UPLOAD_ID);
+    let creates = operation.name == "CreateMultipartUpload";
+    let lists = operation.name == "ListMultipartUploads";
+    if !(names_upload || creates || lists) {
+        return Ok(());
+    }
+    let Some(bucket) = addressed.bucket() else {
+        // The table's rows of these are bucket- or object-level: never here.
+        return Ok(());
+    };
+    let query = request.uri().query().unwrap_or("");
+    let (answer, unsealed) = if lists {
+        let (unsealed, url_encoded) = upload_ids::unseal_marker(keys, query, bucket)?;
+        (Some(keys.listed(bucket, url_encoded)), unsealed)
+    } else {
+        let Some((_, key)) = addressed.bucket_and_key() else {
+            return Ok(());
+        };
+        if creates {
+            (Some(keys.created(bucket, &key)), None)
+        } else {
+            let unsealed = upload_ids::unseal_query(keys, query, bucket, &key, &addressed.object)?;
+            (None, Some(unsealed))
+        }
+    };
+    if let Some(unsealed) = unsealed {
+        let uri = request.uri();
+        let rewritten = unsealed.put_back(uri.query().unwrap_or(""))?;
+        let unbuildable = |_: String| {
+            Denied::new(
+                DeniedKind::InvalidPath,
+                "the target with the store's upload id is no URI",
+            )
+        };
+        let mut parts = uri.clone().into_parts();
+        parts.path_and_query = Some(
+            http::uri::PathAndQuery::try_from(format!("{}?{rewritten}", uri.path()))
+                .map_err(|e| unbuildable(e.to_string()))?,
+        );
+        request.set_target(http::Uri::from_parts(parts).map_err(|e| unbuildable(e.to_string()))?);
+        if let Some(verified) = request.custody.as_deref_mut() {
+            if let Forwarding::Presigned { query, .. } = &mut verified.forward {
+                *query = unsealed.put_back(query)?;
+            }
+        }
+    }
+    if let (Some(answer), Some(verified)) = (answer, request.custody.as_deref_mut()) {
+        verified.answer = Some(Box::new(AnswerRewrite::Upload(answer)));
+    }
+    Ok(())
 }
 
 /// [`authorise`] for every object a request reaches.

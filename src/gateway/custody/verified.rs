@@ -23,10 +23,21 @@ pub(crate) struct Verified {
     /// its fence (a token above the highest from one that may only read
     /// it is refused).
     pub(crate) may_raise: bool,
-    /// A WebDAV `LOCK` under custody: how its answer hands out the
-    /// gateway's tokens for the store's (`dav_locks.rs`). Boxed: most
+    /// How the store's answer hands out the gateway's handles for the
+    /// store's: a WebDAV `LOCK`'s tokens (`dav_locks.rs`), an S3
+    /// `CreateMultipartUpload`'s upload id (`upload_ids.rs`). Boxed: most
     /// requests have none.
-    pub(crate) lock_answer: Option<Box<LockAnswer>>,
+    pub(crate) answer: Option<Box<AnswerRewrite>>,
+}
+
+/// What the store's answer to a request needs rewritten before it is
+/// relayed: the store's handles in it become the gateway's sealed ones.
+#[derive(Debug, Clone)]
+pub(crate) enum AnswerRewrite {
+    /// A WebDAV `LOCK`'s tokens.
+    Lock(LockAnswer),
+    /// An S3 `CreateMultipartUpload`'s upload id.
+    Upload(UploadAnswer),
 }
 
 /// What a WebDAV `LOCK`'s answer needs to hand out tokens bound to the
@@ -43,6 +54,28 @@ pub(crate) struct LockAnswer {
     /// `(store token, token handed out)` of the locks the request named in
     /// `If` (a refresh names the lock it refreshes).
     pub(crate) known: Vec<(String, String)>,
+}
+
+/// What an answer needs to hand out the gateway's ids for the store's:
+/// sealed with `key` over each store id, `bucket` and the upload's key.
+#[derive(Clone)]
+pub(crate) struct UploadAnswer {
+    /// The key ids are sealed with.
+    pub(crate) key: ring::hmac::Key,
+    /// The request's bucket.
+    pub(crate) bucket: String,
+    /// Which answer, and what it needs besides.
+    pub(crate) kind: AnswerKind,
+}
+
+/// The answers that carry upload ids the gateway rewrites.
+#[derive(Debug, Clone)]
+pub(crate) enum AnswerKind {
+    /// `CreateMultipartUpload`'s, of the request's key as S3 reads it.
+    Created { object_key: String },
+    /// `ListMultipartUploads`', each upload with its key; `url_encoded`:
+    /// its keys are URL-encoded (`encoding-type=url`).
+    Listed { url_encoded: bool },
 }
 
 /// How a verified request's fields go on, signed by the gateway.

@@ -2,7 +2,9 @@
 //! ([`RedbStore`]), the file's tables (`schema.rs`) and the writer thread
 //! that alone writes it (`writer.rs`).
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -169,6 +171,20 @@ impl RedbStore {
             None => Err(StoreError::Closed),
         }
     }
+
+    /// Queues the op `made` makes with the sender of its answer, and the
+    /// answer: what every call that goes through the writer thread does.
+    fn ask<T: Send + 'static>(
+        &self,
+        made: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> Op,
+    ) -> Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'static>> {
+        let (done, answer) = oneshot::channel();
+        let submitted = self.submit(made(done));
+        Box::pin(async move {
+            submitted?;
+            answer.await.map_err(|_| StoreError::Closed)?
+        })
+    }
 }
 
 impl Drop for RedbStore {
@@ -179,37 +195,22 @@ impl Drop for RedbStore {
 
 impl FenceStore for RedbStore {
     fn record_matches(&self, name: &str, matches: &str) -> PersistFuture {
-        let (done, answer) = oneshot::channel();
-        let submitted = self.submit(Op::RecordMatches {
+        self.ask(|done| Op::RecordMatches {
             name: name.into(),
             matches: matches.into(),
             done,
-        });
-        Box::pin(async move {
-            submitted?;
-            answer.await.map_err(|_| StoreError::Closed)?
         })
     }
 
     fn namespace_matches(&self) -> MatchesFuture {
-        let (done, answer) = oneshot::channel();
-        let submitted = self.submit(Op::ReadMatches { done });
-        Box::pin(async move {
-            submitted?;
-            answer.await.map_err(|_| StoreError::Closed)?
-        })
+        self.ask(|done| Op::ReadMatches { done })
     }
 
     fn check_namespace(&self, name: &str, shaping: &str) -> PersistFuture {
-        let (done, answer) = oneshot::channel();
-        let submitted = self.submit(Op::Namespace {
+        self.ask(|done| Op::Namespace {
             name: name.into(),
             shaping: shaping.into(),
             done,
-        });
-        Box::pin(async move {
-            submitted?;
-            answer.await.map_err(|_| StoreError::Closed)?
         })
     }
 
@@ -284,49 +285,35 @@ impl FenceStore for RedbStore {
     }
 
     fn claim(&self, key: &str, token: u64) -> ClaimFuture {
-        let (done, answer) = oneshot::channel();
-        let queued = self.submit(Op::Raise {
+        let raised = self.ask(|done| Op::Raise {
             key: key.into(),
             token,
             done,
         });
         Box::pin(async move {
-            queued?;
-            answer.await.map_err(|_| StoreError::Closed)??;
+            raised.await?;
             Ok(Claim::granted(token))
         })
     }
 
     fn claim_all(&self, keys: &[&str], token: u64) -> ClaimFuture {
-        let (done, answer) = oneshot::channel();
-        let queued = self.submit(Op::RaiseAll {
+        let raised = self.ask(|done| Op::RaiseAll {
             keys: keys.iter().map(|key| (*key).into()).collect(),
             token,
             done,
         });
         Box::pin(async move {
-            queued?;
-            answer.await.map_err(|_| StoreError::Closed)??;
+            raised.await?;
             Ok(Claim::granted(token))
         })
     }
 
     fn record(&self, change: FenceChange) -> PersistFuture {
-        let (done, answer) = oneshot::channel();
-        let queued = self.submit(Op::Change { change, done });
-        Box::pin(async move {
-            queued?;
-            answer.await.map_err(|_| StoreError::Closed)?
-        })
+        self.ask(|done| Op::Change { change, done })
     }
 
     fn audit(&self, limit: usize) -> AuditFuture {
-        let (done, answer) = oneshot::channel();
-        let queued = self.submit(Op::ReadAudit { limit, done });
-        Box::pin(async move {
-            queued?;
-            answer.await.map_err(|_| StoreError::Closed)?
-        })
+        self.ask(|done| Op::ReadAudit { limit, done })
     }
 
     fn is_durable(&self) -> bool {

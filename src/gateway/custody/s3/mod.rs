@@ -208,7 +208,7 @@ impl S3Clients {
                 chunked,
             },
             may_raise: false,
-            lock_answer: None,
+            answer: None,
         })
     }
 
@@ -320,7 +320,7 @@ impl S3Clients {
                 moved,
             },
             may_raise: false,
-            lock_answer: None,
+            answer: None,
         })
     }
 
@@ -514,9 +514,11 @@ impl S3Clients {
             }
             None => (decoded.into_owned(), None),
         };
+        let mut trailing_slashes = 0;
         if object.len() > 1 {
             // In place: no second copy of the path per request.
             let trimmed = object.trim_end_matches('/').len();
+            trailing_slashes = object.len() - trimmed;
             object.truncate(trimmed);
         }
         let mut segments = object.split('/').skip(1);
@@ -529,7 +531,11 @@ impl S3Clients {
                 "under credential custody an S3 key may not have an empty, '.' or '..' segment (S3 keys are literal)",
             ));
         }
-        Ok(Addressed { object, path_style })
+        Ok(Addressed {
+            object,
+            path_style,
+            trailing_slashes,
+        })
     }
 }
 

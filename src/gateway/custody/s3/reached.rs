@@ -13,9 +13,22 @@ pub(crate) struct Addressed {
     /// For a virtual-hosted request, its path-style target (`/bucket` in
     /// front of the path as sent, query kept).
     pub(crate) path_style: Option<String>,
+    /// The `/`s trimmed off the end of the path to make `object` (S3 keeps
+    /// them: `dir/` is a key of its own).
+    pub(crate) trailing_slashes: usize,
 }
 
 impl Addressed {
+    /// The bucket and the key as S3 reads them (decoded, its trailing
+    /// `/`s kept), if the request names an object.
+    pub(crate) fn bucket_and_key(&self) -> Option<(&str, String)> {
+        let bucket = self.bucket()?;
+        let key = self.object.get(bucket.len() + 2..)?;
+        let mut key = key.to_owned();
+        key.push_str(&"/".repeat(self.trailing_slashes));
+        Some((bucket, key))
+    }
+
     /// The bucket, if the request names one (not the service's `/`).
     pub(crate) fn bucket(&self) -> Option<&str> {
         self.object
@@ -29,11 +42,14 @@ impl Addressed {
 /// access each needs (SPEC, "What a client may reach with the store's
 /// key"). An S3 `DeleteObjects`' listed keys are added once its body was
 /// read.
+///
+/// Returns the operation too: the table's reading of the request, read
+/// once.
 pub(crate) fn reached<'a, B>(
     request: &Inbound<B>,
     addressed: &'a Addressed,
     read_fields: &[HeaderName],
-) -> Result<ReachedObjects<'a>, Denied> {
+) -> Result<(&'static s3_operations::Operation, ReachedObjects<'a>), Denied> {
     let method = request.method();
     let query = query_of(request);
     let write = !matches!(method.as_str(), "GET" | "HEAD" | "OPTIONS");
@@ -47,7 +63,7 @@ pub(crate) fn reached<'a, B>(
             Cow::Borrowed("/"),
             if write { Access::Admin } else { Access::Read },
         ));
-        return Ok(reached);
+        return Ok((operation, reached));
     };
     let on_bucket = addressed.object.strip_prefix('/') == Some(bucket);
     let admin_resource = operation.need == s3_operations::Need::Admin;
@@ -84,7 +100,7 @@ pub(crate) fn reached<'a, B>(
             let prefix = param(query, "prefix").unwrap_or_default();
             reached.push((Cow::Owned(format!("/{bucket}/{prefix}")), Access::Read));
         }
-        return Ok(reached);
+        return Ok((operation, reached));
     }
     let need = if !write {
         Access::Read
@@ -114,7 +130,7 @@ pub(crate) fn reached<'a, B>(
     if let Some(source) = source {
         reached.push((Cow::Owned(copy_source(source)?), Access::Read));
     }
-    Ok(reached)
+    Ok((operation, reached))
 }
 
 /// The operation `request` is, by the table of
