@@ -57,7 +57,7 @@ mod gcs;
 mod operation;
 
 pub use error::{ReachError, Unfenceable};
-use gcs::{gcs_objects, normalize_decoded, query_values, GcsObjects};
+use gcs::{gcs_objects, normalize_decoded, GcsObjects};
 pub use operation::{destination_path, is_plain, lists_objects_in_body, DEPTH, DESTINATION};
 use operation::{Kind, RequestOperation};
 
@@ -213,17 +213,35 @@ fn with_host(host: Option<&str>, mut reached: Reached) -> Reached {
 
 /// Whether a `DELETE` of the normalised `own` path with `uri`'s query
 /// removes a bucket or container: Azure's Delete Container
-/// (`?restype=container` alone), or a path-style `DELETE /bucket` with no
+/// (`?restype=container`, whatever rides along), or a path-style `DELETE /bucket` with no
 /// sub-resource (S3's DeleteBucket, GCS's XML API). A configuration delete
 /// (`DELETE /bucket?cors`) removes no object.
 fn removes_container(uri: &Uri, own: &str) -> bool {
-    match uri.query().filter(|query| !query.is_empty()) {
-        None => own != "/" && own.matches('/').count() == 1,
-        Some(query) => {
-            query_values(query, "restype").is_some_and(|values| values == ["container"])
-                && query.split('&').count() == 1
+    let mut only_inert = true;
+    for pair in uri.query().unwrap_or("").split(['&', ';']) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let name = percent_encoding::percent_decode_str(name)
+            .decode_utf8_lossy()
+            .to_ascii_lowercase();
+        let value = percent_encoding::percent_decode_str(value).decode_utf8_lossy();
+        // Whatever rides along (a `timeout`, a SAS): a Delete Container.
+        if name == "restype" && value == "container" {
+            return true;
         }
+        only_inert &= name.is_empty() || is_inert_parameter(&name);
     }
+    only_inert && own != "/" && own.matches('/').count() == 1
+}
+
+/// A query parameter that does not make a `DELETE /bucket` another
+/// operation than DeleteBucket: the service's time limit, the SDKs'
+/// operation name, and credentials (a presigned URL's `X-Amz-*`, a SAS).
+/// Read lowercase. Anything else (`cors`, `policy`, ...) is a
+/// configuration delete, which removes no object.
+fn is_inert_parameter(name: &str) -> bool {
+    matches!(name, "timeout" | "x-id")
+        || name.starts_with("x-amz-")
+        || crate::chain::is_sas_parameter(name)
 }
 
 /// The object keys of an S3 `DeleteObjects` body

@@ -1793,6 +1793,35 @@ fn class4_an_upload_id_is_refused_through_another_keys_path() {
         owner.send(&gw, "GET", &target, &[], b""),
         "a parts listing through b",
     );
+    // The same through a form body, which moto reads its parameters from
+    // instead of the query: b's own sealed id in the query, a's store id
+    // in the body (red-team, class 4): refused, not forwarded.
+    let b_id = create("b", "10");
+    let formed = owner.send(
+        &gw,
+        "DELETE",
+        &format!("/{BUCKET}/b?uploadId={}", query_value(&b_id)),
+        &[
+            ("content-type", "application/x-www-form-urlencoded"),
+            ("x-fencing-token", "10"),
+        ],
+        format!("uploadId={store_id}").as_bytes(),
+    );
+    assert_eq!(formed.status, 501, "{}", formed.text());
+    assert!(
+        moto.uploads(BUCKET)
+            .iter()
+            .any(|upload| upload.1 == store_id),
+        "a's upload was aborted through a form body"
+    );
+    let aborted = owner.send(
+        &gw,
+        "DELETE",
+        &format!("/{BUCKET}/b?uploadId={}", query_value(&b_id)),
+        &[("x-fencing-token", "10")],
+        b"",
+    );
+    assert_eq!(aborted.status, 204, "b's own abort: {}", aborted.text());
     // A presigned parts listing: its query is the client's signed one, and
     // what goes on carries the store's id (moto answers it header-signed).
     let url = presigned_with(

@@ -370,10 +370,15 @@ fn read_if(text: &str) -> Result<IfField<'_>, String> {
                             .find('"')
                             .map(|i| at + 1 + i)
                             .ok_or("an If field's entity tag is not closed")?;
-                        if text[at + 1..close]
-                            .bytes()
-                            .any(|b| !(b == 0x21 || (0x23..=0x7e).contains(&b)))
-                        {
+                        // RFC 7232 lets an entity tag hold `(`, `)`, `<`,
+                        // `>`, `[` and `]`, but Apache ends a list at the
+                        // first `)` whatever it stands in: a token hidden
+                        // in what the gateway reads as a tag would be read
+                        // by the store as a state token. Refused.
+                        if text[at + 1..close].bytes().any(|b| {
+                            !(b == 0x21 || (0x23..=0x7e).contains(&b))
+                                || matches!(b, b'(' | b')' | b'<' | b'>' | b'[' | b']')
+                        }) {
                             return Err(
                                 "an If field's entity tag holds a character no entity tag has"
                                     .into(),

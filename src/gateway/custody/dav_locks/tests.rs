@@ -150,6 +150,12 @@ fn if_fields_are_read_by_their_grammar() {
         "(<urn:<x>)",
         "(Not)",
         "(<urn:x>)(",
+        // Apache ends a list at the first `)`, inside a tag or not: a raw
+        // token hidden in what would be read as a tag (red-team, class 6).
+        "([\"x])(<opaquelocktoken:raw>)([\"])",
+        "([\"a(b\"])",
+        "([\"<urn:x>\"])",
+        "([W/\"a]b\"])",
     ] {
         assert!(read_if(bad).is_err(), "{bad:?} was read");
     }
