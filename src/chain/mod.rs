@@ -57,8 +57,8 @@ use lru::LruCache;
 mod dialect;
 mod version;
 
-// Azure custody's (the gateway's) reading of a SAS query.
-#[cfg(feature = "gateway")]
+// Azure custody's reading of a SAS query, and `reach`'s of a
+// DeleteContainer's (which any build has).
 pub(crate) use self::dialect::is_sas_parameter;
 pub use self::dialect::{ClientCondition, Effect, Mode, Observer, Outcome, MODES};
 pub use self::version::Version;
