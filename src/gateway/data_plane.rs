@@ -289,7 +289,7 @@ impl Pipeline {
             }
             if route.inner.enforces() && !route.inner.allows_unfenced_writes() {
                 let read_fields = [route.inner.token_header().clone()];
-                if let Some(found) = reading.unknown_write(&request, &read_fields) {
+                if let Some(found) = reading.unknown_write(&request, &read_fields, deciding) {
                     return self.misread(Some(route), route.answers, &request, &found);
                 }
             }
