@@ -428,10 +428,10 @@ pub fn recognise(
     fields: &[(&str, &str)],
 ) -> Result<&'static Operation, NotRecognised> {
     let mut selectors = Selectors::default();
-    let mut others: Vec<&str> = Vec::with_capacity(fields.len());
+    let mut others: Vec<&[u8]> = Vec::with_capacity(fields.len());
     for (name, value) in fields {
-        if !selectors.offer(name, value) {
-            others.push(name);
+        if !selectors.offer(name.as_bytes(), value) {
+            others.push(name.as_bytes());
         }
     }
     recognise_read(method, level, params, &selectors, &others)
@@ -448,9 +448,9 @@ pub struct Selectors<'a> {
 }
 
 impl<'a> Selectors<'a> {
-    /// Files `value` if `name` (lowercase) is a selector (`true`); `false`
-    /// for any other field.
-    pub fn offer(&mut self, name: &str, value: &'a str) -> bool {
+    /// Files `value` if `name` (in any case) is a selector (`true`);
+    /// `false` for any other field.
+    pub fn offer(&mut self, name: &[u8], value: &'a str) -> bool {
         let Some(at) = selector_index(name) else {
             return false;
         };
@@ -461,20 +461,23 @@ impl<'a> Selectors<'a> {
     }
 }
 
-/// Where `name` (lowercase) is in [`SELECTORS`]: they are told apart by
-/// length (and the two of 16 bytes by their eleventh), so a field that is
-/// no selector costs a length test and at most one comparison.
-fn selector_index(name: &str) -> Option<usize> {
+/// Where `name` (in any case) is in [`SELECTORS`]: they are told apart
+/// by length (and the two of 16 bytes by their eleventh), so a field that
+/// is no selector costs a length test and at most one comparison.
+fn selector_index(name: &[u8]) -> Option<usize> {
     let at = match name.len() {
         14 => 0,
         15 => 4,
-        16 if name.as_bytes()[10] == b's' => 1,
+        16 if name[10] | 0x20 == b's' => 1,
         16 => 5,
         17 => 3,
         18 => 2,
         _ => return None,
     };
-    (SELECTORS[at] == name).then_some(at)
+    SELECTORS[at]
+        .as_bytes()
+        .eq_ignore_ascii_case(name)
+        .then_some(at)
 }
 
 /// The rows addressed at `level`.
@@ -488,14 +491,14 @@ fn rows_at(level: Level) -> impl Iterator<Item = &'static Operation> {
 }
 
 /// [`recognise`] of a request whose selectors and other `x-ms-*` field
-/// names (lowercase; a name may come more than once) the caller read in
+/// names (in any case; a name may come more than once) the caller read in
 /// one pass.
 pub fn recognise_read(
     method: &str,
     level: Level,
     params: &[(&str, &str)],
     selectors: &Selectors<'_>,
-    fields: &[&str],
+    fields: &[&[u8]],
 ) -> Result<&'static Operation, NotRecognised> {
     for (at, (name, _)) in params.iter().enumerate() {
         if params[..at].iter().any(|(other, _)| other == name) {
@@ -520,21 +523,28 @@ pub fn recognise_read(
         ));
     }
     let present = &selectors.values;
+    let sent = present
+        .iter()
+        .enumerate()
+        .filter(|(_, value)| value.is_some())
+        .fold(0u8, |mask, (at, _)| mask | 1 << at);
+    // The row's selectors are exactly those sent, each with a value it
+    // takes.
     let by_selectors = |op: &Operation| {
-        SELECTORS.iter().zip(present).all(|(name, value)| {
-            let wanted = op.selectors.iter().find(|s| s.name == *name);
-            match (wanted, value) {
-                (None, None) => true,
-                (Some(wanted), Some(value)) => {
-                    wanted.values.is_empty()
-                        || wanted
-                            .values
-                            .iter()
-                            .any(|v| v.eq_ignore_ascii_case(value.trim()))
-                }
-                _ => false,
-            }
-        })
+        let mut wanted = 0u8;
+        op.selectors.iter().all(|selector| {
+            let Some(at) = selector_index(selector.name.as_bytes()) else {
+                return false;
+            };
+            wanted |= 1 << at;
+            present[at].is_some_and(|value| {
+                selector.values.is_empty()
+                    || selector
+                        .values
+                        .iter()
+                        .any(|v| v.eq_ignore_ascii_case(value.trim()))
+            })
+        }) && wanted == sent
     };
     // One walk over the level's rows: whether the method is one of them,
     // whether restype and comp select one, and the rows the selectors pick.
@@ -636,7 +646,7 @@ pub fn recognise_read(
         ));
     }
     if let Some(field) = fields.iter().find(|name| {
-        !EVERY_OPERATION_FIELDS.contains(name)
+        !matches_any(name, &EVERY_OPERATION_FIELDS)
             && !operation
                 .fields
                 .iter()
@@ -644,7 +654,11 @@ pub fn recognise_read(
     }) {
         return Err(refuse(
             Unsupported::Header,
-            format!("{} does not take the field {field}", operation.name),
+            format!(
+                "{} does not take the field {}",
+                operation.name,
+                String::from_utf8_lossy(field).to_ascii_lowercase()
+            ),
         ));
     }
     Ok(operation)
@@ -655,18 +669,27 @@ pub fn recognise_read(
 /// or what the store does by itself (immutability, legal hold, the access
 /// tier).
 pub fn admin_field(name: &str) -> bool {
-    name == "x-ms-blob-public-access"
-        || IMM.contains(&name)
-        || TIER.contains(&name)
-        || CPK.contains(&name)
+    admin_field_bytes(name.as_bytes())
 }
 
-fn matches_any(name: &str, patterns: &[&str]) -> bool {
+/// [`admin_field`] of `name` in any case.
+pub(crate) fn admin_field_bytes(name: &[u8]) -> bool {
+    matches_any(name, &["x-ms-blob-public-access"])
+        || matches_any(name, IMM)
+        || matches_any(name, TIER)
+        || matches_any(name, CPK)
+}
+
+/// Whether `name` (in any case) is one of `patterns` (lowercase; `x-*`:
+/// any name that starts `x-`).
+fn matches_any(name: &[u8], patterns: &[&str]) -> bool {
     patterns
         .iter()
         .any(|pattern| match pattern.strip_suffix('*') {
-            Some(start) => name.starts_with(start),
-            None => name == *pattern,
+            Some(start) => name
+                .get(..start.len())
+                .is_some_and(|head| head.eq_ignore_ascii_case(start.as_bytes())),
+            None => name.eq_ignore_ascii_case(pattern.as_bytes()),
         })
 }
 
@@ -739,7 +762,7 @@ mod tests {
     #[test]
     fn selectors_are_found_by_name_and_nothing_else_is() {
         for (at, name) in SELECTORS.iter().enumerate() {
-            assert_eq!(selector_index(name), Some(at), "{name}");
+            assert_eq!(selector_index(name.as_bytes()), Some(at), "{name}");
         }
         let others = operations()
             .flat_map(|op| op.fields.iter().flat_map(|group| group.iter()))
@@ -747,7 +770,7 @@ mod tests {
             .chain(["x-ms-copy-sourcf", "x-ms-blob-typf", "x-ms-", ""].iter());
         for name in others {
             assert!(
-                SELECTORS.contains(name) || selector_index(name).is_none(),
+                SELECTORS.contains(name) || selector_index(name.as_bytes()).is_none(),
                 "{name}"
             );
         }

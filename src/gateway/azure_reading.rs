@@ -66,7 +66,7 @@ pub(crate) fn operation_of<B>(
     // One pass over the fields: the selectors with their values, every
     // other `x-ms-*` name, and `Connection`.
     let mut selectors = Selectors::default();
-    let mut fields: SmallVec<[Cow<'_, str>; 16]> = SmallVec::new();
+    let mut fields: SmallVec<[&[u8]; 16]> = SmallVec::new();
     let mut admin_fields = false;
     for (name, value) in request.fields().each_line() {
         if name.eq_ignore_ascii_case(b"connection") {
@@ -79,21 +79,17 @@ pub(crate) fn operation_of<B>(
         {
             continue;
         }
-        let name = String::from_utf8_lossy(name);
-        let name = match name.bytes().any(|b| b.is_ascii_uppercase()) {
-            true => Cow::Owned(name.to_ascii_lowercase()),
-            false => name,
-        };
-        if read_fields.iter().any(|read| read.as_str() == name)
-            || selectors.offer(&name, visible_str(value).unwrap_or(""))
+        if read_fields
+            .iter()
+            .any(|read| read.as_str().as_bytes().eq_ignore_ascii_case(name))
+            || selectors.offer(name, visible_str(value).unwrap_or(""))
         {
             continue;
         }
-        admin_fields |= azure_operations::admin_field(&name);
+        admin_fields |= azure_operations::admin_field_bytes(name);
         fields.push(name);
     }
     let params: SmallVec<[(&str, &str); 8]> = params.iter().map(|(n, v)| (&**n, &**v)).collect();
-    let fields: SmallVec<[&str; 16]> = fields.iter().map(|name| &**name).collect();
     let row = azure_operations::recognise_read(
         request.method().as_str(),
         level,
