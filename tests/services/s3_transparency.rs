@@ -459,4 +459,25 @@ fn class4_without_custody_an_upload_id_is_refused_through_another_keys_path() {
     );
     assert_eq!(aborted.status, 204, "{}", aborted.text());
     assert_eq!(stored(&j), None, "J was written");
+
+    // On disk state (the default) the binding outlives a restart too.
+    let mut disk = GatewayProcess::start(&["--upstream", &moto.url(), "--store", "s3"]);
+    let id = create(&disk, &k, 20);
+    disk.restart();
+    no_such_upload(
+        part(&disk, &j, &id, 20, b"through J"),
+        "K's upload through J after a restart on disk",
+    );
+    let sent = part(&disk, &k, &id, 20, b"on disk");
+    assert_eq!(sent.status, 200, "{}", sent.text());
+    let aborted = send(
+        &disk,
+        "DELETE",
+        &format!("{k}?uploadId={id}"),
+        Some(20),
+        b"",
+    );
+    assert_eq!(aborted.status, 204, "{}", aborted.text());
+    // Aborted: its id is bound no more.
+    no_such_upload(part(&disk, &k, &id, 20, b"again"), "an aborted upload's id");
 }
