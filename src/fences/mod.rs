@@ -195,10 +195,10 @@ impl Fences {
     /// Records, where the fences live, that the S3 multipart upload
     /// `upload_id` of `bucket` writes `key` (as S3 reads it: decoded, a
     /// trailing `/` kept), durably before it answers `Ok`
-    /// ([`FenceStore::bind_upload`]): without credential custody the
-    /// gateway then refuses the id through any other key's path, at every
-    /// instance sharing the store and after a restart. Per namespace, as
-    /// fences are.
+    /// ([`FenceStore::bind_upload`](crate::store::FenceStore::bind_upload)):
+    /// without credential custody the gateway then refuses the id through
+    /// any other key's path, at every instance sharing the store and after
+    /// a restart. Per namespace, as fences are.
     pub async fn bind_upload(
         &self,
         bucket: &str,
