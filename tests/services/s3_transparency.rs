@@ -481,3 +481,65 @@ fn class4_without_custody_an_upload_id_is_refused_through_another_keys_path() {
     // Aborted: its id is bound no more.
     no_such_upload(part(&disk, &k, &id, 20, b"again"), "an aborted upload's id");
 }
+
+/// Issue 48, item 5, the failure side: when the binding of a new upload
+/// cannot be recorded where the fences live (etcd stopped just after a
+/// claim the instance still holds), the client gets 503
+/// `fence_store_unavailable` in S3's shape and no upload id: the upload
+/// is left at the store, orphaned, never usable through the gateway.
+#[test]
+fn class4_without_custody_an_upload_whose_binding_cannot_be_recorded_is_503() {
+    use support::moto::S3_AUTH;
+    use support::{http, EtcdCluster};
+    let moto = moto();
+    let bucket = "unbound-uploads";
+    let made = http(moto.addr, "PUT", &format!("/{bucket}"), &[S3_AUTH], b"");
+    assert_eq!(made.status, 200, "CreateBucket at moto: {}", made.text());
+    let etcd = EtcdCluster::start(1);
+    let gw = GatewayProcess::start(&[
+        "--upstream",
+        &moto.url(),
+        "--store",
+        "s3",
+        "--state",
+        "etcd",
+        "--etcd-endpoints",
+        &etcd.endpoints(),
+        "--etcd-prefix",
+        "/class4-unbound/",
+    ]);
+    let object = format!("/{bucket}/ledger");
+    let headers = [S3_AUTH, ("X-Fencing-Token", "5")];
+    let written = gw.req("PUT", &object, &headers, b"at 5");
+    assert_eq!(written.status, 200, "{}", written.text());
+    // The claim of token 5 on the key lingers at this instance: the
+    // creation is admitted without etcd, and its binding finds etcd gone.
+    etcd.pause(0, true);
+    let created = gw.req("POST", &format!("{object}?uploads"), &headers, b"");
+    etcd.pause(0, false);
+    assert_eq!(created.status, 503, "{}", created.text());
+    let text = created.text();
+    assert!(
+        text.contains("<Code>fence_store_unavailable</Code>") && !text.contains("<UploadId>"),
+        "{text}"
+    );
+    assert!(
+        gw.stderr()
+            .contains("an upload's binding could not be made"),
+        "the creation was not forwarded (refused before the store): {}",
+        gw.stderr()
+    );
+    // The store made the upload; the gateway handed out no id for it.
+    let listed = http(
+        moto.addr,
+        "GET",
+        &format!("/{bucket}?uploads"),
+        &[S3_AUTH],
+        b"",
+    );
+    assert!(
+        listed.text().contains("<Key>ledger</Key>"),
+        "{}",
+        listed.text()
+    );
+}
