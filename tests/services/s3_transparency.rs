@@ -543,3 +543,67 @@ fn class4_without_custody_an_upload_whose_binding_cannot_be_recorded_is_503() {
         listed.text()
     );
 }
+
+/// Issue 48, item 5, with `--allow-unfenced-writes`: what the gateway
+/// cannot fence goes on, so an upload id it never saw created (begun at
+/// the store directly) is forwarded through its own path; one it bound to
+/// another key is still refused. Keys are compared as S3 reads them
+/// (`a%20b+c` is `a b+c`).
+#[test]
+fn class4_without_custody_allow_unfenced_writes_passes_unbound_ids_never_ones_bound_elsewhere() {
+    use support::http;
+    use support::moto::S3_AUTH;
+    let moto = moto();
+    let bucket = "open-uploads";
+    let made = http(moto.addr, "PUT", &format!("/{bucket}"), &[S3_AUTH], b"");
+    assert_eq!(made.status, 200, "CreateBucket at moto: {}", made.text());
+    let gw = GatewayProcess::start(&[
+        "--upstream",
+        &moto.url(),
+        "--store",
+        "s3",
+        "--allow-unfenced-writes",
+    ]);
+    let upload_id = |text: &str| -> String {
+        let (_, rest) = text.split_once("<UploadId>").expect("an UploadId");
+        rest.split_once("</UploadId>")
+            .expect("its end")
+            .0
+            .to_owned()
+    };
+    let k = format!("/{bucket}/a%20b+c");
+    let j = format!("/{bucket}/other");
+    let token = [S3_AUTH, ("X-Fencing-Token", "4")];
+    // Bound through the gateway (tokens or not): refused through J.
+    let created = gw.req("POST", &format!("{k}?uploads"), &[S3_AUTH], b"");
+    assert_eq!(created.status, 200, "{}", created.text());
+    let bound = upload_id(&created.text());
+    let through_j = gw.req(
+        "PUT",
+        &format!("{j}?partNumber=1&uploadId={bound}"),
+        &token,
+        b"through J",
+    );
+    assert_eq!(through_j.status, 404, "{}", through_j.text());
+    assert!(through_j.text().contains("<Code>NoSuchUpload</Code>"));
+    // Through its own key's path, however spelled: served.
+    let own = gw.req(
+        "PUT",
+        &format!("/{bucket}/a%20b%2Bc?partNumber=1&uploadId={bound}"),
+        &token,
+        b"own",
+    );
+    assert_eq!(own.status, 200, "{}", own.text());
+    // Begun at the store directly: no binding, forwarded as before.
+    let direct = http(moto.addr, "POST", &format!("{j}?uploads"), &[S3_AUTH], b"");
+    let unbound = upload_id(&direct.text());
+    let part = gw.req(
+        "PUT",
+        &format!("{j}?partNumber=1&uploadId={unbound}"),
+        &token,
+        b"unbound",
+    );
+    assert_eq!(part.status, 200, "{}", part.text());
+    let aborted = gw.req("DELETE", &format!("{j}?uploadId={unbound}"), &token, b"");
+    assert_eq!(aborted.status, 204, "{}", aborted.text());
+}
