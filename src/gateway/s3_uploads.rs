@@ -94,6 +94,8 @@ pub(crate) fn upload_step<B>(request: &Inbound<B>) -> Result<Option<UploadStep>,
     }
 }
 
+/// [`upload_step`] of a request with a query: kept out of line, as the
+/// common request has none.
 #[inline(never)]
 fn step_of<B>(request: &Inbound<B>, query: &str) -> Result<Option<UploadStep>, Denied> {
     let object = bucket_and_key(request.uri().path());
