@@ -12,10 +12,14 @@
 #   FENCEGATE_VENV   moto's venv (default target/venv, scripts/install-deps.sh)
 #   S3TESTS_VENV     s3-tests' own venv, made here from PyPI on first use
 #                    (default $CARGO_TARGET_DIR/s3tests-venv or target/...)
-#   S3TESTS_MODES    which runs, in order (default "direct custody unfenced")
+#   S3TESTS_MODES    which runs, in order (default "direct custody unfenced");
+#                    a mode run before into the same S3TESTS_OUT is
+#                    summarised with them
+#   S3TESTS_PARALLEL 1: the runs at once, each with its own moto and gateway
 #   S3TESTS_FILTER   a pytest -k expression (default: every test)
 #   S3TESTS_MARKERS  a pytest -m expression (default: every test)
-#   S3TESTS_TOKEN    `increasing` (default), `fixed:N` or `off`
+#   S3TESTS_TOKEN    `per-test` (default), `increasing`, `fixed:N` or `off`
+#                    (scripts/s3-tests/fencing_token.py says what each is)
 #   S3TESTS_TIMEOUT  seconds a test may take (default 90)
 #   S3TESTS_OUT      where the results go (default $target/s3-tests/DATE)
 #

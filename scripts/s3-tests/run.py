@@ -35,6 +35,7 @@ S3TESTS = os.path.join(ROOT, "third_party", "s3-tests")
 PLUGIN_DIR = os.path.dirname(os.path.abspath(__file__))
 MOTO_AUTH = os.path.join(ROOT, "tests", "support", "moto_auth.py")
 REGION = "us-east-1"
+MODES = ["direct", "custody", "unfenced"]
 
 # moto answers every bucket's owner as this canonical user ("webfile"),
 # whoever signed: s3-tests' main user is given it so that its ACL checks
@@ -238,8 +239,11 @@ def write_conf(path, endpoint, keys):
     s3tests.conf.SAMPLE)."""
     host, port = endpoint.rsplit(":", 1)
     details = {
+        # The lifecycle and restore tests wait multiples of these (10 and
+        # 100 s by default) for RGW's debug clock; moto has none.
         "s3 main": {"display_name": "webfile", "user_id": MOTO_OWNER, "email": "main@example.com",
-                    "api_name": ""},
+                    "api_name": "", "lc_debug_interval": 1, "rgw_restore_debug_interval": 1,
+                    "rgw_restore_processor_period": 1},
         "s3 alt": {"display_name": "john.doe", "email": "john.doe@example.com",
                    "user_id": "56789abcdef0123456789abcdef0123456789abcdef0123456789abcdef01234"},
         "s3 tenant": {"display_name": "testx$tenanteduser", "email": "tenanteduser@example.com",
@@ -283,7 +287,7 @@ def run_pytest(out, mode, conf, token):
     env.update(
         S3TEST_CONF=conf,
         PYTHONPATH=PLUGIN_DIR,
-        PYTHONPYCACHEPREFIX=os.path.join(out, "pycache"),
+        PYTHONPYCACHEPREFIX=os.path.join(out, f"pycache-{mode}"),
         FENCEGATE_S3TESTS_TOKEN=token,
         FENCEGATE_S3TESTS_ERRORS=errors,
     )
@@ -398,46 +402,64 @@ def summarise(out, results):
     print("\n".join(lines))
 
 
+def run_mode(out, binary, mode):
+    """One run against a fresh moto; returns {test: outcome}."""
+    moto = Moto(out, mode)
+    gateway = None
+    try:
+        users = moto.make_users()
+        conf = os.path.join(out, f"s3tests-{mode}.conf")
+        if mode == "direct":
+            write_conf(conf, moto.url.removeprefix("http://"), users)
+            token = "off"
+        elif mode == "custody":
+            files = os.path.join(out, "custody-files")
+            os.makedirs(files, exist_ok=True)
+            identities, keys = write_identities(files)
+            store = write_store_credentials(files, moto)
+            gateway = Gateway(binary, out, mode, moto.url, [
+                "--upstream-credentials", store,
+                "--identities", identities,
+                "--conditional-writes", "on",
+            ])
+            write_conf(conf, gateway.addr, keys)
+            token = os.environ.get("S3TESTS_TOKEN", "per-test")
+        else:
+            gateway = Gateway(binary, out, mode, moto.url, ["--allow-unfenced-writes"])
+            write_conf(conf, gateway.addr, users)
+            token = os.environ.get("S3TESTS_TOKEN", "per-test")
+        return run_pytest(out, mode, conf, token)
+    finally:
+        if gateway:
+            gateway.stop()
+        moto.stop()
+        shutil.rmtree(os.path.join(out, f"pycache-{mode}"), ignore_errors=True)
+
+
 def main():
     out = os.environ["S3TESTS_OUT"]
     binary = os.environ["FENCEGATE_BIN"]
     modes = os.environ.get("S3TESTS_MODES", "direct custody unfenced").split()
+    for mode in modes:
+        if mode not in MODES:
+            sys.exit(f"s3-tests: unknown mode {mode!r} ({', '.join(MODES)})")
     os.makedirs(out, exist_ok=True)
     results = {}
-    for mode in modes:
-        moto = Moto(out, mode)
-        gateway = None
-        try:
-            users = moto.make_users()
-            conf = os.path.join(out, f"s3tests-{mode}.conf")
-            if mode == "direct":
-                write_conf(conf, moto.url.removeprefix("http://"), users)
-                token = "off"
-            elif mode == "custody":
-                files = os.path.join(out, "custody-files")
-                os.makedirs(files, exist_ok=True)
-                identities, keys = write_identities(files)
-                store = write_store_credentials(files, moto)
-                gateway = Gateway(binary, out, mode, moto.url, [
-                    "--upstream-credentials", store,
-                    "--identities", identities,
-                    "--conditional-writes", "on",
-                ])
-                write_conf(conf, gateway.addr, keys)
-                token = os.environ.get("S3TESTS_TOKEN", "increasing")
-            elif mode == "unfenced":
-                gateway = Gateway(binary, out, mode, moto.url, ["--allow-unfenced-writes"])
-                write_conf(conf, gateway.addr, users)
-                token = os.environ.get("S3TESTS_TOKEN", "increasing")
-            else:
-                sys.exit(f"s3-tests: unknown mode {mode!r} (direct, custody, unfenced)")
-            results[mode] = run_pytest(out, mode, conf, token)
-        finally:
-            if gateway:
-                gateway.stop()
-            moto.stop()
-    shutil.rmtree(os.path.join(out, "pycache"), ignore_errors=True)
-    summarise(out, results)
+    if os.environ.get("S3TESTS_PARALLEL") == "1":
+        import concurrent.futures
+
+        with concurrent.futures.ThreadPoolExecutor(len(modes)) as pool:
+            futures = {mode: pool.submit(run_mode, out, binary, mode) for mode in modes}
+            for mode in modes:
+                results[mode] = futures[mode].result()
+    else:
+        for mode in modes:
+            results[mode] = run_mode(out, binary, mode)
+    # A mode run before into the same S3TESTS_OUT is summarised too.
+    for mode in MODES:
+        if mode not in results and os.path.exists(os.path.join(out, f"junit-{mode}.xml")):
+            results[mode] = read_junit(os.path.join(out, f"junit-{mode}.xml"))
+    summarise(out, {mode: results[mode] for mode in MODES if mode in results})
 
 
 if __name__ == "__main__":
