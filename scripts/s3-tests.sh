@@ -5,7 +5,8 @@
 # gateway under credential custody: every s3-tests user an identity with
 # `admin` on `/`, `--conditional-writes on`, a signed token on every S3
 # request) and `unfenced` (through `--store s3 --allow-unfenced-writes`,
-# no custody). A manual check, not part of scripts/test.sh; about 15 minutes.
+# no custody). A manual check, not part of scripts/test.sh: 27 minutes for the
+# three with S3TESTS_PARALLEL=1 on two cores shared with other work.
 #
 # Environment:
 #   FENCEGATE_BIN    the gateway binary (default: `cargo build --release`'s)
