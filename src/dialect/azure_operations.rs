@@ -430,7 +430,7 @@ pub fn recognise(
     let mut selectors = Selectors::default();
     let mut others: Vec<&[u8]> = Vec::with_capacity(fields.len());
     for (name, value) in fields {
-        if !selectors.offer(name.as_bytes(), value) {
+        if !selectors.offer(name.as_bytes(), value.as_bytes()) {
             others.push(name.as_bytes());
         }
     }
@@ -449,11 +449,13 @@ pub struct Selectors<'a> {
 
 impl<'a> Selectors<'a> {
     /// Files `value` if `name` (in any case) is a selector (`true`);
-    /// `false` for any other field.
-    pub fn offer(&mut self, name: &[u8], value: &'a str) -> bool {
+    /// `false` for any other field. A value that is not visible ASCII is
+    /// filed as empty (no row takes it).
+    pub fn offer(&mut self, name: &[u8], value: &'a [u8]) -> bool {
         let Some(at) = selector_index(name) else {
             return false;
         };
+        let value = crate::head::visible_str(value).unwrap_or("");
         if self.values[at].replace(value).is_some() {
             self.twice.get_or_insert(at);
         }
@@ -553,7 +555,12 @@ pub fn recognise_read(
         (None, None);
     for op in rows_at(level) {
         debug_assert_eq!(op.level, level);
-        if !op.methods.contains(&method) {
+        // Methods differ in their length or first byte but PUT and POST.
+        if !op.methods.iter().any(|m| {
+            m.len() == method.len()
+                && m.as_bytes().first() == method.as_bytes().first()
+                && *m == method
+        }) {
             continue;
         }
         at_address = true;
@@ -683,14 +690,14 @@ pub(crate) fn admin_field_bytes(name: &[u8]) -> bool {
 /// Whether `name` (in any case) is one of `patterns` (lowercase; `x-*`:
 /// any name that starts `x-`).
 fn matches_any(name: &[u8], patterns: &[&str]) -> bool {
-    patterns
-        .iter()
-        .any(|pattern| match pattern.strip_suffix('*') {
-            Some(start) => name
-                .get(..start.len())
-                .is_some_and(|head| head.eq_ignore_ascii_case(start.as_bytes())),
-            None => name.eq_ignore_ascii_case(pattern.as_bytes()),
-        })
+    // Every request's fields go through this: lengths first, so a name is
+    // compared only with the patterns it could be.
+    patterns.iter().any(|pattern| match pattern.as_bytes() {
+        [start @ .., b'*'] => name
+            .get(..start.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(start)),
+        whole => name.len() == whole.len() && name.eq_ignore_ascii_case(whole),
+    })
 }
 
 /// The table as Markdown, for `docs/AZURE_OPERATIONS.md`.

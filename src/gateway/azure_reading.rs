@@ -20,7 +20,7 @@ use super::upstream::Upstream;
 use crate::dialect::azure_operations::{
     self, Level, NotRecognised, Operation, Selectors, Unsupported,
 };
-use crate::head::{visible_str, RequestView};
+use crate::head::RequestView;
 use crate::misreading::Misreading;
 
 /// A request read as a row of the table.
@@ -82,7 +82,7 @@ pub(crate) fn operation_of<B>(
         if read_fields
             .iter()
             .any(|read| read.as_str().as_bytes().eq_ignore_ascii_case(name))
-            || selectors.offer(name, visible_str(value).unwrap_or(""))
+            || selectors.offer(name, value)
         {
             continue;
         }
