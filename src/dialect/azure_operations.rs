@@ -84,6 +84,9 @@ pub struct Selector {
     pub name: &'static str,
     /// The values, compared case-insensitively; empty: any.
     pub values: &'static [&'static str],
+    /// Where `name` is in [`SELECTORS`], worked out when the table is
+    /// compiled (a request's selectors are matched by place).
+    at: usize,
 }
 
 /// One row of the table.
@@ -232,12 +235,32 @@ const FIND_BY_TAGS: &[&str] = &["where", "marker", "maxresults", "include"];
 
 const BLOB_TYPES: &[&str] = &["BlockBlob", "PageBlob", "AppendBlob"];
 const LEASE_ACTIONS: &[&str] = &["acquire", "renew", "change", "release", "break"];
-const COPY_SOURCE: Selector = Selector {
-    name: "x-ms-copy-source",
-    values: &[],
-};
+const COPY_SOURCE: Selector = selector("x-ms-copy-source", &[]);
+/// A selector: `name` must be one of [`SELECTORS`] (else the table does
+/// not compile).
 const fn selector(name: &'static str, values: &'static [&'static str]) -> Selector {
-    Selector { name, values }
+    let mut at = 0;
+    while at < SELECTORS.len() {
+        if const_eq(SELECTORS[at].as_bytes(), name.as_bytes()) {
+            return Selector { name, values, at };
+        }
+        at += 1;
+    }
+    panic!("a selector the table uses is not in SELECTORS")
+}
+
+const fn const_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 /// A row without selectors.
@@ -455,7 +478,8 @@ impl<'a> Selectors<'a> {
         let Some(at) = selector_index(name) else {
             return false;
         };
-        let value = crate::head::visible_str(value).unwrap_or("");
+        // Visible ASCII: so trimmed of spaces and tabs alone, once.
+        let value = crate::head::visible_str(value).unwrap_or("").trim_ascii();
         if self.values[at].replace(value).is_some() {
             self.twice.get_or_insert(at);
         }
@@ -535,16 +559,14 @@ pub fn recognise_read(
     let by_selectors = |op: &Operation| {
         let mut wanted = 0u8;
         op.selectors.iter().all(|selector| {
-            let Some(at) = selector_index(selector.name.as_bytes()) else {
-                return false;
-            };
+            let at = selector.at;
             wanted |= 1 << at;
             present[at].is_some_and(|value| {
                 selector.values.is_empty()
                     || selector
                         .values
                         .iter()
-                        .any(|v| v.eq_ignore_ascii_case(value.trim()))
+                        .any(|v| v.eq_ignore_ascii_case(value))
             })
         }) && wanted == sent
     };
