@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 
 targets=("$@")
-[ "${#targets[@]}" -gt 0 ] || targets=(token key admin admission layer http1_requests http1_responses signatures config_file s3_xml)
+[ "${#targets[@]}" -gt 0 ] || targets=(token key admin admission layer http1_requests http1_responses signatures config_file s3_xml copy_source)
 if [ -n "${FUZZ_SECONDS:-}" ]; then
   limit=(-max_total_time="$FUZZ_SECONDS")
   what="${FUZZ_SECONDS}s"
