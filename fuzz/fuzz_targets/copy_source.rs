@@ -17,6 +17,8 @@
 
 #![no_main]
 
+use std::fmt::Write;
+
 use fencegate::dialect::s3_copy_source::{copy_source, CopySource};
 use fencegate::misreading::misread_s3_key;
 use libfuzzer_sys::fuzz_target;
@@ -139,9 +141,11 @@ fn spellings(source: &CopySource) -> Vec<String> {
     };
     let botocore = utf8_percent_encode(&source.key, BOTOCORE_KEY).to_string();
     let all_escaped = |s: &str| {
-        s.bytes()
-            .map(|b| format!("%{b:02X}"))
-            .collect::<String>()
+        let mut escaped = String::with_capacity(3 * s.len());
+        for b in s.bytes() {
+            let _ = write!(escaped, "%{b:02X}");
+        }
+        escaped
     };
     vec![
         format!("{}/{botocore}{version}", source.bucket),
