@@ -85,7 +85,11 @@ fn spec_reading(value: &str) -> Option<(String, String, Option<String>)> {
         return None;
     }
     let inner = key.trim_end_matches('/');
-    if inner.is_empty() || inner.split('/').any(|s| s.is_empty() || s == "." || s == "..") {
+    if inner.is_empty()
+        || inner
+            .split('/')
+            .any(|s| s.is_empty() || s == "." || s == "..")
+    {
         return None;
     }
     Some((bucket, key, version))
@@ -105,7 +109,10 @@ fn moto_reading(value: &str) -> Option<(String, String)> {
         .collect();
     if let Some(colon) = url.find(':') {
         let scheme = &url[..colon];
-        let first_alpha = scheme.chars().next().is_some_and(|c| c.is_ascii_alphabetic());
+        let first_alpha = scheme
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic());
         let all_scheme_chars = scheme
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
@@ -178,16 +185,25 @@ fuzz_target!(|data: &[u8]| {
 
     let (bucket, key) = (&source.bucket, &source.key);
     assert_eq!(
-        moto_reading(value).as_ref().map(|(b, k)| (b.as_str(), k.as_str())),
+        moto_reading(value)
+            .as_ref()
+            .map(|(b, k)| (b.as_str(), k.as_str())),
         Some((bucket.as_str(), key.as_str())),
         "{value:?}: moto reads another object than the gateway"
     );
     assert_eq!(source.object(), format!("/{bucket}/{key}"));
 
     for spelt in spellings(&source) {
-        assert_eq!(copy_source(&spelt).as_ref(), Ok(&source), "{value:?} spelt {spelt:?}");
+        assert_eq!(
+            copy_source(&spelt).as_ref(),
+            Ok(&source),
+            "{value:?} spelt {spelt:?}"
+        );
     }
     // The object path as a request's own target: a key the gateway takes.
     let path = format!("/{bucket}/{}", utf8_percent_encode(key, BOTOCORE_KEY));
-    assert!(!misread_s3_key(&path), "{value:?}: {path:?} is no S3 key the gateway takes");
+    assert!(
+        !misread_s3_key(&path),
+        "{value:?}: {path:?} is no S3 key the gateway takes"
+    );
 });
