@@ -275,7 +275,6 @@ const GET_HEAD: &[&str] = &["GET", "HEAD"];
 const HEAD: &[&str] = &["HEAD"];
 const PUT: &[&str] = &["PUT"];
 const DELETE: &[&str] = &["DELETE"];
-const POST: &[&str] = &["POST"];
 const OPTIONS: &[&str] = &["OPTIONS"];
 
 #[rustfmt::skip]
@@ -307,7 +306,7 @@ const CONTAINERS: [Operation; 12] = [
 ];
 
 #[rustfmt::skip]
-const BLOBS: [Operation; 34] = [
+const BLOBS: [Operation; 33] = [
     op("Get Blob", GET, Blob, None, None, Read, "r", SNAPSHOT, &[RANGE, CPK, LEASE, IF_TAGS]),
     op("Get Blob Properties", HEAD, Blob, None, None, Read, "r", SNAPSHOT, &[CPK, LEASE, IF_TAGS]),
     op("Get Blob Metadata", GET_HEAD, Blob, None, Some("metadata"), Read, "r", SNAPSHOT, &[CPK, LEASE, IF_TAGS]),
@@ -327,7 +326,6 @@ const BLOBS: [Operation; 34] = [
     op("Set Blob Immutability Policy", PUT, Blob, None, Some("immutabilityPolicies"), Admin, "i", SNAPSHOT, &[&["x-ms-immutability-policy-until-date", "x-ms-immutability-policy-mode"]]),
     op("Delete Blob Immutability Policy", DELETE, Blob, None, Some("immutabilityPolicies"), Admin, "i", SNAPSHOT, &[]),
     op("Set Blob Legal Hold", PUT, Blob, None, Some("legalhold"), Admin, "i", SNAPSHOT, &[&["x-ms-legal-hold"]]),
-    op("Query Blob Contents", POST, Blob, None, Some("query"), Read, "r", &["snapshot"], &[CPK, LEASE, IF_TAGS]),
     Operation { selectors: &[selector("x-ms-blob-type", BLOB_TYPES)], ..op("Put Blob", PUT, Blob, None, None, Write, "w", &[], &[PROPS, META, CPK, SCOPE, TIER, TAGS, IMM, LEASE, IF_TAGS, INTEGRITY, &["x-ms-blob-content-length", "x-ms-blob-sequence-number"]]) },
     Operation { selectors: &[selector("x-ms-blob-type", &["BlockBlob"]), COPY_SOURCE], ..op("Put Blob From URL", PUT, Blob, None, None, Write, "w", &[], &[PROPS, META, CPK, SCOPE, TIER, TAGS, LEASE, IF_TAGS, SOURCE_COND, &["x-ms-source-content-md5", "x-ms-copy-source-blob-properties", "x-ms-copy-source-tag-option"]]) },
     op("Put Block", PUT, Blob, None, Some("block"), Write, "w", &["blockid"], &[INTEGRITY, CPK, SCOPE, LEASE]),
@@ -429,6 +427,81 @@ pub fn recognise(
     params: &[(&str, &str)],
     fields: &[(&str, &str)],
 ) -> Result<&'static Operation, NotRecognised> {
+    let mut selectors = Selectors::default();
+    let mut others: Vec<&[u8]> = Vec::with_capacity(fields.len());
+    for (name, value) in fields {
+        if !selectors.offer(name.as_bytes(), value.as_bytes()) {
+            others.push(name.as_bytes());
+        }
+    }
+    recognise_read(method, level, params, &selectors, &others)
+}
+
+/// The selecting headers a request carries ([`SELECTORS`]), filled by
+/// the caller's one pass over the request's fields.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Selectors<'a> {
+    values: [Option<&'a str>; SELECTORS.len()],
+    /// A selector given more than once: refused (the store would read one
+    /// of them, the gateway cannot tell which).
+    twice: Option<usize>,
+}
+
+impl<'a> Selectors<'a> {
+    /// Files `value` if `name` (in any case) is a selector (`true`);
+    /// `false` for any other field. A value that is not visible ASCII is
+    /// filed as empty (no row takes it).
+    pub fn offer(&mut self, name: &[u8], value: &'a [u8]) -> bool {
+        let Some(at) = selector_index(name) else {
+            return false;
+        };
+        let value = crate::head::visible_str(value).unwrap_or("");
+        if self.values[at].replace(value).is_some() {
+            self.twice.get_or_insert(at);
+        }
+        true
+    }
+}
+
+/// Where `name` (in any case) is in [`SELECTORS`]: they are told apart
+/// by length (and the two of 16 bytes by their eleventh), so a field that
+/// is no selector costs a length test and at most one comparison.
+fn selector_index(name: &[u8]) -> Option<usize> {
+    let at = match name.len() {
+        14 => 0,
+        15 => 4,
+        16 if name[10] | 0x20 == b's' => 1,
+        16 => 5,
+        17 => 3,
+        18 => 2,
+        _ => return None,
+    };
+    SELECTORS[at]
+        .as_bytes()
+        .eq_ignore_ascii_case(name)
+        .then_some(at)
+}
+
+/// The rows addressed at `level`.
+fn rows_at(level: Level) -> impl Iterator<Item = &'static Operation> {
+    let (rows, preflight): (&'static [Operation], &'static [Operation]) = match level {
+        Level::Account => (&ACCOUNT, &[]),
+        Level::Container => (&CONTAINERS, &[]),
+        Level::Blob => (&BLOBS, &BLOB_PREFLIGHT),
+    };
+    rows.iter().chain(preflight)
+}
+
+/// [`recognise`] of a request whose selectors and other `x-ms-*` field
+/// names (in any case; a name may come more than once) the caller read in
+/// one pass.
+pub fn recognise_read(
+    method: &str,
+    level: Level,
+    params: &[(&str, &str)],
+    selectors: &Selectors<'_>,
+    fields: &[&[u8]],
+) -> Result<&'static Operation, NotRecognised> {
     for (at, (name, _)) in params.iter().enumerate() {
         if params[..at].iter().any(|(other, _)| other == name) {
             return Err(refuse(
@@ -437,31 +510,73 @@ pub fn recognise(
             ));
         }
     }
-    let value_of = |wanted: &str| {
-        params
-            .iter()
-            .find(|(name, _)| *name == wanted)
-            .map(|(_, value)| *value)
-    };
-    let (restype, comp) = (value_of("restype"), value_of("comp"));
-    let selector_of = |wanted: &str| -> Result<Option<&str>, NotRecognised> {
-        let mut values = fields.iter().filter(|(name, _)| *name == wanted);
-        let first = values.next().map(|(_, value)| *value);
-        if values.next().is_some() {
-            return Err(refuse(
-                Unsupported::Header,
-                format!("{wanted} is given more than once"),
-            ));
+    let (mut restype, mut comp) = (None, None);
+    for (name, value) in params {
+        match *name {
+            "restype" => restype = Some(*value),
+            "comp" => comp = Some(*value),
+            _ => {}
         }
-        Ok(first)
-    };
-    let mut present: [Option<&str>; SELECTORS.len()] = [None; SELECTORS.len()];
-    for (slot, name) in present.iter_mut().zip(SELECTORS) {
-        *slot = selector_of(name)?;
     }
-    let at_address =
-        || operations().filter(move |op| op.level == level && op.methods.contains(&method));
-    if at_address().next().is_none() {
+    if let Some(at) = selectors.twice {
+        return Err(refuse(
+            Unsupported::Header,
+            format!("{} is given more than once", SELECTORS[at]),
+        ));
+    }
+    let present = &selectors.values;
+    let sent = present
+        .iter()
+        .enumerate()
+        .filter(|(_, value)| value.is_some())
+        .fold(0u8, |mask, (at, _)| mask | 1 << at);
+    // The row's selectors are exactly those sent, each with a value it
+    // takes.
+    let by_selectors = |op: &Operation| {
+        let mut wanted = 0u8;
+        op.selectors.iter().all(|selector| {
+            let Some(at) = selector_index(selector.name.as_bytes()) else {
+                return false;
+            };
+            wanted |= 1 << at;
+            present[at].is_some_and(|value| {
+                selector.values.is_empty()
+                    || selector
+                        .values
+                        .iter()
+                        .any(|v| v.eq_ignore_ascii_case(value.trim()))
+            })
+        }) && wanted == sent
+    };
+    // One walk over the level's rows: whether the method is one of them,
+    // whether restype and comp select one, and the rows the selectors pick.
+    let (mut at_address, mut selected) = (false, false);
+    let (mut operation, mut other): (Option<&'static Operation>, Option<&'static Operation>) =
+        (None, None);
+    for op in rows_at(level) {
+        debug_assert_eq!(op.level, level);
+        // Methods differ in their length or first byte but PUT and POST.
+        if !op.methods.iter().any(|m| {
+            m.len() == method.len()
+                && m.as_bytes().first() == method.as_bytes().first()
+                && *m == method
+        }) {
+            continue;
+        }
+        at_address = true;
+        if op.restype != restype || op.comp != comp {
+            continue;
+        }
+        selected = true;
+        if by_selectors(op) {
+            match operation {
+                None => operation = Some(op),
+                Some(_) if other.is_none() => other = Some(op),
+                Some(_) => {}
+            }
+        }
+    }
+    if !at_address {
         return Err(refuse(
             Unsupported::Verb,
             format!(
@@ -470,8 +585,7 @@ pub fn recognise(
             ),
         ));
     }
-    let selected = |op: &&Operation| op.restype == restype && op.comp == comp;
-    if !at_address().any(|op| selected(&op)) {
+    if !selected {
         let what = match (restype, comp) {
             (None, None) => String::from("without restype or comp"),
             (Some(r), None) => format!("with restype={r}"),
@@ -491,24 +605,7 @@ pub fn recognise(
             ),
         ));
     }
-    let by_selectors = |op: &&Operation| {
-        SELECTORS.iter().zip(present).all(|(name, value)| {
-            let wanted = op.selectors.iter().find(|s| s.name == *name);
-            match (wanted, value) {
-                (None, None) => true,
-                (Some(wanted), Some(value)) => {
-                    wanted.values.is_empty()
-                        || wanted
-                            .values
-                            .iter()
-                            .any(|v| v.eq_ignore_ascii_case(value.trim()))
-                }
-                _ => false,
-            }
-        })
-    };
-    let mut matching = at_address().filter(selected).filter(by_selectors);
-    let Some(operation) = matching.next() else {
+    let Some(operation) = operation else {
         let sent: Vec<String> = SELECTORS
             .iter()
             .zip(present)
@@ -532,7 +629,7 @@ pub fn recognise(
             ),
         ));
     };
-    if let Some(other) = matching.next() {
+    if let Some(other) = other {
         return Err(refuse(
             Unsupported::Header,
             format!(
@@ -555,9 +652,8 @@ pub fn recognise(
             ),
         ));
     }
-    if let Some((field, _)) = fields.iter().find(|(name, _)| {
+    if let Some(field) = fields.iter().find(|name| {
         !matches_any(name, &EVERY_OPERATION_FIELDS)
-            && !operation.selectors.iter().any(|s| s.name == *name)
             && !operation
                 .fields
                 .iter()
@@ -565,7 +661,11 @@ pub fn recognise(
     }) {
         return Err(refuse(
             Unsupported::Header,
-            format!("{} does not take the field {field}", operation.name),
+            format!(
+                "{} does not take the field {}",
+                operation.name,
+                String::from_utf8_lossy(field).to_ascii_lowercase()
+            ),
         ));
     }
     Ok(operation)
@@ -576,28 +676,28 @@ pub fn recognise(
 /// or what the store does by itself (immutability, legal hold, the access
 /// tier).
 pub fn admin_field(name: &str) -> bool {
-    name == "x-ms-blob-public-access"
-        || IMM.contains(&name)
-        || TIER.contains(&name)
-        || CPK.contains(&name)
+    admin_field_bytes(name.as_bytes())
 }
 
-/// [`admin_field`] of `name` in any case, without a copy.
-pub fn admin_field_any_case(name: &str) -> bool {
-    std::iter::once("x-ms-blob-public-access")
-        .chain(IMM.iter().copied())
-        .chain(TIER.iter().copied())
-        .chain(CPK.iter().copied())
-        .any(|admin| admin.eq_ignore_ascii_case(name))
+/// [`admin_field`] of `name` in any case.
+pub(crate) fn admin_field_bytes(name: &[u8]) -> bool {
+    matches_any(name, &["x-ms-blob-public-access"])
+        || matches_any(name, IMM)
+        || matches_any(name, TIER)
+        || matches_any(name, CPK)
 }
 
-fn matches_any(name: &str, patterns: &[&str]) -> bool {
-    patterns
-        .iter()
-        .any(|pattern| match pattern.strip_suffix('*') {
-            Some(start) => name.starts_with(start),
-            None => name == *pattern,
-        })
+/// Whether `name` (in any case) is one of `patterns` (lowercase; `x-*`:
+/// any name that starts `x-`).
+fn matches_any(name: &[u8], patterns: &[&str]) -> bool {
+    // Every request's fields go through this: lengths first, so a name is
+    // compared only with the patterns it could be.
+    patterns.iter().any(|pattern| match pattern.as_bytes() {
+        [start @ .., b'*'] => name
+            .get(..start.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(start)),
+        whole => name.len() == whole.len() && name.eq_ignore_ascii_case(whole),
+    })
 }
 
 /// The table as Markdown, for `docs/AZURE_OPERATIONS.md`.
@@ -665,6 +765,35 @@ mod tests {
     use super::*;
 
     type Pairs = Vec<(&'static str, &'static str)>;
+
+    #[test]
+    fn selectors_are_found_by_name_and_nothing_else_is() {
+        for (at, name) in SELECTORS.iter().enumerate() {
+            assert_eq!(selector_index(name.as_bytes()), Some(at), "{name}");
+        }
+        let others = operations()
+            .flat_map(|op| op.fields.iter().flat_map(|group| group.iter()))
+            .chain(EVERY_OPERATION_FIELDS.iter())
+            .chain(["x-ms-copy-sourcf", "x-ms-blob-typf", "x-ms-", ""].iter());
+        for name in others {
+            assert!(
+                SELECTORS.contains(name) || selector_index(name.as_bytes()).is_none(),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_rows_at_each_level_are_every_row_once() {
+        let mut count = 0;
+        for level in [Level::Account, Level::Container, Level::Blob] {
+            for op in rows_at(level) {
+                assert_eq!(op.level, level, "{}", op.name);
+                count += 1;
+            }
+        }
+        assert_eq!(count, operations().count());
+    }
 
     /// The least request of a row: its `restype`, `comp` and selectors
     /// (each with its first value).
@@ -1040,7 +1169,6 @@ mod tests {
         }
         assert!(admin_field("x-ms-legal-hold") && admin_field("x-ms-blob-public-access"));
         assert!(!admin_field("x-ms-meta-a"));
-        assert!(admin_field_any_case("X-Ms-Access-Tier") && !admin_field_any_case("x-ms-meta-a"));
     }
 
     #[test]

@@ -192,6 +192,51 @@ impl Fences {
         self.inner.store.namespace_matches().await
     }
 
+    /// Records, where the fences live, that the S3 multipart upload
+    /// `upload_id` of `bucket` writes `key` (as S3 reads it: decoded, a
+    /// trailing `/` kept), durably before it answers `Ok`
+    /// ([`FenceStore::bind_upload`](crate::store::FenceStore::bind_upload)):
+    /// without credential custody the gateway then refuses the id through
+    /// any other key's path, at every instance sharing the store and after
+    /// a restart. Per namespace, as fences are.
+    pub async fn bind_upload(
+        &self,
+        bucket: &str,
+        upload_id: &str,
+        key: &str,
+    ) -> Result<(), StoreError> {
+        let upload = self.upload_name(bucket, upload_id);
+        self.inner.store.bind_upload(&upload, key).await
+    }
+
+    /// The key [`Fences::bind_upload`] recorded for the upload `upload_id`
+    /// of `bucket`, if any.
+    pub async fn upload_key(
+        &self,
+        bucket: &str,
+        upload_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let upload = self.upload_name(bucket, upload_id);
+        self.inner.store.upload_object(&upload).await
+    }
+
+    /// Forgets what [`Fences::bind_upload`] recorded for the upload
+    /// `upload_id` of `bucket` (completed or aborted).
+    pub async fn unbind_upload(&self, bucket: &str, upload_id: &str) -> Result<(), StoreError> {
+        let upload = self.upload_name(bucket, upload_id);
+        self.inner.store.unbind_upload(&upload).await
+    }
+
+    /// The store's name of an upload: `bucket/id` (a bucket has no `/`),
+    /// in this namespace.
+    fn upload_name(&self, bucket: &str, upload_id: &str) -> String {
+        let mut name = String::with_capacity(bucket.len() + upload_id.len() + 1);
+        name.push_str(bucket);
+        name.push('/');
+        name.push_str(upload_id);
+        self.qualify(&name).to_string()
+    }
+
     /// How many admin lowerings and deletions this table has made: a
     /// version a chained write learned when it was lower may no longer be
     /// used ([`crate::chain`]).

@@ -308,6 +308,12 @@ impl<S> Fencing<S> {
         self.config.allow_unfenced_writes
     }
 
+    /// The fence table this layer admits on (its namespace's view).
+    #[cfg(feature = "gateway")]
+    pub(crate) fn fences(&self) -> &crate::Fences {
+        &self.config.fences
+    }
+
     /// The highest admitted on `key`, as this instance knows it.
     #[cfg(feature = "gateway")]
     pub(crate) fn highest(&self, key: &str) -> Option<u64> {

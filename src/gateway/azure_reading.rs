@@ -18,20 +18,21 @@ use smallvec::SmallVec;
 use super::inbound::Inbound;
 use super::upstream::Upstream;
 use crate::dialect::azure_operations::{
-    self, Level, NotRecognised, Operation, Unsupported, SELECTORS,
+    self, Level, NotRecognised, Operation, Selectors, Unsupported,
 };
-use crate::head::{visible_str, HeaderFields, RequestView};
+use crate::head::RequestView;
 use crate::misreading::Misreading;
 
-/// The selecting headers, as names to look values up by.
-static SELECTOR_NAMES: [HeaderName; 6] = [
-    HeaderName::from_static("x-ms-blob-type"),
-    HeaderName::from_static("x-ms-copy-source"),
-    HeaderName::from_static("x-ms-requires-sync"),
-    HeaderName::from_static("x-ms-lease-action"),
-    HeaderName::from_static("x-ms-page-write"),
-    HeaderName::from_static("x-ms-copy-action"),
-];
+/// A request read as a row of the table.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReadOperation {
+    /// The row.
+    pub(crate) row: &'static Operation,
+    /// It carries a field that changes who may read the blob or what the
+    /// store does by itself ([`azure_operations::admin_field`]): a write
+    /// with one needs `admin`.
+    pub(crate) admin_fields: bool,
+}
 
 /// The row of the table `request` is at `level`: its method, its query's
 /// names and values (percent-decoded; a SAS's parameters, in any case,
@@ -42,27 +43,7 @@ pub(crate) fn operation_of<B>(
     request: &Inbound<B>,
     level: Level,
     read_fields: &[HeaderName],
-) -> Result<&'static Operation, NotRecognised> {
-    debug_assert_eq!(SELECTOR_NAMES.len(), SELECTORS.len());
-    // A field named in `Connection` is dropped on the way to the store,
-    // after the gateway read it: the store would read another operation.
-    for value in request.fields().values_of(&http::header::CONNECTION) {
-        for option in value.split(|&b| b == b',') {
-            let option = option.trim_ascii();
-            if option
-                .get(..5)
-                .is_some_and(|start| start.eq_ignore_ascii_case(b"x-ms-"))
-            {
-                return Err(NotRecognised {
-                    what: Unsupported::Header,
-                    message: format!(
-                        "{} is named in Connection: it would not reach the store as the gateway read it",
-                        String::from_utf8_lossy(option)
-                    ),
-                });
-            }
-        }
-    }
+) -> Result<ReadOperation, NotRecognised> {
     let query = request.uri().query().unwrap_or("");
     let mut params: SmallVec<[(Cow<'_, str>, Cow<'_, str>); 8]> = SmallVec::new();
     for pair in query.split('&').filter(|pair| !pair.is_empty()) {
@@ -82,36 +63,62 @@ pub(crate) fn operation_of<B>(
         let value = percent_encoding::percent_decode_str(value).decode_utf8_lossy();
         params.push((name, value));
     }
-    let mut fields: SmallVec<[(Cow<'_, str>, &str); 16]> = SmallVec::new();
-    for name in request.fields().names() {
+    // One pass over the fields: the selectors with their values, every
+    // other `x-ms-*` name, and `Connection`.
+    let mut selectors = Selectors::default();
+    let mut fields: SmallVec<[&[u8]; 16]> = SmallVec::new();
+    let mut admin_fields = false;
+    for (name, value) in request.fields().each_line() {
+        if name.eq_ignore_ascii_case(b"connection") {
+            connection_names_no_x_ms(value)?;
+            continue;
+        }
         if !name
             .get(..5)
             .is_some_and(|start| start.eq_ignore_ascii_case(b"x-ms-"))
         {
             continue;
         }
-        let name = String::from_utf8_lossy(name);
-        let name = match name.bytes().any(|b| b.is_ascii_uppercase()) {
-            true => Cow::Owned(name.to_ascii_lowercase()),
-            false => name,
-        };
-        if read_fields.iter().any(|read| read.as_str() == name)
-            || SELECTORS.contains(&&*name)
-            || fields.iter().any(|(seen, _)| *seen == name)
+        if read_fields
+            .iter()
+            .any(|read| read.as_str().as_bytes().eq_ignore_ascii_case(name))
+            || selectors.offer(name, value)
         {
             continue;
         }
-        fields.push((name, ""));
-    }
-    // Selectors with every value they were given (twice is refused).
-    for (name, header) in SELECTORS.iter().zip(&SELECTOR_NAMES) {
-        for value in request.fields().values_of(header) {
-            fields.push((Cow::Borrowed(name), visible_str(value).unwrap_or("")));
-        }
+        admin_fields |= azure_operations::admin_field_bytes(name);
+        fields.push(name);
     }
     let params: SmallVec<[(&str, &str); 8]> = params.iter().map(|(n, v)| (&**n, &**v)).collect();
-    let fields: SmallVec<[(&str, &str); 16]> = fields.iter().map(|(n, v)| (&**n, *v)).collect();
-    azure_operations::recognise(request.method().as_str(), level, &params, &fields)
+    let row = azure_operations::recognise_read(
+        request.method().as_str(),
+        level,
+        &params,
+        &selectors,
+        &fields,
+    )?;
+    Ok(ReadOperation { row, admin_fields })
+}
+
+/// A field named in `Connection` is dropped on the way to the store, after
+/// the gateway read it: the store would read another operation.
+fn connection_names_no_x_ms(value: &[u8]) -> Result<(), NotRecognised> {
+    for option in value.split(|&b| b == b',') {
+        let option = option.trim_ascii();
+        if option
+            .get(..5)
+            .is_some_and(|start| start.eq_ignore_ascii_case(b"x-ms-"))
+        {
+            return Err(NotRecognised {
+                what: Unsupported::Header,
+                message: format!(
+                    "{} is named in Connection: it would not reach the store as the gateway read it",
+                    String::from_utf8_lossy(option)
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Where `path` (as sent; `skip`: leading segments that name the account)
@@ -177,7 +184,6 @@ impl AzureReading {
         }
         let level = level_of(request.uri().path(), usize::from(self.account_in_path));
         match operation_of(request, level, read_fields) {
-            // Query Blob Contents reads with a POST.
             Ok(_) => None,
             Err(refused) => Some(Misreading::UnknownWrite {
                 detail: refused.message,
@@ -268,6 +274,8 @@ mod tests {
         ));
         // Reads go on as before, whatever they carry.
         assert_eq!(unknown("GET", "/acct/c/b?comp=bogus", &[]), None);
-        assert_eq!(unknown("POST", "/acct/c/b?comp=query", &[]), None);
+        // Query Blob Contents is no row: a read sent as a POST, which the
+        // fencing core would take for a write.
+        assert!(unknown("POST", "/acct/c/b?comp=query", &[]).is_some());
     }
 }

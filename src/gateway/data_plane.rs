@@ -41,6 +41,7 @@ use super::metrics::{Metrics, RouteCounters};
 use super::outcome::RequestOutcome;
 use super::proxy::{refuse_unproxyable, ForwardedHeaders, Proxy};
 use super::s3_hosts::S3Reading;
+use super::s3_uploads;
 use crate::dialect::answer::AnswerStyle;
 use crate::dialect::plain_operations::{self, PlainDialect};
 use crate::fencing::{refusal_response, Fencing, ResponseBody, WouldRefuse};
@@ -289,7 +290,7 @@ impl Pipeline {
             }
             if route.inner.enforces() && !route.inner.allows_unfenced_writes() {
                 let read_fields = [route.inner.token_header().clone()];
-                if let Some(found) = reading.unknown_write(&request, &read_fields) {
+                if let Some(found) = reading.unknown_write(&request, &read_fields, deciding) {
                     return self.misread(Some(route), route.answers, &request, &found);
                 }
             }
@@ -311,6 +312,17 @@ impl Pipeline {
                 }
             }
         }
+        // S3 upload ids bound to their object without custody
+        // (`s3_uploads.rs`): only a request with a query looks.
+        let (upload, upload_denied) = match &route.s3_reading {
+            // Boxed: the common request carries one word of it across
+            // its awaits.
+            Some(_) if route.inner.enforces() => match s3_uploads::upload_step(&request) {
+                Ok(step) => (step.map(Box::new), None),
+                Err(denied) => (None, Some(denied)),
+            },
+            _ => (None, None),
+        };
         let custody = route.custody.as_deref();
         let mut exchange = Exchange::begin(&connection.client, &request, || match custody {
             // Known once custody has read the request.
@@ -322,9 +334,9 @@ impl Pipeline {
             Some(custody) => self
                 .check_custody(route, custody, &mut request, &mut exchange)
                 .err(),
-            None => None,
+            None => upload_denied,
         };
-        if let Some(denied) = &denied {
+        if let (Some(denied), Some(_)) = (&denied, custody) {
             // What an operator needs to find a client whose credentials or
             // grants are wrong (the answer itself says little, by design).
             tracing::info!(
@@ -400,6 +412,19 @@ impl Pipeline {
             (None, Some(refusal)) => {
                 Ok(refusal.map(|body| ResponseBody::inner(FromProxy::from(body), None)))
             }
+            // Boxed: a rare path, whose state would otherwise be part of
+            // every request's future.
+            (None, None) if upload.is_some() => match upload {
+                Some(step) => Ok(Box::pin(s3_uploads::forward(
+                    &route.inner,
+                    *step,
+                    request,
+                    route.answers,
+                    route.inner.allows_unfenced_writes(),
+                ))
+                .await),
+                None => route.inner.forward_fenced(request).await,
+            },
             // Boxed: a rare path, whose state would otherwise be part of
             // every request's future.
             (None, None)

@@ -31,10 +31,10 @@
 //! - G2, a request's steps: `custody/` (credential custody: the client
 //!   verified and authorised, the store's signature), `s3_hosts.rs` (the
 //!   bucket an S3 store reads out of a host, and S3 writes without
-//!   custody), `azure_reading.rs` (Azure writes without custody),
-//!   `exchange.rs` (one
-//!   request's record and `Relayed`, the body that carries it to its
-//!   end), `proxy.rs` (forwarding), `version_head.rs` (the chain's
+//!   custody), `s3_uploads.rs` (S3 upload ids bound to their object
+//!   without custody, where the fences live), `azure_reading.rs` (Azure
+//!   writes without custody), `exchange.rs` (one request's record and
+//!   `Relayed`, the body that carries it to its end), `proxy.rs` (forwarding), `version_head.rs` (the chain's
 //!   version reads through the proxy, and the conditional probe).
 //! - G1, the parts a request uses: `answer.rs` (the gateway's own answers,
 //!   in the route's dialect), `inbound.rs` (the request and its head as
@@ -81,6 +81,7 @@ mod custody;
 mod exchange;
 mod proxy;
 mod s3_hosts;
+mod s3_uploads;
 mod version_head;
 
 mod accept;

@@ -19,7 +19,7 @@ use super::custody::s3::{is_presigned, operation_of};
 use super::inbound::Inbound;
 use crate::dialect::s3_operations::{plain_row, Level};
 use crate::head::{visible_str, HeaderFields, RequestView};
-use crate::misreading::Misreading;
+use crate::misreading::{DecidingFields, Misreading};
 
 /// `host` without its port (an IPv6 literal kept whole).
 pub(crate) fn host_without_port(host: &str) -> &str {
@@ -126,11 +126,13 @@ impl S3Reading {
     ///
     /// The host never names a bucket here: [`S3Reading::read_as`] has
     /// read a virtual-hosted request as its path-style twin, or refused a
-    /// host that could name one.
+    /// host that could name one. `deciding`: what the misreading pass saw
+    /// of its fields.
     pub(crate) fn unknown_write<B>(
         &self,
         request: &Inbound<B>,
         read_fields: &[HeaderName],
+        deciding: DecidingFields,
     ) -> Option<Misreading> {
         if matches!(
             *request.method(),
@@ -148,11 +150,8 @@ impl S3Reading {
         };
         // Most writes are a plain row (PutObject, DeleteObject): no query
         // and no x-amz-* field to weigh.
-        let plain = request.uri().query().is_none_or(str::is_empty)
-            && !request.fields().names().any(|name| {
-                name.get(..6)
-                    .is_some_and(|start| start.eq_ignore_ascii_case(b"x-amz-"))
-            });
+        let plain =
+            request.uri().query().is_none_or(str::is_empty) && !deciding.may_carry_amz_fields();
         if plain && plain_row(request.method().as_str(), level).is_some() {
             return None;
         }

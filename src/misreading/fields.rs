@@ -52,6 +52,9 @@ pub(super) struct FieldScan<'a> {
     hop: Option<HeaderName>,
     /// Deciding fields seen so far (bit `i`: [`DECIDING_NAMES`]`[i]`).
     pub(super) seen: u16,
+    /// An `x-amz-*` field (any case) came: an S3 write without one is
+    /// decided by its method and path alone.
+    pub(super) amz: bool,
     pub(super) hosts: u8,
     pub(super) host: Option<&'a [u8]>,
     /// A token or lock header under one of its default names.
@@ -68,6 +71,7 @@ impl<'a> FieldScan<'a> {
             twice: None,
             hop: None,
             seen: 0,
+            amz: false,
             hosts: 0,
             host: None,
             token: false,
@@ -75,6 +79,10 @@ impl<'a> FieldScan<'a> {
         };
         let walked = fields.each_field(|name, value| {
             let is = |known: &[u8]| name.eq_ignore_ascii_case(known);
+            // Most names fail at their first byte.
+            scan.amz |= name.len() > 6
+                && name[0] | 0x20 == b'x'
+                && name[..6].eq_ignore_ascii_case(b"x-amz-");
             // One arm per length a looked-for name has: a field is compared
             // with the one or two names of its length, or with none.
             let deciding = match name.len() {

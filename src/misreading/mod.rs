@@ -157,8 +157,9 @@ pub fn deciding_fields<R: RequestView + ?Sized>(
         });
     }
     Ok(match &scanned {
-        Some(scan) => DecidingFields(scan.seen),
-        None => DecidingFields::looked_up(fields),
+        Some(scan) => DecidingFields(scan.seen | if scan.amz { AMZ_FIELDS } else { 0 }),
+        // Not walked: as if an `x-amz-*` field came (its reader looks).
+        None => DecidingFields(DecidingFields::looked_up(fields).0 | AMZ_FIELDS),
     })
 }
 
@@ -166,7 +167,20 @@ pub fn deciding_fields<R: RequestView + ?Sized>(
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct DecidingFields(u16);
 
+/// The bit of [`DecidingFields`] that says an `x-amz-*` field came (or
+/// may have: fields that could not be walked); above every deciding
+/// field's.
+const AMZ_FIELDS: u16 = 1 << 15;
+
 impl DecidingFields {
+    /// Whether the request may carry an `x-amz-*` field (any case): `false`
+    /// only when the one pass over its fields saw none. An S3 write
+    /// without one, and without a query, is decided by its method and
+    /// path alone.
+    pub fn may_carry_amz_fields(self) -> bool {
+        self.0 & AMZ_FIELDS != 0
+    }
+
     /// Whether `name`, one of [`DECIDING_FIELDS`], is among them (any other
     /// name never is).
     pub fn contains(self, name: &HeaderName) -> bool {
@@ -424,6 +438,24 @@ mod tests {
                 "{method}"
             );
         }
+    }
+
+    #[test]
+    fn the_pass_says_whether_an_amz_field_came() {
+        let carries = |headers: &[(&str, &str)]| {
+            deciding_fields(&request("PUT", "/b/k", headers), V1)
+                .expect("read")
+                .may_carry_amz_fields()
+        };
+        assert!(!carries(&[]));
+        assert!(!carries(&[
+            ("x-fencing-token", "1"),
+            ("x-am", "1"),
+            ("x-ms-meta-a", "1")
+        ]));
+        assert!(carries(&[("X-Amz-Meta-A", "1")]));
+        assert!(carries(&[("x-amz-acl", "public-read")]));
+        assert!(carries(&[("x-amz-copy-source", "/b/o")]));
     }
 
     #[test]

@@ -56,6 +56,11 @@ pub type MatchesFuture =
 /// The future returned by [`FenceStore::record`].
 pub type PersistFuture = Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send + 'static>>;
 
+/// The future returned by [`FenceStore::upload_object`]: the object an
+/// upload is bound to, if any.
+pub type UploadFuture =
+    Pin<Box<dyn Future<Output = Result<Option<String>, StoreError>> + Send + 'static>>;
+
 /// What a store answered to a claim of a token on a key.
 pub struct Claim {
     /// The store's highest for the key after the claim: the token claimed,
@@ -322,6 +327,42 @@ pub trait FenceStore: Send + Sync + 'static {
     /// namespace.
     fn namespace_matches(&self) -> MatchesFuture {
         Box::pin(std::future::ready(Ok(Vec::new())))
+    }
+
+    /// Records that the S3 multipart upload `upload` writes `object`,
+    /// replacing what was recorded for it: S3 upload ids bound to their
+    /// object without credential custody (docs/CUSTODY.md, "S3 upload ids
+    /// bound to their object"). `upload` is the gateway's name for it (its
+    /// fence namespace, bucket and the store's id), `object` the key the
+    /// store writes. Durable as a claim is (for every holder of a shared
+    /// store, also after a crash of a durable one) once the future
+    /// resolves `Ok`. Stores that keep no bindings keep this default,
+    /// which refuses.
+    fn bind_upload(&self, upload: &str, object: &str) -> PersistFuture {
+        let _ = (upload, object);
+        Box::pin(std::future::ready(Err(StoreError::Unsupported(
+            "this fence store keeps no upload bindings",
+        ))))
+    }
+
+    /// The object [`bind_upload`](FenceStore::bind_upload) recorded for
+    /// `upload` (by any holder of a shared store), as committed now;
+    /// `None` if none is.
+    fn upload_object(&self, upload: &str) -> UploadFuture {
+        let _ = upload;
+        Box::pin(std::future::ready(Err(StoreError::Unsupported(
+            "this fence store keeps no upload bindings",
+        ))))
+    }
+
+    /// Forgets what [`bind_upload`](FenceStore::bind_upload) recorded for
+    /// `upload` (its upload was completed or aborted); nothing recorded
+    /// is not an error.
+    fn unbind_upload(&self, upload: &str) -> PersistFuture {
+        let _ = upload;
+        Box::pin(std::future::ready(Err(StoreError::Unsupported(
+            "this fence store keeps no upload bindings",
+        ))))
     }
 
     /// Up to `limit` audit entries, newest first.

@@ -839,6 +839,63 @@ async fn two_services_sharing_fences_through_the_library_fence_as_one() {
     assert!(in_flight.lease().is_some_and(|lease| lease.is_live()));
 }
 
+/// S3 upload ids bound to their object without custody (issue 48, item
+/// 5): a binding made through one instance's table is read by another's,
+/// per namespace, and forgotten for both.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upload_binding_made_at_one_instance_is_read_at_another() {
+    use fencegate::store::EtcdOptions;
+    use fencegate::Fences;
+
+    let (endpoints, (tls, credentials)) =
+        tokio::task::spawn_blocking(|| (cluster().endpoints(), cluster().library_access()))
+            .await
+            .unwrap();
+    let options = |instance: &str| EtcdOptions {
+        endpoints: endpoints.split(',').map(str::to_owned).collect(),
+        tls: tls.clone(),
+        credentials: credentials.clone(),
+        prefix: "/t-uploads/".into(),
+        lease_ttl: Duration::from_secs(6),
+        instance: instance.into(),
+        settings: serde_json::json!({ "service": "uploads" }),
+    };
+    let (a, b) = (
+        Fences::etcd(options("a")).await.unwrap(),
+        Fences::etcd(options("b")).await.unwrap(),
+    );
+    assert_eq!(b.upload_key("bkt", "u/1=").await.unwrap(), None);
+    a.bind_upload("bkt", "u/1=", "dir/k").await.unwrap();
+    assert_eq!(
+        b.upload_key("bkt", "u/1=").await.unwrap().as_deref(),
+        Some("dir/k")
+    );
+    // Another bucket, another namespace: not the same upload.
+    assert_eq!(b.upload_key("other", "u/1=").await.unwrap(), None);
+    let named = b.namespace("reports");
+    assert_eq!(named.upload_key("bkt", "u/1=").await.unwrap(), None);
+    named.bind_upload("bkt", "u/1=", "j").await.unwrap();
+    assert_eq!(
+        a.upload_key("bkt", "u/1=").await.unwrap().as_deref(),
+        Some("dir/k")
+    );
+    b.unbind_upload("bkt", "u/1=").await.unwrap();
+    assert_eq!(a.upload_key("bkt", "u/1=").await.unwrap(), None);
+    assert_eq!(
+        a.namespace("reports")
+            .upload_key("bkt", "u/1=")
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("j")
+    );
+    // The binding is in etcd, under the prefix.
+    let keys = tokio::task::spawn_blocking(|| cluster().keys("/t-uploads/up/"))
+        .await
+        .unwrap();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+}
+
 /// A fenced request of `method` on `target` with `token` and `headers`.
 fn fenced(
     gateway: &GatewayProcess,

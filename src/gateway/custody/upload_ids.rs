@@ -233,7 +233,10 @@ fn no_such_upload(object: &str) -> Denied {
 /// Where `query`'s one `name` value is (a byte range of `query`), and that
 /// value percent-decoded; `None` if it has none. Names are compared
 /// percent-decoded, as the operation table reads them; two are refused.
-fn find_param(query: &str, name: &str) -> Result<Option<(std::ops::Range<usize>, String)>, Denied> {
+pub(crate) fn find_param(
+    query: &str,
+    name: &str,
+) -> Result<Option<(std::ops::Range<usize>, String)>, Denied> {
     let mut found = None;
     let mut at = 0;
     for pair in query.split('&') {
@@ -470,6 +473,44 @@ fn rewrite_create_answer(
     Ok(splice(document.input_text(), vec![(range, sealed)]))
 }
 
+/// What a `CreateMultipartUpload` answer says, read as strictly as one
+/// whose id is sealed ([`rewrite_create_answer`]): for the binding of ids
+/// without custody (`gateway/s3_uploads.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CreatedUpload {
+    /// The store's id (one [`is_store_id`] takes, written plainly).
+    pub(crate) id: String,
+    /// Its `<Bucket>`, if it has one.
+    pub(crate) bucket: Option<String>,
+    /// Its `<Key>`, if it has one.
+    pub(crate) key: Option<String>,
+}
+
+/// `body`, an `InitiateMultipartUploadResult`, read: its one plain
+/// `UploadId`, and its `Bucket` and `Key` (at most one of each).
+pub(crate) fn created_answer(body: &[u8]) -> Result<CreatedUpload, String> {
+    let document = document(body, "InitiateMultipartUploadResult")?;
+    let root = document.root_element();
+    let element = one_child(root, "UploadId")?.ok_or("no <UploadId>")?;
+    let (_, id) = plain_id(document.input_text(), element)?.ok_or("an empty <UploadId>")?;
+    let text_of = |name: &str| -> Result<Option<String>, String> {
+        one_child(root, name)?
+            .map(crate::reach::whole_text)
+            .transpose()
+    };
+    Ok(CreatedUpload {
+        id,
+        bucket: text_of("Bucket")?,
+        key: text_of("Key")?,
+    })
+}
+
+/// Whether `body` is a `CompleteMultipartUploadResult` (S3 may answer a
+/// completion 200 with an `<Error>`, and the upload is then not done).
+pub(crate) fn completed_answer(body: &[u8]) -> bool {
+    document(body, "CompleteMultipartUploadResult").is_ok()
+}
+
 /// `body`, a `ListMultipartUploadsResult`, with each upload's `UploadId`
 /// sealed for its `Key`, and the markers (`UploadIdMarker`,
 /// `NextUploadIdMarker`) for theirs (`KeyMarker`, `NextKeyMarker`), so
@@ -576,6 +617,36 @@ mod tests {
         let lock = super::super::dav_locks::LockKeys::new(&credentials("s1"));
         let forged = seal(&lock.sealing_key(), "Zm9v-bar_baz.1", "b", "dir/a");
         assert!(keys.unseal(&forged, "b", "dir/a").is_none());
+    }
+
+    #[test]
+    fn a_created_upload_is_read_with_its_object() {
+        let created = created_answer(CREATED.as_bytes()).unwrap();
+        assert_eq!(
+            created,
+            CreatedUpload {
+                id: "Zm9v-bar_baz.1".into(),
+                bucket: Some("b".into()),
+                key: Some("a".into()),
+            }
+        );
+        let bare =
+            "<InitiateMultipartUploadResult><UploadId>u</UploadId></InitiateMultipartUploadResult>";
+        assert_eq!(created_answer(bare.as_bytes()).unwrap().key, None);
+        for bad in [
+            "<InitiateMultipartUploadResult><Key>a</Key><Key>b</Key><UploadId>u</UploadId></InitiateMultipartUploadResult>",
+            "<InitiateMultipartUploadResult><UploadId>a&#46;b</UploadId></InitiateMultipartUploadResult>",
+            "<Error><UploadId>u</UploadId></Error>",
+        ] {
+            assert!(created_answer(bad.as_bytes()).is_err(), "{bad}");
+        }
+        assert!(completed_answer(
+            b"<CompleteMultipartUploadResult><Key>a</Key></CompleteMultipartUploadResult>"
+        ));
+        assert!(!completed_answer(
+            b"<Error><Code>InternalError</Code></Error>"
+        ));
+        assert!(!completed_answer(b""));
     }
 
     #[test]

@@ -12,6 +12,10 @@
 //!   for every instance; `P nsm/<name>`: which requests its routes take.
 //! - `P audit/<unix ms, 20 digits>-<instance>-<n>`: admin writes' audit
 //!   entries (JSON), in time order.
+//! - `P up/<upload>`: the key an S3 multipart upload writes, by the
+//!   gateway's name of the upload (namespace, bucket, the store's id). No
+//!   lease: it outlives the instance that bound it, and goes once the
+//!   upload is completed or aborted.
 //!
 //! `<key>` and `<instance>` are escaped (`%` and `/` percent-encoded) so
 //! that a `/` inside a fence key cannot be taken for a separator. A holder
@@ -166,6 +170,11 @@ impl Layout {
         format!("{}ns/{}", self.prefix, escape(name))
     }
 
+    /// The key S3 multipart upload `upload` writes (`P up/<upload>`).
+    pub(super) fn upload(&self, upload: &str) -> String {
+        format!("{}up/{}", self.prefix, escape(upload))
+    }
+
     /// The holder name of `instance` on lease `lease`.
     pub(super) fn holder(instance: &str, lease: i64) -> String {
         format!("{}.{lease:x}", escape(instance))
@@ -237,6 +246,16 @@ fn unescape(text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_upload_binding_is_neither_a_fence_nor_a_record() {
+        let layout = Layout::new("/fg/");
+        let key = layout.upload("reports§bkt/id/with/slashes=");
+        let rest = key.strip_prefix("/fg/up/").unwrap();
+        assert!(!rest.contains('/'), "{key}");
+        assert_eq!(layout.parse(&key), Entry::Other);
+        assert_ne!(key, layout.upload("reports§bkt/id/with/slashes"));
+    }
 
     #[test]
     fn keys_round_trip_and_order_by_token() {

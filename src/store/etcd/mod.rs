@@ -54,7 +54,7 @@ use self::records::Records;
 use self::watch::Watcher;
 use super::{
     AuditFuture, Claim, ClaimFuture, FenceChange, FenceEvents, FenceStore, HighestsFuture, Lease,
-    ListFuture, MatchesFuture, PersistFuture, StoreError, StoreStats,
+    ListFuture, MatchesFuture, PersistFuture, StoreError, StoreStats, UploadFuture,
 };
 use crate::etcd_http::{b64, text, Client};
 
@@ -413,6 +413,59 @@ impl FenceStore for EtcdStore {
                     Some((name, text(&kv["value"]).unwrap_or_default()))
                 })
                 .collect())
+        })
+    }
+
+    fn bind_upload(&self, upload: &str, object: &str) -> PersistFuture {
+        let client = self.client.clone();
+        let key = self.layout.upload(upload);
+        let object = object.to_owned();
+        Box::pin(async move {
+            // A put is answered once a quorum has it: every instance reads
+            // it from then on.
+            client
+                .call(
+                    "/v3/kv/put",
+                    &json!({ "key": b64(&key), "value": b64(&object) }),
+                )
+                .await
+                .map_err(|e| unavailable(format!("cannot reach etcd: {e}")))?;
+            Ok(())
+        })
+    }
+
+    fn upload_object(&self, upload: &str) -> UploadFuture {
+        let client = self.client.clone();
+        let key = self.layout.upload(upload);
+        Box::pin(async move {
+            // Linearizable (etcd's default): a binding put by any
+            // instance before this read is seen.
+            let answer = client
+                .call("/v3/kv/range", &json!({ "key": b64(&key) }))
+                .await
+                .map_err(|e| unavailable(format!("cannot reach etcd: {e}")))?;
+            let object = answer["kvs"]
+                .as_array()
+                .and_then(|kvs| kvs.first())
+                .map(|kv| {
+                    text(&kv["value"]).ok_or_else(|| {
+                        unavailable(format!("an upload binding that is not UTF-8: {key}"))
+                    })
+                })
+                .transpose()?;
+            Ok(object)
+        })
+    }
+
+    fn unbind_upload(&self, upload: &str) -> PersistFuture {
+        let client = self.client.clone();
+        let key = self.layout.upload(upload);
+        Box::pin(async move {
+            client
+                .call("/v3/kv/deleterange", &json!({ "key": b64(&key) }))
+                .await
+                .map_err(|e| unavailable(format!("cannot reach etcd: {e}")))?;
+            Ok(())
         })
     }
 

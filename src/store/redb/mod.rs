@@ -15,13 +15,13 @@ use tokio::sync::oneshot;
 
 use super::{
     AuditFuture, Claim, ClaimFuture, FenceChange, FenceStore, MatchesFuture, PersistFuture,
-    StoreError, StoreStats,
+    StoreError, StoreStats, UploadFuture,
 };
 
 mod schema;
 mod writer;
 
-use self::schema::{create, index_subtrees, AUDIT, FENCES, SUBTREES};
+use self::schema::{create, index_subtrees, AUDIT, FENCES, SUBTREES, UPLOADS};
 use self::writer::{publish, write_loop, Counters, Op, Readable};
 
 /// Fences in an embedded [redb](https://docs.rs/redb) database, one fsync per
@@ -308,6 +308,40 @@ impl FenceStore for RedbStore {
         })
     }
 
+    fn bind_upload(&self, upload: &str, object: &str) -> PersistFuture {
+        self.ask(|done| Op::Upload {
+            upload: upload.into(),
+            object: Some(object.into()),
+            done,
+        })
+    }
+
+    fn upload_object(&self, upload: &str) -> UploadFuture {
+        let read = || -> Result<Option<String>, StoreError> {
+            let read = |e: &dyn std::fmt::Display| {
+                StoreError::Write(format!("cannot read the fence store: {e}").into())
+            };
+            let txn = self.begin_read()?;
+            let table = match txn.open_table(UPLOADS) {
+                Ok(table) => table,
+                // No upload was ever bound in this file.
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+                Err(e) => return Err(read(&e)),
+            };
+            let object = table.get(upload).map_err(|e| read(&e))?;
+            Ok(object.map(|object| object.value().to_owned()))
+        };
+        Box::pin(std::future::ready(read()))
+    }
+
+    fn unbind_upload(&self, upload: &str) -> PersistFuture {
+        self.ask(|done| Op::Upload {
+            upload: upload.into(),
+            object: None,
+            done,
+        })
+    }
+
     fn record(&self, change: FenceChange) -> PersistFuture {
         self.ask(|done| Op::Change { change, done })
     }
@@ -342,5 +376,48 @@ impl FenceStore for RedbStore {
             commits: self.stats.commits.load(Ordering::Relaxed),
             shared: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn upload_bindings_are_durable_and_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RedbStore::open(dir.path()).unwrap();
+        // A file that never had one.
+        assert_eq!(store.upload_object("b/u1").await.unwrap(), None);
+        store.bind_upload("b/u1", "k").await.unwrap();
+        store.bind_upload("b/u2", "dir/j/").await.unwrap();
+        // With a raise in the same life, which the bindings do not disturb.
+        store.claim("/b/k", 7).await.unwrap();
+        assert_eq!(
+            store.upload_object("b/u1").await.unwrap().as_deref(),
+            Some("k")
+        );
+        store.close();
+        drop(store);
+        let store = RedbStore::open(dir.path()).unwrap();
+        assert_eq!(store.read_stored("/b/k").unwrap(), Some(7));
+        assert_eq!(
+            store.upload_object("b/u1").await.unwrap().as_deref(),
+            Some("k")
+        );
+        assert_eq!(
+            store.upload_object("b/u2").await.unwrap().as_deref(),
+            Some("dir/j/")
+        );
+        store.unbind_upload("b/u1").await.unwrap();
+        store.unbind_upload("b/never").await.unwrap();
+        store.close();
+        drop(store);
+        let store = RedbStore::open(dir.path()).unwrap();
+        assert_eq!(store.upload_object("b/u1").await.unwrap(), None);
+        assert_eq!(
+            store.upload_object("b/u2").await.unwrap().as_deref(),
+            Some("dir/j/")
+        );
     }
 }

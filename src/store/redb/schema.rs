@@ -21,6 +21,13 @@ pub(super) const NAMESPACES: TableDefinition<'static, &str, &str> =
 pub(super) const NAMESPACE_MATCHES: TableDefinition<'static, &str, &str> =
     TableDefinition::new("namespace_matches");
 
+/// S3 multipart uploads and the object each writes
+/// ([`FenceStore::bind_upload`](crate::store::FenceStore::bind_upload)):
+/// the gateway's name of an upload (namespace, bucket, the store's id) ->
+/// the key. Written in the group commits of raises, removed once the
+/// upload is completed or aborted.
+pub(super) const UPLOADS: TableDefinition<'static, &str, &str> = TableDefinition::new("uploads");
+
 /// Every subtree-shaped key of [`FENCES`] ([`crate::key::subtree_path`]),
 /// kept with it in each transaction: a table that reads fences on demand
 /// keeps these in memory, and finds them here without reading every fence.

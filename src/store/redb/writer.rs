@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use redb::{Database, ReadableDatabase, ReadableTable};
 use tokio::sync::oneshot;
 
-use super::schema::{create, AUDIT, FENCES, NAMESPACES, NAMESPACE_MATCHES, PROBE, SUBTREES};
+use super::schema::{
+    create, AUDIT, FENCES, NAMESPACES, NAMESPACE_MATCHES, PROBE, SUBTREES, UPLOADS,
+};
 use crate::admin::audit::AuditEntry;
 use crate::store::{FenceChange, Setting, StoreError};
 
@@ -40,6 +42,13 @@ pub(super) enum Op {
     /// An admin write and its audit entry.
     Change {
         change: FenceChange,
+        done: oneshot::Sender<Result<(), StoreError>>,
+    },
+    /// An S3 upload bound to the object it writes (`Some`), or its
+    /// binding forgotten (`None`): in the batch's transaction.
+    Upload {
+        upload: Box<str>,
+        object: Option<Box<str>>,
         done: oneshot::Sender<Result<(), StoreError>>,
     },
     /// A namespace's record, checked or made.
@@ -186,7 +195,10 @@ pub(super) fn write_loop(
             // A requester may have gone away (client hung up); its raise is
             // durable all the same, which is the safe direction.
             match op {
-                Op::Raise { done, .. } | Op::RaiseAll { done, .. } | Op::Change { done, .. } => {
+                Op::Raise { done, .. }
+                | Op::RaiseAll { done, .. }
+                | Op::Change { done, .. }
+                | Op::Upload { done, .. } => {
                     let _ = done.send(result.clone());
                 }
                 Op::Namespace {
@@ -368,7 +380,8 @@ fn commit(db: &Database, batch: &[Op]) -> Result<(), String> {
                 }
                 Op::RaiseAll { keys, token, .. } => (keys.as_slice(), Setting::AtLeast(*token)),
                 Op::Change { change, .. } => (std::slice::from_ref(&change.key), change.set),
-                Op::ReadAudit { .. }
+                Op::Upload { .. }
+                | Op::ReadAudit { .. }
                 | Op::Namespace { .. }
                 | Op::RecordMatches { .. }
                 | Op::ReadMatches { .. }
@@ -405,6 +418,20 @@ fn commit(db: &Database, batch: &[Op]) -> Result<(), String> {
                 audit
                     .insert(next, entry.as_str())
                     .map_err(|e| e.to_string())?;
+            }
+        }
+    }
+    // Bindings of uploads, in the order asked; their table is opened only
+    // by a batch that has one (a raise's commit does not pay for it).
+    if batch.iter().any(|op| matches!(op, Op::Upload { .. })) {
+        let mut uploads = txn.open_table(UPLOADS).map_err(|e| e.to_string())?;
+        for op in batch {
+            if let Op::Upload { upload, object, .. } = op {
+                match object {
+                    Some(object) => uploads.insert(&**upload, &**object).map(drop),
+                    None => uploads.remove(&**upload).map(drop),
+                }
+                .map_err(|e| e.to_string())?;
             }
         }
     }
