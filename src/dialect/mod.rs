@@ -10,7 +10,8 @@
 //! pass); Azure Blob's Shared Key ([`shared_key`]). And the operation
 //! tables of deny by default (SPEC): every operation the gateway forwards,
 //! per dialect ([`s3_operations`], [`azure_operations`],
-//! [`plain_operations`]).
+//! [`plain_operations`]), and S3's copy sources by one strict grammar
+//! ([`s3_copy_source`]).
 
 use std::fmt;
 use std::str::FromStr;
@@ -29,6 +30,7 @@ pub mod chunked;
 pub mod shared_key;
 
 pub mod plain_operations;
+pub mod s3_copy_source;
 pub mod s3_operations;
 
 pub mod azure_operations;

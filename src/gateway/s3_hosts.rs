@@ -33,13 +33,7 @@ pub(crate) fn host_without_port(host: &str) -> &str {
         .map_or(host, |(name, _)| name)
 }
 
-/// S3's bucket naming rules, loosely: 3 to 63 of `a-z0-9.-`.
-pub(crate) fn is_bucket_name(name: &str) -> bool {
-    (3..=63).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-')
-}
+use crate::dialect::s3_copy_source::is_bucket_name;
 
 /// The bucket `host` (lowercased, without port or trailing dot) names
 /// under `domain`: `Some` for `BUCKET.domain`, `None` for the domain

@@ -554,6 +554,7 @@ mod tests {
         assert_eq!(copy_source("bkt/a%20b?versionId=3").unwrap(), "/bkt/a b");
         assert_eq!(copy_source("/bkt/k").unwrap(), "/bkt/k");
         assert!(copy_source("/bkt/../other/k").is_err());
+        assert!(copy_source("//bkt/other/k").is_err());
         assert_eq!(
             param("list-type=2&prefix=a%2Fb+c", "prefix").as_deref(),
             Some("a/b c")

@@ -235,21 +235,12 @@ pub(super) fn is_admin_field(name: &[u8]) -> bool {
 /// the stack.
 pub(crate) type ReachedObjects<'a> = smallvec::SmallVec<[(Cow<'a, str>, Access); 2]>;
 
-/// `x-amz-copy-source` (`bucket/key` or `/bucket/key`, percent-encoded,
-/// maybe `?versionId=`) as the object path it reads.
+/// `x-amz-copy-source` as the object path it reads (`/bucket/key`), by
+/// the one strict grammar of [`s3_copy_source`](crate::dialect::s3_copy_source).
 pub(super) fn copy_source(value: &str) -> Result<String, Denied> {
-    let path = value.split('?').next().unwrap_or("");
-    let decoded = percent_encoding::percent_decode_str(path)
-        .decode_utf8()
-        .map_err(|_| Denied::new(DeniedKind::InvalidPath, "x-amz-copy-source is not UTF-8"))?;
-    let object = format!("/{}", decoded.trim_start_matches('/'));
-    if object.split('/').skip(2).any(|s| s == "." || s == "..") {
-        return Err(Denied::new(
-            DeniedKind::InvalidPath,
-            "x-amz-copy-source may not have a '.' or '..' segment",
-        ));
-    }
-    Ok(object)
+    crate::dialect::s3_copy_source::copy_source(value)
+        .map(|source| source.object())
+        .map_err(|why| Denied::new(DeniedKind::InvalidPath, why.to_string()))
 }
 
 pub(super) fn param(query: &str, name: &str) -> Option<String> {
