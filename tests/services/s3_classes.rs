@@ -316,12 +316,12 @@ fn class1_presigned_amz_parameters_are_authorised_as_the_fields_they_become() {
         let path = format!("/c1-mine/stolen{i}");
         let url = presigned_with(&gw, WRITER, "PUT", &path, param);
         let resp = gw.req("PUT", &url, &token, b"");
-        refused(&resp, param);
         assert_eq!(
             at_moto(moto, "c1-mine", &format!("stolen{i}")),
             None,
             "{param}: a copy reached moto"
         );
+        refused(&resp, param);
     }
     // UploadPartCopy: an upload of the writer's own object, a part copied
     // from the secret bucket by a presigned parameter.
@@ -365,11 +365,11 @@ fn class1_presigned_amz_parameters_are_authorised_as_the_fields_they_become() {
         // which would refuse it for another reason.
         let url = presigned_with(&gw, WRITER, "PUT", "/c1-mine/own", param);
         let resp = gw.req("PUT", &url, &token, b"");
-        denied_or_refused(&resp, param);
         assert!(
             !public_at_moto(moto, "/c1-mine/own"),
             "{param}: made public at moto"
         );
+        denied_or_refused(&resp, param);
         assert_eq!(
             at_moto(moto, "c1-mine", "own").as_deref(),
             Some(&b"mine"[..]),
@@ -446,6 +446,19 @@ fn class2_a_copy_source_spelled_into_another_bucket_copies_nothing() {
         "c2-mine/%00/../../c2-secret/k",
         "c2-mine;/../c2-secret/k",
     ];
+    // Sent to moto directly with the store's key, which spellings copy the
+    // secret: what the gateway must not let through.
+    let mut copied_directly = Vec::new();
+    for (i, source) in sources.iter().enumerate() {
+        let target = format!("/c2-mine/direct{i}");
+        moto.store("PUT", &target, &[("x-amz-copy-source", source)], b"");
+        if at_moto(moto, "c2-mine", &format!("direct{i}")).as_deref()
+            == Some(&b"secret of class 2"[..])
+        {
+            copied_directly.push(*source);
+        }
+    }
+    println!("copy sources moto itself reads as c2-secret/k: {copied_directly:?}");
     for (i, source) in sources.iter().enumerate() {
         let resp = send(
             &gw,
@@ -455,7 +468,6 @@ fn class2_a_copy_source_spelled_into_another_bucket_copies_nothing() {
             &[("x-amz-copy-source", source), ("x-fencing-token", "5")],
             b"",
         );
-        refused(&resp, source);
         assert_eq!(
             at_moto(moto, "c2-mine", &format!("dst{i}")),
             None,
@@ -463,6 +475,7 @@ fn class2_a_copy_source_spelled_into_another_bucket_copies_nothing() {
             resp.status,
             resp.text()
         );
+        refused(&resp, source);
     }
     // And as UploadPartCopy: no part reaches moto.
     let created = send(
@@ -524,8 +537,6 @@ fn class3_a_delete_objects_key_in_xml_constructs_deletes_nothing_fenced() {
     let (_dir, gw) = custody_gateway(moto);
     make_bucket(&gw, "c3-del", &[]);
     owner_put(&gw, "/c3-del/fenced", 20, b"fresh");
-    owner_put(&gw, "/c3-del/fen", 20, b"fresh fen");
-    owner_put(&gw, "/c3-del/ced", 20, b"fresh ced");
     let keys = [
         "fen<!-- a comment -->ced",
         "fen<?pi x?>ced",
@@ -557,20 +568,14 @@ fn class3_a_delete_objects_key_in_xml_constructs_deletes_nothing_fenced() {
             ],
             body.as_bytes(),
         );
+        assert_eq!(
+            at_moto(moto, "c3-del", "fenced").as_deref(),
+            Some(&b"fresh"[..]),
+            "{key}: the fenced object was deleted at moto ({} {})",
+            resp.status,
+            resp.text()
+        );
         refused(&resp, key);
-        for (name, bytes) in [
-            ("fenced", &b"fresh"[..]),
-            ("fen", b"fresh fen"),
-            ("ced", b"fresh ced"),
-        ] {
-            assert_eq!(
-                at_moto(moto, "c3-del", name).as_deref(),
-                Some(bytes),
-                "{key}: {name} was deleted at moto ({} {})",
-                resp.status,
-                resp.text()
-            );
-        }
     }
     // The plain key at a current token is deleted: what refused the
     // others was their reading.
@@ -919,7 +924,6 @@ fn class7_a_bucket_post_does_not_overwrite_a_fenced_object() {
                     body,
                 );
                 let what = format!("{} POST {target} {content_type}", who.0);
-                refused(&resp, &what);
                 assert_eq!(
                     at_moto(moto, "c7-post", "fenced").as_deref(),
                     Some(&b"fresh"[..]),
@@ -927,6 +931,7 @@ fn class7_a_bucket_post_does_not_overwrite_a_fenced_object() {
                     resp.status,
                     resp.text()
                 );
+                refused(&resp, &what);
             }
         }
     }
