@@ -414,8 +414,12 @@ fn denied_or_refused(resp: &Resp, what: &str) {
 /// writer may read, which the store reads as another bucket's object. The
 /// writer may write `c2-mine` and read nothing else; the secret is at
 /// `c2-secret/k`. Every spelling (dot segments, encoded slashes and dots,
-/// double encoding, backslashes, `//`, a version id hiding a path) is
-/// refused, and at moto no destination object exists.
+/// double encoding, backslashes, `//`, a version id hiding a path, a URL)
+/// is refused by the gateway, or forwarded as what moto reads alike (a
+/// literal key of `c2-mine`, which moto does not have), and at moto no
+/// destination object exists. moto itself (sent each spelling with the store's key)
+/// reads `///c2-secret/k` and a URL's path as `c2-secret/k`: it parses the
+/// source as a URL and strips every leading `/`.
 #[test]
 fn class2_a_copy_source_spelled_into_another_bucket_copies_nothing() {
     let moto = moto_with_auth();
@@ -445,7 +449,12 @@ fn class2_a_copy_source_spelled_into_another_bucket_copies_nothing() {
         "c2-mine/k%3FversionId%3D/../../c2-secret/k",
         "c2-mine/%00/../../c2-secret/k",
         "c2-mine;/../c2-secret/k",
+        // moto reads these two as c2-secret/k (it parses the source as a
+        // URL and strips every leading '/').
+        "///c2-secret/k",
+        "http://c2-mine/c2-secret/k",
     ];
+    let forwarded = || support::outcome_all_identities(&gw.metrics(), "forwarded");
     // Sent to moto directly with the store's key, which spellings copy the
     // secret: what the gateway must not let through.
     let mut copied_directly = Vec::new();
@@ -460,6 +469,7 @@ fn class2_a_copy_source_spelled_into_another_bucket_copies_nothing() {
     }
     println!("copy sources moto itself reads as c2-secret/k: {copied_directly:?}");
     for (i, source) in sources.iter().enumerate() {
+        let before = forwarded();
         let resp = send(
             &gw,
             WRITER,
@@ -476,6 +486,17 @@ fn class2_a_copy_source_spelled_into_another_bucket_copies_nothing() {
             resp.text()
         );
         refused(&resp, source);
+        // Forwarded only as what both read alike: a literal key (or
+        // version) of c2-mine, which moto does not have.
+        if forwarded() != before {
+            assert!(
+                resp.status == 404
+                    && ["NoSuchKey", "NoSuchVersion"].contains(&s3_code(&resp).as_str()),
+                "{source}: forwarded: {} {}",
+                resp.status,
+                resp.text()
+            );
+        }
     }
     // And as UploadPartCopy: no part reaches moto.
     let created = send(
