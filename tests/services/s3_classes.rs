@@ -975,6 +975,9 @@ fn keys_of(listing: &str) -> Vec<String> {
 // ---------------------------------------------------------------------
 // Class 8
 
+/// One way of sending a write with the session token, to a target.
+type Attempt = Box<dyn Fn(&GatewayProcess, &str) -> Resp>;
+
 /// Class 8: a client's session token, in any spelling S3 accepts (the
 /// field in other cases, signed or not; the query parameter in any case,
 /// on a header-signed request or a presigned URL), is the client's
@@ -1005,7 +1008,7 @@ fn class8_a_session_token_in_another_spelling_never_reaches_the_store() {
         "x%2Damz%2Dsecurity%2Dtoken",
     ];
     let mut n = 0;
-    let mut attempts: Vec<(String, Box<dyn Fn(&GatewayProcess, &str) -> Resp>)> = Vec::new();
+    let mut attempts: Vec<(String, Attempt)> = Vec::new();
     for name in field_spellings {
         for signed in [true, false] {
             attempts.push((
@@ -1097,6 +1100,9 @@ fn class8_a_session_token_in_another_spelling_never_reaches_the_store() {
 // ---------------------------------------------------------------------
 // Class 9
 
+/// Fields of a request, as given.
+type Fields<'a> = Vec<(&'a str, &'a str)>;
+
 /// Class 9: sub-resource names are compared as the store compares them,
 /// after percent-decoding. A writer of `c9-sub` (not its admin) sets an
 /// object's ACL, retention or legal hold, and the bucket's ACL, policy or
@@ -1129,7 +1135,7 @@ fn class9_a_percent_encoded_sub_resource_is_the_one_the_store_acts_on() {
     let acl = public_acl(&owner_id);
     let token = ("x-fencing-token", "5");
     let policy = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:*","Resource":"arn:aws:s3:::c9-sub/*"}]}"#;
-    let writes: Vec<(&str, String, Vec<(&str, &str)>, Vec<u8>)> = vec![
+    let writes: Vec<(&str, String, Fields, Vec<u8>)> = vec![
         ("PUT", "/c9-sub/k?%61cl".into(), vec![], acl.clone().into_bytes()),
         ("PUT", "/c9-sub/k?ac%6C".into(), vec![], acl.clone().into_bytes()),
         ("PUT", "/c9-sub/k?%61%63%6c".into(), vec![], acl.clone().into_bytes()),
