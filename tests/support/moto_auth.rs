@@ -220,6 +220,21 @@ impl MotoAuth {
             .collect()
     }
 
+    /// `method target` sent to moto directly (no gateway), every field
+    /// signed with the setup's key (the store's): what the store holds, as
+    /// the store itself answers it.
+    pub fn store(&self, method: &str, target: &str, fields: &[(&str, &str)], body: &[u8]) -> Resp {
+        let signer =
+            super::sigv4_client::Signer::now((&self.access_key_id, &self.secret_access_key));
+        let host = self.addr.to_string();
+        let headers = signer.headers(&host, method, target, fields, &[], body);
+        let refs: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        http(self.addr, method, target, &refs, body)
+    }
+
     /// Writes `--upstream-credentials` for the setup's key into `dir`
     /// ([`write_upstream_credentials`]); returns the TOML file's path.
     pub fn write_credentials(&self, dir: &Path) -> PathBuf {

@@ -86,6 +86,11 @@ pub(crate) fn reached<'a, B>(
         if operation.name == "DeleteObjects" {
             // DeleteObjects: each key it lists is a write of its own,
             // authorised once the body is read (`Custody::authorise_listed`).
+            // A governance bypass removes versions retention keeps: as on
+            // DeleteObject, `admin` on the bucket (issue 48, class 5).
+            if admin_header {
+                reached.push((Cow::Owned(bucket_prefix), Access::Admin));
+            }
         } else if write {
             // Create, delete or reconfigure a bucket; and a POST-policy
             // form upload, whose key is in its body (refused by the fencing
