@@ -49,8 +49,7 @@ use crate::head::{HeaderFields, RequestView};
 use crate::http1::head::RequestHead;
 use crate::key::climbs_above_root;
 use crate::misreading::{
-    deciding_fields, misread_s3_key, misread_separator, names_in_connection, DecidingFields,
-    Misreading,
+    misread_s3_key, misread_separator, names_in_connection, read_head, DecidingFields, Misreading,
 };
 use crate::reach;
 use crate::refusal::{OwnAnswer, Refusal};
@@ -267,8 +266,8 @@ impl Pipeline {
         let index = generation.table.pick(&request);
         let picked = index.and_then(|i| routes.get(i));
         // Before anything reads it for what it does: see `misreading`.
-        let deciding = match deciding_fields(&request, request.version()) {
-            Ok(deciding) => deciding,
+        let (deciding, host_field) = match read_head(&request, request.version()) {
+            Ok(read) => read,
             Err(found) => {
                 let answers = picked.map_or(generation.answers, |route| route.answers);
                 return self.misread(picked, answers, &request, &found);
@@ -283,7 +282,7 @@ impl Pipeline {
         // An S3 store reads the bucket from a virtual-hosted request's
         // host: so does everything after this (keys, reach, the chain).
         if let Some(reading) = &route.s3_reading {
-            match reading.read_as(&request) {
+            match reading.read_as(&request, host_field) {
                 Ok(Some(target)) => request.read_as(target),
                 Ok(None) => {}
                 Err(found) => return self.misread(Some(route), route.answers, &request, &found),

@@ -19,7 +19,7 @@ use super::custody::s3::{is_presigned, operation_of};
 use super::inbound::Inbound;
 use crate::dialect::s3_operations::{plain_row, Level};
 use crate::head::{visible_str, HeaderFields, RequestView};
-use crate::misreading::{DecidingFields, Misreading};
+use crate::misreading::{DecidingFields, HostField, Misreading};
 
 /// `host` without its port (an IPv6 literal kept whole).
 pub(crate) fn host_without_port(host: &str) -> &str {
@@ -54,9 +54,10 @@ pub(crate) fn bucket_of(domain: &str, host: &str) -> Result<Option<String>, Stri
     }
 }
 
-/// Whether every store reads `bare` (a host without port, trailing dot or
-/// case) path-style whatever its domain: an IP literal, or a name of one
-/// label (a virtual-hosted host is `BUCKET.domain`, two labels at least).
+/// Whether every store reads `bare` (a host without port or trailing dot,
+/// in any case) path-style whatever its domain: an IP literal, or a name
+/// of one label (a virtual-hosted host is `BUCKET.domain`, two labels at
+/// least).
 pub(crate) fn names_no_bucket(bare: &str) -> bool {
     !bare.contains('.') || bare.starts_with('[') || bare.parse::<std::net::Ipv4Addr>().is_ok()
 }
@@ -164,16 +165,29 @@ impl S3Reading {
     /// path-style twin when its host names a bucket, and in the host
     /// scopes the host without its port. A host `--s3-domain` does not
     /// cover is refused.
-    pub(crate) fn read_as<B>(&self, request: &Inbound<B>) -> Result<Option<Uri>, Misreading> {
+    /// `host_field`: its `Host` as the misreading pass found it.
+    pub(crate) fn read_as<B>(
+        &self,
+        request: &Inbound<B>,
+        host_field: HostField<'_>,
+    ) -> Result<Option<Uri>, Misreading> {
         let uri = request.uri();
         let host = match uri.authority() {
             Some(authority) => authority.as_str(),
-            None => match request.fields().first(&http::header::HOST) {
+            None => match host_field.unwrap_or_else(|| request.fields().first(&http::header::HOST))
+            {
                 Some(value) => visible_str(value).unwrap_or_default(),
                 // An HTTP/1.0 request without Host: the store reads its path.
                 None => return Ok(None),
             },
         };
+        // Most requests name the gateway by an address or by one label:
+        // path-style whatever the domain, and with nothing to rewrite
+        // unless the scope keys on the host. Case and a trailing dot do
+        // not change that, so the host needs no lowercase copy.
+        if !self.host_scoped && names_no_bucket(host_without_port(host).trim_end_matches('.')) {
+            return Ok(None);
+        }
         let bare = bare_host(host);
         let bucket = match &self.domain {
             // A name no store reads a bucket from is path-style here too

@@ -79,10 +79,6 @@ impl<'a> FieldScan<'a> {
         };
         let walked = fields.each_field(|name, value| {
             let is = |known: &[u8]| name.eq_ignore_ascii_case(known);
-            // Most names fail at their first byte.
-            scan.amz |= name.len() > 6
-                && name[0] | 0x20 == b'x'
-                && name[..6].eq_ignore_ascii_case(b"x-amz-");
             // One arm per length a looked-for name has: a field is compared
             // with the one or two names of its length, or with none.
             let deciding = match name.len() {
@@ -124,6 +120,12 @@ impl<'a> FieldScan<'a> {
                 }
                 _ => None,
             };
+            // The names that returned above are no `x-amz-*` field (but
+            // the rename field, refused anyway); most others fail at their
+            // first byte.
+            scan.amz |= name.len() > 6
+                && name[0] | 0x20 == b'x'
+                && name[..6].eq_ignore_ascii_case(b"x-amz-");
             if let Some(i) = deciding {
                 let bit = 1u16 << i;
                 if scan.seen & bit != 0 && scan.twice.is_none() {
