@@ -287,9 +287,15 @@ mod tests {
             request = request.header("host", host);
         }
         let request = Inbound::from(request.body(()).unwrap());
-        reading
-            .read_as(&request)
-            .map(|uri| uri.map(|uri| uri.to_string()))
+        let looked_up = reading
+            .read_as(&request, None)
+            .map(|uri| uri.map(|uri| uri.to_string()));
+        // As the misreading pass hands it over: the same reading.
+        let handed = reading
+            .read_as(&request, Some(host.map(str::as_bytes)))
+            .map(|uri| uri.map(|uri| uri.to_string()));
+        assert_eq!(looked_up, handed, "{target} {host:?}");
+        looked_up
     }
 
     #[test]

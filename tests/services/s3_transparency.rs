@@ -535,7 +535,10 @@ fn class4_without_custody_an_upload_whose_binding_cannot_be_recorded_is_503() {
         b"",
     );
     let orphaned = listed.text().contains("<Key>ledger</Key>");
-    if gw.stderr().contains("an upload's binding could not be made") {
+    if gw
+        .stderr()
+        .contains("an upload's binding could not be made")
+    {
         // The store made the upload; the gateway handed out no id for it.
         assert!(orphaned, "{}", listed.text());
     } else {
