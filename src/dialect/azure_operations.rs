@@ -713,6 +713,11 @@ pub fn admin_field(name: &str) -> bool {
     admin_field_bytes(name.as_bytes())
 }
 
+/// Whether `name` (in any case) is one of [`EVERY_OPERATION_FIELDS`].
+pub(crate) fn every_operation_field(name: &[u8]) -> bool {
+    matches_any(name, &EVERY_OPERATION_FIELDS)
+}
+
 /// [`admin_field`] of `name` in any case.
 pub(crate) fn admin_field_bytes(name: &[u8]) -> bool {
     matches_any(name, &["x-ms-blob-public-access"])

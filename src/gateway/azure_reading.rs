@@ -79,9 +79,12 @@ pub(crate) fn operation_of<B>(
         {
             continue;
         }
+        // Fields any operation takes (the date, the version) need no more
+        // reading: no row refuses them, and none needs admin.
         if read_fields
             .iter()
             .any(|read| read.as_str().as_bytes().eq_ignore_ascii_case(name))
+            || azure_operations::every_operation_field(name)
             || selectors.offer(name, value)
         {
             continue;
@@ -124,14 +127,25 @@ fn connection_names_no_x_ms(value: &[u8]) -> Result<(), NotRecognised> {
 /// Where `path` (as sent; `skip`: leading segments that name the account)
 /// is addressed.
 pub(crate) fn level_of(path: &str, skip: usize) -> Level {
-    let mut segments = path
-        .split('/')
-        .filter(|segment| !segment.is_empty())
-        .skip(skip);
-    match (segments.next(), segments.next()) {
-        (None, _) => Level::Account,
-        (Some(_), None) => Level::Container,
-        (Some(_), Some(_)) => Level::Blob,
+    // The non-empty segments, counted in one look at each byte (up to the
+    // one that makes a blob): every Azure request is read here.
+    let mut segments = 0;
+    let mut inside = false;
+    for &b in path.as_bytes() {
+        if b == b'/' {
+            inside = false;
+        } else if !inside {
+            inside = true;
+            segments += 1;
+            if segments > skip + 1 {
+                break;
+            }
+        }
+    }
+    match segments.saturating_sub(skip) {
+        0 => Level::Account,
+        1 => Level::Container,
+        _ => Level::Blob,
     }
 }
 
@@ -202,6 +216,35 @@ mod tests {
             builder = builder.header(*name, *value);
         }
         Inbound::from(builder.body(()).unwrap())
+    }
+
+    #[test]
+    fn levels_are_the_non_empty_segments_after_the_skipped_ones() {
+        let by_split = |path: &str, skip: usize| {
+            let mut segments = path.split('/').filter(|s| !s.is_empty()).skip(skip);
+            match (segments.next(), segments.next()) {
+                (None, _) => Level::Account,
+                (Some(_), None) => Level::Container,
+                (Some(_), Some(_)) => Level::Blob,
+            }
+        };
+        let mut paths = vec![String::new()];
+        for _ in 0..8 {
+            let longer: Vec<String> = paths
+                .iter()
+                .flat_map(|p| ['/', 'a'].map(|c| format!("{p}{c}")))
+                .collect();
+            for path in &longer {
+                for skip in 0..3 {
+                    assert_eq!(
+                        level_of(path, skip),
+                        by_split(path, skip),
+                        "{path:?} {skip}"
+                    );
+                }
+            }
+            paths = longer;
+        }
     }
 
     #[test]
