@@ -414,14 +414,12 @@ impl Pipeline {
             // Boxed: a rare path, whose state would otherwise be part of
             // every request's future.
             (None, None) if upload.is_some() => match upload {
-                Some(step) => Ok(Box::pin(s3_uploads::forward(
-                    &route.inner,
-                    *step,
-                    request,
-                    route.answers,
-                    route.inner.allows_unfenced_writes(),
-                ))
-                .await),
+                Some(step) => {
+                    Ok(
+                        s3_uploads::forward_boxed(&route.inner, *step, request, route.answers)
+                            .await,
+                    )
+                }
                 None => route.inner.forward_fenced(request).await,
             },
             // Boxed: a rare path, whose state would otherwise be part of
