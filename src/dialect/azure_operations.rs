@@ -290,6 +290,8 @@ const fn op(
     }
 }
 
+use crate::head::{eq_lowercase, visible_str};
+
 use Level::{Account, Blob, Container};
 use Need::{Admin, List, Read, ReadContainer, Write};
 
@@ -464,7 +466,11 @@ pub fn recognise(
 /// the caller's one pass over the request's fields.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Selectors<'a> {
-    values: [Option<&'a str>; SELECTORS.len()],
+    /// Each selector's value, trimmed of spaces and tabs, as bytes: the
+    /// rows' values are visible ASCII, so a value with any other byte
+    /// matches none of them, as it would once made text (and a row that
+    /// takes any value takes it: the store reads its presence).
+    values: [Option<&'a [u8]>; SELECTORS.len()],
     /// A selector given more than once: refused (the store would read one
     /// of them, the gateway cannot tell which).
     twice: Option<usize>,
@@ -472,15 +478,12 @@ pub struct Selectors<'a> {
 
 impl<'a> Selectors<'a> {
     /// Files `value` if `name` (in any case) is a selector (`true`);
-    /// `false` for any other field. A value that is not visible ASCII is
-    /// filed as empty (no row takes it).
+    /// `false` for any other field.
     pub fn offer(&mut self, name: &[u8], value: &'a [u8]) -> bool {
         let Some(at) = selector_index(name) else {
             return false;
         };
-        // Visible ASCII: so trimmed of spaces and tabs alone, once.
-        let value = crate::head::visible_str(value).unwrap_or("").trim_ascii();
-        if self.values[at].replace(value).is_some() {
+        if self.values[at].replace(value.trim_ascii()).is_some() {
             self.twice.get_or_insert(at);
         }
         true
@@ -500,10 +503,7 @@ fn selector_index(name: &[u8]) -> Option<usize> {
         18 => 2,
         _ => return None,
     };
-    SELECTORS[at]
-        .as_bytes()
-        .eq_ignore_ascii_case(name)
-        .then_some(at)
+    eq_lowercase(name, SELECTORS[at].as_bytes()).then_some(at)
 }
 
 /// The methods the table's rows take, in the order of [`rows_of`]'s
@@ -587,7 +587,7 @@ pub fn recognise_read(
                     || selector
                         .values
                         .iter()
-                        .any(|v| v.eq_ignore_ascii_case(value))
+                        .any(|v| v.as_bytes().eq_ignore_ascii_case(value))
             })
         }) && wanted == sent
     };
@@ -647,7 +647,7 @@ pub fn recognise_read(
                 value.map(|value| match *name {
                     // A URL says nothing of what the request is.
                     "x-ms-copy-source" => (*name).to_owned(),
-                    _ => format!("{name}: {value}"),
+                    _ => format!("{name}: {}", visible_str(value).unwrap_or("")),
                 })
             })
             .collect();
@@ -687,7 +687,7 @@ pub fn recognise_read(
         ));
     }
     if let Some(field) = fields.iter().find(|name| {
-        !matches_any(name, &EVERY_OPERATION_FIELDS)
+        !every_operation_field(name)
             && !operation
                 .fields
                 .iter()
@@ -713,9 +713,18 @@ pub fn admin_field(name: &str) -> bool {
     admin_field_bytes(name.as_bytes())
 }
 
-/// Whether `name` (in any case) is one of [`EVERY_OPERATION_FIELDS`].
+/// Whether `name` (in any case) is one of [`EVERY_OPERATION_FIELDS`]: every
+/// `x-ms-*` field of every Azure request is asked, so they are told apart
+/// by length (each has its own) and compared once.
 pub(crate) fn every_operation_field(name: &[u8]) -> bool {
-    matches_any(name, &EVERY_OPERATION_FIELDS)
+    let at = match name.len() {
+        9 => 0,
+        12 => 1,
+        22 => 2,
+        29 => 3,
+        _ => return false,
+    };
+    eq_lowercase(name, EVERY_OPERATION_FIELDS[at].as_bytes())
 }
 
 /// [`admin_field`] of `name` in any case.
@@ -734,8 +743,8 @@ fn matches_any(name: &[u8], patterns: &[&str]) -> bool {
     patterns.iter().any(|pattern| match pattern.as_bytes() {
         [start @ .., b'*'] => name
             .get(..start.len())
-            .is_some_and(|head| head.eq_ignore_ascii_case(start)),
-        whole => name.len() == whole.len() && name.eq_ignore_ascii_case(whole),
+            .is_some_and(|head| eq_lowercase(head, start)),
+        whole => eq_lowercase(name, whole),
     })
 }
 
@@ -817,6 +826,27 @@ mod tests {
         for name in others {
             assert!(
                 SELECTORS.contains(name) || selector_index(name.as_bytes()).is_none(),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_fields_every_operation_takes_are_found_by_name_and_nothing_else_is() {
+        for name in EVERY_OPERATION_FIELDS {
+            assert!(every_operation_field(name.as_bytes()), "{name}");
+            assert!(
+                every_operation_field(name.to_ascii_uppercase().as_bytes()),
+                "{name}"
+            );
+        }
+        let others = operations()
+            .flat_map(|op| op.fields.iter().flat_map(|group| group.iter()))
+            .chain(SELECTORS.iter())
+            .chain(["x-ms-datf", "x-ms-versioN2", "x-ms-", ""].iter());
+        for name in others {
+            assert!(
+                EVERY_OPERATION_FIELDS.contains(name) || !every_operation_field(name.as_bytes()),
                 "{name}"
             );
         }

@@ -20,7 +20,7 @@ use super::upstream::Upstream;
 use crate::dialect::azure_operations::{
     self, Level, NotRecognised, Operation, Selectors, Unsupported,
 };
-use crate::head::RequestView;
+use crate::head::{eq_lowercase, RequestView};
 use crate::misreading::Misreading;
 
 /// A request read as a row of the table.
@@ -69,22 +69,22 @@ pub(crate) fn operation_of<B>(
     let mut fields: SmallVec<[&[u8]; 16]> = SmallVec::new();
     let mut admin_fields = false;
     for (name, value) in request.fields().each_line() {
-        if name.eq_ignore_ascii_case(b"connection") {
+        if eq_lowercase(name, b"connection") {
             connection_names_no_x_ms(value)?;
             continue;
         }
         if !name
             .get(..5)
-            .is_some_and(|start| start.eq_ignore_ascii_case(b"x-ms-"))
+            .is_some_and(|start| eq_lowercase(start, b"x-ms-"))
         {
             continue;
         }
         // Fields any operation takes (the date, the version) need no more
         // reading: no row refuses them, and none needs admin.
-        if read_fields
-            .iter()
-            .any(|read| read.as_str().as_bytes().eq_ignore_ascii_case(name))
-            || azure_operations::every_operation_field(name)
+        if azure_operations::every_operation_field(name)
+            || read_fields
+                .iter()
+                .any(|read| eq_lowercase(name, read.as_str().as_bytes()))
             || selectors.offer(name, value)
         {
             continue;
@@ -110,7 +110,7 @@ fn connection_names_no_x_ms(value: &[u8]) -> Result<(), NotRecognised> {
         let option = option.trim_ascii();
         if option
             .get(..5)
-            .is_some_and(|start| start.eq_ignore_ascii_case(b"x-ms-"))
+            .is_some_and(|start| eq_lowercase(start, b"x-ms-"))
         {
             return Err(NotRecognised {
                 what: Unsupported::Header,
