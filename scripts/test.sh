@@ -3,9 +3,10 @@
 # Installs what the tests need (scripts/install-deps.sh), then the cheap
 # checks first (formatting, then the lints, which also type-check every
 # target), one build of the test profile, every test (unit, property, doc,
-# black-box), the Python client kit's tests, every demo against real lock servers (scripts/demos.sh), the
-# library alone without the gateway's dependencies (and with shared fences
-# alone), and each fuzz target for a few seconds.
+# black-box), the Python client kit's tests, every demo against real lock
+# servers (scripts/demos.sh), the library alone type-checked without the
+# gateway's dependencies (and with shared fences alone, ...), and each fuzz
+# target for a few seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,10 +50,10 @@ scripts/test-python-clients.sh
 # with client certificates, RBAC, 2 s auth tokens (tests/services/gateway_shared.rs).
 FENCEGATE_TEST_ETCD_SECURED=1 cargo test --locked --test gateway_shared
 scripts/demos.sh
-cargo build --locked --lib --no-default-features
-cargo build --locked --lib --no-default-features --features etcd
-cargo build --locked --lib --no-default-features --features client
-cargo build --locked --lib --no-default-features --features issuer-etcd,issuer-redis,issuer-postgres,issuer-zookeeper
+cargo check --locked --lib --no-default-features
+cargo check --locked --lib --no-default-features --features etcd
+cargo check --locked --lib --no-default-features --features client
+cargo check --locked --lib --no-default-features --features issuer-etcd,issuer-redis,issuer-postgres,issuer-zookeeper
 # The fuzz targets, briefly (nightly; docs/RELIABILITY.md): each replays its
 # committed corpus and explores for 8 s. scripts/fuzz.sh runs them long.
 # (The benchmarks are type-checked by clippy --all-targets above;
