@@ -59,7 +59,51 @@ pub(crate) fn bucket_of(domain: &str, host: &str) -> Result<Option<String>, Stri
 /// of one label (a virtual-hosted host is `BUCKET.domain`, two labels at
 /// least).
 pub(crate) fn names_no_bucket(bare: &str) -> bool {
-    !bare.contains('.') || bare.starts_with('[') || bare.parse::<std::net::Ipv4Addr>().is_ok()
+    !bare.contains('.') || bare.starts_with('[') || is_ipv4(bare.as_bytes())
+}
+
+/// [`names_no_bucket`] of `host` as sent (with its port and any trailing
+/// dots), read from its bytes: every request under `--store s3` asks it
+/// of its `Host`, and text, a port split off and an address parsed were
+/// a thirtieth of a plain write's instructions. A host that is not
+/// visible ASCII is `false` here, and read as text by the caller.
+fn names_no_bucket_as_sent(host: &[u8]) -> bool {
+    if host.first() == Some(&b'[') {
+        return true;
+    }
+    let mut name = match memchr::memrchr(b':', host) {
+        Some(colon) if host[colon + 1..].iter().all(u8::is_ascii_digit) => &host[..colon],
+        _ => host,
+    };
+    while let [rest @ .., b'.'] = name {
+        name = rest;
+    }
+    if !name.iter().all(|&b| b.is_ascii_graphic()) {
+        return false;
+    }
+    !name.contains(&b'.') || is_ipv4(name)
+}
+
+/// Whether `name` is an IPv4 address in dotted-decimal form exactly as
+/// [`std::net::Ipv4Addr`]'s parser takes one: four octets of one to three
+/// digits, none above 255, none with a leading zero. (The parser itself
+/// takes text, and its generic machinery cost 180 instructions a host.)
+fn is_ipv4(name: &[u8]) -> bool {
+    let mut octets = 0;
+    for part in name.split(|&b| b == b'.') {
+        octets += 1;
+        let octet = match part {
+            [b'0'] => true,
+            [b'1'..=b'9', rest @ ..] if rest.len() <= 2 && rest.iter().all(u8::is_ascii_digit) => {
+                part.iter().fold(0u32, |n, &d| n * 10 + u32::from(d - b'0')) <= 255
+            }
+            _ => false,
+        };
+        if !octet || octets > 4 {
+            return false;
+        }
+    }
+    octets == 4
 }
 
 /// `bucket`, the bucket `host` (as sent) names under `--s3-domain`, if
@@ -172,19 +216,29 @@ impl S3Reading {
         host_field: HostField<'_>,
     ) -> Result<Option<Uri>, Misreading> {
         let uri = request.uri();
-        let host = match uri.authority() {
-            Some(authority) => authority.as_str(),
+        // Most requests name the gateway by an address or by one label:
+        // path-style whatever the domain, and with nothing to rewrite
+        // unless the scope keys on the host. Read from the bytes first.
+        let sent = match uri.authority() {
+            Some(authority) => authority.as_str().as_bytes(),
             None => match host_field.unwrap_or_else(|| request.fields().first(&http::header::HOST))
             {
-                Some(value) => visible_str(value).unwrap_or_default(),
+                Some(value) => value,
                 // An HTTP/1.0 request without Host: the store reads its path.
                 None => return Ok(None),
             },
         };
-        // Most requests name the gateway by an address or by one label:
-        // path-style whatever the domain, and with nothing to rewrite
-        // unless the scope keys on the host. Case and a trailing dot do
-        // not change that, so the host needs no lowercase copy.
+        if !self.host_scoped && names_no_bucket_as_sent(sent) {
+            return Ok(None);
+        }
+        let host = match uri.authority() {
+            Some(authority) => authority.as_str(),
+            None => visible_str(sent).unwrap_or_default(),
+        };
+        // The same question of a host the bytes did not settle (one with a
+        // byte that is not visible ASCII reads as empty: no bucket). Case
+        // and a trailing dot do not change the answer, so the host needs
+        // no lowercase copy.
         if !self.host_scoped && names_no_bucket(host_without_port(host).trim_end_matches('.')) {
             return Ok(None);
         }
@@ -252,6 +306,40 @@ impl S3Reading {
 
 #[cfg(test)]
 mod tests {
+    proptest::proptest! {
+        #[test]
+        fn an_ipv4_address_is_read_as_the_standard_parser_reads_it(
+            name in "[0-9.]{0,16}|[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}"
+        ) {
+            proptest::prop_assert_eq!(
+                super::is_ipv4(name.as_bytes()),
+                name.parse::<std::net::Ipv4Addr>().is_ok(),
+                "{}", name
+            );
+        }
+
+        #[test]
+        fn a_host_as_sent_names_no_bucket_as_its_text_does(
+            host in "[\\[a-zA-Z0-9.:\\] \\x7f-]{0,24}|[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}(:[0-9]{0,5})?\\.?"
+        ) {
+            // The bytes may answer "no bucket" only where the text does.
+            let text = super::visible_str(host.as_bytes()).unwrap_or_default();
+            let by_text = super::names_no_bucket(
+                super::host_without_port(text).trim_end_matches('.'),
+            );
+            if super::names_no_bucket_as_sent(host.as_bytes()) {
+                proptest::prop_assert!(by_text, "{:?}", host);
+            }
+            if host.bytes().all(|b| b.is_ascii_graphic()) {
+                proptest::prop_assert_eq!(
+                    super::names_no_bucket_as_sent(host.as_bytes()),
+                    by_text,
+                    "{:?}", host
+                );
+            }
+        }
+    }
+
     use super::*;
 
     #[test]
