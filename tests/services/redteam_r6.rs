@@ -328,3 +328,133 @@ fn upload_id_spellings_and_addressings_never_reach_another_keys_upload() {
     assert_eq!(own.status, 200, "{}", own.text());
     eprintln!("outcomes:\n{}", outcomes.join("\n"));
 }
+
+mod custody_copy {
+    use super::support;
+    use support::moto_auth::moto_with_auth;
+    use support::sigv4_client::Signer;
+    use support::GatewayProcess;
+
+    const IDENTITIES: &str = r#"
+[[identity]]
+name = "owner"
+access_key_id = "RT6OWNER01"
+secret_file = "owner.secret"
+allow = [ { prefix = "/", access = "admin" } ]
+
+[[identity]]
+name = "billing"
+access_key_id = "RT6BILLING01"
+secret_file = "billing.secret"
+allow = [ { prefix = "/rt6c-billing/", access = "write" }, { prefix = "/rt6c-shared/", access = "read" } ]
+"#;
+    const OWNER: (&str, &str) = ("RT6OWNER01", "rt6-owner-secret-0123456789");
+    const BILLING: (&str, &str) = ("RT6BILLING01", "rt6-billing-secret-0123456789");
+
+    /// Attack 2 (holds): copy sources that Python's `urlparse` + `unquote`
+    /// (moto's reading) would take for another bucket or key than a loose
+    /// reading would: the billing identity (write `/rt6c-billing/`, read
+    /// `/rt6c-shared/`) copies into its own bucket from spellings that
+    /// could reach `/rt6c-secret/x`. Checked at moto: no copy holds the
+    /// secret. CopyObject and UploadPartCopy.
+    #[test]
+    fn copy_source_spellings_never_read_another_bucket() {
+        let moto = moto_with_auth();
+        let dir = tempfile::tempdir().unwrap();
+        let credentials = moto.write_credentials(dir.path());
+        std::fs::write(dir.path().join("owner.secret"), OWNER.1).unwrap();
+        std::fs::write(dir.path().join("billing.secret"), BILLING.1).unwrap();
+        let identities = dir.path().join("identities.toml");
+        std::fs::write(&identities, IDENTITIES).unwrap();
+        let gw = GatewayProcess::start(&[
+            "--upstream",
+            &moto.url,
+            "--store",
+            "s3",
+            "--upstream-credentials",
+            credentials.to_str().unwrap(),
+            "--identities",
+            identities.to_str().unwrap(),
+        ]);
+        let owner = Signer::now(OWNER);
+        for bucket in ["rt6c-billing", "rt6c-shared", "rt6c-secret"] {
+            let made = owner.send(&gw, "PUT", &format!("/{bucket}"), &[("x-fencing-token", "1")], b"");
+            assert_eq!(made.status, 200, "{}", made.text());
+        }
+        for (object, body) in [
+            ("/rt6c-secret/x", &b"SECRET"[..]),
+            ("/rt6c-shared/x", b"shared"),
+            ("/rt6c-billing/x", b"billing"),
+        ] {
+            let put = owner.send(&gw, "PUT", object, &[("x-fencing-token", "2")], body);
+            assert_eq!(put.status, 200, "{}", put.text());
+        }
+        let billing = Signer::now(BILLING);
+        let mut outcomes = Vec::new();
+        let sources = [
+            "rt6c-secret/x",
+            "/rt6c-secret/x",
+            "//rt6c-billing/rt6c-secret/x",
+            "%2Frt6c-secret/x",
+            "/%2Frt6c-secret/x",
+            "rt6c-billing%2F..%2Frt6c-secret/x",
+            "rt6c-billing/..%2F..%2Frt6c-secret/x",
+            "rt6c-shared/..%2Frt6c-secret%2Fx",
+            "rt6c-shared/x/../../rt6c-secret/x",
+            "http://h/rt6c-secret/x",
+            "rt6c-shared:80/rt6c-secret/x",
+            "//rt6c-secret/x",
+            "rt6c-shared/x#/../../rt6c-secret/x",
+            "rt6c-shared/x;/../rt6c-secret/x",
+            "rt6c-shared/x?versionId=1/../../rt6c-secret/x",
+            "rt6c-shared/x?/../../rt6c-secret/x",
+            "rt6c-shared/%3F/../../rt6c-secret/x",
+            "rt6c-shared\\..\\rt6c-secret/x",
+            "rt6c-shared/x\t/../rt6c-secret/x",
+            "RT6C-SECRET/x",
+        ];
+        for (n, source) in sources.iter().enumerate() {
+            let dest = format!("/rt6c-billing/copy-{n}");
+            let resp = billing.send(
+                &gw,
+                "PUT",
+                &dest,
+                &[("x-fencing-token", "3"), ("x-amz-copy-source", source)],
+                b"",
+            );
+            let code = super::element(&resp.text(), "Code").unwrap_or_default();
+            let at_store = moto.read("rt6c-billing", &format!("copy-{n}"));
+            outcomes.push(format!("CopyObject {source:?}: {} {code}; store holds {:?}", resp.status, at_store.as_deref().map(String::from_utf8_lossy)));
+            assert_ne!(at_store.as_deref(), Some(&b"SECRET"[..]), "BREACH: {source:?} copied the secret");
+        }
+        // Twice: an allowed source, then the secret (moto joins them).
+        let resp = billing.send(
+            &gw,
+            "PUT",
+            "/rt6c-billing/copy-twice",
+            &[
+                ("x-fencing-token", "3"),
+                ("x-amz-copy-source", "rt6c-shared/x"),
+                ("x-amz-copy-source", "rt6c-secret/x"),
+            ],
+            b"",
+        );
+        outcomes.push(format!("CopyObject source twice: {} {}", resp.status, super::element(&resp.text(), "Code").unwrap_or_default()));
+        assert_ne!(moto.read("rt6c-billing", "copy-twice").as_deref(), Some(&b"SECRET"[..]));
+        // UploadPartCopy: an upload of its own, then the same spellings.
+        let created = billing.send(&gw, "POST", "/rt6c-billing/parts?uploads", &[("x-fencing-token", "3")], b"");
+        assert_eq!(created.status, 200, "{}", created.text());
+        let id = super::element(&created.text(), "UploadId").unwrap();
+        for (n, source) in sources.iter().enumerate() {
+            let target = format!("/rt6c-billing/parts?partNumber={}&uploadId={}", n + 1, support::pct(&id));
+            let resp = billing.send(&gw, "PUT", &target, &[("x-fencing-token", "3"), ("x-amz-copy-source", source)], b"");
+            let code = super::element(&resp.text(), "Code").unwrap_or_default();
+            outcomes.push(format!("UploadPartCopy {source:?}: {} {code}", resp.status));
+        }
+        let uploads = moto.uploads("rt6c-billing");
+        eprintln!("outcomes:\n{}\nuploads at moto: {uploads:?}", outcomes.join("\n"));
+        for (key, _, parts) in &uploads {
+            assert!(parts.is_empty(), "BREACH: a part was copied into {key}: {parts:?}");
+        }
+    }
+}
