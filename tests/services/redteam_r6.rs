@@ -679,3 +679,132 @@ mod azure {
         assert_ne!(anonymous.status, 200, "the container became public");
     }
 }
+
+mod custody_form {
+    use super::support;
+    use support::moto_auth::moto_with_auth;
+    use support::sigv4_client::Signer;
+    use support::{build_request, GatewayProcess};
+
+    const IDENTITIES: &str = r#"
+[[identity]]
+name = "owner"
+access_key_id = "RT6FOWNER01"
+secret_file = "owner.secret"
+allow = [ { prefix = "/", access = "admin" } ]
+
+[[identity]]
+name = "mixed"
+access_key_id = "RT6FMIXED01"
+secret_file = "mixed.secret"
+allow = [ { prefix = "/rt6u/mixed/", access = "write" }, { prefix = "/rt6u/", access = "read" } ]
+"#;
+    const OWNER: (&str, &str) = ("RT6FOWNER01", "rt6f-owner-secret-0123456789");
+    const MIXED: (&str, &str) = ("RT6FMIXED01", "rt6f-mixed-secret-0123456789");
+
+    /// Attack 1d, under custody: the identity `mixed` may write
+    /// `/rt6u/mixed/` and only read the rest of the bucket. The owner has
+    /// an upload in progress on `/rt6u/owner/k`. `mixed` lists the
+    /// bucket's uploads (a read it may do): the sealed id is
+    /// `<store id>.<seal>`, the store's id in clear. It then sends, through
+    /// its own upload's path (its own sealed id in the query), a
+    /// `multipart/form-data` body whose `uploadId` field is the owner's
+    /// store id: a part, then an abort.
+    ///
+    /// BREACH if moto's upload of `owner/k` gained the part or is gone.
+    #[test]
+    #[ignore = "breach under custody: a form-body uploadId writes a part into, and aborts, an upload of a key the identity may only read"]
+    fn under_custody_a_form_body_upload_id_reaches_an_upload_the_identity_may_only_read() {
+        let moto = moto_with_auth();
+        let dir = tempfile::tempdir().unwrap();
+        let credentials = moto.write_credentials(dir.path());
+        std::fs::write(dir.path().join("owner.secret"), OWNER.1).unwrap();
+        std::fs::write(dir.path().join("mixed.secret"), MIXED.1).unwrap();
+        let identities = dir.path().join("identities.toml");
+        std::fs::write(&identities, IDENTITIES).unwrap();
+        let gw = GatewayProcess::start(&[
+            "--upstream",
+            &moto.url,
+            "--store",
+            "s3",
+            "--upstream-credentials",
+            credentials.to_str().unwrap(),
+            "--identities",
+            identities.to_str().unwrap(),
+        ]);
+        let owner = Signer::now(OWNER);
+        let mixed = Signer::now(MIXED);
+        let made = owner.send(&gw, "PUT", "/rt6u", &[("x-fencing-token", "1")], b"");
+        assert!(made.status == 200 || made.status == 409, "{}", made.text());
+        let created = owner.send(&gw, "POST", "/rt6u/owner/k?uploads", &[("x-fencing-token", "2")], b"");
+        assert_eq!(created.status, 200, "{}", created.text());
+        let sealed_x = super::element(&created.text(), "UploadId").unwrap();
+        let part = owner.send(
+            &gw,
+            "PUT",
+            &format!("/rt6u/owner/k?partNumber=1&uploadId={}", support::pct(&sealed_x)),
+            &[("x-fencing-token", "2")],
+            b"owner's part",
+        );
+        assert_eq!(part.status, 200, "{}", part.text());
+        // mixed reads the uploads listing (its read grant covers it).
+        let listed = mixed.send(&gw, "GET", "/rt6u?uploads", &[], b"");
+        eprintln!("mixed's listing: {} {}", listed.status, listed.text());
+        let listed_text = listed.text();
+        let seen = listed_text
+            .split("<Upload>")
+            .skip(1)
+            .find(|u| u.contains("<Key>owner/k</Key>"))
+            .and_then(|u| super::element(u, "UploadId"));
+        let seen = seen.unwrap_or_else(|| sealed_x.clone());
+        let raw_x = seen.split('.').next().unwrap().to_owned();
+        // Its own upload, through its own path.
+        let created = mixed.send(&gw, "POST", "/rt6u/mixed/j?uploads", &[("x-fencing-token", "3")], b"");
+        assert_eq!(created.status, 200, "{}", created.text());
+        let sealed_y = super::element(&created.text(), "UploadId").unwrap();
+        let store_parts = |moto: &support::moto_auth::MotoAuth| {
+            moto.uploads("rt6u")
+                .into_iter()
+                .find(|(key, id, _)| key == "owner/k" && *id == raw_x)
+                .map(|(_, _, parts)| parts)
+        };
+        assert_eq!(store_parts(moto), Some(vec![1]));
+        let boundary = "rt6boundary";
+        let body = format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"uploadId\"\r\n\r\n{raw_x}\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"partNumber\"\r\n\r\n2\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"p\"\r\n\r\nWRITTEN BY AN IDENTITY THAT MAY ONLY READ owner/k\r\n--{boundary}--\r\n"
+        );
+        let content_type = format!("multipart/form-data; boundary={boundary}");
+        let target = format!("/rt6u/mixed/j?partNumber=2&uploadId={}", support::pct(&sealed_y));
+        let fields = [("x-fencing-token", "3"), ("content-type", content_type.as_str())];
+        let headers = mixed.headers(&gw.data_addr().to_string(), "PUT", &target, &fields, &[], body.as_bytes());
+        let refs: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+        eprintln!(
+            "---- request bytes ----\n{}\n---- end ----",
+            String::from_utf8_lossy(&build_request(gw.data_addr(), "PUT", &target, &refs, body.as_bytes()))
+        );
+        let resp = gw.req("PUT", &target, &refs, body.as_bytes());
+        eprintln!("part through mixed/j: {} {}", resp.status, resp.text());
+        let after_part = store_parts(moto);
+        // The abort.
+        let abort_body = format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"uploadId\"\r\n\r\n{raw_x}\r\n--{boundary}--\r\n"
+        );
+        let target = format!("/rt6u/mixed/j?uploadId={}", support::pct(&sealed_y));
+        let headers = mixed.headers(&gw.data_addr().to_string(), "DELETE", &target, &fields, &[], abort_body.as_bytes());
+        let refs: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+        eprintln!(
+            "---- request bytes ----\n{}\n---- end ----",
+            String::from_utf8_lossy(&build_request(gw.data_addr(), "DELETE", &target, &refs, abort_body.as_bytes()))
+        );
+        let aborted = gw.req("DELETE", &target, &refs, abort_body.as_bytes());
+        eprintln!("abort through mixed/j: {} {}", aborted.status, aborted.text());
+        let after_abort = store_parts(moto);
+        assert_eq!(
+            (after_part.clone(), after_abort.clone()),
+            (Some(vec![1]), Some(vec![1])),
+            "BREACH: owner/k's upload at moto after the part: {after_part:?} (gateway {}), after the abort: {after_abort:?} (gateway {})",
+            resp.status,
+            aborted.status
+        );
+    }
+}
