@@ -718,7 +718,10 @@ allow = [ { prefix = "/rt6u/mixed/", access = "write" }, { prefix = "/rt6u/", ac
     /// `multipart/form-data` body whose `uploadId` field is the owner's
     /// store id: a part, then an abort.
     ///
-    /// BREACH if moto's upload of `owner/k` gained the part or is gone.
+    /// BREACH (seen on this run): the gateway answered 200 to the part and
+    /// moto's upload of `owner/k` gained part 2 (parts [1, 2]); it answered
+    /// 204 to the abort and the upload was gone from moto. (An
+    /// `application/x-www-form-urlencoded` body is refused 501: attack 1e.)
     #[test]
     #[ignore = "breach under custody: a form-body uploadId writes a part into, and aborts, an upload of a key the identity may only read"]
     fn under_custody_a_form_body_upload_id_reaches_an_upload_the_identity_may_only_read() {
@@ -814,7 +817,43 @@ allow = [ { prefix = "/rt6u/mixed/", access = "write" }, { prefix = "/rt6u/", ac
             aborted.status
         );
     }
+
+    /// Attack 1e, under custody: the same with an
+    /// `application/x-www-form-urlencoded` body (which moto also reads as
+    /// the form). Recorded, with the store's state.
+    #[test]
+    fn under_custody_an_urlencoded_form_upload_id_is_refused() {
+        let moto = moto_with_auth();
+        let dir = tempfile::tempdir().unwrap();
+        let credentials = moto.write_credentials(dir.path());
+        std::fs::write(dir.path().join("owner.secret"), OWNER.1).unwrap();
+        std::fs::write(dir.path().join("mixed.secret"), MIXED.1).unwrap();
+        let identities = dir.path().join("identities.toml");
+        std::fs::write(&identities, IDENTITIES).unwrap();
+        let gw = GatewayProcess::start(&[
+            "--upstream", &moto.url, "--store", "s3",
+            "--upstream-credentials", credentials.to_str().unwrap(),
+            "--identities", identities.to_str().unwrap(),
+        ]);
+        let owner = Signer::now(OWNER);
+        let mixed = Signer::now(MIXED);
+        let made = owner.send(&gw, "PUT", "/rt6u", &[("x-fencing-token", "1")], b"");
+        assert!(made.status == 200 || made.status == 409, "{}", made.text());
+        let created = owner.send(&gw, "POST", "/rt6u/owner/k2?uploads", &[("x-fencing-token", "2")], b"");
+        let sealed_x = super::element(&created.text(), "UploadId").unwrap();
+        let raw_x = sealed_x.split('.').next().unwrap().to_owned();
+        let created = mixed.send(&gw, "POST", "/rt6u/mixed/j2?uploads", &[("x-fencing-token", "3")], b"");
+        assert_eq!(created.status, 200, "{}", created.text());
+        let sealed_y = super::element(&created.text(), "UploadId").unwrap();
+        let body = format!("uploadId={raw_x}");
+        let target = format!("/rt6u/mixed/j2?uploadId={}", support::pct(&sealed_y));
+        let resp = mixed.send(&gw, "DELETE", &target, &[("x-fencing-token", "3"), ("content-type", "application/x-www-form-urlencoded")], body.as_bytes());
+        let still = moto.uploads("rt6u").iter().any(|(key, id, _)| key == "owner/k2" && *id == raw_x);
+        eprintln!("urlencoded abort through mixed/j: {} {}; owner/k's upload still at moto: {still}", resp.status, resp.text());
+        assert!(still, "BREACH: an urlencoded form aborted owner/k's upload (gateway {})", resp.status);
+    }
 }
+
 
 mod azure_plain {
     use super::support;
