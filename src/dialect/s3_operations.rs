@@ -405,6 +405,39 @@ const NOT_OPERATIONS: [&str; 7] = [
 #[error("{0}")]
 pub struct NotRecognised(pub String);
 
+/// Whether a request's `Content-Type` value makes its body a form:
+/// `multipart/form-data` or `application/x-www-form-urlencoded` (in any
+/// case, after any spaces; anything that starts with either name). No S3
+/// operation the gateway forwards sends one, and a store may read the
+/// request's parameters out of it: moto (werkzeug) takes a form's fields
+/// in place of the query, so an `uploadId` or `prefix` in the body would be
+/// the one it acts on while the gateway read the query's. Refused.
+///
+/// ```
+/// use fencegate::dialect::s3_operations::is_form_body;
+/// assert!(is_form_body(b"multipart/form-data; boundary=x"));
+/// assert!(is_form_body(b" Application/X-WWW-Form-Urlencoded"));
+/// assert!(!is_form_body(b"application/octet-stream"));
+/// ```
+pub fn is_form_body(content_type: &[u8]) -> bool {
+    let value = content_type.trim_ascii_start();
+    let starts = |name: &[u8]| {
+        value
+            .get(..name.len())
+            .is_some_and(|start| start.eq_ignore_ascii_case(name))
+    };
+    starts(b"multipart/form-data") || starts(b"application/x-www-form-urlencoded")
+}
+
+/// The refusal of a request whose body is a form ([`is_form_body`]).
+pub fn form_body_refused(operation: &str) -> NotRecognised {
+    NotRecognised(format!(
+        "{operation} does not take a form body (Content-Type multipart/form-data or \
+         application/x-www-form-urlencoded): a store could read the request's parameters \
+         from it; send the body with another Content-Type"
+    ))
+}
+
 /// The operation a request is: its `method`, its `level`, the names of
 /// its query parameters (percent-decoded, without the presigned URL's
 /// authentication parameters) and of its `x-amz-*` fields (lowercase;

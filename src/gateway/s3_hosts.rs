@@ -193,10 +193,16 @@ impl S3Reading {
             Some(slash) if slash + 1 == rest.len() => Level::Bucket,
             Some(_) => Level::Object,
         };
-        // Most writes are a plain row (PutObject, DeleteObject): no query
-        // and no x-amz-* field to weigh.
-        let plain =
-            request.uri().query().is_none_or(str::is_empty) && !deciding.may_carry_amz_fields();
+        // Most writes are a plain row (PutObject, DeleteObject): no query,
+        // no x-amz-* field to weigh, no Content-Type (or none that makes
+        // the body a form, which `operation_of` refuses).
+        let plain = request.uri().query().is_none_or(str::is_empty)
+            && !deciding.may_carry_amz_fields()
+            && !(deciding.contains(&http::header::CONTENT_TYPE)
+                && request
+                    .fields()
+                    .first(&http::header::CONTENT_TYPE)
+                    .is_some_and(crate::dialect::s3_operations::is_form_body));
         if plain && plain_row(request.method().as_str(), level).is_some() {
             return None;
         }

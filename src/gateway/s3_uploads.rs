@@ -49,6 +49,7 @@ use super::inbound::Inbound;
 use super::outcome::RequestOutcome;
 use super::proxy::Proxy;
 use crate::dialect::answer::AnswerStyle;
+use crate::dialect::s3_operations;
 use crate::fencing::{Fencing, ResponseBody};
 use crate::head::HeaderFields;
 use crate::head::RequestView;
@@ -118,13 +119,16 @@ fn step_of<B>(request: &Inbound<B>, query: &str) -> Result<Option<UploadStep>, D
             _ => return Ok(None),
         },
     };
-    let form = request.fields().first(&CONTENT_TYPE).is_some_and(|value| {
-        value.len() >= 33 && value[..33].eq_ignore_ascii_case(b"application/x-www-form-urlencoded")
-    });
-    if form {
+    // A store that reads parameters out of a form body (moto takes its
+    // fields in place of the query) would act on the upload id there.
+    if request
+        .fields()
+        .first(&CONTENT_TYPE)
+        .is_some_and(s3_operations::is_form_body)
+    {
         return Err(Denied::new(
             DeniedKind::NotImplemented,
-            "a multipart upload's request does not take a form body (Content-Type application/x-www-form-urlencoded): a store could read its upload id from it",
+            s3_operations::form_body_refused("A multipart upload's request").0,
         ));
     }
     Ok(Some(step))

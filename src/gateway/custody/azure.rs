@@ -344,6 +344,14 @@ struct CopySource<'a> {
 
 impl<'a> CopySource<'a> {
     fn parse(url: &'a str, account: &str) -> Result<Self, Denied> {
+        // A URL has no space or tab; a WHATWG parser (Azurite's) drops tabs
+        // before it resolves `..`, so `..<TAB>` would climb there while
+        // the gateway read a name.
+        if !url.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(invalid(
+                "x-ms-copy-source has a space, a tab or a byte that is not visible ASCII: a URL has none, and stores read such a URL differently",
+            ));
+        }
         let after_scheme = url
             .strip_prefix("http://")
             .or_else(|| url.strip_prefix("https://"))

@@ -334,25 +334,8 @@ fn bind_upload<B>(
         // The table's rows of these are bucket- or object-level: never here.
         return Ok(());
     };
-    // A store that reads parameters out of a form body (moto does, and
-    // then never reads the query) would take its upload id and part number
-    // from there, unsealed: no S3 operation sends one.
-    let form = request
-        .fields()
-        .first(&http::header::CONTENT_TYPE)
-        .is_some_and(|value| {
-            value.len() >= 33
-                && value[..33].eq_ignore_ascii_case(b"application/x-www-form-urlencoded")
-        });
-    if form {
-        return Err(Denied::new(
-            DeniedKind::NotImplemented,
-            format!(
-                "{} does not take a form body (Content-Type application/x-www-form-urlencoded): a store could read its parameters from it",
-                operation.name
-            ),
-        ));
-    }
+    // A form body, from which a store could read another upload id, was
+    // refused with the operation (`reached::operation_of`).
     let query = request.uri().query().unwrap_or("");
     let (answer, unsealed) = if lists {
         let (unsealed, url_encoded) = upload_ids::unseal_marker(keys, query, bucket)?;

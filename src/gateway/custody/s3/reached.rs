@@ -177,6 +177,13 @@ pub(crate) fn operation_of<B>(
     presigned: bool,
     read_fields: &[HeaderName],
 ) -> Result<&'static s3_operations::Operation, s3_operations::NotRecognised> {
+    if request
+        .fields()
+        .first(&http::header::CONTENT_TYPE)
+        .is_some_and(s3_operations::is_form_body)
+    {
+        return Err(s3_operations::form_body_refused("An S3 request"));
+    }
     let mut params: Vec<std::borrow::Cow<'_, str>> = Vec::new();
     let mut fields: Vec<String> = Vec::new();
     for pair in query_of(request).split('&').filter(|pair| !pair.is_empty()) {
