@@ -403,7 +403,10 @@ impl Pipeline {
                 }
             }
         });
-        let answered = match (denied, refuse_unproxyable(&request)) {
+        let answered = match (
+            denied,
+            refuse_unproxyable(&request, deciding.may_carry_upgrade()),
+        ) {
             // Custody refused it: it learns nothing of fences.
             (Some(denied), _) => Ok(denied.to_response(route.answers).map(ResponseBody::refusal)),
             (None, _) if crossing.is_some() => Ok(crossed(generation, index, crossing.as_ref())),

@@ -649,8 +649,13 @@ impl Forward<Inbound<Body>> for Proxy {
 /// `CONNECT`, a tunnel, which `crate::misreading` refuses 405 before it
 /// gets here). Checked before the fencing layer too, so that such a
 /// request raises no fence.
-pub(crate) fn refuse_unproxyable<R: RequestView>(request: &R) -> Option<Response<Body>> {
-    if request.method() != Method::CONNECT && !demands_upgrade(request.fields()) {
+/// `may_upgrade`: whether it may carry `Upgrade` (the misreading pass's
+/// [`DecidingFields::may_carry_upgrade`](crate::misreading::DecidingFields::may_carry_upgrade)).
+pub(crate) fn refuse_unproxyable<R: RequestView>(
+    request: &R,
+    may_upgrade: bool,
+) -> Option<Response<Body>> {
+    if request.method() != Method::CONNECT && !(may_upgrade && demands_upgrade(request.fields())) {
         return None;
     }
     Some(gateway_error(

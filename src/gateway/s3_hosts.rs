@@ -71,17 +71,41 @@ fn names_no_bucket_as_sent(host: &[u8]) -> bool {
     if host.first() == Some(&b'[') {
         return true;
     }
-    let mut name = match memchr::memrchr(b':', host) {
-        Some(colon) if host[colon + 1..].iter().all(u8::is_ascii_digit) => &host[..colon],
-        _ => host,
+    // The port: the digits after the last `:` (none is a port too).
+    let mut end = host.len();
+    while end > 0 && host[end - 1].is_ascii_digit() {
+        end -= 1;
+    }
+    end = match end.checked_sub(1) {
+        Some(colon) if host[colon] == b':' => colon,
+        _ => host.len(),
     };
-    while let [rest @ .., b'.'] = name {
-        name = rest;
+    while end > 0 && host[end - 1] == b'.' {
+        end -= 1;
     }
-    if !name.iter().all(|&b| b.is_ascii_graphic()) {
-        return false;
+    // One look at each byte: whether the name has a dot, and whether it
+    // is a dotted quad as `is_ipv4` reads one.
+    let (mut dots, mut digits, mut octet, mut ipv4) = (0u32, 0u32, 0u32, true);
+    for &b in &host[..end] {
+        match b {
+            b'.' => {
+                ipv4 &= digits > 0;
+                dots += 1;
+                digits = 0;
+                octet = 0;
+            }
+            b'0'..=b'9' => {
+                // A leading zero ("01") is no octet.
+                ipv4 &= !(digits == 1 && octet == 0);
+                digits += 1;
+                octet = (octet * 10 + u32::from(b - b'0')).min(1000);
+                ipv4 &= digits <= 3 && octet <= 255;
+            }
+            _ if b.is_ascii_graphic() => ipv4 = false,
+            _ => return false,
+        }
     }
-    !name.contains(&b'.') || is_ipv4(name)
+    dots == 0 || (ipv4 && digits > 0 && dots == 3)
 }
 
 /// Whether `name` is an IPv4 address in dotted-decimal form exactly as
@@ -198,7 +222,7 @@ impl S3Reading {
         // the body a form, which `operation_of` refuses).
         let plain = request.uri().query().is_none_or(str::is_empty)
             && !deciding.may_carry_amz_fields()
-            && !(deciding.contains(&http::header::CONTENT_TYPE)
+            && !(deciding.has_content_type()
                 && request
                     .fields()
                     .first(&http::header::CONTENT_TYPE)

@@ -55,6 +55,8 @@ pub(super) struct FieldScan<'a> {
     /// An `x-amz-*` field (any case) came: an S3 write without one is
     /// decided by its method and path alone.
     pub(super) amz: bool,
+    /// An `Upgrade` field came (the proxy refuses a real upgrade).
+    pub(super) upgrade: bool,
     pub(super) hosts: u8,
     pub(super) host: Option<&'a [u8]>,
     /// A token or lock header under one of its default names.
@@ -72,6 +74,7 @@ impl<'a> FieldScan<'a> {
             hop: None,
             seen: 0,
             amz: false,
+            upgrade: false,
             hosts: 0,
             host: None,
             token: false,
@@ -82,6 +85,10 @@ impl<'a> FieldScan<'a> {
             // One arm per length a looked-for name has: a field is compared
             // with the one or two names of its length, or with none.
             let deciding = match name.len() {
+                7 if is(b"upgrade") => {
+                    scan.upgrade = true;
+                    return;
+                }
                 4 if is(b"host") => {
                     scan.hosts = scan.hosts.saturating_add(1);
                     scan.host = Some(value);

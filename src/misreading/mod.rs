@@ -172,13 +172,18 @@ pub(crate) fn read_head<R: RequestView + ?Sized>(
     }
     Ok(match &scanned {
         Some(scan) => (
-            DecidingFields(scan.seen | if scan.amz { AMZ_FIELDS } else { 0 }),
+            DecidingFields(
+                scan.seen
+                    | if scan.amz { AMZ_FIELDS } else { 0 }
+                    | if scan.upgrade { UPGRADE } else { 0 },
+            ),
             // More than one Host was refused above.
             Some(scan.host),
         ),
-        // Not walked: as if an `x-amz-*` field came (its reader looks).
+        // Not walked: as if an `x-amz-*` and an `Upgrade` field came
+        // (their readers look).
         None => (
-            DecidingFields(DecidingFields::looked_up(fields).0 | AMZ_FIELDS),
+            DecidingFields(DecidingFields::looked_up(fields).0 | AMZ_FIELDS | UPGRADE),
             None,
         ),
     })
@@ -193,6 +198,10 @@ pub struct DecidingFields(u16);
 /// field's.
 const AMZ_FIELDS: u16 = 1 << 15;
 
+/// The bit of [`DecidingFields`] that says an `Upgrade` field came (or may
+/// have).
+const UPGRADE: u16 = 1 << 14;
+
 impl DecidingFields {
     /// Whether the request may carry an `x-amz-*` field (any case): `false`
     /// only when the one pass over its fields saw none. An S3 write
@@ -200,6 +209,19 @@ impl DecidingFields {
     /// path alone.
     pub fn may_carry_amz_fields(self) -> bool {
         self.0 & AMZ_FIELDS != 0
+    }
+
+    /// Whether the request may carry `Upgrade`: `false` only when the one
+    /// pass over its fields saw none, so that the proxy's check for a
+    /// protocol switch needs no walk of its own.
+    pub fn may_carry_upgrade(self) -> bool {
+        self.0 & UPGRADE != 0
+    }
+
+    /// Whether the request carries `Content-Type` ([`DECIDING_FIELDS`]`[0]`):
+    /// a bit test, where [`contains`](Self::contains) compares names.
+    pub fn has_content_type(self) -> bool {
+        self.0 & 1 != 0
     }
 
     /// Whether `name`, one of [`DECIDING_FIELDS`], is among them (any other
@@ -382,6 +404,23 @@ mod tests {
             builder = builder.header(*name, *value);
         }
         builder.body(()).expect("a request")
+    }
+
+    #[test]
+    fn the_content_type_bit_is_the_content_type_field() {
+        assert_eq!(DECIDING_FIELDS[0], http::header::CONTENT_TYPE);
+        let typed = request("PUT", "/b/k", &[("Content-Type", "text/plain")]);
+        let plain = request("PUT", "/b/k", &[("X-Fencing-Token", "1")]);
+        for fields in [deciding_fields(&typed, V1), deciding_fields(&plain, V1)] {
+            let fields = fields.expect("read");
+            assert_eq!(
+                fields.has_content_type(),
+                fields.contains(&http::header::CONTENT_TYPE)
+            );
+        }
+        assert!(deciding_fields(&typed, V1)
+            .expect("read")
+            .has_content_type());
     }
 
     #[test]

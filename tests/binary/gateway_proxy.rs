@@ -651,6 +651,33 @@ fn h2c_upgrade_offer_is_ignored_not_refused() {
     assert!(record.header("http2-settings").is_none());
 }
 
+/// A real protocol switch (WebSocket) is not proxied: 501
+/// `upgrade_not_supported`, whatever the field name's case, and nothing
+/// reaches the backend (the misreading pass says whether `Upgrade` came;
+/// the proxy reads its value).
+#[test]
+fn a_websocket_upgrade_is_refused_in_any_case_and_never_forwarded() {
+    let backend = Backend::start();
+    let gw = GatewayProcess::in_front_of(&backend, &[]);
+    for name in ["Upgrade", "UPGRADE", "upgrade"] {
+        let request = format!(
+            "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: {name}\r\n{name}: h2c, websocket\r\n\
+             Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+        );
+        let resp = send_raw(gw.data_addr(), request.as_bytes(), false);
+        assert_eq!(resp.status, 501, "{name}: {}", resp.text());
+        assert!(
+            resp.text().contains("upgrade_not_supported"),
+            "{}",
+            resp.text()
+        );
+    }
+    assert!(
+        backend.records().is_empty(),
+        "an upgrade reached the backend"
+    );
+}
+
 #[test]
 fn expect_100_continue_is_honoured() {
     use std::io::{BufRead, BufReader, Write};
