@@ -83,29 +83,11 @@ fn names_no_bucket_as_sent(host: &[u8]) -> bool {
     while end > 0 && host[end - 1] == b'.' {
         end -= 1;
     }
-    // One look at each byte: whether the name has a dot, and whether it
-    // is a dotted quad as `is_ipv4` reads one.
-    let (mut dots, mut digits, mut octet, mut ipv4) = (0u32, 0u32, 0u32, true);
-    for &b in &host[..end] {
-        match b {
-            b'.' => {
-                ipv4 &= digits > 0;
-                dots += 1;
-                digits = 0;
-                octet = 0;
-            }
-            b'0'..=b'9' => {
-                // A leading zero ("01") is no octet.
-                ipv4 &= !(digits == 1 && octet == 0);
-                digits += 1;
-                octet = (octet * 10 + u32::from(b - b'0')).min(1000);
-                ipv4 &= digits <= 3 && octet <= 255;
-            }
-            _ if b.is_ascii_graphic() => ipv4 = false,
-            _ => return false,
-        }
-    }
-    dots == 0 || (ipv4 && digits > 0 && dots == 3)
+    // A dotted quad first (a gateway is most often reached by address),
+    // then a visible name without a dot. Any other host is left to the
+    // text path, which answers the same for every host this one settles.
+    let name = &host[..end];
+    is_ipv4(name) || (!name.contains(&b'.') && name.iter().all(u8::is_ascii_graphic))
 }
 
 /// Whether `name` is an IPv4 address in dotted-decimal form exactly as
@@ -113,21 +95,38 @@ fn names_no_bucket_as_sent(host: &[u8]) -> bool {
 /// digits, none above 255, none with a leading zero. (The parser itself
 /// takes text, and its generic machinery cost 180 instructions a host.)
 fn is_ipv4(name: &[u8]) -> bool {
-    let mut octets = 0;
-    for part in name.split(|&b| b == b'.') {
-        octets += 1;
-        let octet = match part {
-            [b'0'] => true,
-            [b'1'..=b'9', rest @ ..] if rest.len() <= 2 && rest.iter().all(u8::is_ascii_digit) => {
-                part.iter().fold(0u32, |n, &d| n * 10 + u32::from(d - b'0')) <= 255
+    let mut at = 0;
+    for octet in 0..4 {
+        if octet > 0 {
+            if name.get(at) != Some(&b'.') {
+                return false;
             }
-            _ => false,
+            at += 1;
+        }
+        let value = match name.get(at..).unwrap_or_default() {
+            [b'0', ..] => {
+                at += 1;
+                0
+            }
+            [a @ b'1'..=b'9', b @ b'0'..=b'9', c @ b'0'..=b'9', ..] => {
+                at += 3;
+                u32::from(a - b'0') * 100 + u32::from(b - b'0') * 10 + u32::from(c - b'0')
+            }
+            [a @ b'1'..=b'9', b @ b'0'..=b'9', ..] => {
+                at += 2;
+                u32::from(a - b'0') * 10 + u32::from(b - b'0')
+            }
+            [a @ b'1'..=b'9', ..] => {
+                at += 1;
+                u32::from(a - b'0')
+            }
+            _ => return false,
         };
-        if !octet || octets > 4 {
+        if value > 255 {
             return false;
         }
     }
-    octets == 4
+    at == name.len()
 }
 
 /// `bucket`, the bucket `host` (as sent) names under `--s3-domain`, if
