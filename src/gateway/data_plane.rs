@@ -366,7 +366,7 @@ impl Pipeline {
         // an HTTP/1 connection is closed after the refusal: hyper itself
         // reads once more "in case a tiny body was included", which can
         // swallow a next request that arrived meanwhile.
-        let expects_continue = request.fields().contains(&EXPECT);
+        let expects_continue = deciding.may_carry_expect() && request.fields().contains(&EXPECT);
         // The engine drains a body itself, after the response, before it
         // reads the next request from the same bytes.
         let drain = !expects_continue && matches!(request.body, IncomingBody::Hyper(_));

@@ -57,6 +57,8 @@ pub(super) struct FieldScan<'a> {
     pub(super) amz: bool,
     /// An `Upgrade` field came (the proxy refuses a real upgrade).
     pub(super) upgrade: bool,
+    /// An `Expect` field came (the data plane reads it).
+    pub(super) expect: bool,
     pub(super) hosts: u8,
     pub(super) host: Option<&'a [u8]>,
     /// A token or lock header under one of its default names.
@@ -75,6 +77,7 @@ impl<'a> FieldScan<'a> {
             seen: 0,
             amz: false,
             upgrade: false,
+            expect: false,
             hosts: 0,
             host: None,
             token: false,
@@ -87,6 +90,10 @@ impl<'a> FieldScan<'a> {
             let deciding = match name.len() {
                 7 if is(b"upgrade") => {
                     scan.upgrade = true;
+                    return;
+                }
+                6 if is(b"expect") => {
+                    scan.expect = true;
                     return;
                 }
                 4 if is(b"host") => {

@@ -175,15 +175,16 @@ pub(crate) fn read_head<R: RequestView + ?Sized>(
             DecidingFields(
                 scan.seen
                     | if scan.amz { AMZ_FIELDS } else { 0 }
-                    | if scan.upgrade { UPGRADE } else { 0 },
+                    | if scan.upgrade { UPGRADE } else { 0 }
+                    | if scan.expect { EXPECT } else { 0 },
             ),
             // More than one Host was refused above.
             Some(scan.host),
         ),
-        // Not walked: as if an `x-amz-*` and an `Upgrade` field came
-        // (their readers look).
+        // Not walked: as if an `x-amz-*`, an `Upgrade` and an `Expect`
+        // field came (their readers look).
         None => (
-            DecidingFields(DecidingFields::looked_up(fields).0 | AMZ_FIELDS | UPGRADE),
+            DecidingFields(DecidingFields::looked_up(fields).0 | AMZ_FIELDS | UPGRADE | EXPECT),
             None,
         ),
     })
@@ -202,6 +203,10 @@ const AMZ_FIELDS: u16 = 1 << 15;
 /// have).
 const UPGRADE: u16 = 1 << 14;
 
+/// The bit of [`DecidingFields`] that says an `Expect` field came (or may
+/// have).
+const EXPECT: u16 = 1 << 13;
+
 impl DecidingFields {
     /// Whether the request may carry an `x-amz-*` field (any case): `false`
     /// only when the one pass over its fields saw none. An S3 write
@@ -216,6 +221,12 @@ impl DecidingFields {
     /// protocol switch needs no walk of its own.
     pub fn may_carry_upgrade(self) -> bool {
         self.0 & UPGRADE != 0
+    }
+
+    /// Whether the request may carry `Expect`: `false` only when the one
+    /// pass over its fields saw none.
+    pub fn may_carry_expect(self) -> bool {
+        self.0 & EXPECT != 0
     }
 
     /// Whether the request carries `Content-Type` ([`DECIDING_FIELDS`]`[0]`):
@@ -421,6 +432,15 @@ mod tests {
         assert!(deciding_fields(&typed, V1)
             .expect("read")
             .has_content_type());
+        let plain = deciding_fields(&plain, V1).expect("read");
+        assert!(!plain.may_carry_expect() && !plain.may_carry_upgrade());
+        let asks = request(
+            "PUT",
+            "/b/k",
+            &[("EXPECT", "100-continue"), ("Upgrade", "websocket")],
+        );
+        let asks = deciding_fields(&asks, V1).expect("read");
+        assert!(asks.may_carry_expect() && asks.may_carry_upgrade());
     }
 
     #[test]
