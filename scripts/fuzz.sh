@@ -5,7 +5,7 @@
 # exit) and leaves its input in fuzz/artifacts/TARGET/.
 #
 #   scripts/fuzz.sh [TARGET...]              FUZZ_RUNS executions each (10 million)
-#   FUZZ_SECONDS=8 scripts/fuzz.sh           the short form CI runs: 8 s each,
+#   FUZZ_SECONDS=5 scripts/fuzz.sh           the short form CI runs: 5 s each,
 #                                            every target in one build without
 #                                            AddressSanitizer (FUZZ_SANITIZE=1:
 #                                            with it, as the long runs)

@@ -55,7 +55,7 @@ cargo check --locked --lib --no-default-features --features etcd
 cargo check --locked --lib --no-default-features --features client
 cargo check --locked --lib --no-default-features --features issuer-etcd,issuer-redis,issuer-postgres,issuer-zookeeper
 # The fuzz targets, briefly (nightly; docs/RELIABILITY.md): each replays its
-# committed corpus and explores for 8 s. scripts/fuzz.sh runs them long.
+# committed corpus and explores for 5 s. scripts/fuzz.sh runs them long.
 # (The benchmarks are type-checked by clippy --all-targets above;
 # scripts/bench.sh builds and runs them.)
-FUZZ_SECONDS=8 scripts/fuzz.sh
+FUZZ_SECONDS=5 scripts/fuzz.sh

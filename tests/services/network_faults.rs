@@ -888,7 +888,7 @@ fn reader(
     reads
 }
 
-/// `SOAK_SECONDS` (default 60; `scripts/soak-network.sh` runs the hour) of
+/// `SOAK_SECONDS` (default 40; `scripts/soak-network.sh` runs the hour) of
 /// writes, collection `DELETE`s and reads through three instances on
 /// shared fences, the nemesis moving the network all along; before and
 /// after, at rest: each instance's RSS and open descriptors, etcd's leases
@@ -898,7 +898,7 @@ fn reader(
 #[test]
 fn a_soak_under_network_faults_grows_nothing() {
     let _serial = serial();
-    let seconds = env_or("SOAK_SECONDS", 60);
+    let seconds = env_or("SOAK_SECONDS", 40);
     let prefix = "/net-soak/";
     let Some(cluster) = Cluster::start(prefix, false, &[]) else {
         return;
